@@ -1,0 +1,39 @@
+# Two entry points, each creating or reusing .venv and installing what it needs:
+#   make quickstart   train the zoo, run the quickstart sweep on Fashion-MNIST, write its report
+#   make test         run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+FASHION_DIR := /usr/share/datasets/fashion-mnist
+STORAGE ?= results
+REPORT ?= report
+
+.PHONY: quickstart test install fashion-mnist clean
+
+install: $(STAMP)
+
+# torch==2.14.1 / torchvision==0.29.1 are pinned in pyproject.toml: they install from local files here.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+# The full 70,000 Fashion-MNIST images from Debian's package; elsewhere the loader downloads them once.
+fashion-mnist:
+	@if [ -f $(FASHION_DIR)/train-images-idx3-ubyte.gz ]; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		(apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 || \
+		 (apt-get update -q >/dev/null && apt-get install -y -q dataset-fashion-mnist >/dev/null)) \
+		|| echo "note: could not install dataset-fashion-mnist; the loader will try torchvision's download"; \
+	else echo "note: no $(FASHION_DIR); the loader will try torchvision's download"; fi
+
+quickstart: $(STAMP) fashion-mnist
+	$(VENV)/bin/stitchsweep run search_spaces/quickstart.yaml --storage $(STORAGE)
+	$(VENV)/bin/stitchsweep report $(STORAGE)/quickstart --out $(REPORT)
+
+test: $(STAMP) fashion-mnist
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(STORAGE) $(REPORT) .pytest_cache

@@ -1,0 +1,114 @@
+"""The Parquet schemas of a results directory: the one place both the engine and the readers take them from.
+
+Columns are only ever added (never renamed or retyped); readers cast every part to these schemas, so a part
+written before a column existed reads back with nulls there instead of losing the column.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+TRIALS_DIR = "trials"
+DONORS_DIR = "donors"
+CURVES_DIR = "curves"
+SPACE_FILE = "space.yaml"
+
+TRIAL_SCHEMA = pa.schema(
+    [
+        ("trial_id", pa.string()),
+        ("sweep", pa.string()),
+        ("status", pa.string()),  # "done" | "failed"
+        ("error", pa.string()),
+        # configuration (the scientific fields of the TrialSpec)
+        ("dataset", pa.string()),
+        ("front", pa.string()),
+        ("end", pa.string()),
+        ("front_key", pa.string()),
+        ("end_key", pa.string()),
+        ("front_point", pa.string()),
+        ("end_point", pa.string()),
+        ("point_index", pa.int32()),
+        ("n_points", pa.int32()),
+        ("objective", pa.string()),
+        ("alpha", pa.float64()),
+        ("seed", pa.int64()),
+        ("epochs", pa.int32()),
+        ("lr", pa.float64()),
+        ("batch_size", pa.int32()),
+        ("dm_samples", pa.int32()),
+        ("init", pa.string()),
+        ("donor_bn", pa.string()),
+        ("train_size", pa.int64()),
+        ("val_size", pa.int64()),
+        ("test_size", pa.int64()),
+        ("split_id", pa.string()),
+        ("attack", pa.string()),
+        ("eps", pa.float64()),
+        ("attack_iterations", pa.int32()),
+        ("attack_restarts", pa.int32()),
+        ("n_eval_robust", pa.int32()),
+        # metrics
+        ("clean_acc", pa.float64()),
+        ("robust_acc", pa.float64()),
+        ("relative_acc", pa.float64()),
+        ("most_frequent_class", pa.int32()),
+        ("most_frequent_class_ratio", pa.float64()),
+        ("final_train_loss", pa.float64()),
+        ("dm_residual", pa.float64()),
+        ("front_clean_acc", pa.float64()),
+        ("front_robust_acc", pa.float64()),
+        ("end_clean_acc", pa.float64()),
+        ("end_robust_acc", pa.float64()),
+        # timings (seconds) and provenance
+        ("time_setup_s", pa.float64()),
+        ("time_fit_s", pa.float64()),
+        ("time_eval_clean_s", pa.float64()),
+        ("time_eval_robust_s", pa.float64()),
+        ("time_total_s", pa.float64()),
+        ("device", pa.string()),
+        ("hostname", pa.string()),
+        ("torch_version", pa.string()),
+        ("stitchsweep_version", pa.string()),
+        ("schema_version", pa.int32()),
+        ("finished_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+DONOR_SCHEMA = pa.schema(
+    [
+        ("donor", pa.string()),  # the name in the search space, e.g. "plain_a"
+        ("ref", pa.string()),  # "zoo:plain_a"
+        ("donor_key", pa.string()),  # hash of the training config: names the cached checkpoint
+        ("sweep", pa.string()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("arch", pa.string()),
+        ("dataset", pa.string()),
+        ("training", pa.string()),  # "plain" | "pgd"
+        ("epochs", pa.int32()),
+        ("seed", pa.int64()),
+        ("clean_acc", pa.float64()),
+        ("robust_acc", pa.float64()),
+        ("n_eval_robust", pa.int32()),
+        ("eps", pa.float64()),
+        ("trained_now", pa.bool_()),  # False when the checkpoint came from the cache
+        ("time_train_s", pa.float64()),
+        ("time_eval_s", pa.float64()),
+        ("stitchsweep_version", pa.string()),
+        ("schema_version", pa.int32()),
+        ("finished_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+CURVE_SCHEMA = pa.schema(
+    [
+        ("trial_id", pa.string()),
+        ("epoch", pa.int32()),
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+    ]
+)
+
+SCHEMAS = {TRIALS_DIR: TRIAL_SCHEMA, DONORS_DIR: DONOR_SCHEMA, CURVES_DIR: CURVE_SCHEMA}

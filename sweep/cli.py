@@ -1,0 +1,205 @@
+"""`stitchsweep` command line: plan, run, resume, status, report.
+
+Bad input (a wrong search space, a path that is not a results directory) exits with code 2 and one line
+that names the field, what was expected and what was found, before anything runs or is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from .errors import SpecError
+
+EXIT_BAD_INPUT = 2
+
+
+def _load_space(path: str):
+    from .spec import load_space
+
+    return load_space(path)
+
+
+def _open_results(path: str):
+    """A results directory is `<root>/<sweep>` holding the `space.yaml` that `run` copied there."""
+    from analysis.schema import SPACE_FILE
+
+    from .results import SweepDir
+    from .spec import load_space
+
+    p = Path(path)
+    if not (p.is_dir() and (p / SPACE_FILE).is_file()):
+        raise SpecError("RESULTS", f"a results directory holding {SPACE_FILE} (made by `stitchsweep run`)",
+                        str(path))
+    sweep = load_space(p / SPACE_FILE)
+    return sweep, SweepDir(p.parent, p.name)
+
+
+def cmd_plan(args) -> int:
+    sweep = _load_space(args.space)
+    print(f"sweep {sweep.name}: {len(sweep.trials)} trials, {len(sweep.donors)} donors")
+    for name, d in sweep.donors.items():
+        extra = f" eps={d.eps:g} steps={d.steps}" if d.training == "pgd" else ""
+        print(f"  donor zoo:{name}: {d.arch} {d.training} epochs={d.epochs} seed={d.seed}{extra}"
+              f" key={d.donor_key}")
+    for s in sweep.trials:
+        alpha = "" if s.alpha is None else f" alpha={s.alpha:g}"
+        print(f"  {s.trial_id}  {s.front} -> {s.end} @{s.front_point} {s.objective}{alpha} seed={s.seed}")
+    return 0
+
+
+def _pending(sweep, sweep_dir, retry_failed: bool) -> tuple[list[str], list[str], int]:
+    """Donors to (re)run, trial ids to run, and how many trials are already done."""
+    import pyarrow.parquet as pq
+
+    from .zoo import donor_part
+
+    donors = []
+    for name, donor in sweep.donors.items():
+        part = donor_part(sweep_dir, donor, sweep.evaluation)
+        if not part.exists() or pq.read_table(part, columns=["status"])["status"][0].as_py() != "done":
+            donors.append(name)
+    todo, done = [], 0
+    for s in sweep.trials:
+        part = sweep_dir.trial_part(s.trial_id)
+        if part.exists():
+            status = pq.read_table(part, columns=["status"])["status"][0].as_py()
+            if status == "failed" and retry_failed:
+                part.unlink()
+                todo.append(s.trial_id)
+            else:
+                done += 1
+        else:
+            todo.append(s.trial_id)
+    return donors, todo, done
+
+
+def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
+    from .results import remove_stale_tmp
+
+    sweep_dir.create()
+    stale = remove_stale_tmp(sweep_dir)
+    if stale:
+        print(f"removed {stale} partial file(s) left by an interrupted run")
+    donors, todo, done = _pending(sweep, sweep_dir, retry_failed)
+    print(f"sweep {sweep.name}: {len(sweep.trials)} trials, {done} already recorded, {len(todo)} to run;"
+          f" {len(donors)} of {len(sweep.donors)} donors to train or evaluate", flush=True)
+    print(f"results: {sweep_dir.path}", flush=True)
+    from . import ray_backend  # the only Ray import, and only for commands that schedule work
+
+    ray_backend.run_stages(sweep, sweep_dir, donors, todo, address=args.address, num_cpus=args.num_cpus,
+                           max_concurrent=args.max_concurrent)
+    return _print_status(sweep, sweep_dir)
+
+
+def cmd_run(args) -> int:
+    from .results import SweepDir
+
+    sweep = _load_space(args.space)
+    sweep_dir = SweepDir(args.storage, sweep.name)
+    sweep_dir.create()
+    # The sweep's own copy: `resume`, `status` and `report` read it. A grown space replaces it; trial ids
+    # keep finished trials finished.
+    with open(sweep_dir.space, "w") as fh:
+        yaml.safe_dump(sweep.raw, fh, sort_keys=False)
+    return _execute(sweep, sweep_dir, args, retry_failed=args.failed)
+
+
+def cmd_resume(args) -> int:
+    sweep, sweep_dir = _open_results(args.results)
+    return _execute(sweep, sweep_dir, args, retry_failed=args.failed)
+
+
+def _print_status(sweep, sweep_dir) -> int:
+    import analysis
+
+    trials = analysis.load_trials(sweep_dir.path)
+    ids = {s.trial_id for s in sweep.trials}
+    trials = trials[trials["trial_id"].isin(ids)]
+    n_done = int((trials["status"] == "done").sum())
+    failed = trials[trials["status"] == "failed"]
+    pending = len(ids) - len(trials)
+    print(f"sweep {sweep.name}: {len(ids)} trials: {n_done} done, {len(failed)} failed, {pending} pending")
+    for _, r in failed.head(20).iterrows():
+        print(f"  failed {r['trial_id']} {r['front']}->{r['end']} @{r['front_point']} {r['objective']}:"
+              f" {r['error']}")
+    if len(failed) > 20:
+        print(f"  ... and {len(failed) - 20} more failed (see the trials table)")
+    if pending or len(failed):
+        print(f"finish with: stitchsweep resume {sweep_dir.path}" + (" --failed" if len(failed) else ""))
+    return 0
+
+
+def cmd_status(args) -> int:
+    sweep, sweep_dir = _open_results(args.results)
+    return _print_status(sweep, sweep_dir)
+
+
+def cmd_report(args) -> int:
+    from analysis.report import write_report
+
+    p = Path(args.results)
+    if not (p.is_dir() and (p / "trials").is_dir()):
+        raise SpecError("RESULTS", "a results directory with a trials/ folder (made by `stitchsweep run`)",
+                        str(args.results))
+    index = write_report(p, Path(args.out))
+    print(f"report: {index}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stitchsweep", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("plan", help="validate a search space and list its trials")
+    p.add_argument("space")
+    p.set_defaults(fn=cmd_plan)
+
+    def ray_options(p):
+        p.add_argument("--address", default=None,
+                       help="Ray cluster to join (e.g. 'auto'); default: start an embedded local Ray")
+        p.add_argument("--num-cpus", type=int, default=None,
+                       help="CPUs of the embedded local Ray (default: all)")
+        p.add_argument("--max-concurrent", type=int, default=None,
+                       help="at most this many trials at once (default: as resources allow)")
+        p.add_argument("--failed", action="store_true", help="also rerun trials recorded as failed")
+
+    p = sub.add_parser("run", help="run a sweep (trials already recorded are skipped)")
+    p.add_argument("space")
+    p.add_argument("--storage", default="results", help="results root (default: ./results)")
+    ray_options(p)
+    p.set_defaults(fn=cmd_run)
+
+    p = sub.add_parser("resume", help="finish an interrupted sweep from its results directory")
+    p.add_argument("results", help="RESULTS directory, e.g. results/quickstart")
+    ray_options(p)
+    p.set_defaults(fn=cmd_resume)
+
+    p = sub.add_parser("status", help="count done / failed / pending trials")
+    p.add_argument("results")
+    p.set_defaults(fn=cmd_status)
+
+    p = sub.add_parser("report", help="write the HTML report and PNG charts of a sweep")
+    p.add_argument("results")
+    p.add_argument("--out", default="report", help="output directory (default: ./report)")
+    p.set_defaults(fn=cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except SpecError as exc:
+        print(f"stitchsweep: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # e.g. `stitchsweep plan SPACE | head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

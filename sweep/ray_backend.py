@@ -1,0 +1,166 @@
+"""The one module that imports Ray: it schedules donor and stitching trials as Ray Tune trials.
+
+Two Tune experiments per run: the zoo stage (one trial per donor that lacks a `donors` row) and then the
+stitching stage (one trial per configuration without a Parquet part). Ray's own experiment state is not what
+`resume` relies on: the parts are. A resumed or grown sweep is simply a new run that skips every trial whose
+part exists, which is correct after a driver crash, a node loss or an edited search space alike.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+# The JSON/CSV/TensorBoard logger callbacks grow the driver's memory per trial and duplicate our Parquet
+# parts; must be set before ray.tune is imported.
+os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+import ray  # noqa: E402
+from ray import tune  # noqa: E402
+
+from .results import SweepDir  # noqa: E402
+from .spec import Sweep  # noqa: E402
+
+
+@dataclass
+class StageSummary:
+    stage: str
+    scheduled: int
+    wall_s: float
+
+
+def _threads(cpus: float) -> int:
+    return max(1, int(cpus))
+
+
+def _donor_trainable(config: dict, sweep: Sweep, root: str) -> None:
+    import torch
+
+    from .trial import pick_device
+    from .zoo import run_donor
+
+    torch.set_num_threads(_threads(sweep.cpus_per_trial))
+    donor = sweep.donors[config["donor"]]
+    row = run_donor(donor, sweep.evaluation, SweepDir(root, sweep.name), pick_device(sweep.gpus_per_trial > 0),
+                    progress=lambda m: tune.report(m))
+    tune.report({"status": row.get("status", "skipped"), "clean_acc": row.get("clean_acc"),
+                 "robust_acc": row.get("robust_acc"), "error": row.get("error")})
+
+
+def _stitch_trainable(config: dict, specs: dict, root: str, sweep_name: str, cpus: float,
+                      gpu: bool) -> None:
+    import torch
+
+    from .trial import pick_device, run_trial
+
+    torch.set_num_threads(_threads(cpus))
+    spec = specs[config["trial_id"]]
+    row = run_trial(spec, SweepDir(root, sweep_name), report=lambda m: tune.report(m),
+                    device=pick_device(gpu))
+    tune.report({"status": row["status"], "clean_acc": row.get("clean_acc"),
+                 "robust_acc": row.get("robust_acc"), "error": row.get("error")})
+
+
+class _Progress(tune.Callback):
+    """One line per finished trial on the driver's stdout (the Parquet parts are the real record)."""
+
+    def __init__(self, stage: str, total: int, label) -> None:
+        self.stage, self.total, self.label, self.done = stage, total, label, 0
+        self.last: dict = {}
+        self.t0 = time.perf_counter()
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.last[trial.trial_id] = result
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.done += 1
+        r = self.last.pop(trial.trial_id, {})
+        status = r.get("status", "?")
+        detail = r.get("error") if status == "failed" else _fmt_metrics(r)
+        print(f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] "
+              f"{self.label(trial.config)}: {status} {detail}", flush=True)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.done += 1
+        print(f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
+              f"(after retries); rerun with `stitchsweep resume`", flush=True)
+
+
+def _fmt_metrics(r: dict) -> str:
+    parts = []
+    for k in ("clean_acc", "robust_acc"):
+        if r.get(k) is not None:
+            parts.append(f"{k}={r[k]:.3f}")
+    return " ".join(parts)
+
+
+def _fit(name: str, trainable, grid: list[str], key: str, resources: dict, sweep_dir: SweepDir,
+         label, max_concurrent: int | None) -> StageSummary:
+    t0 = time.perf_counter()
+    if grid:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        tuner = tune.Tuner(
+            tune.with_resources(trainable, resources),
+            param_space={key: tune.grid_search(grid)},
+            tune_config=tune.TuneConfig(
+                max_concurrent_trials=max_concurrent,
+                trial_name_creator=lambda t: str(t.config[key]),
+                trial_dirname_creator=lambda t: str(t.config[key]),
+            ),
+            run_config=tune.RunConfig(
+                name=f"{name}-{stamp}",
+                storage_path=str(sweep_dir.ray),
+                verbose=0,
+                callbacks=[_Progress(name, len(grid), label)],
+                # A trial lost with its node is retried; a trial's own errors are caught and recorded.
+                failure_config=tune.FailureConfig(max_failures=2),
+            ),
+        )
+        tuner.fit()
+    return StageSummary(name, len(grid), time.perf_counter() - t0)
+
+
+def start_ray(address: str | None, num_cpus: int | None) -> bool:
+    """Join `address`, or start an embedded local Ray. Returns whether we started it."""
+    if ray.is_initialized():
+        return False
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    return True
+
+
+def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: list[str], *,
+               address: str | None = None, num_cpus: int | None = None,
+               max_concurrent: int | None = None) -> list[StageSummary]:
+    """Run the zoo stage for `donors`, then the stitching stage for `trial_ids`, as Ray Tune trials."""
+    started = start_ray(address, num_cpus)
+    try:
+        resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
+        root = str(sweep_dir.root)
+        summaries = [
+            _fit("zoo", tune.with_parameters(_donor_trainable, sweep=sweep, root=root), donors, "donor",
+                 resources, sweep_dir, lambda c: f"donor {c['donor']}", max_concurrent)
+        ]
+        specs = {s.trial_id: s for s in sweep.trials}
+        trainable = tune.with_parameters(
+            _stitch_trainable, specs=specs, root=root, sweep_name=sweep.name, cpus=sweep.cpus_per_trial,
+            gpu=sweep.gpus_per_trial > 0)
+
+        def label(c: dict) -> str:
+            s = specs[c["trial_id"]]
+            alpha = "" if s.alpha is None else f" alpha={s.alpha:g}"
+            return f"{s.front}->{s.end} @{s.front_point} {s.objective}{alpha} seed={s.seed}"
+
+        summaries.append(_fit("stitch", trainable, trial_ids, "trial_id", resources, sweep_dir, label,
+                              max_concurrent))
+        return summaries
+    finally:
+        if started:
+            ray.shutdown()
+        sys.stdout.flush()

@@ -1,0 +1,353 @@
+"""Search space YAML -> validated, expanded, frozen trial specs with stable ids.
+
+The whole space is validated before anything runs: any error is a `SpecError` naming the field, what was
+expected and what was found. See README "Search spaces" for the format.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from analysis.schema import SCHEMA_VERSION
+
+from .errors import SpecError
+
+TRAINING_METHODS = ("plain", "pgd")
+INITS = ("random", "identity")
+DONOR_BN = ("frozen", "update")
+ATTACKS = ("apgd-ce", "apgd-dlr")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataSpec:
+    dataset: str
+    train_size: int | None
+    val_size: int
+    test_size: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalSpec:
+    attacks: tuple[str, ...]
+    eps: float
+    iterations: int
+    restarts: int
+    n_eval_robust: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class DonorSpec:
+    """A donor the engine trains itself (`zoo:<name>`). `donor_key` hashes everything that shapes its weights."""
+
+    name: str
+    arch: str
+    data: DataSpec
+    training: str
+    epochs: int
+    lr: float
+    batch_size: int
+    seed: int
+    eps: float | None = None
+    step_size: float | None = None
+    steps: int | None = None
+    adv_fraction: float | None = None
+
+    @property
+    def ref(self) -> str:
+        return f"zoo:{self.name}"
+
+    @property
+    def donor_key(self) -> str:
+        fields = dataclasses.asdict(self)
+        fields.pop("name")  # a name is a label; two donors with the same config share one checkpoint
+        return _hash({"kind": "zoo-donor", "v": SCHEMA_VERSION, **fields})
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialSpec:
+    """One stitching configuration. `trial_id` hashes the scientific fields only."""
+
+    dataset: str
+    train_size: int | None
+    val_size: int
+    test_size: int | None
+    front: str
+    end: str
+    front_key: str
+    end_key: str
+    front_point: str
+    end_point: str
+    objective: str
+    alpha: float | None
+    seed: int
+    epochs: int | None
+    lr: float | None
+    batch_size: int | None
+    dm_samples: int | None
+    init: str | None
+    donor_bn: str | None
+    attacks: tuple[str, ...]
+    eps: float
+    attack_iterations: int
+    attack_restarts: int
+    n_eval_robust: int
+    # bookkeeping: not part of the identity
+    point_index: int = field(default=0, compare=False)
+    n_points: int = field(default=0, compare=False)
+
+    NON_SCIENTIFIC = ("point_index", "n_points")
+
+    @property
+    def trial_id(self) -> str:
+        fields = dataclasses.asdict(self)
+        for k in self.NON_SCIENTIFIC:
+            fields.pop(k)
+        return _hash({"kind": "stitch-trial", "v": SCHEMA_VERSION, **fields})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sweep:
+    name: str
+    data: DataSpec
+    evaluation: EvalSpec
+    donors: dict[str, DonorSpec]
+    trials: tuple[TrialSpec, ...]
+    cpus_per_trial: float
+    gpus_per_trial: float
+    raw: dict
+
+
+def _hash(obj: dict) -> str:
+    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=list)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------- readers
+
+
+class _Section:
+    """Reads typed fields out of one mapping, naming `path.key` in every error, and rejects unknown keys."""
+
+    def __init__(self, raw: Any, path: str, allowed: set[str]) -> None:
+        if not isinstance(raw, dict):
+            raise SpecError(path, "a mapping", raw)
+        unknown = sorted(set(raw) - allowed)
+        if unknown:
+            raise SpecError(f"{path}.{unknown[0]}", f"one of the fields {sorted(allowed)}", unknown[0],
+                            "unknown field: misspelt?")
+        self.raw, self.path = raw, path
+
+    def name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def get(self, key: str, kind: str, default: Any = ..., *, low=None, high=None, choices=None,
+            nullable: bool = False) -> Any:
+        if key not in self.raw:
+            if default is ...:
+                raise SpecError(self.name(key), f"a {kind}", "nothing", "the field is required")
+            return default
+        return check_value(self.raw[key], self.name(key), kind, low=low, high=high, choices=choices,
+                           nullable=nullable)
+
+    def get_list(self, key: str, kind: str, default: Any = ..., **kw) -> list:
+        value = self.raw.get(key, default)
+        if value is ...:
+            raise SpecError(self.name(key), f"a list of {kind}s", "nothing", "the field is required")
+        if not isinstance(value, list) or not value:
+            raise SpecError(self.name(key), f"a non-empty list of {kind}s", value)
+        return [check_value(v, f"{self.name(key)}[{i}]", kind, **kw) for i, v in enumerate(value)]
+
+
+def check_value(value: Any, path: str, kind: str, *, low=None, high=None, choices=None,
+                nullable: bool = False) -> Any:
+    if value is None and nullable:
+        return None
+    if kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "number":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif kind == "string":
+        ok = isinstance(value, str) and value != ""
+    elif kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind == "mapping":
+        ok = isinstance(value, dict)
+    else:  # pragma: no cover - programming error
+        raise TypeError(kind)
+    if not ok:
+        raise SpecError(path, f"a {kind}" + (" or null" if nullable else ""), value)
+    if choices is not None and value not in choices:
+        raise SpecError(path, f"one of {list(choices)}", value)
+    if low is not None and value < low or high is not None and value > high:
+        lo = "-inf" if low is None else low
+        hi = "inf" if high is None else high
+        raise SpecError(path, f"a {kind} in [{lo}, {hi}]", value)
+    return value
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+
+
+def load_space(path: str | Path) -> Sweep:
+    """Read, validate and expand a search-space YAML file."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError("SPACE", "a search-space YAML file", str(path), "no such file")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise SpecError(str(path), "valid YAML", str(exc).splitlines()[0]) from None
+    return parse_space(raw)
+
+
+def parse_space(raw: Any) -> Sweep:
+    """Validate a search space given as a mapping and expand it into trials."""
+    from .data import DATASETS
+    from .models import ARCHITECTURES, stitch_points
+    from .objectives import OBJECTIVES
+
+    top = _Section(raw, "", {"name", "data", "donors", "stitching", "evaluation", "resources"})
+    name = top.get("name", "string")
+    if not NAME_RE.match(name):
+        raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
+
+    d = _Section(top.get("data", "mapping"), "data", {"dataset", "train_size", "val_size", "test_size"})
+    data = DataSpec(
+        dataset=d.get("dataset", "string", choices=sorted(DATASETS)),
+        train_size=d.get("train_size", "int", None, low=1, nullable=True),
+        val_size=d.get("val_size", "int", 1000, low=0),
+        test_size=d.get("test_size", "int", None, low=1, nullable=True),
+    )
+
+    e = _Section(top.raw.get("evaluation", {}), "evaluation",
+                 {"attacks", "eps", "iterations", "restarts", "n_eval_robust"})
+    evaluation = EvalSpec(
+        attacks=tuple(e.get_list("attacks", "string", ["apgd-ce", "apgd-dlr"], choices=ATTACKS)),
+        eps=e.get("eps", "number", low=0.0, high=1.0),
+        iterations=e.get("iterations", "int", 20, low=1),
+        restarts=e.get("restarts", "int", 1, low=1),
+        n_eval_robust=e.get("n_eval_robust", "int", 1000, low=0),
+    )
+
+    donors_raw = top.get("donors", "mapping")
+    if not donors_raw:
+        raise SpecError("donors", "a non-empty mapping of donor name -> training config", donors_raw)
+    donors = {}
+    for dname, draw in donors_raw.items():
+        path = f"donors.{dname}"
+        if not isinstance(dname, str) or not NAME_RE.match(dname):
+            raise SpecError(path, "a donor name of letters, digits, '_', '-' or '.'", dname)
+        s = _Section(draw, path, {"arch", "training", "epochs", "lr", "batch_size", "seed", "eps",
+                                  "step_size", "steps", "adv_fraction"})
+        training = s.get("training", "string", "plain", choices=TRAINING_METHODS)
+        adv = training == "pgd"
+        if not adv:
+            for k in ("eps", "step_size", "steps", "adv_fraction"):
+                if k in draw:
+                    raise SpecError(f"{path}.{k}", "no PGD field for training: plain", draw[k],
+                                    "set training: pgd to train adversarially")
+        donors[dname] = DonorSpec(
+            name=dname,
+            arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
+            data=data,
+            training=training,
+            epochs=s.get("epochs", "int", low=1),
+            lr=s.get("lr", "number", 0.1, low=0.0),
+            batch_size=s.get("batch_size", "int", 128, low=1),
+            seed=s.get("seed", "int", 0, low=0),
+            eps=s.get("eps", "number", evaluation.eps, low=0.0, high=1.0) if adv else None,
+            step_size=s.get("step_size", "number", low=0.0) if adv else None,
+            steps=s.get("steps", "int", 10, low=1) if adv else None,
+            adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if adv else None,
+        )
+
+    st = _Section(top.get("stitching", "mapping"), "stitching",
+                  {"pairs", "stitch_points", "objectives", "alphas", "seeds", "epochs", "lr", "batch_size",
+                   "dm_samples", "init", "donor_bn"})
+    objectives = st.get_list("objectives", "string", choices=sorted(OBJECTIVES))
+    alphas = st.get_list("alphas", "number", [0.0], low=0.0, high=1.0)
+    seeds = st.get_list("seeds", "int", [0], low=0)
+    common = dict(
+        epochs=st.get("epochs", "int", 30, low=1),
+        lr=st.get("lr", "number", 1e-3, low=0.0),
+        batch_size=st.get("batch_size", "int", 128, low=1),
+        dm_samples=st.get("dm_samples", "int", 100, low=1),
+        init=st.get("init", "string", "random", choices=INITS),
+        donor_bn=st.get("donor_bn", "string", "frozen", choices=DONOR_BN),
+    )
+    pairs_raw = st.raw.get("pairs")
+    if not isinstance(pairs_raw, list) or not pairs_raw:
+        raise SpecError("stitching.pairs", "a non-empty list of {front: REF, end: REF}", pairs_raw)
+    pairs = []
+    for i, praw in enumerate(pairs_raw):
+        ps = _Section(praw, f"stitching.pairs[{i}]", {"front", "end"})
+        front = _resolve_ref(ps.get("front", "string"), f"stitching.pairs[{i}].front", donors)
+        end = _resolve_ref(ps.get("end", "string"), f"stitching.pairs[{i}].end", donors)
+        if front.arch != end.arch:
+            raise SpecError(f"stitching.pairs[{i}]", "front and end of the same architecture",
+                            f"{front.arch} -> {end.arch}",
+                            "cross-architecture stitching needs layer pairs, not yet supported")
+        pairs.append((front, end))
+
+    points_raw = st.raw.get("stitch_points", "all")
+    trials: dict[str, TrialSpec] = {}
+    for (front, end), objective, alpha, seed in itertools.product(pairs, objectives, alphas, seeds):
+        valid = stitch_points(front.arch)
+        if points_raw == "all":
+            points = valid
+        else:
+            if not isinstance(points_raw, list) or not points_raw:
+                raise SpecError("stitching.stitch_points", "'all' or a non-empty list of names", points_raw)
+            points = []
+            for k, p in enumerate(points_raw):
+                if p not in valid:
+                    raise SpecError(f"stitching.stitch_points[{k}]",
+                                    f"a stitch point of {front.arch}: one of {valid}", p)
+                points.append(p)
+        uses = OBJECTIVES[objective].fields
+        for point in points:
+            spec = TrialSpec(
+                dataset=data.dataset, train_size=data.train_size, val_size=data.val_size,
+                test_size=data.test_size,
+                front=front.ref, end=end.ref, front_key=front.donor_key, end_key=end.donor_key,
+                front_point=point, end_point=point, objective=objective,
+                alpha=alpha if "alpha" in uses else None, seed=seed,
+                **{k: (v if k in uses else None) for k, v in common.items()},
+                attacks=evaluation.attacks, eps=evaluation.eps,
+                attack_iterations=evaluation.iterations, attack_restarts=evaluation.restarts,
+                n_eval_robust=evaluation.n_eval_robust,
+                point_index=valid.index(point) + 1, n_points=len(valid),
+            )
+            trials.setdefault(spec.trial_id, spec)  # identical configs (e.g. alpha unused) collapse
+
+    r = _Section(top.raw.get("resources", {}), "resources", {"cpus_per_trial", "gpus_per_trial"})
+    used = {d.name for pair in pairs for d in pair}
+    return Sweep(
+        name=name, data=data, evaluation=evaluation,
+        donors={k: v for k, v in donors.items() if k in used},
+        trials=tuple(trials.values()),
+        cpus_per_trial=r.get("cpus_per_trial", "number", 1.0, low=0.0),
+        gpus_per_trial=r.get("gpus_per_trial", "number", 0.0, low=0.0),
+        raw=raw,
+    )
+
+
+def _resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
+    kind, _, rest = ref.partition(":")
+    if kind != "zoo" or not rest:
+        raise SpecError(path, "a donor reference 'zoo:<name>'", ref,
+                        "file: and robustbench: donors come with the external-donor issue")
+    if rest not in donors:
+        raise SpecError(path, f"a donor defined under donors: one of {sorted(donors)}", ref)
+    return donors[rest]

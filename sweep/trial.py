@@ -1,0 +1,125 @@
+"""One stitching trial, pure PyTorch (no Ray): donors -> split -> fit the stitcher -> evaluate -> one row.
+
+`run_trial` is idempotent: if the trial's Parquet part exists it returns at once. Any exception (or a
+non-finite loss) becomes a row with status "failed" and the reason, so a sweep always goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import time
+from datetime import datetime, timezone
+from typing import Callable
+
+import pyarrow.parquet as pq
+import torch
+
+from analysis.schema import CURVE_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
+
+from . import __version__
+from .data import make_splits
+from .evaluate import most_frequent_class, predict, robust_accuracy
+from .models import split
+from .objectives import OBJECTIVES, FitContext
+from .results import SweepDir, write_rows
+from .spec import TrialSpec
+from .stitching import Stitcher, StitchedNet
+from .zoo import load_donor
+
+Report = Callable[[dict], None]
+
+
+def pick_device(want_gpu: bool = True) -> torch.device:
+    return torch.device("cuda" if want_gpu and torch.cuda.is_available() else "cpu")
+
+
+def donor_accuracies(sweep: SweepDir, donor_key: str, spec: TrialSpec) -> tuple[float | None, float | None]:
+    """The donor's accuracies from the sweep's `donors` table, under this trial's evaluation settings."""
+    for part in sorted(sweep.donors.glob("*.parquet")):
+        row = pq.read_table(part).to_pylist()[0]
+        if (row["donor_key"] == donor_key and row["status"] == "done" and row["eps"] == spec.eps
+                and row["n_eval_robust"] == spec.n_eval_robust):
+            return row["clean_acc"], row["robust_acc"]
+    return None, None
+
+
+def config_row(spec: TrialSpec, sweep_name: str) -> dict:
+    row = {k: v for k, v in dataclasses.asdict(spec).items() if k in TRIAL_SCHEMA.names}
+    row.update(trial_id=spec.trial_id, sweep=sweep_name, attack="+".join(spec.attacks))
+    return row
+
+
+def run_trial(spec: TrialSpec, sweep: SweepDir, report: Report | None = None,
+              device: torch.device | None = None) -> dict:
+    """Run one stitching trial and write its row (and curves). Returns the row."""
+    part = sweep.trial_part(spec.trial_id)
+    if part.exists():
+        return {"trial_id": spec.trial_id, "status": "skipped"}
+    device = device or pick_device()
+    report = report or (lambda metrics: None)
+    row = config_row(spec, sweep.name)
+    row.update(device=str(device), hostname=socket.gethostname(), torch_version=torch.__version__,
+               stitchsweep_version=__version__, schema_version=SCHEMA_VERSION)
+    curves: list[tuple[int, str, float]] = []
+    t0 = time.perf_counter()
+    try:
+        row.update(_stitch_and_evaluate(spec, sweep, device, curves, report, t0))
+        row["status"] = "done"
+    except Exception as exc:  # recorded with its reason; the sweep goes on
+        row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+    row["time_total_s"] = time.perf_counter() - t0
+    row["finished_at"] = datetime.now(timezone.utc)
+    if curves:
+        write_rows(sweep.curves / f"{spec.trial_id}.parquet",
+                   [{"trial_id": spec.trial_id, "epoch": e, "metric": m, "value": v} for e, m, v in curves],
+                   CURVE_SCHEMA)
+    write_rows(part, [row], TRIAL_SCHEMA)  # last: the trial part is the commit marker
+    return row
+
+
+def _stitch_and_evaluate(spec: TrialSpec, sweep: SweepDir, device: torch.device,
+                         curves: list, report: Report, t0: float) -> dict:
+    out: dict = {}
+    splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size)
+    out["split_id"] = splits.split_id
+    out["train_size"], out["val_size"], out["test_size"] = (
+        len(splits.train_y), len(splits.val_y), len(splits.test_y))
+    front_model = load_donor(sweep, spec.front_key, device)
+    end_model = load_donor(sweep, spec.end_key, device)
+    front, _ = split(front_model, spec.front_point)
+    end_front, end = split(end_model, spec.end_point)
+    with torch.no_grad():
+        probe = splits.train_x[:2].to(device)
+        c_in, c_out = front(probe).shape[1], end_front(probe).shape[1]
+    torch.manual_seed(spec.seed)
+    stitcher = Stitcher(c_in, c_out, spec.init or "random").to(device)
+    ctx = FitContext(front=front, end=end, stitcher=stitcher, splits=splits, spec=spec, device=device,
+                     end_front=end_front)
+    t1 = time.perf_counter()
+    out["time_setup_s"] = t1 - t0
+    out.update(OBJECTIVES[spec.objective].fit(ctx))
+    curves.extend(ctx.curves)
+    t2 = time.perf_counter()
+    out["time_fit_s"] = t2 - t1
+    report({"phase": "fit_done", "time_fit_s": out["time_fit_s"]})
+
+    stitched = StitchedNet(front, stitcher, end).eval()
+    pred = predict(stitched, splits.test_x, device)
+    out["clean_acc"] = float((pred == splits.test_y).float().mean())
+    out["most_frequent_class"], out["most_frequent_class_ratio"] = most_frequent_class(
+        pred, splits.num_classes)
+    front_acc, front_rob = donor_accuracies(sweep, spec.front_key, spec)
+    end_acc, end_rob = donor_accuracies(sweep, spec.end_key, spec)
+    if end_acc is None:  # no donors row (e.g. a donor stage that failed to record): measure it here
+        end_acc = float((predict(end_model, splits.test_x, device) == splits.test_y).float().mean())
+    out.update(front_clean_acc=front_acc, front_robust_acc=front_rob, end_clean_acc=end_acc,
+               end_robust_acc=end_rob, relative_acc=out["clean_acc"] / end_acc if end_acc else None)
+    t3 = time.perf_counter()
+    out["time_eval_clean_s"] = t3 - t2
+    out["robust_acc"] = robust_accuracy(
+        stitched, splits.test_x, splits.test_y, n_eval=spec.n_eval_robust, eps=spec.eps,
+        attacks=spec.attacks, iterations=spec.attack_iterations, restarts=spec.attack_restarts,
+        seed=spec.seed, device=device)
+    out["time_eval_robust_s"] = time.perf_counter() - t3
+    return out

@@ -1,0 +1,136 @@
+"""The donor zoo: donors the engine trains itself, cached by the hash of their training config.
+
+Plain training follows seed 000 A.2 (SGD, Nesterov momentum 0.9, weight decay 1e-4, learning rate divided
+by 10 at 1/3 and 2/3 of the epochs); adversarial training A.3 (L-inf PGD inner maximisation; `adv_fraction`
+weighs the adversarial loss: 1.0 is Madry et al.'s pure PGD training). Augmentation is not applied yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import pyarrow.parquet as pq
+import torch
+from torch import nn
+
+from analysis.schema import DONOR_SCHEMA, SCHEMA_VERSION
+
+from . import __version__
+from .attacks import pgd_linf
+from .data import Splits, batches, make_splits
+from .evaluate import predict, robust_accuracy
+from .models import StagedNet, build
+from .results import SweepDir, atomic_write_bytes, write_rows
+from .spec import DonorSpec, EvalSpec
+
+CHECKPOINT = "model.pt"
+
+
+def train_donor(donor: DonorSpec, splits: Splits, device: torch.device,
+                progress: Callable[[dict], None] | None = None) -> StagedNet:
+    torch.manual_seed(donor.seed)
+    model = build(donor.arch, splits.in_channels, splits.num_classes, splits.mean, splits.std).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=donor.lr, momentum=0.9, nesterov=True, weight_decay=1e-4)
+    milestones = sorted({max(1, round(donor.epochs / 3)), max(1, round(2 * donor.epochs / 3))})
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.1)
+    gen = torch.Generator().manual_seed(donor.seed)
+    loss_fn = nn.CrossEntropyLoss()
+    for epoch in range(1, donor.epochs + 1):
+        total, n = 0.0, 0
+        for xb, yb in batches(splits.train_x, splits.train_y, donor.batch_size, gen):
+            xb, yb = xb.to(device), yb.to(device)
+            if donor.training == "pgd":
+                model.eval()  # craft the attack with frozen BatchNorm statistics, then train on it
+                x_adv = pgd_linf(model, xb, yb, donor.eps, donor.step_size, donor.steps, generator=gen)
+                model.train()
+                loss = donor.adv_fraction * loss_fn(model(x_adv), yb)
+                if donor.adv_fraction < 1.0:
+                    loss = loss + (1 - donor.adv_fraction) * loss_fn(model(xb), yb)
+            else:
+                model.train()
+                loss = loss_fn(model(xb), yb)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"donor {donor.name}: loss became {loss.item()} in epoch {epoch}")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(yb)
+            n += len(yb)
+        sched.step()
+        if progress is not None:
+            progress({"phase": "zoo", "epoch": epoch, "train_loss": total / n})
+    model.eval()
+    return model
+
+
+def save_donor(path: Path, model: StagedNet, donor: DonorSpec, splits: Splits) -> None:
+    payload = {
+        "arch": donor.arch, "in_channels": splits.in_channels, "num_classes": splits.num_classes,
+        "mean": splits.mean, "std": splits.std, "state_dict": model.state_dict(),
+        "donor": {k: v for k, v in donor.__dict__.items() if k != "data"}, "donor_key": donor.donor_key,
+    }
+    atomic_write_bytes(path, lambda tmp: torch.save(payload, tmp))
+
+
+def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedNet:
+    """Load a cached zoo donor in eval mode."""
+    path = sweep.zoo(donor_key) / CHECKPOINT
+    if not path.exists():
+        raise FileNotFoundError(f"zoo donor {donor_key} has no checkpoint at {path}: run the zoo stage first")
+    ckpt = torch.load(path, map_location=device, weights_only=True)
+    model = build(ckpt["arch"], ckpt["in_channels"], ckpt["num_classes"], ckpt["mean"], ckpt["std"])
+    model.load_state_dict(ckpt["state_dict"])
+    return model.to(device).eval()
+
+
+def eval_id(donor_key: str, evaluation: EvalSpec, test_size: int | None) -> str:
+    blob = json.dumps([donor_key, evaluation.__dict__, test_size], sort_keys=True, default=list)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def donor_part(sweep: SweepDir, donor: DonorSpec, evaluation: EvalSpec) -> Path:
+    return sweep.donors / f"{donor.name}-{eval_id(donor.donor_key, evaluation, donor.data.test_size)}.parquet"
+
+
+def run_donor(donor: DonorSpec, evaluation: EvalSpec, sweep: SweepDir, device: torch.device,
+              progress: Callable[[dict], None] | None = None) -> dict:
+    """Train (or take from the cache) and evaluate one donor; write its `donors` row. Idempotent."""
+    part = donor_part(sweep, donor, evaluation)
+    if part.exists() and pq.read_table(part, columns=["status"])["status"][0].as_py() == "done":
+        return {"donor": donor.name, "skipped": True}  # a failed donor is tried again
+    d = donor.data
+    splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size)
+    ckpt = sweep.zoo(donor.donor_key) / CHECKPOINT
+    row = {
+        "donor": donor.name, "ref": donor.ref, "donor_key": donor.donor_key, "sweep": sweep.name,
+        "arch": donor.arch, "dataset": d.dataset, "training": donor.training, "epochs": donor.epochs,
+        "seed": donor.seed, "n_eval_robust": evaluation.n_eval_robust, "eps": evaluation.eps,
+        "stitchsweep_version": __version__, "schema_version": SCHEMA_VERSION,
+    }
+    t0 = time.perf_counter()
+    try:
+        trained_now = not ckpt.exists()
+        if trained_now:
+            model = train_donor(donor, splits, device, progress)
+            save_donor(ckpt, model, donor, splits)
+        model = load_donor(sweep, donor.donor_key, device)
+        t1 = time.perf_counter()
+        pred = predict(model, splits.test_x, device)
+        rob = robust_accuracy(
+            model, splits.test_x, splits.test_y, n_eval=evaluation.n_eval_robust, eps=evaluation.eps,
+            attacks=evaluation.attacks, iterations=evaluation.iterations, restarts=evaluation.restarts,
+            seed=0, device=device,
+        )
+        row.update(status="done", trained_now=trained_now, time_train_s=t1 - t0,
+                   time_eval_s=time.perf_counter() - t1,
+                   clean_acc=float((pred == splits.test_y).float().mean()), robust_acc=rob)
+    except Exception as exc:  # recorded, and the stage goes on; the stitching trials that need it fail
+        row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+    row["finished_at"] = datetime.now(timezone.utc)
+    write_rows(part, [row], DONOR_SCHEMA)
+    return row

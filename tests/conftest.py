@@ -1,0 +1,40 @@
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+# A search space small enough to run end to end in seconds: scikit-learn's digits, one tiny donor.
+TINY_SPACE = {
+    "name": "tiny",
+    "data": {"dataset": "digits", "train_size": None, "val_size": 200, "test_size": None},
+    "donors": {
+        "plain_a": {"arch": "resnet_tiny", "training": "plain", "epochs": 2, "lr": 0.1, "seed": 0},
+    },
+    "stitching": {
+        "pairs": [{"front": "zoo:plain_a", "end": "zoo:plain_a"}],
+        "stitch_points": ["layer1.0", "layer3.1"],
+        "objectives": ["tlm", "dm"],
+        "epochs": 1,
+        "lr": 0.01,
+        "dm_samples": 100,
+    },
+    "evaluation": {"eps": 0.3, "iterations": 2, "n_eval_robust": 16},
+}
+
+
+@pytest.fixture
+def tiny_space() -> dict:
+    return copy.deepcopy(TINY_SPACE)
+
+
+@pytest.fixture
+def write_space(tmp_path):
+    def write(space: dict, name: str = "space.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(space, sort_keys=False))
+        return path
+
+    return write

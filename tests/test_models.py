@@ -1,0 +1,53 @@
+"""Every registered architecture honours the stitch-point contract."""
+
+import pytest
+import torch
+
+from sweep.models import ARCHITECTURES, build, register_architecture, split, stitch_points
+from sweep.stitching import Stitcher, StitchedNet
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_identity_stitch_reproduces_the_model_at_every_point(arch):
+    torch.manual_seed(0)
+    model = build(arch, 3, 10, (0.4, 0.5, 0.6), (0.2, 0.25, 0.3)).eval()
+    x = torch.rand(2, 3, 32, 32)
+    with torch.no_grad():
+        expected = model(x)
+        assert model.stitch_points, "an architecture must offer stitch points"
+        for point in model.stitch_points:
+            front, end = split(model, point)
+            a = front(x)
+            assert torch.allclose(end(a), expected, atol=1e-5), point
+            identity = Stitcher(a.shape[1], a.shape[1], init="identity")
+            assert torch.allclose(StitchedNet(front, identity, end)(x), expected, atol=1e-5), point
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_end_half_starts_at_the_point(arch):
+    """The end half takes the representation, not the image: it never recomputes the prefix."""
+    model = build(arch, 1, 10, (0.5,), (0.5,)).eval()
+    point = model.stitch_points[len(model.stitch_points) // 2]
+    front, end = split(model, point)
+    front_modules = {id(m) for m in front.modules()}
+    assert not any(id(m) in front_modules for m in end.modules())
+
+
+def test_wrong_point_lists_the_valid_ones():
+    model = build("resnet_tiny", 1, 10, (0.5,), (0.5,))
+    with pytest.raises(ValueError) as err:
+        split(model, "layer9.9")
+    assert "layer9.9" in str(err.value) and "layer1.0" in str(err.value)
+
+
+def test_stitch_points_are_residual_blocks_in_order():
+    assert stitch_points("resnet_tiny") == ["layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0",
+                                            "layer3.1"]
+    assert len(stitch_points("resnet18")) == 8
+
+
+def test_registry_refuses_duplicates_and_unknown_names():
+    with pytest.raises(ValueError, match="registered twice"):
+        register_architecture("resnet_tiny", "again")(lambda *a: None)
+    with pytest.raises(ValueError, match="resnet_tiny"):
+        build("resnet_huge", 1, 10, (0.5,), (0.5,))

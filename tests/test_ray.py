@@ -1,0 +1,122 @@
+"""The engine on a real (embedded, 2-CPU) Ray: a whole sweep, a rerun that skips, a driver SIGKILL + resume.
+
+Each test drives the `stitchsweep` command in a subprocess, as a user would; Ray never runs in the pytest
+process itself.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+import analysis
+from sweep.spec import parse_space
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+CLI = [sys.executable, "-m", "sweep"]
+
+
+def _cli(*args, check=True, timeout=600) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def _parts(results: Path) -> dict[str, Path]:
+    return {p.stem: p for p in (results / "trials").glob("*.parquet")}
+
+
+def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_space, tmp_path):
+    space = write_space(tiny_space)
+    storage = tmp_path / "results"
+    results = storage / "tiny"
+    out = _cli("run", space, "--storage", storage, "--num-cpus", 2).stdout
+    planned = {t.trial_id for t in parse_space(tiny_space).trials}
+    assert set(_parts(results)) == planned
+    assert "[stitch 4/4" in out and "4 done, 0 failed, 0 pending" in out
+    trials = analysis.load_trials(results)
+    assert (trials["status"] == "done").all(), trials["error"].tolist()
+    assert len(analysis.load_donors(results)) == 1
+
+    mtimes = {k: p.stat().st_mtime_ns for k, p in _parts(results).items()}
+    again = _cli("run", space, "--storage", storage, "--num-cpus", 2).stdout
+    assert "4 already recorded, 0 to run" in again
+    assert {k: p.stat().st_mtime_ns for k, p in _parts(results).items()} == mtimes
+
+    status = _cli("status", results).stdout
+    assert "4 trials: 4 done, 0 failed, 0 pending" in status
+
+    report = tmp_path / "report"
+    _cli("report", results, "--out", report)
+    page = (report / "index.html").read_text()
+    assert "vegaEmbed" in page and "cdn.jsdelivr" not in page  # the JavaScript is inline: works offline
+    assert "zoo:plain_a -&gt; zoo:plain_a" in page or "zoo:plain_a -> zoo:plain_a" in page
+    assert (report / "stitching.png").stat().st_size > 1000
+
+
+def test_grown_space_runs_only_the_new_trials(tiny_space, write_space, tmp_path):
+    tiny_space["stitching"]["objectives"] = ["dm"]
+    storage = tmp_path / "results"
+    _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2)
+    tiny_space["stitching"]["stitch_points"] = ["layer1.0", "layer2.0", "layer3.1"]
+    out = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2).stdout
+    assert "3 trials, 2 already recorded, 1 to run" in out
+    assert len(_parts(storage / "tiny")) == 3
+
+
+def _kill_tree(procs: list[psutil.Process]) -> None:
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=20)
+
+
+def test_driver_sigkill_then_resume_leaves_one_row_per_trial(tiny_space, write_space, tmp_path):
+    tiny_space["stitching"]["stitch_points"] = "all"
+    tiny_space["stitching"]["objectives"] = ["tlm", "dm"]
+    tiny_space["stitching"]["epochs"] = 2
+    space = write_space(tiny_space)
+    storage = tmp_path / "results"
+    results = storage / "tiny"
+    planned = {t.trial_id for t in parse_space(tiny_space).trials}
+    assert len(planned) == 12
+
+    log = open(tmp_path / "driver.log", "w")
+    driver = subprocess.Popen([*CLI, "run", str(space), "--storage", str(storage), "--num-cpus", "2"],
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    ray_procs: list[psutil.Process] = []
+    try:
+        deadline = time.time() + 400
+        while len(_parts(results)) < 3:
+            assert driver.poll() is None, (tmp_path / "driver.log").read_text()
+            assert time.time() < deadline, "no trial finished in time"
+            time.sleep(0.5)
+        # Everything this driver started (raylet, GCS, workers) is ours to clean up after the SIGKILL.
+        ray_procs = psutil.Process(driver.pid).children(recursive=True)
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        _kill_tree(ray_procs)
+        if driver.poll() is None:
+            driver.kill()
+        log.close()
+    interrupted = set(_parts(results))
+    assert 3 <= len(interrupted) < len(planned), "the kill should land mid-sweep"
+
+    out = _cli("resume", results, "--num-cpus", 2).stdout
+    assert f"{len(interrupted)} already recorded" in out or "already recorded" in out
+    parts = _parts(results)
+    assert set(parts) == planned
+    assert not [p for p in results.rglob(".tmp-*")], "no partial file may survive"
+    trials = analysis.load_trials(results)
+    assert len(trials) == len(planned) and trials["trial_id"].is_unique
+    assert (trials["status"] == "done").all(), trials["error"].tolist()

@@ -1,0 +1,50 @@
+"""Parquet parts: atomic writes, explicit schemas, unified reads."""
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import analysis
+from analysis.schema import TRIAL_SCHEMA
+from sweep.results import SweepDir, remove_stale_tmp, write_rows
+
+
+def test_rows_are_written_with_the_full_schema(tmp_path):
+    path = tmp_path / "trials" / "a.parquet"
+    write_rows(path, [{"trial_id": "a", "status": "done", "clean_acc": 0.5}], TRIAL_SCHEMA)
+    table = pq.read_table(path)
+    assert table.schema.equals(TRIAL_SCHEMA)
+    assert not list(path.parent.glob(".tmp-*"))
+
+
+def test_unknown_field_is_refused(tmp_path):
+    with pytest.raises(KeyError, match="clean_accuracy"):
+        write_rows(tmp_path / "a.parquet", [{"clean_accuracy": 1.0}], TRIAL_SCHEMA)
+
+
+def test_reader_keeps_columns_of_old_and_new_parts(tmp_path):
+    trials = tmp_path / "trials"
+    trials.mkdir()
+    # an "old" part that predates most columns, and a part with a column the schema does not know
+    pq.write_table(pa.table({"trial_id": ["old"], "status": ["done"]}), trials / "old.parquet")
+    new = pa.Table.from_pylist([{"trial_id": "new", "status": "done", "clean_acc": 0.7}], schema=TRIAL_SCHEMA)
+    new = new.append_column("future_metric", pa.array([1.5]))
+    pq.write_table(new, trials / "new.parquet")
+    (trials / ".tmp-half.parquet").write_bytes(b"PAR1 half a file")
+    df = analysis.load_trials(tmp_path).set_index("trial_id")
+    assert set(df.index) == {"old", "new"}
+    assert df.loc["new", "future_metric"] == 1.5 and df.loc["new", "clean_acc"] == 0.7
+    assert "clean_acc" in df.columns and df["clean_acc"].isna().sum() == 1
+
+
+def test_empty_results_have_the_schema_columns(tmp_path):
+    df = analysis.load_trials(tmp_path)
+    assert len(df) == 0 and list(df.columns) == TRIAL_SCHEMA.names
+
+
+def test_stale_temporary_files_are_removed(tmp_path):
+    d = SweepDir(tmp_path, "s")
+    d.create()
+    (d.trials / ".tmp-x.parquet.1234").write_bytes(b"half")
+    assert remove_stale_tmp(d) == 1
+    assert not list(d.trials.iterdir())

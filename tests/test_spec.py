@@ -1,0 +1,121 @@
+"""Search-space validation and expansion, and trial identity."""
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+
+from sweep.cli import main
+from sweep.errors import SpecError
+from sweep.spec import load_space, parse_space
+
+from .conftest import REPO
+
+
+def test_expansion_counts_and_fields(tiny_space):
+    sweep = parse_space(tiny_space)
+    assert len(sweep.trials) == 2 * 2  # points x objectives
+    dm = [t for t in sweep.trials if t.objective == "dm"]
+    assert all(t.lr is None and t.epochs is None and t.dm_samples == 100 for t in dm)
+    tlm = [t for t in sweep.trials if t.objective == "tlm"]
+    assert all(t.lr == 0.01 and t.dm_samples is None and t.donor_bn == "frozen" for t in tlm)
+
+
+def test_alpha_expands_only_for_objectives_that_use_it(tiny_space):
+    tiny_space["stitching"]["alphas"] = [0.0, 0.5, 1.0]
+    sweep = parse_space(tiny_space)
+    assert len(sweep.trials) == 4  # tlm and dm take no alpha: identical configs collapse
+
+
+def test_trial_id_is_stable_and_scientific(tiny_space):
+    a = parse_space(tiny_space).trials
+    b = parse_space(tiny_space).trials
+    assert [t.trial_id for t in a] == [t.trial_id for t in b]
+    assert len({t.trial_id for t in a}) == len(a)
+    # renaming the sweep or changing resources keeps ids; changing the tlm lr changes only tlm ids
+    tiny_space["name"] = "other"
+    tiny_space["resources"] = {"cpus_per_trial": 2}
+    assert [t.trial_id for t in parse_space(tiny_space).trials] == [t.trial_id for t in a]
+    tiny_space["stitching"]["lr"] = 0.5
+    c = {t.trial_id for t in parse_space(tiny_space).trials}
+    assert {t.trial_id for t in a if t.objective == "dm"} <= c
+    assert not ({t.trial_id for t in a if t.objective == "tlm"} & c)
+
+
+def test_donor_config_is_part_of_trial_identity(tiny_space):
+    before = {t.trial_id for t in parse_space(tiny_space).trials}
+    tiny_space["donors"]["plain_a"]["epochs"] = 3
+    assert not before & {t.trial_id for t in parse_space(tiny_space).trials}
+
+
+def test_trial_spec_is_frozen(tiny_space):
+    t = parse_space(tiny_space).trials[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.seed = 3
+
+
+def test_quickstart_space_is_valid():
+    sweep = load_space(REPO / "search_spaces" / "quickstart.yaml")
+    pairs = {(t.front, t.end) for t in sweep.trials}
+    assert ("zoo:robust_a", "zoo:plain_a") in pairs and ("zoo:plain_a", "zoo:robust_a") in pairs
+    assert ("zoo:plain_a", "zoo:plain_a") in pairs
+    assert {t.objective for t in sweep.trials} == {"tlm", "dm"}
+
+
+def _set(space, path, value):
+    node = space
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node[int(k)] if isinstance(node, list) else node[k]
+    if value is KeyError:
+        del node[keys[-1]]
+    else:
+        node[keys[-1]] = value
+
+
+BAD = [
+    ("donors.plain_a.arch", "resnet_huge", "donors.plain_a.arch", "resnet_huge"),
+    ("stitching.stitch_points", ["layer1.0", "layer7.0"], "stitching.stitch_points[1]", "layer7.0"),
+    ("stitching.objectives", ["tlm", "magic"], "stitching.objectives[1]", "magic"),
+    ("data.dataset", "imagenet", "data.dataset", "imagenet"),
+    ("stitching.alphas", [0.5, 1.5], "stitching.alphas[1]", "1.5"),
+    ("stitching.epochs", "ten", "stitching.epochs", "ten"),
+    ("donors.plain_a.epochs", KeyError, "donors.plain_a.epochs", "required"),
+    ("stitching.learning_rate", 0.1, "stitching.learning_rate", "unknown field"),
+    ("stitching.pairs", [{"front": "zoo:nobody", "end": "zoo:plain_a"}], "stitching.pairs[0].front", "nobody"),
+    ("name", "has space", "name", "has space"),
+]
+
+
+@pytest.mark.parametrize("path,value,field,found", BAD, ids=[b[0] for b in BAD])
+def test_bad_space_names_field_expected_and_found(tiny_space, path, value, field, found):
+    _set(tiny_space, path, value)
+    with pytest.raises(SpecError) as err:
+        parse_space(tiny_space)
+    msg = str(err.value)
+    assert msg.startswith(field + ":"), msg
+    assert "expected" in msg and found in msg, msg
+
+
+def test_cli_bad_space_exits_2_with_one_line_and_writes_nothing(tiny_space, write_space, tmp_path, capsys):
+    tiny_space["stitching"]["alphas"] = [2]
+    storage = tmp_path / "results"
+    rc = main(["run", str(write_space(tiny_space)), "--storage", str(storage)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert len(err.splitlines()) == 1 and "stitching.alphas[0]" in err and "found 2" in err
+    assert not storage.exists()
+
+
+def test_cli_not_a_results_dir_exits_2(tmp_path, capsys):
+    for cmd in ("status", "resume", "report"):
+        assert main([cmd, str(tmp_path / "nope")]) == 2
+        assert "RESULTS: expected a results directory" in capsys.readouterr().err
+
+
+def test_plan_prints_the_trial_count(tiny_space, write_space):
+    out = subprocess.run([sys.executable, "-m", "sweep", "plan", str(write_space(tiny_space))],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[0] == "sweep tiny: 4 trials, 1 donors"
+    assert len(out.splitlines()) == 1 + 1 + 4
