@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +23,8 @@ def _table(df: pd.DataFrame, columns: list[str]) -> str:
 
 
 def write_report(results: str | Path, out: str | Path) -> Path:
-    """Write `index.html`, `stitching.png`, `trials.csv` and `donors.csv` into `out`; return the HTML path."""
+    """Write `index.html`, `stitching.png` (all plots), one `stitching_<front>__<end>.png` per donor pair,
+    `trials.csv` and `donors.csv` into `out`; return the HTML path."""
     import vl_convert
 
     results, out = Path(results), Path(out)
@@ -45,6 +47,11 @@ def write_report(results: str | Path, out: str | Path) -> Path:
         chart = stitching_grid(trials)
         (out / "stitching.png").write_bytes(vl_convert.vegalite_to_png(chart.to_dict(), scale=1.5))
         chart_html = chart.to_html(inline=True)
+        done = trials[trials["status"] == "done"]
+        for pair in done[["front", "end"]].drop_duplicates().itertuples(index=False):
+            one = stitching_grid(done[(done["front"] == pair.front) & (done["end"] == pair.end)])
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"stitching_{pair.front}__{pair.end}")
+            (out / f"{name}.png").write_bytes(vl_convert.vegalite_to_png(one.to_dict(), scale=1.5))
     parts.append("<h2>Donors</h2>" + _table(donors, DONOR_COLUMNS))
     if len(failed):
         parts.append("<h2>Failed trials</h2>" + _table(failed, ["trial_id", "front", "end", "front_point",

@@ -126,7 +126,8 @@ def load_mnist_like(directory: Path, mean: float, std: float) -> Pool:
 
 @register_dataset("fashion_mnist")
 def fashion_mnist() -> Pool:
-    candidates = [data_root() / "fashion-mnist", Path("/usr/share/datasets/fashion-mnist")]
+    candidates = [data_root() / "fashion-mnist", Path("/usr/share/datasets/fashion-mnist"),
+                  data_root() / "torchvision" / "FashionMNIST" / "raw"]
     found = _find_idx_dir("fashion_mnist", candidates)
     if found is None:
         # Not packaged on this machine: torchvision downloads the same IDX files once.

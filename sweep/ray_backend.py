@@ -8,6 +8,7 @@ part exists, which is correct after a driver crash, a node loss or an edited sea
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -24,6 +25,10 @@ from ray import tune  # noqa: E402
 
 from .results import SweepDir  # noqa: E402
 from .spec import Sweep  # noqa: E402
+
+# With the logger callbacks off, Tune's result grid warns once per trial that it found no result.json:
+# expected, and our record is the Parquet parts.
+logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
 
 
 @dataclass
@@ -75,6 +80,9 @@ class _Progress(tune.Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         self.last[trial.trial_id] = result
+        if result.get("phase") == "zoo":  # donor training is the long part of a small sweep: show epochs
+            print(f"[{self.stage} {time.perf_counter() - self.t0:6.0f}s] {self.label(trial.config)}: epoch "
+                  f"{result['epoch']}/{result['epochs']} train_loss={result['train_loss']:.3f}", flush=True)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.done += 1

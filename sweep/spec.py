@@ -141,11 +141,11 @@ class _Section:
     def __init__(self, raw: Any, path: str, allowed: set[str]) -> None:
         if not isinstance(raw, dict):
             raise SpecError(path, "a mapping", raw)
-        unknown = sorted(set(raw) - allowed)
-        if unknown:
-            raise SpecError(f"{path}.{unknown[0]}", f"one of the fields {sorted(allowed)}", unknown[0],
-                            "unknown field: misspelt?")
         self.raw, self.path = raw, path
+        unknown = sorted(set(raw) - allowed, key=str)
+        if unknown:
+            raise SpecError(self.name(str(unknown[0])), f"one of the fields {sorted(allowed)}", unknown[0],
+                            "unknown field: misspelt?")
 
     def name(self, key: str) -> str:
         return f"{self.path}.{key}" if self.path else key

@@ -63,7 +63,7 @@ def train_donor(donor: DonorSpec, splits: Splits, device: torch.device,
             n += len(yb)
         sched.step()
         if progress is not None:
-            progress({"phase": "zoo", "epoch": epoch, "train_loss": total / n})
+            progress({"phase": "zoo", "epoch": epoch, "epochs": donor.epochs, "train_loss": total / n})
     model.eval()
     return model
 

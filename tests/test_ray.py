@@ -59,6 +59,7 @@ def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_sp
     assert "vegaEmbed" in page and "cdn.jsdelivr" not in page  # the JavaScript is inline: works offline
     assert "zoo:plain_a -&gt; zoo:plain_a" in page or "zoo:plain_a -> zoo:plain_a" in page
     assert (report / "stitching.png").stat().st_size > 1000
+    assert (report / "stitching_zoo_plain_a__zoo_plain_a.png").exists()
 
 
 def test_grown_space_runs_only_the_new_trials(tiny_space, write_space, tmp_path):

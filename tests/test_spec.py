@@ -119,3 +119,10 @@ def test_plan_prints_the_trial_count(tiny_space, write_space):
                          capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[0] == "sweep tiny: 4 trials, 1 donors"
     assert len(out.splitlines()) == 1 + 1 + 4
+
+
+def test_misspelt_top_level_field_is_named_without_a_leading_dot(tiny_space):
+    tiny_space["stiching"] = tiny_space.pop("stitching")
+    with pytest.raises(SpecError) as err:
+        parse_space(tiny_space)
+    assert str(err.value).startswith("stiching: expected one of the fields")

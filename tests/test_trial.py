@@ -99,3 +99,39 @@ def test_missing_donor_checkpoint_fails_the_trial_not_the_sweep(zoo, tmp_path):
     empty.create()
     row = run_trial(sweep.trials[0], empty)
     assert row["status"] == "failed" and "zoo stage" in row["error"]
+
+
+def test_donors_are_cached_across_sweeps_by_their_training_config(zoo):
+    sweep, sweep_dir = zoo
+    other = SweepDir(sweep_dir.root, "another-sweep")
+    other.create()
+    row = run_donor(sweep.donors["plain_a"], sweep.evaluation, other, torch.device("cpu"))
+    assert row["status"] == "done" and row["trained_now"] is False
+    assert row["time_train_s"] < 5
+
+
+@pytest.mark.parametrize("donor_bn,moves", [("frozen", False), ("update", True)])
+def test_donor_batchnorm_policy(zoo, donor_bn, moves):
+    from sweep.data import make_splits
+    from sweep.models import split
+    from sweep.stitching import Stitcher
+    from sweep.zoo import load_donor
+
+    sweep, sweep_dir = zoo
+    spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
+    spec = dataclasses.replace(spec, donor_bn=donor_bn, epochs=1)
+    model = load_donor(sweep_dir, spec.end_key, torch.device("cpu"))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    front, end = split(model, spec.front_point)
+    splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size)
+    ctx = objectives.FitContext(front=front, end=end, stitcher=Stitcher(16, 16), splits=splits, spec=spec,
+                                device=torch.device("cpu"))
+    objectives.OBJECTIVES["tlm"].fit(ctx)
+    after = model.state_dict()
+    stats = [k for k in before if k.endswith("running_mean")]
+    assert stats
+    changed = any(not torch.equal(before[k], after[k]) for k in stats)
+    assert changed is moves
+    # parameters never train, whatever the policy
+    params = [k for k, _ in model.named_parameters()]
+    assert all(torch.equal(before[k], after[k]) for k in params)

@@ -1,0 +1,26 @@
+"""The pieces every training loop here shares: the papers' step schedule and a guarded optimiser step."""
+
+from __future__ import annotations
+
+import torch
+
+
+class DivergedError(FloatingPointError):
+    """A loss or solution became NaN or infinite: the trial is recorded as failed with this reason."""
+
+
+def step_schedule(opt: torch.optim.Optimizer, epochs: int) -> torch.optim.lr_scheduler.MultiStepLR:
+    """Learning rate divided by 10 at 1/3 and 2/3 of the epochs (seed 000 A.2, also for stitchers, A.5)."""
+    milestones = sorted({max(1, round(epochs / 3)), max(1, round(2 * epochs / 3))})
+    return torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.1)
+
+
+def optimiser_step(opt: torch.optim.Optimizer, loss: torch.Tensor, where: str) -> float:
+    """Backpropagate `loss` and step, refusing a non-finite loss; returns the loss value."""
+    value = loss.item()
+    if not torch.isfinite(loss):
+        raise DivergedError(f"{where}: loss became {value}")
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return value
