@@ -14,6 +14,7 @@ import yaml
 
 from .errors import SpecError
 
+EXIT_INCOMPLETE = 1  # run/resume ended with failed or pending trials (all recorded; see `status`)
 EXIT_BAD_INPUT = 2
 
 
@@ -32,8 +33,10 @@ def _open_results(path: str):
 
     p = Path(path)
     if not (p.is_dir() and (p / SPACE_FILE).is_file()):
+        inside = sorted(q.parent.name for q in p.glob(f"*/{SPACE_FILE}")) if p.is_dir() else []
+        hint = f"did you mean {', '.join(str(p / n) for n in inside)}?" if inside else ""
         raise SpecError("RESULTS", f"a results directory holding {SPACE_FILE} (made by `stitchsweep run`)",
-                        str(path))
+                        str(path), hint)
     sweep = load_space(p / SPACE_FILE)
     return sweep, SweepDir(p.parent, p.name)
 
@@ -88,11 +91,13 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
     print(f"sweep {sweep.name}: {len(sweep.trials)} trials, {done} already recorded, {len(todo)} to run;"
           f" {len(donors)} of {len(sweep.donors)} donors to train or evaluate", flush=True)
     print(f"results: {sweep_dir.path}", flush=True)
-    from . import ray_backend  # the only Ray import, and only for commands that schedule work
+    if donors or todo:
+        from . import ray_backend  # the only Ray import, and only for commands that schedule work
 
-    ray_backend.run_stages(sweep, sweep_dir, donors, todo, address=args.address, num_cpus=args.num_cpus,
-                           max_concurrent=args.max_concurrent)
-    return _print_status(sweep, sweep_dir)
+        ray_backend.run_stages(sweep, sweep_dir, donors, todo, address=args.address,
+                               num_cpus=args.num_cpus, max_concurrent=args.max_concurrent)
+    complete = _print_status(sweep, sweep_dir)
+    return 0 if complete else EXIT_INCOMPLETE
 
 
 def cmd_run(args) -> int:
@@ -113,7 +118,8 @@ def cmd_resume(args) -> int:
     return _execute(sweep, sweep_dir, args, retry_failed=args.failed)
 
 
-def _print_status(sweep, sweep_dir) -> int:
+def _print_status(sweep, sweep_dir) -> bool:
+    """Print done / failed / pending counts; True when every trial is done."""
     import analysis
 
     trials = analysis.load_trials(sweep_dir.path)
@@ -130,12 +136,13 @@ def _print_status(sweep, sweep_dir) -> int:
         print(f"  ... and {len(failed) - 20} more failed (see the trials table)")
     if pending or len(failed):
         print(f"finish with: stitchsweep resume {sweep_dir.path}" + (" --failed" if len(failed) else ""))
-    return 0
+    return not pending and not len(failed)
 
 
 def cmd_status(args) -> int:
     sweep, sweep_dir = _open_results(args.results)
-    return _print_status(sweep, sweep_dir)
+    _print_status(sweep, sweep_dir)
+    return 0
 
 
 def cmd_report(args) -> int:

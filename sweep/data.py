@@ -60,14 +60,23 @@ class Splits:
         return int(self.train_x.shape[1])
 
 
-DATASETS: dict[str, Callable[[], Pool]] = {}
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What a search space is validated against without loading any image."""
+
+    load: Callable[[], Pool]
+    train_pool: int  # images available for train + val
+    test: int  # images of the official test split
 
 
-def register_dataset(name: str):
+DATASETS: dict[str, DatasetInfo] = {}
+
+
+def register_dataset(name: str, train_pool: int, test: int):
     def wrap(fn: Callable[[], Pool]) -> Callable[[], Pool]:
         if name in DATASETS:
             raise ValueError(f"dataset {name!r} is registered twice")
-        DATASETS[name] = fn
+        DATASETS[name] = DatasetInfo(fn, train_pool, test)
         return fn
 
     return wrap
@@ -124,7 +133,7 @@ def load_mnist_like(directory: Path, mean: float, std: float) -> Pool:
     )
 
 
-@register_dataset("fashion_mnist")
+@register_dataset("fashion_mnist", train_pool=60000, test=10000)
 def fashion_mnist() -> Pool:
     candidates = [data_root() / "fashion-mnist", Path("/usr/share/datasets/fashion-mnist"),
                   data_root() / "torchvision" / "FashionMNIST" / "raw"]
@@ -140,7 +149,7 @@ def fashion_mnist() -> Pool:
     return load_mnist_like(found, mean=0.2860, std=0.3530)
 
 
-@register_dataset("digits")
+@register_dataset("digits", train_pool=1797 - 1797 // 5, test=1797 // 5)
 def digits() -> Pool:
     from sklearn.datasets import load_digits
 
@@ -161,7 +170,12 @@ def load_pool(name: str) -> Pool:
     """Load a registered dataset (cached per process)."""
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; registered: {sorted(DATASETS)}")
-    return DATASETS[name]()
+    pool = DATASETS[name].load()
+    info = DATASETS[name]
+    if (len(pool.train_y), len(pool.test_y)) != (info.train_pool, info.test):
+        raise ValueError(f"dataset {name!r}: found {len(pool.train_y)} training and {len(pool.test_y)} test"
+                         f" images, the registry says {info.train_pool} and {info.test}")
+    return pool
 
 
 def make_splits(

@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 
+class _Missing:
+    def __repr__(self) -> str:
+        return "nothing"
+
+
+MISSING = _Missing()  # the "found" of a required field that is absent
+
+
 class SpecError(ValueError):
     """A search space (or a path given on the command line) is wrong.
 

@@ -15,10 +15,9 @@ import torch
 from torch import nn
 
 from .data import Splits, batches
+from .training import DivergedError, optimiser_step, step_schedule
 
-
-class DivergedError(RuntimeError):
-    """The objective produced a non-finite loss or solution."""
+__all__ = ["OBJECTIVES", "DivergedError", "FitContext", "Objective", "register_objective"]
 
 
 @dataclass
@@ -81,8 +80,7 @@ def fit_task_loss(ctx: FitContext) -> dict:
     set_donor_mode(ctx)
     ctx.stitcher.train()
     opt = torch.optim.Adam(ctx.stitcher.parameters(), lr=spec.lr)
-    milestones = sorted({max(1, round(spec.epochs / 3)), max(1, round(2 * spec.epochs / 3))})
-    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.1)
+    sched = step_schedule(opt, spec.epochs)
     gen = torch.Generator().manual_seed(spec.seed)
     loss_fn = nn.CrossEntropyLoss()
     train_loss = math.nan
@@ -93,12 +91,7 @@ def fit_task_loss(ctx: FitContext) -> dict:
             with torch.no_grad():  # the front is frozen: no graph through it
                 a = ctx.front(xb)
             loss = loss_fn(ctx.end(ctx.stitcher(a)), yb)
-            if not torch.isfinite(loss):
-                raise DivergedError(f"task loss became {loss.item()} in epoch {epoch}")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total += loss.item() * len(yb)
+            total += optimiser_step(opt, loss, f"task loss, epoch {epoch}") * len(yb)
             n += len(yb)
         sched.step()
         train_loss = total / n

@@ -81,7 +81,8 @@ class _Progress(tune.Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         self.last[trial.trial_id] = result
         if result.get("phase") == "zoo":  # donor training is the long part of a small sweep: show epochs
-            print(f"[{self.stage} {time.perf_counter() - self.t0:6.0f}s] {self.label(trial.config)}: epoch "
+            print(f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] "
+                  f"{self.label(trial.config)}: epoch "
                   f"{result['epoch']}/{result['epochs']} train_loss={result['train_loss']:.3f}", flush=True)
 
     def on_trial_complete(self, iteration, trials, trial, **info):

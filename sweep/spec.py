@@ -19,7 +19,7 @@ import yaml
 
 from analysis.schema import SCHEMA_VERSION
 
-from .errors import SpecError
+from .errors import MISSING, SpecError
 
 TRAINING_METHODS = ("plain", "pgd")
 INITS = ("random", "identity")
@@ -154,7 +154,7 @@ class _Section:
             nullable: bool = False) -> Any:
         if key not in self.raw:
             if default is ...:
-                raise SpecError(self.name(key), f"a {kind}", "nothing", "the field is required")
+                raise SpecError(self.name(key), _a(kind), MISSING, "the field is required")
             return default
         return check_value(self.raw[key], self.name(key), kind, low=low, high=high, choices=choices,
                            nullable=nullable)
@@ -162,17 +162,21 @@ class _Section:
     def get_list(self, key: str, kind: str, default: Any = ..., **kw) -> list:
         value = self.raw.get(key, default)
         if value is ...:
-            raise SpecError(self.name(key), f"a list of {kind}s", "nothing", "the field is required")
+            raise SpecError(self.name(key), f"a list of {kind}s", MISSING, "the field is required")
         if not isinstance(value, list) or not value:
             raise SpecError(self.name(key), f"a non-empty list of {kind}s", value)
         return [check_value(v, f"{self.name(key)}[{i}]", kind, **kw) for i, v in enumerate(value)]
+
+
+def _a(kind: str) -> str:
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
 
 
 def check_value(value: Any, path: str, kind: str, *, low=None, high=None, choices=None,
                 nullable: bool = False) -> Any:
     if value is None and nullable:
         return None
-    if kind == "int":
+    if kind == "integer":
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif kind == "number":
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -186,13 +190,13 @@ def check_value(value: Any, path: str, kind: str, *, low=None, high=None, choice
     else:  # pragma: no cover - programming error
         raise TypeError(kind)
     if not ok:
-        raise SpecError(path, f"a {kind}" + (" or null" if nullable else ""), value)
+        raise SpecError(path, _a(kind) + (" or null" if nullable else ""), value)
     if choices is not None and value not in choices:
         raise SpecError(path, f"one of {list(choices)}", value)
     if low is not None and value < low or high is not None and value > high:
         lo = "-inf" if low is None else low
         hi = "inf" if high is None else high
-        raise SpecError(path, f"a {kind} in [{lo}, {hi}]", value)
+        raise SpecError(path, f"{_a(kind)} in [{lo}, {hi}]", value)
     return value
 
 
@@ -207,7 +211,13 @@ def load_space(path: str | Path) -> Sweep:
     try:
         raw = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
-        raise SpecError(str(path), "valid YAML", str(exc).splitlines()[0]) from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(str(path), "valid YAML", f"{problem}{where}") from None
+    if not isinstance(raw, dict):
+        raise SpecError(str(path), "a mapping of search-space fields (name, data, donors, ...)",
+                        raw if raw is not None else "an empty file")
     return parse_space(raw)
 
 
@@ -217,6 +227,8 @@ def parse_space(raw: Any) -> Sweep:
     from .models import ARCHITECTURES, stitch_points
     from .objectives import OBJECTIVES
 
+    if not isinstance(raw, dict):
+        raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
     top = _Section(raw, "", {"name", "data", "donors", "stitching", "evaluation", "resources"})
     name = top.get("name", "string")
     if not NAME_RE.match(name):
@@ -225,19 +237,28 @@ def parse_space(raw: Any) -> Sweep:
     d = _Section(top.get("data", "mapping"), "data", {"dataset", "train_size", "val_size", "test_size"})
     data = DataSpec(
         dataset=d.get("dataset", "string", choices=sorted(DATASETS)),
-        train_size=d.get("train_size", "int", None, low=1, nullable=True),
-        val_size=d.get("val_size", "int", 1000, low=0),
-        test_size=d.get("test_size", "int", None, low=1, nullable=True),
+        train_size=d.get("train_size", "integer", None, low=1, nullable=True),
+        val_size=d.get("val_size", "integer", 1000, low=0),
+        test_size=d.get("test_size", "integer", None, low=1, nullable=True),
     )
+    info = DATASETS[data.dataset]
+    if data.val_size + (data.train_size or 0) > info.train_pool:
+        field = "data.train_size" if data.train_size else "data.val_size"
+        raise SpecError(field, f"train_size + val_size at most the {info.train_pool} training images of"
+                        f" {data.dataset}", data.val_size + (data.train_size or 0))
+    if data.val_size >= info.train_pool:
+        raise SpecError("data.val_size", f"fewer than the {info.train_pool} training images of {data.dataset}",
+                        data.val_size)
+    n_test = min(data.test_size or info.test, info.test)
 
     e = _Section(top.raw.get("evaluation", {}), "evaluation",
                  {"attacks", "eps", "iterations", "restarts", "n_eval_robust"})
     evaluation = EvalSpec(
         attacks=tuple(e.get_list("attacks", "string", ["apgd-ce", "apgd-dlr"], choices=ATTACKS)),
         eps=e.get("eps", "number", low=0.0, high=1.0),
-        iterations=e.get("iterations", "int", 20, low=1),
-        restarts=e.get("restarts", "int", 1, low=1),
-        n_eval_robust=e.get("n_eval_robust", "int", 1000, low=0),
+        iterations=e.get("iterations", "integer", 20, low=1),
+        restarts=e.get("restarts", "integer", 1, low=1),
+        n_eval_robust=e.get("n_eval_robust", "integer", min(1000, n_test), low=0, high=n_test),
     )
 
     donors_raw = top.get("donors", "mapping")
@@ -262,13 +283,13 @@ def parse_space(raw: Any) -> Sweep:
             arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
             data=data,
             training=training,
-            epochs=s.get("epochs", "int", low=1),
+            epochs=s.get("epochs", "integer", low=1),
             lr=s.get("lr", "number", 0.1, low=0.0),
-            batch_size=s.get("batch_size", "int", 128, low=1),
-            seed=s.get("seed", "int", 0, low=0),
+            batch_size=s.get("batch_size", "integer", 128, low=1),
+            seed=s.get("seed", "integer", 0, low=0),
             eps=s.get("eps", "number", evaluation.eps, low=0.0, high=1.0) if adv else None,
             step_size=s.get("step_size", "number", low=0.0) if adv else None,
-            steps=s.get("steps", "int", 10, low=1) if adv else None,
+            steps=s.get("steps", "integer", 10, low=1) if adv else None,
             adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if adv else None,
         )
 
@@ -277,12 +298,12 @@ def parse_space(raw: Any) -> Sweep:
                    "dm_samples", "init", "donor_bn"})
     objectives = st.get_list("objectives", "string", choices=sorted(OBJECTIVES))
     alphas = st.get_list("alphas", "number", [0.0], low=0.0, high=1.0)
-    seeds = st.get_list("seeds", "int", [0], low=0)
+    seeds = st.get_list("seeds", "integer", [0], low=0)
     common = dict(
-        epochs=st.get("epochs", "int", 30, low=1),
+        epochs=st.get("epochs", "integer", 30, low=1),
         lr=st.get("lr", "number", 1e-3, low=0.0),
-        batch_size=st.get("batch_size", "int", 128, low=1),
-        dm_samples=st.get("dm_samples", "int", 100, low=1),
+        batch_size=st.get("batch_size", "integer", 128, low=1),
+        dm_samples=st.get("dm_samples", "integer", 100, low=1),
         init=st.get("init", "string", "random", choices=INITS),
         donor_bn=st.get("donor_bn", "string", "frozen", choices=DONOR_BN),
     )

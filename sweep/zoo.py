@@ -27,6 +27,7 @@ from .evaluate import predict, robust_accuracy
 from .models import StagedNet, build
 from .results import SweepDir, atomic_write_bytes, write_rows
 from .spec import DonorSpec, EvalSpec
+from .training import optimiser_step, step_schedule
 
 CHECKPOINT = "model.pt"
 
@@ -36,8 +37,7 @@ def train_donor(donor: DonorSpec, splits: Splits, device: torch.device,
     torch.manual_seed(donor.seed)
     model = build(donor.arch, splits.in_channels, splits.num_classes, splits.mean, splits.std).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=donor.lr, momentum=0.9, nesterov=True, weight_decay=1e-4)
-    milestones = sorted({max(1, round(donor.epochs / 3)), max(1, round(2 * donor.epochs / 3))})
-    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.1)
+    sched = step_schedule(opt, donor.epochs)
     gen = torch.Generator().manual_seed(donor.seed)
     loss_fn = nn.CrossEntropyLoss()
     for epoch in range(1, donor.epochs + 1):
@@ -54,12 +54,7 @@ def train_donor(donor: DonorSpec, splits: Splits, device: torch.device,
             else:
                 model.train()
                 loss = loss_fn(model(xb), yb)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"donor {donor.name}: loss became {loss.item()} in epoch {epoch}")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total += loss.item() * len(yb)
+            total += optimiser_step(opt, loss, f"donor {donor.name}, epoch {epoch}") * len(yb)
             n += len(yb)
         sched.step()
         if progress is not None:
@@ -104,7 +99,6 @@ def run_donor(donor: DonorSpec, evaluation: EvalSpec, sweep: SweepDir, device: t
     if part.exists() and pq.read_table(part, columns=["status"])["status"][0].as_py() == "done":
         return {"donor": donor.name, "skipped": True}  # a failed donor is tried again
     d = donor.data
-    splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size)
     ckpt = sweep.zoo(donor.donor_key) / CHECKPOINT
     row = {
         "donor": donor.name, "ref": donor.ref, "donor_key": donor.donor_key, "sweep": sweep.name,
@@ -114,6 +108,7 @@ def run_donor(donor: DonorSpec, evaluation: EvalSpec, sweep: SweepDir, device: t
     }
     t0 = time.perf_counter()
     try:
+        splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size)
         trained_now = not ckpt.exists()
         if trained_now:
             model = train_donor(donor, splits, device, progress)

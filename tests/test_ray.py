@@ -15,6 +15,8 @@ import psutil
 import pytest
 
 import analysis
+from analysis.schema import TRIAL_SCHEMA
+from sweep.results import write_rows
 from sweep.spec import parse_space
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -46,12 +48,28 @@ def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_sp
     assert len(analysis.load_donors(results)) == 1
 
     mtimes = {k: p.stat().st_mtime_ns for k, p in _parts(results).items()}
-    again = _cli("run", space, "--storage", storage, "--num-cpus", 2).stdout
+    rerun = _cli("run", space, "--storage", storage, "--num-cpus", 2)
+    again = rerun.stdout
     assert "4 already recorded, 0 to run" in again
+    assert "Started a local Ray" not in rerun.stderr  # nothing to do: Ray is not even started
     assert {k: p.stat().st_mtime_ns for k, p in _parts(results).items()} == mtimes
 
     status = _cli("status", results).stdout
     assert "4 trials: 4 done, 0 failed, 0 pending" in status
+
+    # A failed trial: `run` leaves it (exit 1, with the way out), `resume --failed` reruns just that one.
+    victim = sorted(planned)[0]
+    row = analysis.load_trials(results).set_index("trial_id").loc[victim]
+    write_rows(results / "trials" / f"{victim}.parquet",
+               [{"trial_id": victim, "status": "failed", "error": "RuntimeError: injected",
+                 "front": row["front"], "end": row["end"], "front_point": row["front_point"],
+                 "objective": row["objective"]}], TRIAL_SCHEMA)
+    failed_run = _cli("run", space, "--storage", storage, "--num-cpus", 2, check=False)
+    assert failed_run.returncode == 1
+    assert "3 done, 1 failed, 0 pending" in failed_run.stdout and "RuntimeError: injected" in failed_run.stdout
+    assert f"stitchsweep resume {results} --failed" in failed_run.stdout
+    retried = _cli("resume", results, "--failed", "--num-cpus", 2).stdout
+    assert "1 to run" in retried and "4 done, 0 failed, 0 pending" in retried
 
     report = tmp_path / "report"
     _cli("report", results, "--out", report)

@@ -126,3 +126,44 @@ def test_misspelt_top_level_field_is_named_without_a_leading_dot(tiny_space):
     with pytest.raises(SpecError) as err:
         parse_space(tiny_space)
     assert str(err.value).startswith("stiching: expected one of the fields")
+
+
+def test_data_sizes_are_checked_against_the_dataset_before_anything_runs(tiny_space):
+    tiny_space["data"]["train_size"] = 5000
+    with pytest.raises(SpecError) as err:
+        parse_space(tiny_space)
+    assert str(err.value).startswith("data.train_size: expected train_size + val_size at most the 1438")
+
+
+def test_robust_subset_cannot_exceed_the_test_set(tiny_space):
+    tiny_space["evaluation"]["n_eval_robust"] = 100000
+    with pytest.raises(SpecError) as err:
+        parse_space(tiny_space)
+    assert str(err.value).startswith("evaluation.n_eval_robust: expected an integer in [0, 359]")
+
+
+def test_required_field_message_reads_naturally(tiny_space):
+    del tiny_space["donors"]["plain_a"]["epochs"]
+    with pytest.raises(SpecError) as err:
+        parse_space(tiny_space)
+    assert str(err.value) == ("donors.plain_a.epochs: expected an integer, found nothing "
+                              "(the field is required)")
+
+
+def test_empty_and_broken_yaml_name_the_file(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    with pytest.raises(SpecError, match="empty.yaml: expected a mapping of search-space fields"):
+        load_space(empty)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nstitching:\n  objectives: [tlm, dm\n")
+    with pytest.raises(SpecError) as err:
+        load_space(broken)
+    assert "broken.yaml: expected valid YAML" in str(err.value) and "line 4" in str(err.value)
+
+
+def test_storage_root_given_for_results_suggests_the_sweeps(tmp_path, capsys):
+    (tmp_path / "quickstart").mkdir()
+    (tmp_path / "quickstart" / "space.yaml").write_text("name: quickstart\n")
+    assert main(["status", str(tmp_path)]) == 2
+    assert f"did you mean {tmp_path / 'quickstart'}?" in capsys.readouterr().err
