@@ -45,8 +45,11 @@ def cmd_plan(args) -> int:
     sweep = _load_space(args.space)
     print(f"sweep {sweep.name}: {len(sweep.trials)} trials, {len(sweep.donors)} donors")
     for name, d in sweep.donors.items():
+        if d.source == "file":
+            print(f"  donor {d.ref}: {d.arch} from {d.path} key={d.donor_key}")
+            continue
         extra = f" eps={d.eps:g} steps={d.steps}" if d.training == "pgd" else ""
-        print(f"  donor zoo:{name}: {d.arch} {d.training} epochs={d.epochs} seed={d.seed}{extra}"
+        print(f"  donor {d.ref}: {d.arch} {d.training} epochs={d.epochs} seed={d.seed}{extra}"
               f" key={d.donor_key}")
     for s in sweep.trials:
         alpha = "" if s.alpha is None else f" alpha={s.alpha:g}"

@@ -59,6 +59,10 @@ class Splits:
     def in_channels(self) -> int:
         return int(self.train_x.shape[1])
 
+    @property
+    def image_size(self) -> int:
+        return int(self.train_x.shape[-1])
+
 
 @dataclass(frozen=True)
 class DatasetInfo:

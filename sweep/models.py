@@ -1,13 +1,13 @@
 """Architecture registry, stitch points and `split`.
 
 Every architecture is a `StagedNet`: an ordered list of named stages run one after the other. A stitch point
-is the name of a stage after which the representation may be cut; for residual nets these are the residual
-blocks (seed 000, A.5.1), cut after the addition and *before* the block's closing ReLU, which therefore runs
-at the start of the following stage. Inputs are pixels in [0, 1]; normalisation is the first stage.
+is the name of a stage after which the representation may be cut. Inputs are pixels in [0, 1];
+normalisation is the first stage. The registered architectures live in `sweep.archs`.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -23,43 +23,6 @@ class Normalize(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.mean) / self.std
-
-
-class BasicBlock(nn.Module):
-    """ResNet basic block that takes the *pre-activation* output of the previous stage.
-
-    The ReLU that a textbook block applies after its addition is applied here to the input instead, so the
-    block's output is the sum before activation: the place where seed 000 puts its stitching layers.
-    """
-
-    def __init__(self, in_planes: int, planes: int, stride: int = 1) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.shortcut: nn.Module = nn.Identity()
-        if stride != 1 or in_planes != planes:
-            self.shortcut = nn.Sequential(
-                nn.Conv2d(in_planes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes)
-            )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.relu(x)
-        out = torch.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return out + self.shortcut(x)
-
-
-class Head(nn.Module):
-    def __init__(self, planes: int, num_classes: int) -> None:
-        super().__init__()
-        self.fc = nn.Linear(planes, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.relu(x)
-        x = torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)
-        return self.fc(x)
 
 
 class StagedNet(nn.Module):
@@ -84,29 +47,6 @@ class StagedNet(nn.Module):
         return x
 
 
-def _resnet(
-    widths: list[int], blocks: list[int], in_channels: int, num_classes: int, mean, std,
-    stem_stride: int = 1,
-) -> StagedNet:
-    stem = nn.Sequential(
-        Normalize(mean, std),
-        nn.Conv2d(in_channels, widths[0], 3, stem_stride, 1, bias=False),
-        nn.BatchNorm2d(widths[0]),
-    )
-    stages: list[tuple[str, nn.Module]] = [("stem", stem)]
-    points = []
-    in_planes = widths[0]
-    for i, (planes, n) in enumerate(zip(widths, blocks), start=1):
-        for b in range(n):
-            stride = 2 if (b == 0 and i > 1) else 1
-            name = f"layer{i}.{b}"
-            stages.append((name, BasicBlock(in_planes, planes, stride)))
-            points.append(name)
-            in_planes = planes
-    stages.append(("head", Head(in_planes, num_classes)))
-    return StagedNet(stages, points)
-
-
 @dataclass(frozen=True)
 class Architecture:
     name: str
@@ -118,7 +58,7 @@ ARCHITECTURES: dict[str, Architecture] = {}
 
 
 def register_architecture(name: str, description: str):
-    """Decorator: add a builder `fn(in_channels, num_classes, mean, std) -> StagedNet` to the registry."""
+    """Decorator: add a builder `fn(*, in_channels, num_classes, mean, std, image_size) -> StagedNet`."""
 
     def wrap(fn: Callable[..., StagedNet]) -> Callable[..., StagedNet]:
         if name in ARCHITECTURES:
@@ -129,33 +69,26 @@ def register_architecture(name: str, description: str):
     return wrap
 
 
-@register_architecture(
-    "resnet_tiny", "CPU-sized residual net: stride-2 stem, widths 8/16/32, 2 blocks per stage (6 points)"
-)
-def resnet_tiny(in_channels: int = 1, num_classes: int = 10, mean=(0.5,), std=(0.5,)) -> StagedNet:
-    # The stride-2 stem quarters the cost of the first stage: what makes PGD training fit a 2-core budget.
-    return _resnet([8, 16, 32], [2, 2, 2], in_channels, num_classes, mean, std, stem_stride=2)
-
-
-@register_architecture("resnet18", "CIFAR-style ResNet-18 of the papers: 3x3 stem, no max-pool, 8 blocks")
-def resnet18(in_channels: int = 3, num_classes: int = 10, mean=(0.5,), std=(0.5,)) -> StagedNet:
-    return _resnet([64, 128, 256, 512], [2, 2, 2, 2], in_channels, num_classes, mean, std)
-
-
-def build(arch: str, in_channels: int, num_classes: int, mean, std) -> StagedNet:
-    """Build a registered architecture with fresh weights."""
+def build(arch: str, in_channels: int, num_classes: int, mean, std, image_size: int = 32) -> StagedNet:
+    """Build a registered architecture with fresh weights for `image_size` x `image_size` inputs."""
     if arch not in ARCHITECTURES:
         raise ValueError(
             f"unknown architecture {arch!r}; registered: {sorted(ARCHITECTURES)}"
         )
     mean = tuple(mean) if len(mean) == in_channels else tuple(mean) * in_channels
     std = tuple(std) if len(std) == in_channels else tuple(std) * in_channels
-    return ARCHITECTURES[arch].build(in_channels, num_classes, mean, std)
+    return ARCHITECTURES[arch].build(in_channels=in_channels, num_classes=num_classes, mean=mean, std=std,
+                                     image_size=image_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _points(arch: str) -> tuple[str, ...]:
+    return tuple(build(arch, 1, 10, (0.5,), (0.5,)).stitch_points)
 
 
 def stitch_points(arch: str) -> list[str]:
     """The stitch point names of a registered architecture, input to output."""
-    return build(arch, 1, 10, (0.5,), (0.5,)).stitch_points
+    return list(_points(arch))
 
 
 def check_point(model: StagedNet, point: str) -> None:
@@ -175,3 +108,6 @@ def split(model: StagedNet, point: str) -> tuple[nn.Sequential, nn.Sequential]:
     front = nn.Sequential(*[model.stage(n) for n in model.stage_names[:k]])
     end = nn.Sequential(*[model.stage(n) for n in model.stage_names[k:]])
     return front, end
+
+
+from . import archs as _archs  # noqa: E402,F401  (registers the architectures)

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from .data import Splits, batches
+from .stitching import positions
 from .training import DivergedError, optimiser_step, step_schedule
 
 __all__ = ["OBJECTIVES", "DivergedError", "FitContext", "Objective", "register_objective"]
@@ -109,11 +110,6 @@ def fit_task_loss(ctx: FitContext) -> dict:
     return {"final_train_loss": train_loss}
 
 
-def _flatten_channels(a: torch.Tensor) -> torch.Tensor:
-    """(N, C, H, W) -> (N*H*W, C): one row per spatial position, the unit a 1x1 conv acts on."""
-    return a.permute(0, 2, 3, 1).reshape(-1, a.shape[1])
-
-
 @register_objective(
     "dm",
     {"dm_samples"},
@@ -131,13 +127,14 @@ def fit_direct_matching(ctx: FitContext) -> dict:
     with torch.no_grad():
         src = ctx.front(x)
         tgt = ctx.end_front(x)
-    if src.shape[2:] != tgt.shape[2:]:
+    same_positions = src.shape[2:] == tgt.shape[2:] if src.dim() == 4 else src.shape[1] == tgt.shape[1]
+    if src.dim() != tgt.dim() or not same_positions:
         raise ValueError(
-            f"direct matching: source spatial size {tuple(src.shape[2:])} differs from target"
-            f" {tuple(tgt.shape[2:])}"
+            f"direct matching: source positions {tuple(src.shape[1:])} do not match target"
+            f" {tuple(tgt.shape[1:])}"
         )
-    a = _flatten_channels(src).double()
-    b = _flatten_channels(tgt).double()
+    a = positions(src).double()
+    b = positions(tgt).double()
     a1 = torch.cat([a, torch.ones(len(a), 1, dtype=a.dtype, device=a.device)], dim=1)
     theta = torch.linalg.pinv(a1) @ b  # (C_in + 1, C_out)
     if not torch.isfinite(theta).all():

@@ -7,6 +7,7 @@ expected and what was found. See README "Search spaces" for the format.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -47,30 +48,42 @@ class EvalSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class DonorSpec:
-    """A donor the engine trains itself (`zoo:<name>`). `donor_key` hashes everything that shapes its weights."""
+    """A donor: trained by the engine (`zoo:<name>`) or read from a checkpoint file (`file:<name>`).
+
+    `donor_key` hashes everything that shapes its weights (for a file: its content, not its path).
+    """
 
     name: str
     arch: str
     data: DataSpec
-    training: str
-    epochs: int
-    lr: float
-    batch_size: int
-    seed: int
+    source: str = "zoo"  # "zoo" | "file"
+    training: str | None = None
+    epochs: int | None = None
+    lr: float | None = None
+    batch_size: int | None = None
+    seed: int | None = None
     eps: float | None = None
     step_size: float | None = None
     steps: int | None = None
     adv_fraction: float | None = None
+    path: str | None = None  # file donors: where the checkpoint is (not part of the identity)
+    file_sha256: str | None = None
+    mean: tuple[float, ...] | None = None  # file donors: the normalisation their weights expect
+    std: tuple[float, ...] | None = None
 
     @property
     def ref(self) -> str:
-        return f"zoo:{self.name}"
+        return f"{self.source}:{self.name}"
 
     @property
     def donor_key(self) -> str:
         fields = dataclasses.asdict(self)
         fields.pop("name")  # a name is a label; two donors with the same config share one checkpoint
-        return _hash({"kind": "zoo-donor", "v": SCHEMA_VERSION, **fields})
+        fields.pop("path")
+        if self.source == "zoo":  # keep the keys of zoo donors as they were before file donors existed
+            for k in ("source", "file_sha256", "mean", "std"):
+                fields.pop(k)
+        return _hash({"kind": f"{self.source}-donor", "v": SCHEMA_VERSION, **fields})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,7 +237,7 @@ def load_space(path: str | Path) -> Sweep:
 def parse_space(raw: Any) -> Sweep:
     """Validate a search space given as a mapping and expand it into trials."""
     from .data import DATASETS
-    from .models import ARCHITECTURES, stitch_points
+    from .models import stitch_points
     from .objectives import OBJECTIVES
 
     if not isinstance(raw, dict):
@@ -264,34 +277,7 @@ def parse_space(raw: Any) -> Sweep:
     donors_raw = top.get("donors", "mapping")
     if not donors_raw:
         raise SpecError("donors", "a non-empty mapping of donor name -> training config", donors_raw)
-    donors = {}
-    for dname, draw in donors_raw.items():
-        path = f"donors.{dname}"
-        if not isinstance(dname, str) or not NAME_RE.match(dname):
-            raise SpecError(path, "a donor name of letters, digits, '_', '-' or '.'", dname)
-        s = _Section(draw, path, {"arch", "training", "epochs", "lr", "batch_size", "seed", "eps",
-                                  "step_size", "steps", "adv_fraction"})
-        training = s.get("training", "string", "plain", choices=TRAINING_METHODS)
-        adv = training == "pgd"
-        if not adv:
-            for k in ("eps", "step_size", "steps", "adv_fraction"):
-                if k in draw:
-                    raise SpecError(f"{path}.{k}", "no PGD field for training: plain", draw[k],
-                                    "set training: pgd to train adversarially")
-        donors[dname] = DonorSpec(
-            name=dname,
-            arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
-            data=data,
-            training=training,
-            epochs=s.get("epochs", "integer", low=1),
-            lr=s.get("lr", "number", 0.1, low=0.0),
-            batch_size=s.get("batch_size", "integer", 128, low=1),
-            seed=s.get("seed", "integer", 0, low=0),
-            eps=s.get("eps", "number", evaluation.eps, low=0.0, high=1.0) if adv else None,
-            step_size=s.get("step_size", "number", low=0.0) if adv else None,
-            steps=s.get("steps", "integer", 10, low=1) if adv else None,
-            adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if adv else None,
-        )
+    donors = {dname: _parse_donor(dname, draw, data, evaluation) for dname, draw in donors_raw.items()}
 
     st = _Section(top.get("stitching", "mapping"), "stitching",
                   {"pairs", "stitch_points", "objectives", "alphas", "seeds", "epochs", "lr", "batch_size",
@@ -364,11 +350,66 @@ def parse_space(raw: Any) -> Sweep:
     )
 
 
+def _parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> DonorSpec:
+    from .models import ARCHITECTURES
+
+    path = f"donors.{name}"
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise SpecError(path, "a donor name of letters, digits, '_', '-' or '.'", name)
+    if isinstance(raw, dict) and "file" in raw:
+        s = _Section(raw, path, {"file", "arch", "mean", "std"})
+        file = Path(s.get("file", "string")).expanduser()
+        if not file.is_file():
+            raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file),
+                            "no such file")
+        return DonorSpec(
+            name=name, source="file", path=str(file.absolute()), file_sha256=_file_hash(file),
+            arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)), data=data,
+            mean=tuple(s.get_list("mean", "number", [0.0])), std=tuple(s.get_list("std", "number", [1.0],
+                                                                                    low=1e-12)),
+        )
+    s = _Section(raw, path, {"arch", "training", "epochs", "lr", "batch_size", "seed", "eps", "step_size",
+                             "steps", "adv_fraction"})
+    training = s.get("training", "string", "plain", choices=TRAINING_METHODS)
+    adv = training == "pgd"
+    if not adv:
+        for k in ("eps", "step_size", "steps", "adv_fraction"):
+            if k in raw:
+                raise SpecError(f"{path}.{k}", "no PGD field for training: plain", raw[k],
+                                "set training: pgd to train adversarially")
+    return DonorSpec(
+        name=name,
+        arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
+        data=data,
+        training=training,
+        epochs=s.get("epochs", "integer", low=1),
+        lr=s.get("lr", "number", 0.1, low=0.0),
+        batch_size=s.get("batch_size", "integer", 128, low=1),
+        seed=s.get("seed", "integer", 0, low=0),
+        eps=s.get("eps", "number", evaluation.eps, low=0.0, high=1.0) if adv else None,
+        step_size=s.get("step_size", "number", low=0.0) if adv else None,
+        steps=s.get("steps", "integer", 10, low=1) if adv else None,
+        adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if adv else None,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _file_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
-    kind, _, rest = ref.partition(":")
-    if kind != "zoo" or not rest:
-        raise SpecError(path, "a donor reference 'zoo:<name>'", ref,
-                        "file: and robustbench: donors come with the external-donor issue")
-    if rest not in donors:
+    kind, _, name = ref.partition(":")
+    if kind not in ("zoo", "file") or not name:
+        raise SpecError(path, "a donor reference 'zoo:<name>' or 'file:<name>'", ref,
+                        "robustbench: donors come with the external-donor issue")
+    if name not in donors:
         raise SpecError(path, f"a donor defined under donors: one of {sorted(donors)}", ref)
-    return donors[rest]
+    if donors[name].source != kind:
+        raise SpecError(path, f"'{donors[name].source}:{name}' (donors.{name} is a {donors[name].source} donor)",
+                        ref)
+    return donors[name]

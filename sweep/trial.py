@@ -91,9 +91,9 @@ def _stitch_and_evaluate(spec: TrialSpec, sweep: SweepDir, device: torch.device,
     end_front, end = split(end_model, spec.end_point)
     with torch.no_grad():
         probe = splits.train_x[:2].to(device)
-        c_in, c_out = front(probe).shape[1], end_front(probe).shape[1]
+        source, target = front(probe).shape, end_front(probe).shape
     torch.manual_seed(spec.seed)
-    stitcher = Stitcher(c_in, c_out, spec.init or "random").to(device)
+    stitcher = Stitcher.for_shapes(source, target, spec.init or "random").to(device)
     ctx = FitContext(front=front, end=end, stitcher=stitcher, splits=splits, spec=spec, device=device,
                      end_front=end_front)
     t1 = time.perf_counter()

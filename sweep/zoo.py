@@ -1,4 +1,5 @@
-"""The donor zoo: donors the engine trains itself, cached by the hash of their training config.
+"""The donor zoo: donors the engine trains itself, cached by the hash of their training config, and `file:`
+donors converted once into the same cache (keyed by the checkpoint's content).
 
 Plain training follows seed 000 A.2 (SGD, Nesterov momentum 0.9, weight decay 1e-4, learning rate divided
 by 10 at 1/3 and 2/3 of the epochs); adversarial training A.3 (L-inf PGD inner maximisation; `adv_fraction`
@@ -24,6 +25,7 @@ from . import __version__
 from .attacks import pgd_linf
 from .data import Splits, batches, make_splits
 from .evaluate import predict, robust_accuracy
+from .external import load_checkpoint
 from .models import StagedNet, build
 from .results import SweepDir, atomic_write_bytes, write_rows
 from .spec import DonorSpec, EvalSpec
@@ -35,7 +37,8 @@ CHECKPOINT = "model.pt"
 def train_donor(donor: DonorSpec, splits: Splits, device: torch.device,
                 progress: Callable[[dict], None] | None = None) -> StagedNet:
     torch.manual_seed(donor.seed)
-    model = build(donor.arch, splits.in_channels, splits.num_classes, splits.mean, splits.std).to(device)
+    model = build(donor.arch, splits.in_channels, splits.num_classes, splits.mean, splits.std,
+                  image_size=splits.image_size).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=donor.lr, momentum=0.9, nesterov=True, weight_decay=1e-4)
     sched = step_schedule(opt, donor.epochs)
     gen = torch.Generator().manual_seed(donor.seed)
@@ -63,10 +66,11 @@ def train_donor(donor: DonorSpec, splits: Splits, device: torch.device,
     return model
 
 
-def save_donor(path: Path, model: StagedNet, donor: DonorSpec, splits: Splits) -> None:
+def save_donor(path: Path, model: StagedNet, donor: DonorSpec, splits: Splits, mean, std) -> None:
     payload = {
         "arch": donor.arch, "in_channels": splits.in_channels, "num_classes": splits.num_classes,
-        "mean": splits.mean, "std": splits.std, "state_dict": model.state_dict(),
+        "mean": tuple(mean), "std": tuple(std), "image_size": splits.image_size,
+        "state_dict": model.state_dict(),
         "donor": {k: v for k, v in donor.__dict__.items() if k != "data"}, "donor_key": donor.donor_key,
     }
     atomic_write_bytes(path, lambda tmp: torch.save(payload, tmp))
@@ -78,7 +82,8 @@ def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedN
     if not path.exists():
         raise FileNotFoundError(f"zoo donor {donor_key} has no checkpoint at {path}: run the zoo stage first")
     ckpt = torch.load(path, map_location=device, weights_only=True)
-    model = build(ckpt["arch"], ckpt["in_channels"], ckpt["num_classes"], ckpt["mean"], ckpt["std"])
+    model = build(ckpt["arch"], ckpt["in_channels"], ckpt["num_classes"], ckpt["mean"], ckpt["std"],
+                  image_size=ckpt.get("image_size", 32))
     model.load_state_dict(ckpt["state_dict"])
     return model.to(device).eval()
 
@@ -102,17 +107,24 @@ def run_donor(donor: DonorSpec, evaluation: EvalSpec, sweep: SweepDir, device: t
     ckpt = sweep.zoo(donor.donor_key) / CHECKPOINT
     row = {
         "donor": donor.name, "ref": donor.ref, "donor_key": donor.donor_key, "sweep": sweep.name,
-        "arch": donor.arch, "dataset": d.dataset, "training": donor.training, "epochs": donor.epochs,
+        "arch": donor.arch, "dataset": d.dataset, "training": donor.training or donor.source,
+        "epochs": donor.epochs,
         "seed": donor.seed, "n_eval_robust": evaluation.n_eval_robust, "eps": evaluation.eps,
         "stitchsweep_version": __version__, "schema_version": SCHEMA_VERSION,
     }
     t0 = time.perf_counter()
     try:
         splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size)
-        trained_now = not ckpt.exists()
-        if trained_now:
-            model = train_donor(donor, splits, device, progress)
-            save_donor(ckpt, model, donor, splits)
+        trained_now = not ckpt.exists() and donor.source == "zoo"
+        if not ckpt.exists():
+            if donor.source == "file":  # converted once into the zoo's own format, then used like any donor
+                model = load_checkpoint(donor.path, donor.arch, in_channels=splits.in_channels,
+                                        num_classes=splits.num_classes, mean=donor.mean, std=donor.std,
+                                        image_size=splits.image_size)
+                save_donor(ckpt, model, donor, splits, donor.mean, donor.std)
+            else:
+                model = train_donor(donor, splits, device, progress)
+                save_donor(ckpt, model, donor, splits, splits.mean, splits.std)
         model = load_donor(sweep, donor.donor_key, device)
         t1 = time.perf_counter()
         pred = predict(model, splits.test_x, device)

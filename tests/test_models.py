@@ -4,14 +4,15 @@ import pytest
 import torch
 
 from sweep.models import ARCHITECTURES, build, register_architecture, split, stitch_points
-from sweep.stitching import Stitcher, StitchedNet
+from sweep.stitching import Stitcher, StitchedNet, positions
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
 def test_identity_stitch_reproduces_the_model_at_every_point(arch):
     torch.manual_seed(0)
-    model = build(arch, 3, 10, (0.4, 0.5, 0.6), (0.2, 0.25, 0.3)).eval()
-    x = torch.rand(2, 3, 32, 32)
+    # 16x16 inputs keep the paper-sized networks (WRN-28-10, ResNet-50) quick on a CPU
+    model = build(arch, 3, 10, (0.4, 0.5, 0.6), (0.2, 0.25, 0.3), image_size=16).eval()
+    x = torch.rand(2, 3, 16, 16)
     with torch.no_grad():
         expected = model(x)
         assert model.stitch_points, "an architecture must offer stitch points"
@@ -19,7 +20,7 @@ def test_identity_stitch_reproduces_the_model_at_every_point(arch):
             front, end = split(model, point)
             a = front(x)
             assert torch.allclose(end(a), expected, atol=1e-5), point
-            identity = Stitcher(a.shape[1], a.shape[1], init="identity")
+            identity = Stitcher.for_shapes(a.shape, a.shape, init="identity")
             assert torch.allclose(StitchedNet(front, identity, end)(x), expected, atol=1e-5), point
 
 
@@ -33,6 +34,34 @@ def test_end_half_starts_at_the_point(arch):
     assert not any(id(m) in front_modules for m in end.modules())
 
 
+@pytest.mark.parametrize("arch", ["resnet_tiny", "vit_tiny_cpu"])
+def test_direct_matching_self_stitch_reproduces_the_model(arch):
+    """Least squares from a representation onto itself is exact, for conv maps and per-token maps alike."""
+    torch.manual_seed(0)
+    model = build(arch, 1, 10, (0.5,), (0.5,), image_size=28).eval()
+    x = torch.rand(8, 1, 28, 28)
+    with torch.no_grad():
+        expected = model(x)
+        for point in model.stitch_points:
+            front, end = split(model, point)
+            a = front(x)
+            stitcher = Stitcher.for_shapes(a.shape, a.shape)
+            rows = torch.cat([positions(a).double(), torch.ones(len(positions(a)), 1, dtype=torch.double)], 1)
+            theta = torch.linalg.pinv(rows) @ positions(a).double()
+            stitcher.set_affine(theta[:-1].T.float(), theta[-1].float())
+            assert torch.allclose(end(stitcher(a)), expected, atol=1e-3), point
+
+
+def test_token_stitcher_is_a_per_token_linear_map():
+    s = Stitcher.for_shapes(torch.Size([2, 5, 8]), torch.Size([2, 5, 6]))
+    a = torch.rand(2, 5, 8)
+    out = s(a)
+    assert out.shape == (2, 5, 6)
+    assert torch.allclose(out[:, 3], s.map(a[:, 3]))
+    with pytest.raises(ValueError, match="cannot stitch"):
+        Stitcher.for_shapes(torch.Size([2, 5, 8]), torch.Size([2, 8, 4, 4]))
+
+
 def test_wrong_point_lists_the_valid_ones():
     model = build("resnet_tiny", 1, 10, (0.5,), (0.5,))
     with pytest.raises(ValueError) as err:
@@ -44,6 +73,9 @@ def test_stitch_points_are_residual_blocks_in_order():
     assert stitch_points("resnet_tiny") == ["layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0",
                                             "layer3.1"]
     assert len(stitch_points("resnet18")) == 8
+    assert len(stitch_points("resnet50")) == 16 and len(stitch_points("wrn28_10")) == 12
+    assert stitch_points("vgg11") == [f"conv{k}" for k in range(1, 9)]
+    assert stitch_points("vit_ti") == [f"blocks.{b}" for b in range(12)]
 
 
 def test_registry_refuses_duplicates_and_unknown_names():

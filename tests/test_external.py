@@ -1,0 +1,118 @@
+"""`file:` donors: a user's checkpoint mapped onto a registered architecture."""
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+import pyautoattack
+from sweep.errors import SpecError
+from sweep.external import load_checkpoint, read_state_dict
+from sweep.models import build, split
+from sweep.objectives import OBJECTIVES, FitContext
+from sweep.results import SweepDir
+from sweep.spec import parse_space
+from sweep.stitching import Stitcher
+from sweep.trial import run_trial
+from sweep.zoo import run_donor
+
+from .conftest import TINY_SPACE
+
+AUTOATTACK_RESNET18 = Path(pyautoattack.__file__).parent / "examples" / "model_test.pt"
+
+
+@pytest.fixture(scope="module")
+def autoattack_resnet18():
+    """The CIFAR-10 ResNet-18 that the pyautoattack wheel ships (kuangliu layout, no normalisation)."""
+    return load_checkpoint(AUTOATTACK_RESNET18, "resnet18", in_channels=3, num_classes=10, mean=(0.0,),
+                           std=(1.0,), image_size=32)
+
+
+def test_autoattack_resnet18_loads_and_dm_self_stitches_exactly(autoattack_resnet18):
+    model = autoattack_resnet18
+    torch.manual_seed(0)
+    # K = 64 images: at layer4 (512 channels, 4x4) that is 1,024 equations for 513 unknowns per channel
+    fit_x, eval_x = torch.rand(64, 3, 32, 32), torch.rand(64, 3, 32, 32)
+    with torch.no_grad():
+        labels = model(eval_x).argmax(1)
+    assert len(labels.unique()) > 1, "real weights: not a constant classifier"
+
+    class Splits:  # direct matching reads only the first K training images
+        train_x = fit_x
+
+    for point in model.stitch_points:
+        front, end = split(model, point)
+        with torch.no_grad():
+            shape = front(fit_x[:1]).shape
+        stitcher = Stitcher.for_shapes(shape, shape)
+        ctx = FitContext(front=front, end=end, stitcher=stitcher, splits=Splits, device=torch.device("cpu"),
+                         spec=type("Spec", (), {"dm_samples": 64})(), end_front=front)
+        OBJECTIVES["dm"].fit(ctx)
+        with torch.no_grad():
+            stitched = end(stitcher(front(eval_x))).argmax(1)
+        assert (stitched == labels).float().mean().item() == 1.0, point  # relative accuracy 1.0
+
+
+def test_wrapped_and_data_parallel_checkpoints_load(tmp_path, autoattack_resnet18):
+    sd = torch.load(AUTOATTACK_RESNET18, map_location="cpu", weights_only=True)
+    path = tmp_path / "wrapped.pt"
+    torch.save({"state_dict": {f"module.{k}": v for k, v in sd.items()}, "epoch": 3}, path)
+    assert set(read_state_dict(path)) == set(sd)
+    model = load_checkpoint(path, "resnet18", in_channels=3, num_classes=10, mean=(0.0,), std=(1.0,),
+                            image_size=32)
+    x = torch.rand(2, 3, 32, 32)
+    assert torch.equal(model(x), autoattack_resnet18(x))
+
+
+def test_a_checkpoint_that_does_not_fit_names_the_keys():
+    with pytest.raises(ValueError) as err:
+        load_checkpoint(AUTOATTACK_RESNET18, "resnet50", in_channels=3, num_classes=10, mean=(0.0,),
+                        std=(1.0,), image_size=32)
+    assert "missing keys" in str(err.value) and "resnet50" in str(err.value)
+
+
+def _file_space(path: Path) -> dict:
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"] = {"mine": {"file": str(path), "arch": "resnet_tiny", "mean": [0.1], "std": [0.25]}}
+    space["stitching"]["pairs"] = [{"front": "file:mine", "end": "file:mine"}]
+    space["stitching"]["objectives"] = ["dm"]
+    return space
+
+
+def test_file_donor_runs_through_the_zoo_stage_and_a_trial(tmp_path):
+    torch.manual_seed(0)
+    trained_elsewhere = build("resnet_tiny", 1, 10, (0.1,), (0.25,), image_size=28)
+    ckpt = tmp_path / "mine.pt"
+    torch.save(trained_elsewhere.state_dict(), ckpt)
+    sweep = parse_space(_file_space(ckpt))
+    donor = sweep.donors["mine"]
+    assert donor.ref == "file:mine" and donor.source == "file"
+    sweep_dir = SweepDir(tmp_path / "results", sweep.name)
+    sweep_dir.create()
+    row = run_donor(donor, sweep.evaluation, sweep_dir, torch.device("cpu"))
+    assert row["status"] == "done", row.get("error")
+    assert row["training"] == "file" and row["trained_now"] is False
+    for spec in sweep.trials:
+        out = run_trial(dataclasses.replace(spec, n_eval_robust=0), sweep_dir)
+        assert out["status"] == "done", out.get("error")
+        assert out["relative_acc"] == 1.0
+
+
+def test_file_donor_identity_is_its_content_not_its_path(tmp_path):
+    a, b = tmp_path / "a.pt", tmp_path / "b.pt"
+    torch.save(build("resnet_tiny", 1, 10, (0.5,), (0.5,)).state_dict(), a)
+    b.write_bytes(a.read_bytes())
+    assert parse_space(_file_space(a)).donors["mine"].donor_key == parse_space(_file_space(b)).donors["mine"].donor_key
+
+
+def test_file_donor_errors(tmp_path):
+    with pytest.raises(SpecError, match=r"^donors.mine.file: expected a checkpoint file"):
+        parse_space(_file_space(tmp_path / "absent.pt"))
+    ckpt = tmp_path / "m.pt"
+    torch.save({}, ckpt)
+    space = _file_space(ckpt)
+    space["stitching"]["pairs"] = [{"front": "zoo:mine", "end": "file:mine"}]
+    with pytest.raises(SpecError, match=r"^stitching.pairs\[0\].front: expected 'file:mine'"):
+        parse_space(space)
