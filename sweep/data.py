@@ -6,6 +6,8 @@ Registered datasets:
   failing both, through torchvision's `FashionMNIST(root, download=True)` (needs the network once).
 - `digits`: scikit-learn's 1,797 8x8 digits (shipped inside scikit-learn), scaled to [0, 1] and resized
   bilinearly to 28x28 so that they fit the same networks as Fashion-MNIST.
+- `cifar10`, `svhn`, `mnist`: through torchvision (`sweep.datasets`), from a root folder, downloading
+  there when allowed.
 """
 
 from __future__ import annotations
@@ -68,22 +70,33 @@ class Splits:
 class DatasetInfo:
     """What a search space is validated against without loading any image."""
 
-    load: Callable[[], Pool]
+    load: Callable[[Path, bool], Pool]  # (root, download) -> Pool
     train_pool: int  # images available for train + val
     test: int  # images of the official test split
+    channels: int
+    image_size: int
+    # The files `load` needs under a root when it may not download (empty: nothing to fetch).
+    required: Callable[[Path], list[Path]] = lambda root: []
 
 
 DATASETS: dict[str, DatasetInfo] = {}
 
 
-def register_dataset(name: str, train_pool: int, test: int):
-    def wrap(fn: Callable[[], Pool]) -> Callable[[], Pool]:
+def register_dataset(name: str, train_pool: int, test: int, channels: int = 1, image_size: int = 28,
+                     required: Callable[[Path], list[Path]] | None = None):
+    def wrap(fn: Callable[[Path, bool], Pool]) -> Callable[[Path, bool], Pool]:
         if name in DATASETS:
             raise ValueError(f"dataset {name!r} is registered twice")
-        DATASETS[name] = DatasetInfo(fn, train_pool, test)
+        DATASETS[name] = DatasetInfo(fn, train_pool, test, channels, image_size,
+                                     required or (lambda root: []))
         return fn
 
     return wrap
+
+
+def missing_files(name: str, root: Path | None) -> list[Path]:
+    """The files dataset `name` lacks under `root` (what it would have to download)."""
+    return [p for p in DATASETS[name].required(root or data_root()) if not p.exists()]
 
 
 def _read_idx(path: Path) -> np.ndarray:
@@ -137,24 +150,38 @@ def load_mnist_like(directory: Path, mean: float, std: float) -> Pool:
     )
 
 
-@register_dataset("fashion_mnist", train_pool=60000, test=10000)
-def fashion_mnist() -> Pool:
-    candidates = [data_root() / "fashion-mnist", Path("/usr/share/datasets/fashion-mnist"),
-                  data_root() / "torchvision" / "FashionMNIST" / "raw"]
-    found = _find_idx_dir("fashion_mnist", candidates)
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+
+def _fashion_candidates(root: Path) -> list[Path]:
+    return [root / "fashion-mnist", root / "FashionMNIST" / "raw", DEBIAN_FASHION_MNIST]
+
+
+def _fashion_required(root: Path) -> list[Path]:
+    if _find_idx_dir("fashion_mnist", _fashion_candidates(root)) is not None:
+        return []
+    return [root / "FashionMNIST" / "raw" / f for f in MNIST_FILES]
+
+
+MNIST_FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+               "t10k-labels-idx1-ubyte"]
+
+
+@register_dataset("fashion_mnist", train_pool=60000, test=10000, required=_fashion_required)
+def fashion_mnist(root: Path, download: bool) -> Pool:
+    """Fashion-MNIST from ROOT/fashion-mnist, ROOT/FashionMNIST/raw or Debian's package, else torchvision."""
+    found = _find_idx_dir("fashion_mnist", _fashion_candidates(root))
     if found is None:
-        # Not packaged on this machine: torchvision downloads the same IDX files once.
         from torchvision.datasets import FashionMNIST
 
-        root = data_root() / "torchvision"
-        FashionMNIST(str(root), train=True, download=True)
-        FashionMNIST(str(root), train=False, download=True)
+        FashionMNIST(str(root), train=True, download=download)  # raises with the missing path if absent
         found = root / "FashionMNIST" / "raw"
     return load_mnist_like(found, mean=0.2860, std=0.3530)
 
 
 @register_dataset("digits", train_pool=1797 - 1797 // 5, test=1797 // 5)
-def digits() -> Pool:
+def digits(root: Path, download: bool) -> Pool:
+    """scikit-learn's digits (shipped inside scikit-learn: root and download do not apply)."""
     from sklearn.datasets import load_digits
 
     bunch = load_digits()
@@ -170,27 +197,30 @@ def digits() -> Pool:
 
 
 @functools.lru_cache(maxsize=4)
-def load_pool(name: str) -> Pool:
-    """Load a registered dataset (cached per process)."""
+def load_pool(name: str, root: str | None = None, download: bool = True) -> Pool:
+    """Load a registered dataset from `root` (default: $STITCHSWEEP_DATA or ~/.cache/stitchsweep/data),
+    downloading what is missing when `download` is on (cached per process)."""
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; registered: {sorted(DATASETS)}")
-    pool = DATASETS[name].load()
-    info = DATASETS[name]
-    if (len(pool.train_y), len(pool.test_y)) != (info.train_pool, info.test):
-        raise ValueError(f"dataset {name!r}: found {len(pool.train_y)} training and {len(pool.test_y)} test"
-                         f" images, the registry says {info.train_pool} and {info.test}")
-    return pool
+    base = Path(root) if root else data_root()
+    if not download:
+        missing = missing_files(name, base)
+        if missing:
+            raise FileNotFoundError(f"dataset {name!r}: missing {[str(m) for m in missing[:4]]} under {base};"
+                                    " set data.download: true, or copy the files there")
+    return DATASETS[name].load(base, download)
 
 
 def make_splits(
-    name: str, train_size: int | None, val_size: int, test_size: int | None
+    name: str, train_size: int | None, val_size: int, test_size: int | None, *, root: str | None = None,
+    download: bool = True,
 ) -> Splits:
     """Split a dataset deterministically: val and train come from one fixed permutation of the training pool.
 
     `train_size=None` takes every pool image not in val; `test_size=None` the whole official test set (its
     first `test_size` images otherwise).
     """
-    pool = load_pool(name)
+    pool = load_pool(name, root, download)
     n = len(pool.train_y)
     if val_size + (train_size or 0) > n:
         raise ValueError(
@@ -225,3 +255,6 @@ def batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.
     for i in range(0, n, batch_size):
         idx = order[i : i + batch_size]
         yield x[idx], y[idx]
+
+
+from . import datasets as _datasets  # noqa: E402,F401  (registers the torchvision datasets)

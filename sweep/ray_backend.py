@@ -51,13 +51,13 @@ def _donor_trainable(config: dict, sweep: Sweep, root: str) -> None:
     torch.set_num_threads(_threads(sweep.cpus_per_trial))
     donor = sweep.donors[config["donor"]]
     row = run_donor(donor, sweep.evaluation, SweepDir(root, sweep.name), pick_device(sweep.gpus_per_trial > 0),
-                    progress=lambda m: tune.report(m))
+                    progress=lambda m: tune.report(m), data_root=sweep.data_root, download=sweep.download)
     tune.report({"status": row.get("status", "skipped"), "clean_acc": row.get("clean_acc"),
                  "robust_acc": row.get("robust_acc"), "error": row.get("error")})
 
 
 def _stitch_trainable(config: dict, specs: dict, root: str, sweep_name: str, cpus: float,
-                      gpu: bool) -> None:
+                      gpu: bool, data_root: str | None, download: bool) -> None:
     import torch
 
     from .trial import pick_device, run_trial
@@ -65,7 +65,7 @@ def _stitch_trainable(config: dict, specs: dict, root: str, sweep_name: str, cpu
     torch.set_num_threads(_threads(cpus))
     spec = specs[config["trial_id"]]
     row = run_trial(spec, SweepDir(root, sweep_name), report=lambda m: tune.report(m),
-                    device=pick_device(gpu))
+                    device=pick_device(gpu), data_root=data_root, download=download)
     tune.report({"status": row["status"], "clean_acc": row.get("clean_acc"),
                  "robust_acc": row.get("robust_acc"), "error": row.get("error")})
 
@@ -159,7 +159,7 @@ def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: 
         specs = {s.trial_id: s for s in sweep.trials}
         trainable = tune.with_parameters(
             _stitch_trainable, specs=specs, root=root, sweep_name=sweep.name, cpus=sweep.cpus_per_trial,
-            gpu=sweep.gpus_per_trial > 0)
+            gpu=sweep.gpus_per_trial > 0, data_root=sweep.data_root, download=sweep.download)
 
         def label(c: dict) -> str:
             s = specs[c["trial_id"]]

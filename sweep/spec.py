@@ -138,6 +138,8 @@ class Sweep:
     cpus_per_trial: float
     gpus_per_trial: float
     raw: dict
+    data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
+    download: bool = True
 
 
 def _hash(obj: dict) -> str:
@@ -247,13 +249,25 @@ def parse_space(raw: Any) -> Sweep:
     if not NAME_RE.match(name):
         raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
 
-    d = _Section(top.get("data", "mapping"), "data", {"dataset", "train_size", "val_size", "test_size"})
+    d = _Section(top.get("data", "mapping"), "data", {"dataset", "train_size", "val_size", "test_size", "root",
+                                                      "download"})
     data = DataSpec(
         dataset=d.get("dataset", "string", choices=sorted(DATASETS)),
         train_size=d.get("train_size", "integer", None, low=1, nullable=True),
         val_size=d.get("val_size", "integer", 1000, low=0),
         test_size=d.get("test_size", "integer", None, low=1, nullable=True),
     )
+    root = d.get("root", "string", None, nullable=True)
+    root = str(Path(root).expanduser().absolute()) if root else None
+    download = d.get("download", "bool", True)
+    if not download:
+        from .data import missing_files
+
+        missing = missing_files(data.dataset, Path(root) if root else None)
+        if missing:
+            raise SpecError("data.root", f"the {data.dataset} files under the data root (download is off)",
+                            f"{len(missing)} missing, e.g. {missing[0]}",
+                            "set data.download: true once, or copy the dataset there")
     info = DATASETS[data.dataset]
     if data.val_size + (data.train_size or 0) > info.train_pool:
         field = "data.train_size" if data.train_size else "data.val_size"
@@ -346,7 +360,7 @@ def parse_space(raw: Any) -> Sweep:
         trials=tuple(trials.values()),
         cpus_per_trial=r.get("cpus_per_trial", "number", 1.0, low=0.0),
         gpus_per_trial=r.get("gpus_per_trial", "number", 0.0, low=0.0),
-        raw=raw,
+        raw=raw, data_root=root, download=download,
     )
 
 

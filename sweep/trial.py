@@ -18,7 +18,7 @@ import torch
 from analysis.schema import CURVE_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
 
 from . import __version__
-from .data import make_splits
+from .data import Splits, make_splits
 from .evaluate import most_frequent_class, predict, robust_accuracy
 from .models import split
 from .objectives import OBJECTIVES, FitContext
@@ -51,7 +51,7 @@ def config_row(spec: TrialSpec, sweep_name: str) -> dict:
 
 
 def run_trial(spec: TrialSpec, sweep: SweepDir, report: Report | None = None,
-              device: torch.device | None = None) -> dict:
+              device: torch.device | None = None, data_root: str | None = None, download: bool = True) -> dict:
     """Run one stitching trial and write its row (and curves). Returns the row."""
     part = sweep.trial_part(spec.trial_id)
     if part.exists():
@@ -64,7 +64,9 @@ def run_trial(spec: TrialSpec, sweep: SweepDir, report: Report | None = None,
     curves: list[tuple[int, str, float]] = []
     t0 = time.perf_counter()
     try:
-        row.update(_stitch_and_evaluate(spec, sweep, device, curves, report, t0))
+        splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=data_root,
+                             download=download)
+        row.update(_stitch_and_evaluate(spec, splits, sweep, device, curves, report, t0))
         row["status"] = "done"
     except Exception as exc:  # recorded with its reason; the sweep goes on
         row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
@@ -78,10 +80,9 @@ def run_trial(spec: TrialSpec, sweep: SweepDir, report: Report | None = None,
     return row
 
 
-def _stitch_and_evaluate(spec: TrialSpec, sweep: SweepDir, device: torch.device,
+def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, device: torch.device,
                          curves: list, report: Report, t0: float) -> dict:
     out: dict = {}
-    splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size)
     out["split_id"] = splits.split_id
     out["train_size"], out["val_size"], out["test_size"] = (
         len(splits.train_y), len(splits.val_y), len(splits.test_y))

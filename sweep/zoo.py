@@ -98,7 +98,8 @@ def donor_part(sweep: SweepDir, donor: DonorSpec, evaluation: EvalSpec) -> Path:
 
 
 def run_donor(donor: DonorSpec, evaluation: EvalSpec, sweep: SweepDir, device: torch.device,
-              progress: Callable[[dict], None] | None = None) -> dict:
+              progress: Callable[[dict], None] | None = None, data_root: str | None = None,
+              download: bool = True) -> dict:
     """Train (or take from the cache) and evaluate one donor; write its `donors` row. Idempotent."""
     part = donor_part(sweep, donor, evaluation)
     if part.exists() and pq.read_table(part, columns=["status"])["status"][0].as_py() == "done":
@@ -114,7 +115,8 @@ def run_donor(donor: DonorSpec, evaluation: EvalSpec, sweep: SweepDir, device: t
     }
     t0 = time.perf_counter()
     try:
-        splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size)
+        splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size, root=data_root,
+                             download=download)
         trained_now = not ckpt.exists() and donor.source == "zoo"
         if not ckpt.exists():
             if donor.source == "file":  # converted once into the zoo's own format, then used like any donor

@@ -1,0 +1,112 @@
+"""The torchvision datasets load from tiny files written in each dataset's own on-disk format, offline."""
+
+import copy
+import gzip
+import pickle
+
+import numpy as np
+import pytest
+import scipy.io
+import torch
+import torchvision.datasets
+import torchvision.datasets.cifar
+
+from sweep import data
+from sweep.errors import SpecError
+from sweep.spec import parse_space
+
+from .conftest import TINY_SPACE
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture
+def trust_tiny_files(monkeypatch):
+    """torchvision checks CIFAR-10 and SVHN files against the md5 sums of the real ones; tiny stand-ins
+    cannot match, so that one check is switched off here (it still guards real files)."""
+    monkeypatch.setattr(torchvision.datasets.CIFAR10, "_check_integrity", lambda self: True)
+    monkeypatch.setattr(torchvision.datasets.cifar, "check_integrity", lambda path, md5=None: True)
+    monkeypatch.setattr(torchvision.datasets.SVHN, "_check_integrity", lambda self: True)
+
+
+def _idx(path, array, gz=False):
+    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
+    opener = gzip.open if gz else open
+    with opener(path, "wb") as fh:
+        fh.write(header + array.astype(np.uint8).tobytes())
+
+
+def _write_mnist(raw, gz=False):
+    raw.mkdir(parents=True)
+    suffix = ".gz" if gz else ""
+    _idx(raw / f"train-images-idx3-ubyte{suffix}", RNG.integers(0, 256, (12, 28, 28)), gz)
+    _idx(raw / f"train-labels-idx1-ubyte{suffix}", np.arange(12) % 10, gz)
+    _idx(raw / f"t10k-images-idx3-ubyte{suffix}", RNG.integers(0, 256, (4, 28, 28)), gz)
+    _idx(raw / f"t10k-labels-idx1-ubyte{suffix}", np.array([3, 1, 4, 1]), gz)
+
+
+def test_cifar10_from_its_python_pickles(tmp_path, trust_tiny_files):
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {"data": RNG.integers(0, 256, (3, 3072), dtype=np.uint8), "labels": [0, 5, 9]}
+        (folder / name).write_bytes(pickle.dumps(batch))
+    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [str(i) for i in range(10)]}))
+    pool = data.load_pool("cifar10", str(tmp_path), download=False)
+    assert pool.train_x.shape == (15, 3, 32, 32) and pool.test_x.shape == (3, 3, 32, 32)
+    assert 0.0 <= pool.train_x.min() and pool.train_x.max() <= 1.0
+    assert pool.test_y.tolist() == [0, 5, 9]
+    splits = data.make_splits("cifar10", None, 5, None, root=str(tmp_path), download=False)
+    assert (len(splits.train_y), len(splits.val_y), splits.image_size) == (10, 5, 32)
+
+
+def test_svhn_from_its_matlab_files(tmp_path, trust_tiny_files):
+    for split, n in (("train", 6), ("test", 2)):
+        labels = np.array([[10], [1], [2], [3], [4], [5]][:n], dtype=np.uint8)  # SVHN writes 0 as 10
+        scipy.io.savemat(tmp_path / f"{split}_32x32.mat",
+                         {"X": RNG.integers(0, 256, (32, 32, 3, n), dtype=np.uint8), "y": labels})
+    pool = data.load_pool("svhn", str(tmp_path), download=False)
+    assert pool.train_x.shape == (6, 3, 32, 32)
+    assert pool.train_y.tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_mnist_from_its_raw_idx_files(tmp_path):
+    _write_mnist(tmp_path / "MNIST" / "raw")
+    pool = data.load_pool("mnist", str(tmp_path), download=False)
+    assert pool.train_x.shape == (12, 1, 28, 28) and pool.test_y.tolist() == [3, 1, 4, 1]
+
+
+def test_fashion_mnist_from_a_root_in_torchvision_layout(tmp_path):
+    _write_mnist(tmp_path / "FashionMNIST" / "raw", gz=True)
+    pool = data.load_pool("fashion_mnist", str(tmp_path), download=False)
+    assert len(pool.train_y) == 12
+
+
+def test_missing_files_with_download_off_fail_before_anything_runs(tmp_path):
+    space = copy.deepcopy(TINY_SPACE)
+    space["data"] = {"dataset": "cifar10", "root": str(tmp_path), "download": False, "val_size": 100}
+    space["donors"]["plain_a"]["arch"] = "resnet18"
+    with pytest.raises(SpecError) as err:
+        parse_space(space)
+    msg = str(err.value)
+    assert msg.startswith("data.root: expected the cifar10 files") and "data_batch_1" in msg
+    assert "download: true" in msg
+
+
+def test_missing_files_at_load_time_are_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="MNIST/raw/train-images-idx3-ubyte"):
+        data.load_pool("mnist", str(tmp_path), download=False)
+
+
+def test_data_location_is_not_part_of_trial_identity(tmp_path):
+    space = copy.deepcopy(TINY_SPACE)
+    a = {t.trial_id for t in parse_space(space).trials}
+    space["data"]["root"] = str(tmp_path)
+    space["data"]["download"] = False
+    assert {t.trial_id for t in parse_space(space).trials} == a
+
+
+def test_registry_sizes_describe_the_real_datasets():
+    assert (data.DATASETS["cifar10"].train_pool, data.DATASETS["cifar10"].test) == (50000, 10000)
+    assert (data.DATASETS["svhn"].train_pool, data.DATASETS["svhn"].test) == (73257, 26032)
+    assert data.DATASETS["mnist"].channels == 1 and data.DATASETS["cifar10"].channels == 3
