@@ -66,6 +66,7 @@ class DonorSpec:
     step_size: float | None = None
     steps: int | None = None
     adv_fraction: float | None = None
+    augment: tuple[str, ...] = ()
     path: str | None = None  # file donors: where the checkpoint is (not part of the identity)
     file_sha256: str | None = None
     mean: tuple[float, ...] | None = None  # file donors: the normalisation their weights expect
@@ -83,6 +84,8 @@ class DonorSpec:
         if self.source == "zoo":  # keep the keys of zoo donors as they were before file donors existed
             for k in ("source", "file_sha256", "mean", "std"):
                 fields.pop(k)
+            if not self.augment:
+                fields.pop("augment")
         return _hash({"kind": f"{self.source}-donor", "v": SCHEMA_VERSION, **fields})
 
 
@@ -365,6 +368,7 @@ def parse_space(raw: Any) -> Sweep:
 
 
 def _parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> DonorSpec:
+    from .augment import AUGMENTATIONS
     from .models import ARCHITECTURES
 
     path = f"donors.{name}"
@@ -383,7 +387,7 @@ def _parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> D
                                                                                     low=1e-12)),
         )
     s = _Section(raw, path, {"arch", "training", "epochs", "lr", "batch_size", "seed", "eps", "step_size",
-                             "steps", "adv_fraction"})
+                             "steps", "adv_fraction", "augment"})
     training = s.get("training", "string", "plain", choices=TRAINING_METHODS)
     adv = training == "pgd"
     if not adv:
@@ -404,6 +408,8 @@ def _parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> D
         step_size=s.get("step_size", "number", low=0.0) if adv else None,
         steps=s.get("steps", "integer", 10, low=1) if adv else None,
         adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if adv else None,
+        augment=tuple(s.get_list("augment", "string", choices=sorted(AUGMENTATIONS))) if raw.get("augment")
+        else (),
     )
 
 

@@ -2,8 +2,9 @@
 donors converted once into the same cache (keyed by the checkpoint's content).
 
 Plain training follows seed 000 A.2 (SGD, Nesterov momentum 0.9, weight decay 1e-4, learning rate divided
-by 10 at 1/3 and 2/3 of the epochs); adversarial training A.3 (L-inf PGD inner maximisation; `adv_fraction`
-weighs the adversarial loss: 1.0 is Madry et al.'s pure PGD training). Augmentation is not applied yet.
+by 10 at 1/3 and 2/3 of the epochs, optional crop / flip / affine augmentation); adversarial training A.3
+(L-inf PGD inner maximisation; `adv_fraction` weighs the adversarial loss: 1.0 is Madry et al.'s pure PGD
+training).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from analysis.schema import DONOR_SCHEMA, SCHEMA_VERSION
 
 from . import __version__
 from .attacks import pgd_linf
+from .augment import augment
 from .data import Splits, batches, make_splits
 from .evaluate import predict, robust_accuracy
 from .external import load_checkpoint
@@ -46,6 +48,8 @@ def train_donor(donor: DonorSpec, splits: Splits, device: torch.device,
     for epoch in range(1, donor.epochs + 1):
         total, n = 0.0, 0
         for xb, yb in batches(splits.train_x, splits.train_y, donor.batch_size, gen):
+            if donor.augment:
+                xb = augment(xb, donor.augment, gen)
             xb, yb = xb.to(device), yb.to(device)
             if donor.training == "pgd":
                 model.eval()  # craft the attack with frozen BatchNorm statistics, then train on it
