@@ -49,6 +49,8 @@ TRIAL_SCHEMA = pa.schema(
         ("attack_iterations", pa.int32()),
         ("attack_restarts", pa.int32()),
         ("n_eval_robust", pa.int32()),
+        ("precision", pa.string()),
+        ("channels_last", pa.bool_()),
         # metrics
         ("clean_acc", pa.float64()),
         ("robust_acc", pa.float64()),

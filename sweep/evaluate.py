@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import nn
 
 from .attacks import autoattack_accuracy
 from .data import batches
+from .training import autocast, to_device
 
 
-def predict(model: nn.Module, x: torch.Tensor, device: torch.device, batch_size: int = 500) -> torch.Tensor:
+def predict(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, device: torch.device,
+            batch_size: int = 500, precision: str = "fp32", channels_last: bool = False) -> torch.Tensor:
     """Predicted classes of `x` (model must be in eval mode)."""
     out = []
-    with torch.no_grad():
+    with torch.no_grad(), autocast(device, precision):
         for xb, _ in batches(x, torch.zeros(len(x)), batch_size):
-            logits = model(xb.to(device))
+            logits = model(to_device(xb, device, channels_last))
             if not torch.isfinite(logits).all():
                 raise FloatingPointError("the network produced non-finite logits")
             out.append(logits.argmax(1).cpu())

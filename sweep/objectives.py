@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 from .data import Splits, batches
+from .evaluate import predict
 from .stitching import positions
-from .training import DivergedError, optimiser_step, step_schedule
+from .training import DivergedError, autocast, optimiser_step, step_schedule, to_device
 
 __all__ = ["OBJECTIVES", "DivergedError", "FitContext", "Objective", "register_objective"]
 
@@ -63,14 +64,6 @@ def set_donor_mode(ctx: FitContext) -> None:
             p.requires_grad_(False)
 
 
-def _accuracy(model: Callable[[torch.Tensor], torch.Tensor], x, y, batch_size, device) -> float:
-    correct = 0
-    with torch.no_grad():
-        for xb, yb in batches(x, y, batch_size):
-            correct += (model(xb.to(device)).argmax(1).cpu() == yb).sum().item()
-    return correct / max(1, len(y))
-
-
 @register_objective(
     "tlm",
     {"epochs", "lr", "batch_size", "init", "donor_bn"},
@@ -88,10 +81,11 @@ def fit_task_loss(ctx: FitContext) -> dict:
     for epoch in range(1, spec.epochs + 1):
         total, n = 0.0, 0
         for xb, yb in batches(ctx.splits.train_x, ctx.splits.train_y, spec.batch_size, gen):
-            xb, yb = xb.to(ctx.device), yb.to(ctx.device)
-            with torch.no_grad():  # the front is frozen: no graph through it
-                a = ctx.front(xb)
-            loss = loss_fn(ctx.end(ctx.stitcher(a)), yb)
+            xb, yb = to_device(xb, ctx.device, spec.channels_last), yb.to(ctx.device)
+            with autocast(ctx.device, spec.precision):
+                with torch.no_grad():  # the front is frozen: no graph through it
+                    a = ctx.front(xb)
+                loss = loss_fn(ctx.end(ctx.stitcher(a)), yb)
             total += optimiser_step(opt, loss, f"task loss, epoch {epoch}") * len(yb)
             n += len(yb)
         sched.step()
@@ -100,10 +94,9 @@ def fit_task_loss(ctx: FitContext) -> dict:
         was_training = [m.training for m in (ctx.front, ctx.end, ctx.stitcher)]
         for m in (ctx.front, ctx.end, ctx.stitcher):
             m.eval()
-        val_acc = _accuracy(
-            lambda x: ctx.end(ctx.stitcher(ctx.front(x))),
-            ctx.splits.val_x, ctx.splits.val_y, 512, ctx.device,
-        )
+        val_pred = predict(lambda x: ctx.end(ctx.stitcher(ctx.front(x))), ctx.splits.val_x, ctx.device,
+                           precision=spec.precision, channels_last=spec.channels_last)
+        val_acc = float((val_pred == ctx.splits.val_y).float().mean()) if len(val_pred) else math.nan
         for m, t in zip((ctx.front, ctx.end, ctx.stitcher), was_training):
             m.train(t)
         ctx.curves.append((epoch, "val_acc", val_acc))

@@ -23,6 +23,7 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
+from .errors import SpecError  # noqa: E402
 from .results import SweepDir  # noqa: E402
 from .spec import Sweep  # noqa: E402
 
@@ -144,12 +145,24 @@ def start_ray(address: str | None, num_cpus: int | None) -> bool:
     return True
 
 
+def check_resources(sweep: Sweep, available: dict) -> None:
+    """Refuse, before scheduling anything, a per-trial request that no node of this cluster can meet
+    (Ray would otherwise leave the trials pending for ever)."""
+    for field, key, want in (("resources.gpus_per_trial", "GPU", sweep.gpus_per_trial),
+                             ("resources.cpus_per_trial", "CPU", sweep.cpus_per_trial)):
+        have = available.get(key, 0.0)
+        if want > have:
+            raise SpecError(field, f"at most the {have:g} {key}s of this Ray cluster", want,
+                            "lower it, or join a cluster that has them with --address")
+
+
 def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: list[str], *,
                address: str | None = None, num_cpus: int | None = None,
                max_concurrent: int | None = None) -> list[StageSummary]:
     """Run the zoo stage for `donors`, then the stitching stage for `trial_ids`, as Ray Tune trials."""
     started = start_ray(address, num_cpus)
     try:
+        check_resources(sweep, ray.cluster_resources())
         resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
         root = str(sweep_dir.root)
         summaries = [

@@ -25,6 +25,7 @@ from .errors import MISSING, SpecError
 TRAINING_METHODS = ("plain", "pgd")
 INITS = ("random", "identity")
 DONOR_BN = ("frozen", "update")
+PRECISIONS = ("fp32", "bf16")
 ATTACKS = ("apgd-ce", "apgd-dlr")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -117,17 +118,25 @@ class TrialSpec:
     attack_iterations: int
     attack_restarts: int
     n_eval_robust: int
+    precision: str = "fp32"  # "fp32" | "bf16" (autocast for stitcher training and clean evaluation)
+    channels_last: bool = False
     # bookkeeping: not part of the identity
     point_index: int = field(default=0, compare=False)
     n_points: int = field(default=0, compare=False)
 
     NON_SCIENTIFIC = ("point_index", "n_points")
+    # Fields added after the first release: left out of the hash at their defaults, so that adding them
+    # did not change (and rerun) every trial recorded before.
+    HASHED_UNLESS_DEFAULT = {"precision": "fp32", "channels_last": False}
 
     @property
     def trial_id(self) -> str:
         fields = dataclasses.asdict(self)
         for k in self.NON_SCIENTIFIC:
             fields.pop(k)
+        for k, default in self.HASHED_UNLESS_DEFAULT.items():
+            if fields[k] == default:
+                fields.pop(k)
         return _hash({"kind": "stitch-trial", "v": SCHEMA_VERSION, **fields})
 
 
@@ -298,7 +307,7 @@ def parse_space(raw: Any) -> Sweep:
 
     st = _Section(top.get("stitching", "mapping"), "stitching",
                   {"pairs", "stitch_points", "objectives", "alphas", "seeds", "epochs", "lr", "batch_size",
-                   "dm_samples", "init", "donor_bn"})
+                   "dm_samples", "init", "donor_bn", "precision", "channels_last"})
     objectives = st.get_list("objectives", "string", choices=sorted(OBJECTIVES))
     alphas = st.get_list("alphas", "number", [0.0], low=0.0, high=1.0)
     seeds = st.get_list("seeds", "integer", [0], low=0)
@@ -310,6 +319,8 @@ def parse_space(raw: Any) -> Sweep:
         init=st.get("init", "string", "random", choices=INITS),
         donor_bn=st.get("donor_bn", "string", "frozen", choices=DONOR_BN),
     )
+    numerics = dict(precision=st.get("precision", "string", "fp32", choices=PRECISIONS),
+                    channels_last=st.get("channels_last", "bool", False))
     pairs_raw = st.raw.get("pairs")
     if not isinstance(pairs_raw, list) or not pairs_raw:
         raise SpecError("stitching.pairs", "a non-empty list of {front: REF, end: REF}", pairs_raw)
@@ -350,7 +361,7 @@ def parse_space(raw: Any) -> Sweep:
                 **{k: (v if k in uses else None) for k, v in common.items()},
                 attacks=evaluation.attacks, eps=evaluation.eps,
                 attack_iterations=evaluation.iterations, attack_restarts=evaluation.restarts,
-                n_eval_robust=evaluation.n_eval_robust,
+                n_eval_robust=evaluation.n_eval_robust, **numerics,
                 point_index=valid.index(point) + 1, n_points=len(valid),
             )
             trials.setdefault(spec.trial_id, spec)  # identical configs (e.g. alpha unused) collapse

@@ -24,3 +24,15 @@ def optimiser_step(opt: torch.optim.Optimizer, loss: torch.Tensor, where: str) -
     loss.backward()
     opt.step()
     return value
+
+
+def autocast(device: torch.device, precision: str):
+    """bf16 autocast on `device` when `precision` is "bf16"; a no-op context for "fp32"."""
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def to_device(x: torch.Tensor, device: torch.device, channels_last: bool = False) -> torch.Tensor:
+    """Move a batch to `device`, in channels-last memory format when asked (4-D image batches only)."""
+    if channels_last and x.dim() == 4:
+        return x.to(device, memory_format=torch.channels_last)
+    return x.to(device)

@@ -95,6 +95,9 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
         source, target = front(probe).shape, end_front(probe).shape
     torch.manual_seed(spec.seed)
     stitcher = Stitcher.for_shapes(source, target, spec.init or "random").to(device)
+    if spec.channels_last:
+        for m in (front_model, end_model, stitcher):
+            m.to(memory_format=torch.channels_last)
     ctx = FitContext(front=front, end=end, stitcher=stitcher, splits=splits, spec=spec, device=device,
                      end_front=end_front)
     t1 = time.perf_counter()
@@ -106,7 +109,7 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
     report({"phase": "fit_done", "time_fit_s": out["time_fit_s"]})
 
     stitched = StitchedNet(front, stitcher, end).eval()
-    pred = predict(stitched, splits.test_x, device)
+    pred = predict(stitched, splits.test_x, device, precision=spec.precision, channels_last=spec.channels_last)
     out["clean_acc"] = float((pred == splits.test_y).float().mean())
     out["most_frequent_class"], out["most_frequent_class_ratio"] = most_frequent_class(
         pred, splits.num_classes)

@@ -139,3 +139,12 @@ def test_driver_sigkill_then_resume_leaves_one_row_per_trial(tiny_space, write_s
     trials = analysis.load_trials(results)
     assert len(trials) == len(planned) and trials["trial_id"].is_unique
     assert (trials["status"] == "done").all(), trials["error"].tolist()
+
+
+def test_gpu_request_on_a_cluster_without_gpus_is_refused_before_scheduling(tiny_space, write_space, tmp_path):
+    tiny_space["resources"] = {"gpus_per_trial": 1}
+    storage = tmp_path / "results"
+    proc = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2, check=False)
+    assert proc.returncode == 2
+    assert "resources.gpus_per_trial: expected at most the 0 GPUs of this Ray cluster, found 1.0" in proc.stderr
+    assert not list((storage / "tiny" / "trials").glob("*.parquet"))

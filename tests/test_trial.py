@@ -135,3 +135,14 @@ def test_donor_batchnorm_policy(zoo, donor_bn, moves):
     # parameters never train, whatever the policy
     params = [k for k, _ in model.named_parameters()]
     assert all(torch.equal(before[k], after[k]) for k in params)
+
+
+def test_bf16_and_channels_last_are_recorded_and_part_of_the_identity(zoo):
+    sweep, sweep_dir = zoo
+    spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer3.1")
+    fast = dataclasses.replace(spec, precision="bf16", channels_last=True, n_eval_robust=0)
+    assert fast.trial_id != spec.trial_id
+    row = run_trial(fast, sweep_dir)
+    assert row["status"] == "done", row.get("error")
+    assert row["precision"] == "bf16" and row["channels_last"] is True
+    assert row["relative_acc"] > 0.5

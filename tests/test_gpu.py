@@ -1,0 +1,31 @@
+"""GPU path: a stitching trial on CUDA with bf16 and channels-last. Skipped without CUDA."""
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+from sweep.results import SweepDir
+from sweep.spec import parse_space
+from sweep.trial import run_trial
+from sweep.zoo import run_donor
+
+from .conftest import TINY_SPACE
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+def test_trial_on_cuda_with_bf16_and_channels_last(tmp_path):
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"].update(precision="bf16", channels_last=True)
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    cuda = torch.device("cuda")
+    assert run_donor(sweep.donors["plain_a"], sweep.evaluation, sweep_dir, cuda)["status"] == "done"
+    for spec in sweep.trials:
+        row = run_trial(dataclasses.replace(spec, n_eval_robust=16), sweep_dir, device=cuda)
+        assert row["status"] == "done", row.get("error")
+        assert row["device"].startswith("cuda") and row["precision"] == "bf16"
