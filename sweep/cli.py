@@ -45,8 +45,9 @@ def cmd_plan(args) -> int:
     sweep = _load_space(args.space)
     print(f"sweep {sweep.name}: {len(sweep.trials)} trials, {len(sweep.donors)} donors")
     for name, d in sweep.donors.items():
-        if d.source == "file":
-            print(f"  donor {d.ref}: {d.arch} from {d.path} key={d.donor_key}")
+        if d.source != "zoo":
+            origin = d.path if d.source == "file" else f"RobustBench {d.robustbench_id} in {d.path}"
+            print(f"  donor {d.ref}: {d.arch} from {origin} key={d.donor_key}")
             continue
         extra = f" eps={d.eps:g} steps={d.steps}" if d.training == "pgd" else ""
         print(f"  donor {d.ref}: {d.arch} {d.training} epochs={d.epochs} seed={d.seed}{extra}"

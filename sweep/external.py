@@ -60,11 +60,17 @@ def load_checkpoint(path: str | Path, arch: str, *, in_channels: int, num_classe
                     image_size: int) -> StagedNet:
     """Build `arch` and fill it from the checkpoint at `path` (eval mode). Normalisation comes from
     `mean`/`std`: the statistics the checkpoint's weights expect their inputs to be normalised with."""
+    return from_state_dict(read_state_dict(path), arch, source=str(path), in_channels=in_channels,
+                           num_classes=num_classes, mean=mean, std=std, image_size=image_size)
+
+
+def from_state_dict(raw: dict[str, torch.Tensor], arch: str, *, source: str, in_channels: int,
+                    num_classes: int, mean, std, image_size: int) -> StagedNet:
+    """Build `arch` and fill it from a state dict in our layout or the CIFAR layout (eval mode)."""
     model = build(arch, in_channels, num_classes, mean, std, image_size=image_size)
     ours = model.state_dict()
     own = _normalisation_keys(model)
     expected = set(ours) - own
-    raw = read_state_dict(path)
     best, best_score = None, -1
     for candidate in (raw, _from_cifar_layout(raw, expected)):
         keys = set(candidate) - own
@@ -82,5 +88,54 @@ def load_checkpoint(path: str | Path, arch: str, *, in_channels: int, num_classe
         f"unexpected keys {unexpected}" if unexpected else "",
         f"shape mismatch at {[(k, tuple(best[k].shape), tuple(ours[k].shape)) for k in wrong]}" if wrong else "",
     ) if part)
-    raise ValueError(f"{path}: the checkpoint does not fit architecture {arch!r} ({in_channels} input channels,"
+    raise ValueError(f"{source}: the checkpoint does not fit architecture {arch!r} ({in_channels} input channels,"
                      f" {num_classes} classes): {detail}")
+
+
+# ------------------------------------------------------------------------------------------- RobustBench
+
+
+def robustbench_models(dataset: str, threat_model: str) -> list[str]:
+    """The model names RobustBench lists for a dataset and threat model."""
+    _import_robustbench()
+    from robustbench.model_zoo import model_dicts
+    from robustbench.model_zoo.enums import BenchmarkDataset, ThreatModel
+
+    return sorted(model_dicts[BenchmarkDataset(dataset)][ThreatModel(threat_model)])
+
+
+def _import_robustbench():
+    """Import robustbench. It imports AutoAttack as `autoattack`; the official code on PyPI installs as
+    `pyautoattack` (same code), so that name is aliased first. RobustBench only needs it for benchmarking."""
+    import sys
+    import warnings
+
+    import pyautoattack
+
+    sys.modules.setdefault("autoattack", pyautoattack)
+    with warnings.catch_warnings():  # its own and timm's deprecation notices: nothing a user can act on
+        warnings.simplefilter("ignore")
+        import robustbench.utils
+
+    return robustbench.utils
+
+
+def load_robustbench(model_id: str, arch: str, model_dir: str | Path, *, in_channels: int, num_classes: int,
+                     image_size: int) -> StagedNet:
+    """Load `dataset/threat_model/name` with RobustBench's own loader from `model_dir` (it downloads into it
+    when the checkpoint is missing) and map it onto `arch`; the mapped network must compute what
+    RobustBench's does, or this raises."""
+    dataset, threat, name = model_id.split("/")
+    utils = _import_robustbench()
+    reference = utils.load_model(model_name=name, model_dir=str(model_dir), dataset=dataset,
+                                 threat_model=threat).eval()
+    model = from_state_dict(reference.state_dict(), arch, source=f"robustbench:{model_id}",
+                            in_channels=in_channels, num_classes=num_classes, mean=(0.0,), std=(1.0,),
+                            image_size=image_size)
+    x = torch.rand(4, in_channels, image_size, image_size, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        gap = (model(x) - reference(x)).abs().max().item()
+    if gap > 1e-4:
+        raise ValueError(f"robustbench:{model_id}: mapped onto {arch!r} it computes something else (max logit"
+                         f" difference {gap:.3g}); the model may normalise its inputs or differ in structure")
+    return model

@@ -66,7 +66,7 @@ def set_donor_mode(ctx: FitContext) -> None:
 
 @register_objective(
     "tlm",
-    {"epochs", "lr", "batch_size", "init", "donor_bn"},
+    {"epochs", "lr", "batch_size", "init", "donor_bn", "seed"},
     "task loss matching (seed 000 Eq. 1): cross-entropy of the stitched net, Adam, lr/10 at 1/3 and 2/3",
 )
 def fit_task_loss(ctx: FitContext) -> dict:

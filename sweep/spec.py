@@ -57,7 +57,7 @@ class DonorSpec:
     name: str
     arch: str
     data: DataSpec
-    source: str = "zoo"  # "zoo" | "file"
+    source: str = "zoo"  # "zoo" | "file" | "robustbench"
     training: str | None = None
     epochs: int | None = None
     lr: float | None = None
@@ -68,8 +68,9 @@ class DonorSpec:
     steps: int | None = None
     adv_fraction: float | None = None
     augment: tuple[str, ...] = ()
-    path: str | None = None  # file donors: where the checkpoint is (not part of the identity)
+    path: str | None = None  # file: the checkpoint; robustbench: the model folder (not part of the identity)
     file_sha256: str | None = None
+    robustbench_id: str | None = None  # "dataset/threat_model/name"
     mean: tuple[float, ...] | None = None  # file donors: the normalisation their weights expect
     std: tuple[float, ...] | None = None
 
@@ -82,6 +83,8 @@ class DonorSpec:
         fields = dataclasses.asdict(self)
         fields.pop("name")  # a name is a label; two donors with the same config share one checkpoint
         fields.pop("path")
+        if self.source != "robustbench":  # keys as they were before robustbench donors existed
+            fields.pop("robustbench_id")
         if self.source == "zoo":  # keep the keys of zoo donors as they were before file donors existed
             for k in ("source", "file_sha256", "mean", "std"):
                 fields.pop(k)
@@ -357,7 +360,8 @@ def parse_space(raw: Any) -> Sweep:
                 test_size=data.test_size,
                 front=front.ref, end=end.ref, front_key=front.donor_key, end_key=end.donor_key,
                 front_point=point, end_point=point, objective=objective,
-                alpha=alpha if "alpha" in uses else None, seed=seed,
+                alpha=alpha if "alpha" in uses else None,
+                seed=seed if "seed" in uses else 0,  # a deterministic objective (dm) runs once, not per seed
                 **{k: (v if k in uses else None) for k, v in common.items()},
                 attacks=evaluation.attacks, eps=evaluation.eps,
                 attack_iterations=evaluation.iterations, attack_restarts=evaluation.restarts,
@@ -385,6 +389,8 @@ def _parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> D
     path = f"donors.{name}"
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise SpecError(path, "a donor name of letters, digits, '_', '-' or '.'", name)
+    if isinstance(raw, dict) and "robustbench" in raw:
+        return _parse_robustbench_donor(name, raw, data, path)
     if isinstance(raw, dict) and "file" in raw:
         s = _Section(raw, path, {"file", "arch", "mean", "std"})
         file = Path(s.get("file", "string")).expanduser()
@@ -424,6 +430,32 @@ def _parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> D
     )
 
 
+def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, path: str) -> DonorSpec:
+    from .external import robustbench_models
+    from .models import ARCHITECTURES
+
+    s = _Section(raw, path, {"robustbench", "arch", "model_dir"})
+    model_id = s.get("robustbench", "string")
+    parts = model_id.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise SpecError(f"{path}.robustbench", "'<dataset>/<threat_model>/<model name>', e.g."
+                        " 'cifar10/Linf/Sehwag2021Proxy_R18'", model_id)
+    dataset, threat, model = parts
+    try:
+        known = robustbench_models(dataset, threat)
+    except ValueError:
+        raise SpecError(f"{path}.robustbench", "a RobustBench dataset (cifar10, cifar100, imagenet) and threat"
+                        " model (Linf, L2, corruptions)", f"{dataset}/{threat}") from None
+    if model not in known:
+        close = [k for k in known if k.lower().startswith(model[:6].lower())][:5]
+        raise SpecError(f"{path}.robustbench", f"a model RobustBench lists for {dataset}/{threat}", model,
+                        f"e.g. {close or known[:5]}; list all with: python -c \"from sweep.external import"
+                        f" robustbench_models; print(robustbench_models('{dataset}', '{threat}'))\"")
+    model_dir = Path(s.get("model_dir", "string", "models")).expanduser().absolute()
+    return DonorSpec(name=name, source="robustbench", robustbench_id=model_id, path=str(model_dir),
+                     arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)), data=data)
+
+
 @functools.lru_cache(maxsize=64)
 def _file_hash(path: Path) -> str:
     digest = hashlib.sha256()
@@ -435,9 +467,8 @@ def _file_hash(path: Path) -> str:
 
 def _resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
     kind, _, name = ref.partition(":")
-    if kind not in ("zoo", "file") or not name:
-        raise SpecError(path, "a donor reference 'zoo:<name>' or 'file:<name>'", ref,
-                        "robustbench: donors come with the external-donor issue")
+    if kind not in ("zoo", "file", "robustbench") or not name:
+        raise SpecError(path, "a donor reference 'zoo:<name>', 'file:<name>' or 'robustbench:<name>'", ref)
     if name not in donors:
         raise SpecError(path, f"a donor defined under donors: one of {sorted(donors)}", ref)
     if donors[name].source != kind:

@@ -27,7 +27,7 @@ from .attacks import pgd_linf
 from .augment import augment
 from .data import Splits, batches, make_splits
 from .evaluate import predict, robust_accuracy
-from .external import load_checkpoint
+from .external import load_checkpoint, load_robustbench
 from .models import StagedNet, build
 from .results import SweepDir, atomic_write_bytes, write_rows
 from .spec import DonorSpec, EvalSpec
@@ -128,6 +128,11 @@ def run_donor(donor: DonorSpec, evaluation: EvalSpec, sweep: SweepDir, device: t
                                         num_classes=splits.num_classes, mean=donor.mean, std=donor.std,
                                         image_size=splits.image_size)
                 save_donor(ckpt, model, donor, splits, donor.mean, donor.std)
+            elif donor.source == "robustbench":
+                model = load_robustbench(donor.robustbench_id, donor.arch, donor.path,
+                                         in_channels=splits.in_channels, num_classes=splits.num_classes,
+                                         image_size=splits.image_size)
+                save_donor(ckpt, model, donor, splits, (0.0,), (1.0,))
             else:
                 model = train_donor(donor, splits, device, progress)
                 save_donor(ckpt, model, donor, splits, splits.mean, splits.std)

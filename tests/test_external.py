@@ -116,3 +116,36 @@ def test_file_donor_errors(tmp_path):
     space["stitching"]["pairs"] = [{"front": "zoo:mine", "end": "file:mine"}]
     with pytest.raises(SpecError, match=r"^stitching.pairs\[0\].front: expected 'file:mine'"):
         parse_space(space)
+
+
+def _robustbench_space(model_dir: Path, name: str = "Sehwag2021Proxy_R18") -> dict:
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"] = {"f_r1": {"robustbench": f"cifar10/Linf/{name}", "arch": "resnet18",
+                                "model_dir": str(model_dir)}}
+    space["stitching"]["pairs"] = [{"front": "robustbench:f_r1", "end": "robustbench:f_r1"}]
+    return space
+
+
+def test_robustbench_donor_loads_by_name_from_a_local_model_dir(tmp_path, autoattack_resnet18):
+    from sweep.external import load_robustbench
+
+    # RobustBench keeps checkpoints at MODEL_DIR/<dataset>/<threat>/<name>.pt and downloads only if absent:
+    # stand in the AutoAttack ResNet-18 weights (the same architecture) for the real Sehwag2021Proxy_R18.
+    folder = tmp_path / "cifar10" / "Linf"
+    folder.mkdir(parents=True)
+    (folder / "Sehwag2021Proxy_R18.pt").write_bytes(AUTOATTACK_RESNET18.read_bytes())
+    donor = parse_space(_robustbench_space(tmp_path)).donors["f_r1"]
+    assert donor.ref == "robustbench:f_r1" and donor.robustbench_id == "cifar10/Linf/Sehwag2021Proxy_R18"
+    model = load_robustbench(donor.robustbench_id, donor.arch, donor.path, in_channels=3, num_classes=10,
+                             image_size=32)
+    x = torch.rand(2, 3, 32, 32)
+    assert torch.allclose(model(x), autoattack_resnet18(x), atol=1e-5)
+    assert model.stitch_points[0] == "layer1.0"
+
+
+def test_unknown_robustbench_name_says_how_to_list_them(tmp_path):
+    with pytest.raises(SpecError) as err:
+        parse_space(_robustbench_space(tmp_path, name="Sehwag2021Nope"))
+    msg = str(err.value)
+    assert msg.startswith("donors.f_r1.robustbench: expected a model RobustBench lists for cifar10/Linf")
+    assert "robustbench_models('cifar10', 'Linf')" in msg and "Sehwag2021Proxy_R18" in msg

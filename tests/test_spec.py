@@ -167,3 +167,17 @@ def test_storage_root_given_for_results_suggests_the_sweeps(tmp_path, capsys):
     (tmp_path / "quickstart" / "space.yaml").write_text("name: quickstart\n")
     assert main(["status", str(tmp_path)]) == 2
     assert f"did you mean {tmp_path / 'quickstart'}?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "search_spaces").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_search_space_passes_plan(path):
+    """The paper-scale spaces need GPUs and downloads to run, but must validate here, offline."""
+    sweep = load_space(path)
+    assert sweep.trials and sweep.donors
+
+
+def test_deterministic_objectives_run_once_whatever_the_seeds(tiny_space):
+    tiny_space["stitching"]["seeds"] = [0, 1, 2]
+    trials = parse_space(tiny_space).trials
+    assert sum(t.objective == "tlm" for t in trials) == 2 * 3
+    assert sum(t.objective == "dm" for t in trials) == 2
