@@ -1,5 +1,8 @@
 """Donors from outside the zoo: a user's checkpoint file (`file:` donors), mapped onto our architectures.
 
+Input normalisation comes from the donor spec (`mean`, `std`), unless the checkpoint carries its own
+buffers (`mu` / `sigma`), which then win.
+
 A checkpoint is a PyTorch state dict (optionally wrapped as {"state_dict": ...}, {"model": ...} or
 {"net": ...}, optionally with DataParallel's "module." prefixes). Its keys may be in our own layout or in
 the common CIFAR layout of kuangliu/pytorch-cifar (conv1, bn1, layer1.0..., linear), which is also the layout
@@ -39,9 +42,15 @@ _CIFAR_LAYOUT = [
 ]
 
 
-def _from_cifar_layout(sd: dict[str, torch.Tensor], expected: set[str]) -> dict[str, torch.Tensor]:
+def _from_cifar_layout(sd: dict[str, torch.Tensor], expected: set[str], own: set[str]) -> dict[str, torch.Tensor]:
     out = {}
+    # input normalisation stored as `mu` / `sigma` buffers (e.g. RobustBench's Engstrom2019Robustness)
+    names = {"mu": next((k for k in sorted(own) if k.endswith(".mean")), "mu"),
+             "sigma": next((k for k in sorted(own) if k.endswith(".std")), "sigma")}
     for key, value in sd.items():
+        if key in names:
+            out[names[key]] = value
+            continue
         for pattern, repl in _CIFAR_LAYOUT:
             key = pattern.sub(repl, key)
         # kuangliu's pre-activation shortcut is Sequential(conv); ours is the bare conv
@@ -72,10 +81,11 @@ def from_state_dict(raw: dict[str, torch.Tensor], arch: str, *, source: str, in_
     own = _normalisation_keys(model)
     expected = set(ours) - own
     best, best_score = None, -1
-    for candidate in (raw, _from_cifar_layout(raw, expected)):
+    for candidate in (raw, _from_cifar_layout(raw, expected, own)):
         keys = set(candidate) - own
-        if keys == expected and all(candidate[k].shape == ours[k].shape for k in expected):
-            model.load_state_dict({**{k: ours[k] for k in own}, **{k: candidate[k] for k in expected}})
+        if keys == expected and all(candidate[k].shape == ours[k].shape for k in set(candidate) & set(ours)):
+            # normalisation: the checkpoint's own buffers when it has them, else the donor spec's
+            model.load_state_dict({**ours, **candidate})
             return model.eval()
         score = len(keys & expected)
         if score > best_score:

@@ -149,3 +149,21 @@ def test_unknown_robustbench_name_says_how_to_list_them(tmp_path):
     msg = str(err.value)
     assert msg.startswith("donors.f_r1.robustbench: expected a model RobustBench lists for cifar10/Linf")
     assert "robustbench_models('cifar10', 'Linf')" in msg and "Sehwag2021Proxy_R18" in msg
+
+
+def test_robustbench_resnet50_with_its_own_normalisation_buffers_maps_exactly(tmp_path):
+    """Engstrom2019Robustness (seed 000's f_R5) keeps its input normalisation as `mu`/`sigma` buffers."""
+    from sweep.external import _import_robustbench, load_robustbench
+
+    _import_robustbench()
+    from robustbench.model_zoo import model_dicts
+    from robustbench.model_zoo.enums import BenchmarkDataset, ThreatModel
+
+    torch.manual_seed(0)
+    reference = model_dicts[BenchmarkDataset.cifar_10][ThreatModel.Linf]["Engstrom2019Robustness"]["model"]()
+    folder = tmp_path / "cifar10" / "Linf"
+    folder.mkdir(parents=True)
+    torch.save(reference.state_dict(), folder / "Engstrom2019Robustness.pt")
+    model = load_robustbench("cifar10/Linf/Engstrom2019Robustness", "resnet50", tmp_path, in_channels=3,
+                             num_classes=10, image_size=32)  # raises unless it computes what RobustBench's does
+    assert torch.allclose(model.stages["stem"][0].mean.flatten(), reference.mu.flatten())
