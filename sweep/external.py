@@ -6,8 +6,9 @@ buffers (`mu` / `sigma`), which then win.
 A checkpoint is a PyTorch state dict (optionally wrapped as {"state_dict": ...}, {"model": ...} or
 {"net": ...}, optionally with DataParallel's "module." prefixes). Its keys may be in our own layout or in
 the common CIFAR layout of kuangliu/pytorch-cifar (conv1, bn1, layer1.0..., linear), which is also the layout
-of AutoAttack's example ResNet-18 and of several RobustBench models; anything else is refused with the first
-missing and unexpected keys named.
+of AutoAttack's example ResNet-18 and of several RobustBench models, or DeepMind's layout of RobustBench's
+DMPreActResNet / DMWideResNet (onto `dm_preact_resnet18` / `dm_wrn28_10`); anything else is refused with the
+first missing and unexpected keys named.
 """
 
 from __future__ import annotations
@@ -32,6 +33,19 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
         raise ValueError(f"{path}: expected a state dict of tensors, found {type(obj).__name__}")
     return {k.removeprefix("module."): v for k, v in obj.items()}
 
+
+# DeepMind's layouts (RobustBench's DMPreActResNet and DMWideResNet) onto dm_preact_resnet18 / dm_wrn28_10
+_DM_LAYOUT = [
+    (re.compile(r"^(conv_2d|init_conv)\."), "stages.stem.1."),
+    (re.compile(r"^layer_(\d+)\.(\d+)\."), lambda m: f"stages.layer{int(m[1]) + 1}_{m[2]}."),
+    (re.compile(r"^layer\.(\d+)\.block\.(\d+)\."), lambda m: f"stages.layer{int(m[1]) + 1}_{m[2]}."),
+    (re.compile(r"\.batchnorm_0\."), ".bn1."),
+    (re.compile(r"\.(conv_2d_1|conv_0)\."), ".conv1."),
+    (re.compile(r"\.batchnorm_1\."), ".bn2."),
+    (re.compile(r"\.(conv_2d_2|conv_1)\."), ".conv2."),
+    (re.compile(r"^batchnorm\."), "stages.head.bn."),
+    (re.compile(r"^logits\."), "stages.head.fc."),
+]
 
 _CIFAR_LAYOUT = [
     (re.compile(r"^conv1\."), "stages.stem.1."),
@@ -60,6 +74,12 @@ def _from_cifar_layout(sd: dict[str, torch.Tensor], expected: set[str], own: set
     return out
 
 
+def _rename(key: str, rules) -> str:
+    for pattern, repl in rules:
+        key = pattern.sub(repl, key)
+    return key
+
+
 def _normalisation_keys(model: StagedNet) -> set[str]:
     """The buffers of our `Normalize` stage: set from the donor spec, never read from a checkpoint."""
     return {f"{name}.{b}" for name, m in model.named_modules() if isinstance(m, Normalize) for b in ("mean", "std")}
@@ -81,7 +101,8 @@ def from_state_dict(raw: dict[str, torch.Tensor], arch: str, *, source: str, in_
     own = _normalisation_keys(model)
     expected = set(ours) - own
     best, best_score = None, -1
-    for candidate in (raw, _from_cifar_layout(raw, expected, own)):
+    dm = {_rename(k, _DM_LAYOUT): v for k, v in raw.items()}
+    for candidate in (raw, _from_cifar_layout(raw, expected, own), dm):
         keys = set(candidate) - own
         if keys == expected and all(candidate[k].shape == ours[k].shape for k in set(candidate) & set(ours)):
             # normalisation: the checkpoint's own buffers when it has them, else the donor spec's
@@ -139,8 +160,14 @@ def load_robustbench(model_id: str, arch: str, model_dir: str | Path, *, in_chan
     utils = _import_robustbench()
     reference = utils.load_model(model_name=name, model_dir=str(model_dir), dataset=dataset,
                                  threat_model=threat).eval()
+    # Some models normalise with constants kept out of their state dict (non-persistent buffers).
+    mean, std = getattr(reference, "mean", None), getattr(reference, "std", None)
+    if isinstance(mean, torch.Tensor) and isinstance(std, torch.Tensor):
+        mean, std = tuple(mean.flatten().tolist()), tuple(std.flatten().tolist())
+    else:
+        mean, std = (0.0,), (1.0,)
     model = from_state_dict(reference.state_dict(), arch, source=f"robustbench:{model_id}",
-                            in_channels=in_channels, num_classes=num_classes, mean=(0.0,), std=(1.0,),
+                            in_channels=in_channels, num_classes=num_classes, mean=mean, std=std,
                             image_size=image_size)
     x = torch.rand(4, in_channels, image_size, image_size, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():

@@ -332,10 +332,12 @@ def parse_space(raw: Any) -> Sweep:
         ps = _Section(praw, f"stitching.pairs[{i}]", {"front", "end"})
         front = _resolve_ref(ps.get("front", "string"), f"stitching.pairs[{i}].front", donors)
         end = _resolve_ref(ps.get("end", "string"), f"stitching.pairs[{i}].end", donors)
-        if front.arch != end.arch:
-            raise SpecError(f"stitching.pairs[{i}]", "front and end of the same architecture",
+        # Same-layer stitching needs the same stitch points on both sides: the same architecture, or two
+        # layouts of one (preact_resnet18 and RobustBench's dm_preact_resnet18, say).
+        if front.arch != end.arch and stitch_points(front.arch) != stitch_points(end.arch):
+            raise SpecError(f"stitching.pairs[{i}]", "front and end with the same stitch points",
                             f"{front.arch} -> {end.arch}",
-                            "cross-architecture stitching needs layer pairs, not yet supported")
+                            "stitching between different layers (i != j) is not supported yet")
         pairs.append((front, end))
 
     points_raw = st.raw.get("stitch_points", "all")

@@ -167,3 +167,35 @@ def test_robustbench_resnet50_with_its_own_normalisation_buffers_maps_exactly(tm
     model = load_robustbench("cifar10/Linf/Engstrom2019Robustness", "resnet50", tmp_path, in_channels=3,
                              num_classes=10, image_size=32)  # raises unless it computes what RobustBench's does
     assert torch.allclose(model.stages["stem"][0].mean.flatten(), reference.mu.flatten())
+
+
+@pytest.mark.parametrize("name,arch", [("Rade2021Helper_R18_extra", "dm_preact_resnet18"),
+                                       ("Gowal2021Improving_28_10_ddpm_100m", "dm_wrn28_10")])
+def test_robustbench_deepmind_layouts_map_exactly(tmp_path, name, arch):
+    """Seed 000's f_R4 and f_R6: DeepMind's PreActResNet / WideResNet layouts, Swish, normalisation constants
+    outside the state dict. `load_robustbench` raises unless the mapped net computes what RobustBench's does."""
+    from sweep.external import _import_robustbench, load_robustbench
+
+    _import_robustbench()
+    from robustbench.model_zoo import model_dicts
+    from robustbench.model_zoo.enums import BenchmarkDataset, ThreatModel
+
+    torch.manual_seed(0)
+    reference = model_dicts[BenchmarkDataset.cifar_10][ThreatModel.Linf][name]["model"]()
+    folder = tmp_path / "cifar10" / "Linf"
+    folder.mkdir(parents=True)
+    torch.save(reference.state_dict(), folder / f"{name}.pt")
+    model = load_robustbench(f"cifar10/Linf/{name}", arch, tmp_path, in_channels=3, num_classes=10,
+                             image_size=32)
+    assert model.stitch_points == build(arch, 3, 10, (0.0,), (1.0,)).stitch_points
+
+
+def test_two_layouts_of_one_architecture_can_be_stitched(tmp_path):
+    space = _robustbench_space(tmp_path, name="Rade2021Helper_R18_extra")
+    space["donors"]["f_r1"]["arch"] = "dm_preact_resnet18"
+    space["donors"]["plain"] = {"arch": "preact_resnet18", "epochs": 1}
+    space["stitching"].update(pairs=[{"front": "robustbench:f_r1", "end": "zoo:plain"}], stitch_points="all")
+    assert len(parse_space(space).trials) == 8 * 2
+    space["donors"]["plain"]["arch"] = "resnet50"
+    with pytest.raises(SpecError, match=r"^stitching.pairs\[0\]: expected front and end with the same stitch"):
+        parse_space(space)
