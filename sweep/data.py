@@ -17,6 +17,7 @@ import gzip
 import hashlib
 import json
 import os
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -64,6 +65,15 @@ class Splits:
     @property
     def image_size(self) -> int:
         return int(self.train_x.shape[-1])
+
+    def to(self, device: torch.device) -> "Splits":
+        """The same splits on `device`. On a GPU the papers' datasets fit in memory (CIFAR-10: 0.6 GB), so a
+        trial moves them once instead of copying every batch (no DataLoader workers or pinned buffers)."""
+        if device.type == "cpu":
+            return self
+        moved = {f: getattr(self, f).to(device) for f in ("train_x", "train_y", "val_x", "val_y", "test_x",
+                                                          "test_y")}
+        return dataclasses.replace(self, **moved)
 
 
 @dataclass(frozen=True)

@@ -14,15 +14,15 @@ from .training import autocast, to_device
 
 def predict(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, device: torch.device,
             batch_size: int = 500, precision: str = "fp32", channels_last: bool = False) -> torch.Tensor:
-    """Predicted classes of `x` (model must be in eval mode)."""
+    """Predicted classes of `x`, on the device `x` is on (the model must be in eval mode)."""
     out = []
     with torch.no_grad(), autocast(device, precision):
         for xb, _ in batches(x, torch.zeros(len(x)), batch_size):
             logits = model(to_device(xb, device, channels_last))
             if not torch.isfinite(logits).all():
                 raise FloatingPointError("the network produced non-finite logits")
-            out.append(logits.argmax(1).cpu())
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.long)
+            out.append(logits.argmax(1))
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.long, device=x.device)
 
 
 def most_frequent_class(pred: torch.Tensor, num_classes: int) -> tuple[int, float]:

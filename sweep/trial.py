@@ -65,7 +65,7 @@ def run_trial(spec: TrialSpec, sweep: SweepDir, report: Report | None = None,
     t0 = time.perf_counter()
     try:
         splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=data_root,
-                             download=download)
+                             download=download).to(device)
         row.update(_stitch_and_evaluate(spec, splits, sweep, device, curves, report, t0))
         row["status"] = "done"
     except Exception as exc:  # recorded with its reason; the sweep goes on

@@ -120,7 +120,7 @@ def run_donor(donor: DonorSpec, evaluation: EvalSpec, sweep: SweepDir, device: t
     t0 = time.perf_counter()
     try:
         splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size, root=data_root,
-                             download=download)
+                             download=download).to(device)
         trained_now = not ckpt.exists() and donor.source == "zoo"
         if not ckpt.exists():
             if donor.source == "file":  # converted once into the zoo's own format, then used like any donor

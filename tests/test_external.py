@@ -199,3 +199,45 @@ def test_two_layouts_of_one_architecture_can_be_stitched(tmp_path):
     space["donors"]["plain"]["arch"] = "resnet50"
     with pytest.raises(SpecError, match=r"^stitching.pairs\[0\]: expected front and end with the same stitch"):
         parse_space(space)
+
+
+def test_autoattack_resnet18_as_a_file_donor_on_cifar10_files(tmp_path, autoattack_resnet18, monkeypatch):
+    """The whole `file:` path on CIFAR-10 in its own format: spec -> zoo stage -> DM self-stitching trials."""
+    import pickle
+
+    import numpy as np
+    import torchvision.datasets
+    import torchvision.datasets.cifar
+
+    # tiny CIFAR-10 files; md5 checks are for the real files (see tests/test_datasets.py)
+    monkeypatch.setattr(torchvision.datasets.CIFAR10, "_check_integrity", lambda self: True)
+    monkeypatch.setattr(torchvision.datasets.cifar, "check_integrity", lambda path, md5=None: True)
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "data" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        images = rng.integers(0, 256, (20, 3072), dtype=np.uint8)
+        # label the images as the network does, so that the end model's accuracy is 1 and relative accuracy
+        # measures agreement with it
+        x = torch.from_numpy(images).view(-1, 3, 32, 32).float() / 255
+        with torch.no_grad():
+            labels = autoattack_resnet18(x).argmax(1).tolist()
+        (folder / name).write_bytes(pickle.dumps({"data": images, "labels": labels}))
+    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [str(i) for i in range(10)]}))
+
+    space = copy.deepcopy(TINY_SPACE)
+    space["data"] = {"dataset": "cifar10", "root": str(tmp_path / "data"), "download": False, "val_size": 10}
+    space["donors"] = {"aa": {"file": str(AUTOATTACK_RESNET18), "arch": "resnet18"}}
+    space["stitching"].update(pairs=[{"front": "file:aa", "end": "file:aa"}], objectives=["dm"],
+                              stitch_points="all", dm_samples=90)
+    space["evaluation"] = {"eps": 0.03137254901960784, "iterations": 2, "n_eval_robust": 0}
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path / "results", sweep.name)
+    sweep_dir.create()
+    row = run_donor(sweep.donors["aa"], sweep.evaluation, sweep_dir, torch.device("cpu"),
+                    data_root=sweep.data_root, download=False)
+    assert row["status"] == "done" and row["clean_acc"] == 1.0, row.get("error")
+    for spec in sweep.trials:
+        out = run_trial(spec, sweep_dir, data_root=sweep.data_root, download=False)
+        assert out["status"] == "done", out.get("error")
+        assert out["relative_acc"] == 1.0, spec.front_point
