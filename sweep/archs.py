@@ -147,7 +147,10 @@ class PreActBlock(nn.Module):
         return out + skip
 
 
-def _preact_net(widths, blocks, *, in_channels, num_classes, mean, std, stem_width) -> StagedNet:
+def _preact_net(widths, blocks, *, in_channels, num_classes, mean, std, stem_width,
+                block=PreActBlock, head=None) -> StagedNet:
+    """Stem conv, pre-activation blocks named layer<group>.<block>, BN-activation head. `block(in, out,
+    stride)` builds a block; `head(planes, classes)` the head (default: BN, ReLU, pool, linear)."""
     stages: list[tuple[str, nn.Module]] = [
         ("stem", nn.Sequential(Normalize(mean, std), nn.Conv2d(in_channels, stem_width, 3, 1, 1, bias=False)))
     ]
@@ -155,10 +158,11 @@ def _preact_net(widths, blocks, *, in_channels, num_classes, mean, std, stem_wid
     for i, (planes, n) in enumerate(zip(widths, blocks), start=1):
         for b in range(n):
             name = f"layer{i}.{b}"
-            stages.append((name, PreActBlock(in_planes, planes, 2 if (b == 0 and i > 1) else 1)))
+            stages.append((name, block(in_planes, planes, 2 if (b == 0 and i > 1) else 1)))
             points.append(name)
             in_planes = planes
-    stages.append(("head", Head(in_planes, num_classes, bn=True)))
+    head = head or (lambda planes, classes: Head(planes, classes, bn=True))
+    stages.append(("head", head(in_planes, num_classes)))
     return StagedNet(stages, points)
 
 
@@ -340,18 +344,9 @@ class DMHead(Head):
 
 
 def _dm_net(widths, blocks, *, wide, stem_width, in_channels, num_classes, mean, std) -> StagedNet:
-    stages: list[tuple[str, nn.Module]] = [
-        ("stem", nn.Sequential(Normalize(mean, std), nn.Conv2d(in_channels, stem_width, 3, 1, 1, bias=False)))
-    ]
-    points, in_planes = [], stem_width
-    for i, (planes, n) in enumerate(zip(widths, blocks), start=1):
-        for b in range(n):
-            name = f"layer{i}.{b}"
-            stages.append((name, DMBlock(in_planes, planes, 2 if (b == 0 and i > 1) else 1, wide)))
-            points.append(name)
-            in_planes = planes
-    stages.append(("head", DMHead(in_planes, num_classes, bn=True)))
-    return StagedNet(stages, points)
+    return _preact_net(widths, blocks, in_channels=in_channels, num_classes=num_classes, mean=mean, std=std,
+                       stem_width=stem_width, block=lambda i, o, s: DMBlock(i, o, s, wide),
+                       head=lambda planes, classes: DMHead(planes, classes, bn=True))
 
 
 @register_architecture("dm_preact_resnet18",
