@@ -7,11 +7,7 @@ expected and what was found. See README "Search spaces" for the format.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
 import itertools
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,14 +16,14 @@ import yaml
 
 from analysis.schema import SCHEMA_VERSION
 
-from .errors import MISSING, SpecError
+from .donors import DonorSpec, parse_donor, resolve_ref
+from .errors import SpecError
+from .fields import NAME_RE, Section, stable_hash
 
-TRAINING_METHODS = ("plain", "pgd")
 INITS = ("random", "identity")
 DONOR_BN = ("frozen", "update")
 PRECISIONS = ("fp32", "bf16")
 ATTACKS = ("apgd-ce", "apgd-dlr")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,52 +41,6 @@ class EvalSpec:
     iterations: int
     restarts: int
     n_eval_robust: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class DonorSpec:
-    """A donor: trained by the engine (`zoo:<name>`) or read from a checkpoint file (`file:<name>`).
-
-    `donor_key` hashes everything that shapes its weights (for a file: its content, not its path).
-    """
-
-    name: str
-    arch: str
-    data: DataSpec
-    source: str = "zoo"  # "zoo" | "file" | "robustbench"
-    training: str | None = None
-    epochs: int | None = None
-    lr: float | None = None
-    batch_size: int | None = None
-    seed: int | None = None
-    eps: float | None = None
-    step_size: float | None = None
-    steps: int | None = None
-    adv_fraction: float | None = None
-    augment: tuple[str, ...] = ()
-    path: str | None = None  # file: the checkpoint; robustbench: the model folder (not part of the identity)
-    file_sha256: str | None = None
-    robustbench_id: str | None = None  # "dataset/threat_model/name"
-    mean: tuple[float, ...] | None = None  # file donors: the normalisation their weights expect
-    std: tuple[float, ...] | None = None
-
-    @property
-    def ref(self) -> str:
-        return f"{self.source}:{self.name}"
-
-    @property
-    def donor_key(self) -> str:
-        fields = dataclasses.asdict(self)
-        fields.pop("name")  # a name is a label; two donors with the same config share one checkpoint
-        fields.pop("path")
-        if self.source != "robustbench":  # keys as they were before robustbench donors existed
-            fields.pop("robustbench_id")
-        if self.source == "zoo":  # keep the keys of zoo donors as they were before file donors existed
-            for k in ("source", "file_sha256", "mean", "std"):
-                fields.pop(k)
-            if not self.augment:
-                fields.pop("augment")
-        return _hash({"kind": f"{self.source}-donor", "v": SCHEMA_VERSION, **fields})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,7 +90,7 @@ class TrialSpec:
         for k, default in self.HASHED_UNLESS_DEFAULT.items():
             if fields[k] == default:
                 fields.pop(k)
-        return _hash({"kind": "stitch-trial", "v": SCHEMA_VERSION, **fields})
+        return stable_hash({"kind": "stitch-trial", "v": SCHEMA_VERSION, **fields})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,79 +105,6 @@ class Sweep:
     raw: dict
     data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
     download: bool = True
-
-
-def _hash(obj: dict) -> str:
-    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=list)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-# ---------------------------------------------------------------------------------------------- readers
-
-
-class _Section:
-    """Reads typed fields out of one mapping, naming `path.key` in every error, and rejects unknown keys."""
-
-    def __init__(self, raw: Any, path: str, allowed: set[str]) -> None:
-        if not isinstance(raw, dict):
-            raise SpecError(path, "a mapping", raw)
-        self.raw, self.path = raw, path
-        unknown = sorted(set(raw) - allowed, key=str)
-        if unknown:
-            raise SpecError(self.name(str(unknown[0])), f"one of the fields {sorted(allowed)}", unknown[0],
-                            "unknown field: misspelt?")
-
-    def name(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def get(self, key: str, kind: str, default: Any = ..., *, low=None, high=None, choices=None,
-            nullable: bool = False) -> Any:
-        if key not in self.raw:
-            if default is ...:
-                raise SpecError(self.name(key), _a(kind), MISSING, "the field is required")
-            return default
-        return check_value(self.raw[key], self.name(key), kind, low=low, high=high, choices=choices,
-                           nullable=nullable)
-
-    def get_list(self, key: str, kind: str, default: Any = ..., **kw) -> list:
-        value = self.raw.get(key, default)
-        if value is ...:
-            raise SpecError(self.name(key), f"a list of {kind}s", MISSING, "the field is required")
-        if not isinstance(value, list) or not value:
-            raise SpecError(self.name(key), f"a non-empty list of {kind}s", value)
-        return [check_value(v, f"{self.name(key)}[{i}]", kind, **kw) for i, v in enumerate(value)]
-
-
-def _a(kind: str) -> str:
-    return ("an " if kind[0] in "aeiou" else "a ") + kind
-
-
-def check_value(value: Any, path: str, kind: str, *, low=None, high=None, choices=None,
-                nullable: bool = False) -> Any:
-    if value is None and nullable:
-        return None
-    if kind == "integer":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif kind == "number":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok else value
-    elif kind == "string":
-        ok = isinstance(value, str) and value != ""
-    elif kind == "bool":
-        ok = isinstance(value, bool)
-    elif kind == "mapping":
-        ok = isinstance(value, dict)
-    else:  # pragma: no cover - programming error
-        raise TypeError(kind)
-    if not ok:
-        raise SpecError(path, _a(kind) + (" or null" if nullable else ""), value)
-    if choices is not None and value not in choices:
-        raise SpecError(path, f"one of {list(choices)}", value)
-    if low is not None and value < low or high is not None and value > high:
-        lo = "-inf" if low is None else low
-        hi = "inf" if high is None else high
-        raise SpecError(path, f"{_a(kind)} in [{lo}, {hi}]", value)
-    return value
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -259,12 +136,12 @@ def parse_space(raw: Any) -> Sweep:
 
     if not isinstance(raw, dict):
         raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
-    top = _Section(raw, "", {"name", "data", "donors", "stitching", "evaluation", "resources"})
+    top = Section(raw, "", {"name", "data", "donors", "stitching", "evaluation", "resources"})
     name = top.get("name", "string")
     if not NAME_RE.match(name):
         raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
 
-    d = _Section(top.get("data", "mapping"), "data", {"dataset", "train_size", "val_size", "test_size", "root",
+    d = Section(top.get("data", "mapping"), "data", {"dataset", "train_size", "val_size", "test_size", "root",
                                                       "download"})
     data = DataSpec(
         dataset=d.get("dataset", "string", choices=sorted(DATASETS)),
@@ -293,7 +170,7 @@ def parse_space(raw: Any) -> Sweep:
                         data.val_size)
     n_test = min(data.test_size or info.test, info.test)
 
-    e = _Section(top.raw.get("evaluation", {}), "evaluation",
+    e = Section(top.raw.get("evaluation", {}), "evaluation",
                  {"attacks", "eps", "iterations", "restarts", "n_eval_robust"})
     evaluation = EvalSpec(
         attacks=tuple(e.get_list("attacks", "string", ["apgd-ce", "apgd-dlr"], choices=ATTACKS)),
@@ -306,9 +183,9 @@ def parse_space(raw: Any) -> Sweep:
     donors_raw = top.get("donors", "mapping")
     if not donors_raw:
         raise SpecError("donors", "a non-empty mapping of donor name -> training config", donors_raw)
-    donors = {dname: _parse_donor(dname, draw, data, evaluation) for dname, draw in donors_raw.items()}
+    donors = {dname: parse_donor(dname, draw, data, evaluation) for dname, draw in donors_raw.items()}
 
-    st = _Section(top.get("stitching", "mapping"), "stitching",
+    st = Section(top.get("stitching", "mapping"), "stitching",
                   {"pairs", "stitch_points", "objectives", "alphas", "seeds", "epochs", "lr", "batch_size",
                    "dm_samples", "init", "donor_bn", "precision", "channels_last"})
     objectives = st.get_list("objectives", "string", choices=sorted(OBJECTIVES))
@@ -329,9 +206,9 @@ def parse_space(raw: Any) -> Sweep:
         raise SpecError("stitching.pairs", "a non-empty list of {front: REF, end: REF}", pairs_raw)
     pairs = []
     for i, praw in enumerate(pairs_raw):
-        ps = _Section(praw, f"stitching.pairs[{i}]", {"front", "end"})
-        front = _resolve_ref(ps.get("front", "string"), f"stitching.pairs[{i}].front", donors)
-        end = _resolve_ref(ps.get("end", "string"), f"stitching.pairs[{i}].end", donors)
+        ps = Section(praw, f"stitching.pairs[{i}]", {"front", "end"})
+        front = resolve_ref(ps.get("front", "string"), f"stitching.pairs[{i}].front", donors)
+        end = resolve_ref(ps.get("end", "string"), f"stitching.pairs[{i}].end", donors)
         # Same-layer stitching needs the same stitch points on both sides: the same architecture, or two
         # layouts of one (preact_resnet18 and RobustBench's dm_preact_resnet18, say).
         if front.arch != end.arch and stitch_points(front.arch) != stitch_points(end.arch):
@@ -372,7 +249,7 @@ def parse_space(raw: Any) -> Sweep:
             )
             trials.setdefault(spec.trial_id, spec)  # identical configs (e.g. alpha unused) collapse
 
-    r = _Section(top.raw.get("resources", {}), "resources", {"cpus_per_trial", "gpus_per_trial"})
+    r = Section(top.raw.get("resources", {}), "resources", {"cpus_per_trial", "gpus_per_trial"})
     used = {d.name for pair in pairs for d in pair}
     return Sweep(
         name=name, data=data, evaluation=evaluation,
@@ -384,96 +261,3 @@ def parse_space(raw: Any) -> Sweep:
     )
 
 
-def _parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> DonorSpec:
-    from .augment import AUGMENTATIONS
-    from .models import ARCHITECTURES
-
-    path = f"donors.{name}"
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise SpecError(path, "a donor name of letters, digits, '_', '-' or '.'", name)
-    if isinstance(raw, dict) and "robustbench" in raw:
-        return _parse_robustbench_donor(name, raw, data, path)
-    if isinstance(raw, dict) and "file" in raw:
-        s = _Section(raw, path, {"file", "arch", "mean", "std"})
-        file = Path(s.get("file", "string")).expanduser()
-        if not file.is_file():
-            raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file),
-                            "no such file")
-        return DonorSpec(
-            name=name, source="file", path=str(file.absolute()), file_sha256=_file_hash(file),
-            arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)), data=data,
-            mean=tuple(s.get_list("mean", "number", [0.0])), std=tuple(s.get_list("std", "number", [1.0],
-                                                                                    low=1e-12)),
-        )
-    s = _Section(raw, path, {"arch", "training", "epochs", "lr", "batch_size", "seed", "eps", "step_size",
-                             "steps", "adv_fraction", "augment"})
-    training = s.get("training", "string", "plain", choices=TRAINING_METHODS)
-    adv = training == "pgd"
-    if not adv:
-        for k in ("eps", "step_size", "steps", "adv_fraction"):
-            if k in raw:
-                raise SpecError(f"{path}.{k}", "no PGD field for training: plain", raw[k],
-                                "set training: pgd to train adversarially")
-    return DonorSpec(
-        name=name,
-        arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
-        data=data,
-        training=training,
-        epochs=s.get("epochs", "integer", low=1),
-        lr=s.get("lr", "number", 0.1, low=0.0),
-        batch_size=s.get("batch_size", "integer", 128, low=1),
-        seed=s.get("seed", "integer", 0, low=0),
-        eps=s.get("eps", "number", evaluation.eps, low=0.0, high=1.0) if adv else None,
-        step_size=s.get("step_size", "number", low=0.0) if adv else None,
-        steps=s.get("steps", "integer", 10, low=1) if adv else None,
-        adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if adv else None,
-        augment=tuple(s.get_list("augment", "string", choices=sorted(AUGMENTATIONS))) if raw.get("augment")
-        else (),
-    )
-
-
-def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, path: str) -> DonorSpec:
-    from .external import robustbench_models
-    from .models import ARCHITECTURES
-
-    s = _Section(raw, path, {"robustbench", "arch", "model_dir"})
-    model_id = s.get("robustbench", "string")
-    parts = model_id.split("/")
-    if len(parts) != 3 or not all(parts):
-        raise SpecError(f"{path}.robustbench", "'<dataset>/<threat_model>/<model name>', e.g."
-                        " 'cifar10/Linf/Sehwag2021Proxy_R18'", model_id)
-    dataset, threat, model = parts
-    try:
-        known = robustbench_models(dataset, threat)
-    except ValueError:
-        raise SpecError(f"{path}.robustbench", "a RobustBench dataset (cifar10, cifar100, imagenet) and threat"
-                        " model (Linf, L2, corruptions)", f"{dataset}/{threat}") from None
-    if model not in known:
-        close = [k for k in known if k.lower().startswith(model[:6].lower())][:5]
-        raise SpecError(f"{path}.robustbench", f"a model RobustBench lists for {dataset}/{threat}", model,
-                        f"e.g. {close or known[:5]}; list all with: python -c \"from sweep.external import"
-                        f" robustbench_models; print(robustbench_models('{dataset}', '{threat}'))\"")
-    model_dir = Path(s.get("model_dir", "string", "models")).expanduser().absolute()
-    return DonorSpec(name=name, source="robustbench", robustbench_id=model_id, path=str(model_dir),
-                     arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)), data=data)
-
-
-@functools.lru_cache(maxsize=64)
-def _file_hash(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
-    kind, _, name = ref.partition(":")
-    if kind not in ("zoo", "file", "robustbench") or not name:
-        raise SpecError(path, "a donor reference 'zoo:<name>', 'file:<name>' or 'robustbench:<name>'", ref)
-    if name not in donors:
-        raise SpecError(path, f"a donor defined under donors: one of {sorted(donors)}", ref)
-    if donors[name].source != kind:
-        raise SpecError(path, f"'{donors[name].source}:{name}' (donors.{name} is a {donors[name].source} donor)",
-                        ref)
-    return donors[name]

@@ -30,7 +30,8 @@ from .evaluate import predict, robust_accuracy
 from .external import load_checkpoint, load_robustbench
 from .models import StagedNet, build
 from .results import SweepDir, atomic_write_bytes, write_rows
-from .spec import DonorSpec, EvalSpec
+from .donors import DonorSpec
+from .spec import EvalSpec
 from .training import optimiser_step, step_schedule
 
 CHECKPOINT = "model.pt"

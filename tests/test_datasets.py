@@ -7,7 +7,6 @@ import pickle
 import numpy as np
 import pytest
 import scipy.io
-import torch
 import torchvision.datasets
 import torchvision.datasets.cifar
 

@@ -1,0 +1,161 @@
+"""Donor specs: where a donor's weights come from (zoo training, a checkpoint file, RobustBench) and its key."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from analysis.schema import SCHEMA_VERSION
+
+from .errors import SpecError
+from .fields import NAME_RE, Section, stable_hash
+
+if TYPE_CHECKING:
+    from .spec import DataSpec, EvalSpec
+
+TRAINING_METHODS = ("plain", "pgd")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DonorSpec:
+    """A donor: trained by the engine (`zoo:<name>`) or read from a checkpoint file (`file:<name>`).
+
+    `donor_key` hashes everything that shapes its weights (for a file: its content, not its path).
+    """
+
+    name: str
+    arch: str
+    data: DataSpec
+    source: str = "zoo"  # "zoo" | "file" | "robustbench"
+    training: str | None = None
+    epochs: int | None = None
+    lr: float | None = None
+    batch_size: int | None = None
+    seed: int | None = None
+    eps: float | None = None
+    step_size: float | None = None
+    steps: int | None = None
+    adv_fraction: float | None = None
+    augment: tuple[str, ...] = ()
+    path: str | None = None  # file: the checkpoint; robustbench: the model folder (not part of the identity)
+    file_sha256: str | None = None
+    robustbench_id: str | None = None  # "dataset/threat_model/name"
+    mean: tuple[float, ...] | None = None  # file donors: the normalisation their weights expect
+    std: tuple[float, ...] | None = None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.source}:{self.name}"
+
+    @property
+    def donor_key(self) -> str:
+        fields = dataclasses.asdict(self)
+        fields.pop("name")  # a name is a label; two donors with the same config share one checkpoint
+        fields.pop("path")
+        if self.source != "robustbench":  # keys as they were before robustbench donors existed
+            fields.pop("robustbench_id")
+        if self.source == "zoo":  # keep the keys of zoo donors as they were before file donors existed
+            for k in ("source", "file_sha256", "mean", "std"):
+                fields.pop(k)
+            if not self.augment:
+                fields.pop("augment")
+        return stable_hash({"kind": f"{self.source}-donor", "v": SCHEMA_VERSION, **fields})
+
+
+def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> DonorSpec:
+    from .augment import AUGMENTATIONS
+    from .models import ARCHITECTURES
+
+    path = f"donors.{name}"
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise SpecError(path, "a donor name of letters, digits, '_', '-' or '.'", name)
+    if isinstance(raw, dict) and "robustbench" in raw:
+        return _parse_robustbench_donor(name, raw, data, path)
+    if isinstance(raw, dict) and "file" in raw:
+        s = Section(raw, path, {"file", "arch", "mean", "std"})
+        file = Path(s.get("file", "string")).expanduser()
+        if not file.is_file():
+            raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file),
+                            "no such file")
+        return DonorSpec(
+            name=name, source="file", path=str(file.absolute()), file_sha256=_filestable_hash(file),
+            arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)), data=data,
+            mean=tuple(s.get_list("mean", "number", [0.0])), std=tuple(s.get_list("std", "number", [1.0],
+                                                                                    low=1e-12)),
+        )
+    s = Section(raw, path, {"arch", "training", "epochs", "lr", "batch_size", "seed", "eps", "step_size",
+                             "steps", "adv_fraction", "augment"})
+    training = s.get("training", "string", "plain", choices=TRAINING_METHODS)
+    adv = training == "pgd"
+    if not adv:
+        for k in ("eps", "step_size", "steps", "adv_fraction"):
+            if k in raw:
+                raise SpecError(f"{path}.{k}", "no PGD field for training: plain", raw[k],
+                                "set training: pgd to train adversarially")
+    return DonorSpec(
+        name=name,
+        arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
+        data=data,
+        training=training,
+        epochs=s.get("epochs", "integer", low=1),
+        lr=s.get("lr", "number", 0.1, low=0.0),
+        batch_size=s.get("batch_size", "integer", 128, low=1),
+        seed=s.get("seed", "integer", 0, low=0),
+        eps=s.get("eps", "number", evaluation.eps, low=0.0, high=1.0) if adv else None,
+        step_size=s.get("step_size", "number", low=0.0) if adv else None,
+        steps=s.get("steps", "integer", 10, low=1) if adv else None,
+        adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if adv else None,
+        augment=tuple(s.get_list("augment", "string", choices=sorted(AUGMENTATIONS))) if raw.get("augment")
+        else (),
+    )
+
+
+def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, path: str) -> DonorSpec:
+    from .external import robustbench_models
+    from .models import ARCHITECTURES
+
+    s = Section(raw, path, {"robustbench", "arch", "model_dir"})
+    model_id = s.get("robustbench", "string")
+    parts = model_id.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise SpecError(f"{path}.robustbench", "'<dataset>/<threat_model>/<model name>', e.g."
+                        " 'cifar10/Linf/Sehwag2021Proxy_R18'", model_id)
+    dataset, threat, model = parts
+    try:
+        known = robustbench_models(dataset, threat)
+    except ValueError:
+        raise SpecError(f"{path}.robustbench", "a RobustBench dataset (cifar10, cifar100, imagenet) and threat"
+                        " model (Linf, L2, corruptions)", f"{dataset}/{threat}") from None
+    if model not in known:
+        close = [k for k in known if k.lower().startswith(model[:6].lower())][:5]
+        raise SpecError(f"{path}.robustbench", f"a model RobustBench lists for {dataset}/{threat}", model,
+                        f"e.g. {close or known[:5]}; list all with: python -c \"from sweep.external import"
+                        f" robustbench_models; print(robustbench_models('{dataset}', '{threat}'))\"")
+    model_dir = Path(s.get("model_dir", "string", "models")).expanduser().absolute()
+    return DonorSpec(name=name, source="robustbench", robustbench_id=model_id, path=str(model_dir),
+                     arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)), data=data)
+
+
+@functools.lru_cache(maxsize=64)
+def _filestable_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
+    kind, _, name = ref.partition(":")
+    if kind not in ("zoo", "file", "robustbench") or not name:
+        raise SpecError(path, "a donor reference 'zoo:<name>', 'file:<name>' or 'robustbench:<name>'", ref)
+    if name not in donors:
+        raise SpecError(path, f"a donor defined under donors: one of {sorted(donors)}", ref)
+    if donors[name].source != kind:
+        raise SpecError(path, f"'{donors[name].source}:{name}' (donors.{name} is a {donors[name].source} donor)",
+                        ref)
+    return donors[name]
