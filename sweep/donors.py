@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import hashlib
 from dataclasses import dataclass
@@ -54,16 +55,10 @@ class DonorSpec:
     @property
     def donor_key(self) -> str:
         fields = dataclasses.asdict(self)
-        fields.pop("name")  # a name is a label; two donors with the same config share one checkpoint
-        fields.pop("path")
-        if self.source != "robustbench":  # keys as they were before robustbench donors existed
-            fields.pop("robustbench_id")
-        if self.source == "zoo":  # keep the keys of zoo donors as they were before file donors existed
-            for k in ("source", "file_sha256", "mean", "std"):
-                fields.pop(k)
-            if not self.augment:
-                fields.pop("augment")
-        return stable_hash({"kind": f"{self.source}-donor", "v": SCHEMA_VERSION, **fields})
+        fields.pop("name")  # a label: two donors with the same config share one checkpoint
+        fields.pop("path")  # a location, not content
+        fields["data"].pop("test_size")  # evaluation only: it does not shape the weights
+        return stable_hash({"kind": "donor", "v": SCHEMA_VERSION, **fields})
 
 
 def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> DonorSpec:
@@ -105,7 +100,7 @@ def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> Do
         lr=s.get("lr", "number", 0.1, low=0.0),
         batch_size=s.get("batch_size", "integer", 128, low=1),
         seed=s.get("seed", "integer", 0, low=0),
-        eps=s.get("eps", "number", evaluation.eps, low=0.0, high=1.0) if adv else None,
+        eps=(s.get("eps", "number", None, low=0.0, high=1.0, nullable=True) or evaluation.eps) if adv else None,
         step_size=s.get("step_size", "number", low=0.0) if adv else None,
         steps=s.get("steps", "integer", 10, low=1) if adv else None,
         adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if adv else None,
@@ -131,7 +126,7 @@ def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, path: str) ->
         raise SpecError(f"{path}.robustbench", "a RobustBench dataset (cifar10, cifar100, imagenet) and threat"
                         " model (Linf, L2, corruptions)", f"{dataset}/{threat}") from None
     if model not in known:
-        close = [k for k in known if k.lower().startswith(model[:6].lower())][:5]
+        close = difflib.get_close_matches(model, known, n=5, cutoff=0.5)
         raise SpecError(f"{path}.robustbench", f"a model RobustBench lists for {dataset}/{threat}", model,
                         f"e.g. {close or known[:5]}; list all with: python -c \"from sweep.external import"
                         f" robustbench_models; print(robustbench_models('{dataset}', '{threat}'))\"")

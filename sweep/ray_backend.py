@@ -145,15 +145,15 @@ def start_ray(address: str | None, num_cpus: int | None) -> bool:
     return True
 
 
-def check_resources(sweep: Sweep, available: dict) -> None:
+def check_resources(sweep: Sweep, nodes: list[dict]) -> None:
     """Refuse, before scheduling anything, a per-trial request that no node of this cluster can meet
-    (Ray would otherwise leave the trials pending for ever)."""
+    (Ray would otherwise leave the trials pending for ever). `nodes` is the resources of each live node."""
     for field, key, want in (("resources.gpus_per_trial", "GPU", sweep.gpus_per_trial),
                              ("resources.cpus_per_trial", "CPU", sweep.cpus_per_trial)):
-        have = available.get(key, 0.0)
+        have = max((n.get(key, 0.0) for n in nodes), default=0.0)
         if want > have:
-            raise SpecError(field, f"at most the {have:g} {key}s of this Ray cluster", want,
-                            "lower it, or join a cluster that has them with --address")
+            raise SpecError(field, f"at most the {have:g} {key}s of the largest node of this Ray cluster",
+                            want, "lower it, or join a cluster that has them with --address")
 
 
 def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: list[str], *,
@@ -162,7 +162,7 @@ def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: 
     """Run the zoo stage for `donors`, then the stitching stage for `trial_ids`, as Ray Tune trials."""
     started = start_ray(address, num_cpus)
     try:
-        check_resources(sweep, ray.cluster_resources())
+        check_resources(sweep, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
         resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
         root = str(sweep_dir.root)
         summaries = [

@@ -143,11 +143,12 @@ def parse_space(raw: Any) -> Sweep:
 
     d = Section(top.get("data", "mapping"), "data", {"dataset", "train_size", "val_size", "test_size", "root",
                                                       "download"})
+    dataset = d.get("dataset", "string", choices=sorted(DATASETS))
     data = DataSpec(
-        dataset=d.get("dataset", "string", choices=sorted(DATASETS)),
+        dataset=dataset,
         train_size=d.get("train_size", "integer", None, low=1, nullable=True),
         val_size=d.get("val_size", "integer", 1000, low=0),
-        test_size=d.get("test_size", "integer", None, low=1, nullable=True),
+        test_size=d.get("test_size", "integer", None, low=1, high=DATASETS[dataset].test, nullable=True),
     )
     root = d.get("root", "string", None, nullable=True)
     root = str(Path(root).expanduser().absolute()) if root else None
@@ -169,6 +170,7 @@ def parse_space(raw: Any) -> Sweep:
         raise SpecError("data.val_size", f"fewer than the {info.train_pool} training images of {data.dataset}",
                         data.val_size)
     n_test = min(data.test_size or info.test, info.test)
+    n_train = data.train_size or info.train_pool - data.val_size
 
     e = Section(top.raw.get("evaluation", {}), "evaluation",
                  {"attacks", "eps", "iterations", "restarts", "n_eval_robust"})
@@ -195,7 +197,7 @@ def parse_space(raw: Any) -> Sweep:
         epochs=st.get("epochs", "integer", 30, low=1),
         lr=st.get("lr", "number", 1e-3, low=0.0),
         batch_size=st.get("batch_size", "integer", 128, low=1),
-        dm_samples=st.get("dm_samples", "integer", 100, low=1),
+        dm_samples=st.get("dm_samples", "integer", min(100, n_train), low=1, high=n_train),
         init=st.get("init", "string", "random", choices=INITS),
         donor_bn=st.get("donor_bn", "string", "frozen", choices=DONOR_BN),
     )
@@ -214,7 +216,8 @@ def parse_space(raw: Any) -> Sweep:
         if front.arch != end.arch and stitch_points(front.arch) != stitch_points(end.arch):
             raise SpecError(f"stitching.pairs[{i}]", "front and end with the same stitch points",
                             f"{front.arch} -> {end.arch}",
-                            "stitching between different layers (i != j) is not supported yet")
+                            "architectures with different stitch points need cross-layer stitching,"
+                            " not supported yet")
         pairs.append((front, end))
 
     points_raw = st.raw.get("stitch_points", "all")

@@ -145,7 +145,7 @@ def test_robustbench_donor_loads_by_name_from_a_local_model_dir(tmp_path, autoat
 
 def test_unknown_robustbench_name_says_how_to_list_them(tmp_path):
     with pytest.raises(SpecError) as err:
-        parse_space(_robustbench_space(tmp_path, name="Sehwag2021Nope"))
+        parse_space(_robustbench_space(tmp_path, name="Sewhag2021Proxy_R18"))  # a typo
     msg = str(err.value)
     assert msg.startswith("donors.f_r1.robustbench: expected a model RobustBench lists for cifar10/Linf")
     assert "robustbench_models('cifar10', 'Linf')" in msg and "Sehwag2021Proxy_R18" in msg

@@ -146,5 +146,6 @@ def test_gpu_request_on_a_cluster_without_gpus_is_refused_before_scheduling(tiny
     storage = tmp_path / "results"
     proc = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2, check=False)
     assert proc.returncode == 2
-    assert "resources.gpus_per_trial: expected at most the 0 GPUs of this Ray cluster, found 1.0" in proc.stderr
+    assert ("resources.gpus_per_trial: expected at most the 0 GPUs of the largest node of this Ray cluster,"
+            " found 1.0") in proc.stderr
     assert not list((storage / "tiny" / "trials").glob("*.parquet"))

@@ -181,3 +181,21 @@ def test_deterministic_objectives_run_once_whatever_the_seeds(tiny_space):
     trials = parse_space(tiny_space).trials
     assert sum(t.objective == "tlm" for t in trials) == 2 * 3
     assert sum(t.objective == "dm" for t in trials) == 2
+
+
+def test_sizes_that_depend_on_the_dataset_are_bounded(tiny_space):
+    tiny_space["data"]["test_size"] = 5000
+    with pytest.raises(SpecError, match=r"^data.test_size: expected an integer in \[1, 359\]"):
+        parse_space(tiny_space)
+    tiny_space["data"]["test_size"] = None
+    tiny_space["stitching"]["dm_samples"] = 100000
+    with pytest.raises(SpecError, match=r"^stitching.dm_samples: expected an integer in \[1, 1238\]"):
+        parse_space(tiny_space)
+
+
+def test_donor_identity_ignores_the_test_set_and_pgd_eps_may_be_null(tiny_space):
+    key = parse_space(tiny_space).donors["plain_a"].donor_key
+    tiny_space["data"]["test_size"] = 100
+    assert parse_space(tiny_space).donors["plain_a"].donor_key == key
+    tiny_space["donors"]["plain_a"].update(training="pgd", step_size=0.1, eps=None)
+    assert parse_space(tiny_space).donors["plain_a"].eps == tiny_space["evaluation"]["eps"]
