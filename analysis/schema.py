@@ -51,10 +51,19 @@ TRIAL_SCHEMA = pa.schema(
         ("n_eval_robust", pa.int32()),
         ("precision", pa.string()),
         ("channels_last", pa.bool_()),
+        ("beta", pa.float64()),  # trades
+        ("adv_eps", pa.float64()),  # adversarial objectives: the PGD of the inner maximisation
+        ("adv_step_size", pa.float64()),
+        ("adv_steps", pa.int32()),
+        ("adv_random_start", pa.bool_()),
+        ("stitcher", pa.string()),  # "affine" | "bn_affine_bn"
+        ("front_dataset", pa.string()),  # the donors' training data (differ in cross-task stitching)
+        ("end_dataset", pa.string()),
+        ("stitch_data", pa.string()),  # whose data trained and tests the stitcher: "sweep" | "front" | "end"
         # metrics
         ("clean_acc", pa.float64()),
         ("robust_acc", pa.float64()),
-        ("relative_acc", pa.float64()),
+        ("relative_acc", pa.float64()),  # clean_acc / the clean accuracy of the donor trained on `dataset`
         ("most_frequent_class", pa.int32()),
         ("most_frequent_class_ratio", pa.float64()),
         ("final_train_loss", pa.float64()),
@@ -88,8 +97,11 @@ DONOR_SCHEMA = pa.schema(
         ("error", pa.string()),
         ("arch", pa.string()),
         ("dataset", pa.string()),
-        ("training", pa.string()),  # "plain" | "pgd"
+        ("training", pa.string()),  # "plain" | "pgd" | "trades" | "file" | "robustbench"
         ("epochs", pa.int32()),
+        ("beta", pa.float64()),  # trades
+        ("adv_fraction", pa.float64()),  # pgd
+        ("train_size", pa.int64()),
         ("seed", pa.int64()),
         ("clean_acc", pa.float64()),
         ("robust_acc", pa.float64()),

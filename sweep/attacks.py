@@ -41,6 +41,36 @@ def pgd_linf(
     return x_adv.detach()
 
 
+def trades_linf(
+    model: nn.Module,
+    x: torch.Tensor,
+    eps: float,
+    step_size: float,
+    steps: int,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """TRADES' inner maximisation (Zhang et al. 2019): L-inf PGD on KL(p(x) || p(x')), started at x plus
+    0.001 * N(0, 1) noise as in their code; returns x', ||x' - x||_inf <= eps, in [0, 1]."""
+    x = x.detach()
+    with torch.no_grad():
+        p_clean = torch.softmax(model(x), dim=1)
+    noise = torch.randn(x.shape, generator=generator, device="cpu").to(x.device)
+    x_adv = (x + 0.001 * noise).clamp(0.0, 1.0)
+    for _ in range(steps):
+        x_adv.requires_grad_(True)
+        loss = kl_divergence(p_clean, model(x_adv))
+        (grad,) = torch.autograd.grad(loss, x_adv)
+        with torch.no_grad():
+            x_adv = x_adv + step_size * grad.sign()
+            x_adv = torch.min(torch.max(x_adv, x - eps), x + eps).clamp(0.0, 1.0)
+    return x_adv.detach()
+
+
+def kl_divergence(p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
+    """KL(p || softmax(logits_q)), summed over classes and averaged over the batch."""
+    return nn.functional.kl_div(torch.log_softmax(logits_q, dim=1), p, reduction="batchmean")
+
+
 def autoattack_accuracy(
     model: nn.Module,
     x: torch.Tensor,

@@ -15,17 +15,20 @@ from analysis.schema import SCHEMA_VERSION
 from .errors import SpecError
 from .fields import NAME_RE, Section, stable_hash
 
-if TYPE_CHECKING:
-    from .spec import DataSpec, EvalSpec
+from .dataspec import DataSpec, parse_data
 
-TRAINING_METHODS = ("plain", "pgd")
+if TYPE_CHECKING:
+    from .spec import EvalSpec
+
+TRAINING_METHODS = ("plain", "pgd", "trades")
 
 
 @dataclass(frozen=True, kw_only=True)
 class DonorSpec:
     """A donor: trained by the engine (`zoo:<name>`) or read from a checkpoint file (`file:<name>`).
 
-    `donor_key` hashes everything that shapes its weights (for a file: its content, not its path).
+    `donor_key` hashes everything that shapes its weights (for a file: its content, not its path). `data` is
+    the sweep's data unless the donor names its own (cross-task stitching).
     """
 
     name: str
@@ -41,6 +44,7 @@ class DonorSpec:
     step_size: float | None = None
     steps: int | None = None
     adv_fraction: float | None = None
+    beta: float | None = None  # TRADES' trade-off (seed 000 A.3: 10)
     augment: tuple[str, ...] = ()
     path: str | None = None  # file: the checkpoint; robustbench: the model folder (not part of the identity)
     file_sha256: str | None = None
@@ -58,11 +62,15 @@ class DonorSpec:
         fields.pop("name")  # a label: two donors with the same config share one checkpoint
         fields.pop("path")  # a location, not content
         fields["data"].pop("test_size")  # evaluation only: it does not shape the weights
+        if fields["beta"] is None:  # added after the first release: absent keys keep the old hashes
+            fields.pop("beta")
         return stable_hash({"kind": "donor", "v": SCHEMA_VERSION, **fields})
 
 
-def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> DonorSpec:
+def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root: str | None = None,
+                download: bool = True) -> DonorSpec:
     from .augment import AUGMENTATIONS
+    from .data import DATASETS
     from .models import ARCHITECTURES
 
     path = f"donors.{name}"
@@ -83,14 +91,22 @@ def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> Do
                                                                                     low=1e-12)),
         )
     s = Section(raw, path, {"arch", "training", "epochs", "lr", "batch_size", "seed", "eps", "step_size",
-                             "steps", "adv_fraction", "augment"})
+                             "steps", "adv_fraction", "beta", "augment", "data"})
     training = s.get("training", "string", "plain", choices=TRAINING_METHODS)
-    adv = training == "pgd"
-    if not adv:
-        for k in ("eps", "step_size", "steps", "adv_fraction"):
-            if k in raw:
-                raise SpecError(f"{path}.{k}", "no PGD field for training: plain", raw[k],
-                                "set training: pgd to train adversarially")
+    adv = training != "plain"
+    applies = {"eps": adv, "step_size": adv, "steps": adv, "adv_fraction": training == "pgd",
+               "beta": training == "trades"}
+    for k, ok in applies.items():
+        if k in raw and not ok:
+            needs = "pgd" if k == "adv_fraction" else "trades" if k == "beta" else "pgd or trades"
+            raise SpecError(f"{path}.{k}", f"no {k} field for training: {training}", raw[k],
+                            f"{k} applies to training: {needs}")
+    if "data" in raw:  # the donor trains on its own data (cross-task stitching, seed 000 5.1)
+        data = parse_data(raw["data"], f"{path}.data", root, download)
+    eps_default, step_default = DATASETS[data.dataset].threat
+    eps = s.get("eps", "number", None, low=0.0, high=1.0, nullable=True) if adv else None
+    eps = (eps if eps is not None else evaluation.eps if evaluation.eps is not None else eps_default) if adv \
+        else None
     return DonorSpec(
         name=name,
         arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
@@ -100,10 +116,12 @@ def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec) -> Do
         lr=s.get("lr", "number", 0.1, low=0.0),
         batch_size=s.get("batch_size", "integer", 128, low=1),
         seed=s.get("seed", "integer", 0, low=0),
-        eps=(s.get("eps", "number", None, low=0.0, high=1.0, nullable=True) or evaluation.eps) if adv else None,
-        step_size=s.get("step_size", "number", low=0.0) if adv else None,
+        eps=eps,
+        step_size=s.get("step_size", "number", scaled_step(eps, eps_default, step_default), low=0.0)
+        if adv else None,
         steps=s.get("steps", "integer", 10, low=1) if adv else None,
-        adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if adv else None,
+        adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if training == "pgd" else None,
+        beta=s.get("beta", "number", 10.0, low=0.0) if training == "trades" else None,
         augment=tuple(s.get_list("augment", "string", choices=sorted(AUGMENTATIONS))) if raw.get("augment")
         else (),
     )
@@ -133,6 +151,11 @@ def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, path: str) ->
     model_dir = Path(s.get("model_dir", "string", "models")).expanduser().absolute()
     return DonorSpec(name=name, source="robustbench", robustbench_id=model_id, path=str(model_dir),
                      arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)), data=data)
+
+
+def scaled_step(eps: float, paper_eps: float, paper_step: float) -> float:
+    """The paper's PGD step for the dataset, scaled when eps differs from the paper's (same eps/step ratio)."""
+    return paper_step if eps == paper_eps else eps * paper_step / paper_eps
 
 
 @functools.lru_cache(maxsize=64)

@@ -16,22 +16,16 @@ import yaml
 
 from analysis.schema import SCHEMA_VERSION
 
-from .donors import DonorSpec, parse_donor, resolve_ref
+from .dataspec import DataSpec, parse_data
+from .donors import DonorSpec, parse_donor, resolve_ref, scaled_step
 from .errors import SpecError
 from .fields import NAME_RE, Section, stable_hash
+from .stitching import STITCHERS
 
-INITS = ("random", "identity")
+INITS = ("random", "identity", "dm")
 DONOR_BN = ("frozen", "update")
 PRECISIONS = ("fp32", "bf16")
 ATTACKS = ("apgd-ce", "apgd-dlr")
-
-
-@dataclass(frozen=True, kw_only=True)
-class DataSpec:
-    dataset: str
-    train_size: int | None
-    val_size: int
-    test_size: int | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,14 +67,25 @@ class TrialSpec:
     n_eval_robust: int
     precision: str = "fp32"  # "fp32" | "bf16" (autocast for stitcher training and clean evaluation)
     channels_last: bool = False
-    # bookkeeping: not part of the identity
+    beta: float | None = None  # trades
+    adv_eps: float | None = None  # adversarial objectives: the PGD inner maximisation (seed 000 A.3)
+    adv_step_size: float | None = None
+    adv_steps: int | None = None
+    adv_random_start: bool | None = None
+    stitcher: str = "affine"  # "affine" | "bn_affine_bn" (Bansal et al.)
+    # bookkeeping: not part of the identity (the donor keys already fix the donors' datasets)
     point_index: int = field(default=0, compare=False)
     n_points: int = field(default=0, compare=False)
+    front_dataset: str = field(default="", compare=False)
+    end_dataset: str = field(default="", compare=False)
+    stitch_data: str = field(default="", compare=False)  # "sweep" | "front" | "end": whose data trains it
 
-    NON_SCIENTIFIC = ("point_index", "n_points")
+    NON_SCIENTIFIC = ("point_index", "n_points", "front_dataset", "end_dataset", "stitch_data")
     # Fields added after the first release: left out of the hash at their defaults, so that adding them
     # did not change (and rerun) every trial recorded before.
-    HASHED_UNLESS_DEFAULT = {"precision": "fp32", "channels_last": False}
+    HASHED_UNLESS_DEFAULT = {"precision": "fp32", "channels_last": False, "beta": None, "adv_eps": None,
+                             "adv_step_size": None, "adv_steps": None, "adv_random_start": None,
+                             "stitcher": "affine"}
 
     @property
     def trial_id(self) -> str:
@@ -109,6 +114,11 @@ class Sweep:
 
 # ---------------------------------------------------------------------------------------------- parsing
 
+BLOCK_FIELDS = {"pairs", "stitch_points", "objectives", "alphas", "betas", "seeds", "epochs", "lr",
+                "batch_size", "dm_samples", "init", "donor_bn", "precision", "channels_last", "stitcher",
+                "adv_eps", "adv_step_size", "adv_steps", "adv_random_start"}
+STITCH_DATA = ("front", "end")
+
 
 def load_space(path: str | Path) -> Sweep:
     """Read, validate and expand a search-space YAML file."""
@@ -131,8 +141,6 @@ def load_space(path: str | Path) -> Sweep:
 def parse_space(raw: Any) -> Sweep:
     """Validate a search space given as a mapping and expand it into trials."""
     from .data import DATASETS
-    from .models import stitch_points
-    from .objectives import OBJECTIVES
 
     if not isinstance(raw, dict):
         raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
@@ -141,42 +149,22 @@ def parse_space(raw: Any) -> Sweep:
     if not NAME_RE.match(name):
         raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
 
-    d = Section(top.get("data", "mapping"), "data", {"dataset", "train_size", "val_size", "test_size", "root",
-                                                      "download"})
-    dataset = d.get("dataset", "string", choices=sorted(DATASETS))
-    data = DataSpec(
-        dataset=dataset,
-        train_size=d.get("train_size", "integer", None, low=1, nullable=True),
-        val_size=d.get("val_size", "integer", 1000, low=0),
-        test_size=d.get("test_size", "integer", None, low=1, high=DATASETS[dataset].test, nullable=True),
-    )
-    root = d.get("root", "string", None, nullable=True)
+    d = top.get("data", "mapping")
+    root = d.get("root")
+    if root is not None and (not isinstance(root, str) or not root):
+        raise SpecError("data.root", "a folder path (string) or null", root)
     root = str(Path(root).expanduser().absolute()) if root else None
-    download = d.get("download", "bool", True)
-    if not download:
-        from .data import missing_files
-
-        missing = missing_files(data.dataset, Path(root) if root else None)
-        if missing:
-            raise SpecError("data.root", f"the {data.dataset} files under the data root (download is off)",
-                            f"{len(missing)} missing, e.g. {missing[0]}",
-                            "set data.download: true once, or copy the dataset there")
+    download = Section(d, "data", {"download"} | {"dataset", "train_size", "val_size", "test_size", "root"}
+                       ).get("download", "bool", True)
+    data = parse_data(d, "data", root, download, extra={"root", "download"})
     info = DATASETS[data.dataset]
-    if data.val_size + (data.train_size or 0) > info.train_pool:
-        field = "data.train_size" if data.train_size else "data.val_size"
-        raise SpecError(field, f"train_size + val_size at most the {info.train_pool} training images of"
-                        f" {data.dataset}", data.val_size + (data.train_size or 0))
-    if data.val_size >= info.train_pool:
-        raise SpecError("data.val_size", f"fewer than the {info.train_pool} training images of {data.dataset}",
-                        data.val_size)
-    n_test = min(data.test_size or info.test, info.test)
-    n_train = data.train_size or info.train_pool - data.val_size
+    n_test = data.sizes()[1]
 
     e = Section(top.raw.get("evaluation", {}), "evaluation",
                  {"attacks", "eps", "iterations", "restarts", "n_eval_robust"})
     evaluation = EvalSpec(
         attacks=tuple(e.get_list("attacks", "string", ["apgd-ce", "apgd-dlr"], choices=ATTACKS)),
-        eps=e.get("eps", "number", low=0.0, high=1.0),
+        eps=e.get("eps", "number", info.threat[0], low=0.0, high=1.0),
         iterations=e.get("iterations", "integer", 20, low=1),
         restarts=e.get("restarts", "integer", 1, low=1),
         n_eval_robust=e.get("n_eval_robust", "integer", min(1000, n_test), low=0, high=n_test),
@@ -185,75 +173,29 @@ def parse_space(raw: Any) -> Sweep:
     donors_raw = top.get("donors", "mapping")
     if not donors_raw:
         raise SpecError("donors", "a non-empty mapping of donor name -> training config", donors_raw)
-    donors = {dname: parse_donor(dname, draw, data, evaluation) for dname, draw in donors_raw.items()}
+    donors = {dname: parse_donor(dname, draw, data, evaluation, root, download)
+              for dname, draw in donors_raw.items()}
+    for dname, donor in donors.items():
+        if donor.data.sizes()[1] < evaluation.n_eval_robust:
+            raise SpecError("evaluation.n_eval_robust",
+                            f"at most the {donor.data.sizes()[1]} test images of donor {dname}'s data",
+                            evaluation.n_eval_robust)
 
-    st = Section(top.get("stitching", "mapping"), "stitching",
-                  {"pairs", "stitch_points", "objectives", "alphas", "seeds", "epochs", "lr", "batch_size",
-                   "dm_samples", "init", "donor_bn", "precision", "channels_last"})
-    objectives = st.get_list("objectives", "string", choices=sorted(OBJECTIVES))
-    alphas = st.get_list("alphas", "number", [0.0], low=0.0, high=1.0)
-    seeds = st.get_list("seeds", "integer", [0], low=0)
-    common = dict(
-        epochs=st.get("epochs", "integer", 30, low=1),
-        lr=st.get("lr", "number", 1e-3, low=0.0),
-        batch_size=st.get("batch_size", "integer", 128, low=1),
-        dm_samples=st.get("dm_samples", "integer", min(100, n_train), low=1, high=n_train),
-        init=st.get("init", "string", "random", choices=INITS),
-        donor_bn=st.get("donor_bn", "string", "frozen", choices=DONOR_BN),
-    )
-    numerics = dict(precision=st.get("precision", "string", "fp32", choices=PRECISIONS),
-                    channels_last=st.get("channels_last", "bool", False))
-    pairs_raw = st.raw.get("pairs")
-    if not isinstance(pairs_raw, list) or not pairs_raw:
-        raise SpecError("stitching.pairs", "a non-empty list of {front: REF, end: REF}", pairs_raw)
-    pairs = []
-    for i, praw in enumerate(pairs_raw):
-        ps = Section(praw, f"stitching.pairs[{i}]", {"front", "end"})
-        front = resolve_ref(ps.get("front", "string"), f"stitching.pairs[{i}].front", donors)
-        end = resolve_ref(ps.get("end", "string"), f"stitching.pairs[{i}].end", donors)
-        # Same-layer stitching needs the same stitch points on both sides: the same architecture, or two
-        # layouts of one (preact_resnet18 and RobustBench's dm_preact_resnet18, say).
-        if front.arch != end.arch and stitch_points(front.arch) != stitch_points(end.arch):
-            raise SpecError(f"stitching.pairs[{i}]", "front and end with the same stitch points",
-                            f"{front.arch} -> {end.arch}",
-                            "architectures with different stitch points need cross-layer stitching,"
-                            " not supported yet")
-        pairs.append((front, end))
-
-    points_raw = st.raw.get("stitch_points", "all")
+    blocks_raw = top.get("stitching", "mapping") if not isinstance(raw.get("stitching"), list) \
+        else raw["stitching"]
+    if isinstance(blocks_raw, dict):
+        blocks = [(blocks_raw, "stitching")]
+    else:
+        if not blocks_raw:
+            raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", blocks_raw)
+        blocks = [(b, f"stitching[{i}]") for i, b in enumerate(blocks_raw)]
     trials: dict[str, TrialSpec] = {}
-    for (front, end), objective, alpha, seed in itertools.product(pairs, objectives, alphas, seeds):
-        valid = stitch_points(front.arch)
-        if points_raw == "all":
-            points = valid
-        else:
-            if not isinstance(points_raw, list) or not points_raw:
-                raise SpecError("stitching.stitch_points", "'all' or a non-empty list of names", points_raw)
-            points = []
-            for k, p in enumerate(points_raw):
-                if p not in valid:
-                    raise SpecError(f"stitching.stitch_points[{k}]",
-                                    f"a stitch point of {front.arch}: one of {valid}", p)
-                points.append(p)
-        uses = OBJECTIVES[objective].fields
-        for point in points:
-            spec = TrialSpec(
-                dataset=data.dataset, train_size=data.train_size, val_size=data.val_size,
-                test_size=data.test_size,
-                front=front.ref, end=end.ref, front_key=front.donor_key, end_key=end.donor_key,
-                front_point=point, end_point=point, objective=objective,
-                alpha=alpha if "alpha" in uses else None,
-                seed=seed if "seed" in uses else 0,  # a deterministic objective (dm) runs once, not per seed
-                **{k: (v if k in uses else None) for k, v in common.items()},
-                attacks=evaluation.attacks, eps=evaluation.eps,
-                attack_iterations=evaluation.iterations, attack_restarts=evaluation.restarts,
-                n_eval_robust=evaluation.n_eval_robust, **numerics,
-                point_index=valid.index(point) + 1, n_points=len(valid),
-            )
+    used: set[str] = set()
+    for block, path in blocks:
+        for spec in _expand_block(block, path, data, evaluation, donors, used):
             trials.setdefault(spec.trial_id, spec)  # identical configs (e.g. alpha unused) collapse
 
     r = Section(top.raw.get("resources", {}), "resources", {"cpus_per_trial", "gpus_per_trial"})
-    used = {d.name for pair in pairs for d in pair}
     return Sweep(
         name=name, data=data, evaluation=evaluation,
         donors={k: v for k, v in donors.items() if k in used},
@@ -264,3 +206,130 @@ def parse_space(raw: Any) -> Sweep:
     )
 
 
+def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, donors: dict[str, DonorSpec],
+                  used: set[str]) -> list[TrialSpec]:
+    """One stitching block: pairs x stitch data x objectives x alphas x betas x seeds x stitch points."""
+    from .data import DATASETS
+    from .models import stitch_points
+    from .objectives import OBJECTIVES
+
+    st = Section(raw, path, BLOCK_FIELDS)
+    objectives = st.get_list("objectives", "string", choices=sorted(OBJECTIVES))
+    reads = set().union(*(OBJECTIVES[o].fields for o in objectives))
+    init = st.get("init", "string", "random", choices=INITS)
+    # An option no chosen objective reads is a mistake (a typo'd objective list, say): refuse it.
+    needs = {"alphas": "alpha", "betas": "beta", "adv_eps": "adv_eps", "adv_step_size": "adv_step_size",
+             "adv_steps": "adv_steps", "adv_random_start": "adv_random_start"}
+    for key, fname in needs.items():
+        if key in st.raw and fname not in reads:
+            readers = sorted(o for o, obj in OBJECTIVES.items() if fname in obj.fields)
+            raise SpecError(f"{path}.{key}", f"an option of the chosen objectives {objectives}", st.raw[key],
+                            f"{key} applies to objectives {readers}")
+    if "dm_samples" in st.raw and "dm" not in objectives and not (init == "dm" and "init" in reads):
+        raise SpecError(f"{path}.dm_samples", f"an option of the chosen objectives {objectives}",
+                        st.raw["dm_samples"], "dm_samples applies to objective dm and to init: dm")
+    alphas = st.get_list("alphas", "number", [0.5], low=0.0, high=1.0)
+    betas = st.get_list("betas", "number", [1.0], low=0.0)
+    seeds = st.get_list("seeds", "integer", [0], low=0)
+    adv_eps = st.get("adv_eps", "number", evaluation.eps, low=0.0, high=1.0)
+    adv_step = st.get("adv_step_size", "number", None, low=0.0, nullable=True)
+    adv_steps = st.get("adv_steps", "integer", 10, low=1)
+    adv_random_start = st.get("adv_random_start", "bool", None, nullable=True)
+    common = dict(
+        epochs=st.get("epochs", "integer", 30, low=1),
+        lr=st.get("lr", "number", 1e-3, low=0.0),
+        batch_size=st.get("batch_size", "integer", 128, low=1),
+        init=init,
+        donor_bn=st.get("donor_bn", "string", "frozen", choices=DONOR_BN),
+    )
+    dm_samples_raw = st.get("dm_samples", "integer", None, low=1, nullable=True)
+    numerics = dict(precision=st.get("precision", "string", "fp32", choices=PRECISIONS),
+                    channels_last=st.get("channels_last", "bool", False))
+    stitcher = st.get("stitcher", "string", "affine", choices=STITCHERS)
+
+    pairs_raw = st.raw.get("pairs")
+    if not isinstance(pairs_raw, list) or not pairs_raw:
+        raise SpecError(f"{path}.pairs", "a non-empty list of {front: REF, end: REF}", pairs_raw)
+    pairs = []
+    for i, praw in enumerate(pairs_raw):
+        ppath = f"{path}.pairs[{i}]"
+        ps = Section(praw, ppath, {"front", "end", "data"})
+        front = resolve_ref(ps.get("front", "string"), f"{ppath}.front", donors)
+        end = resolve_ref(ps.get("end", "string"), f"{ppath}.end", donors)
+        # Same-layer stitching needs the same stitch points on both sides: the same architecture, or two
+        # layouts of one (preact_resnet18 and RobustBench's dm_preact_resnet18, say).
+        if front.arch != end.arch and stitch_points(front.arch) != stitch_points(end.arch):
+            raise SpecError(ppath, "front and end with the same stitch points", f"{front.arch} -> {end.arch}",
+                            "architectures with different stitch points need cross-layer stitching,"
+                            " not supported yet")
+        fi, ei = DATASETS[front.data.dataset], DATASETS[end.data.dataset]
+        if (fi.channels, fi.image_size, fi.num_classes) != (ei.channels, ei.image_size, ei.num_classes):
+            raise SpecError(ppath, "front and end trained on data of one input shape and class count",
+                            f"{front.data.dataset} {(fi.channels, fi.image_size, fi.num_classes)} -> "
+                            f"{end.data.dataset} {(ei.channels, ei.image_size, ei.num_classes)}",
+                            "(channels, image size, classes) must agree for cross-task stitching")
+        roles = ps.raw.get("data", "sweep")
+        roles = roles if isinstance(roles, list) and roles else [roles]
+        for k, role in enumerate(roles):
+            where = f"{ppath}.data" + (f"[{k}]" if isinstance(ps.raw.get("data"), list) else "")
+            if role not in STITCH_DATA and not (role == "sweep" and "data" not in ps.raw):
+                raise SpecError(where, "whose data trains and tests the stitcher: 'front', 'end' or a list"
+                                " of both", role)
+        pairs.append((front, end, roles))
+        used.update((front.name, end.name))
+
+    points_raw = st.raw.get("stitch_points", "all")
+    trials = []
+    combos = ((front, end, role, *rest) for front, end, roles in pairs for role in roles
+              for rest in itertools.product(objectives, alphas, betas, seeds))
+    for front, end, role, objective, alpha, beta, seed in combos:
+        valid = stitch_points(front.arch)
+        if points_raw == "all":
+            points = valid
+        else:
+            if not isinstance(points_raw, list) or not points_raw:
+                raise SpecError(f"{path}.stitch_points", "'all' or a non-empty list of names", points_raw)
+            points = []
+            for k, p in enumerate(points_raw):
+                if p not in valid:
+                    raise SpecError(f"{path}.stitch_points[{k}]",
+                                    f"a stitch point of {front.arch}: one of {valid}", p)
+                points.append(p)
+        tdata = {"sweep": data, "front": front.data, "end": end.data}[role]
+        n_train = tdata.sizes()[0]
+        uses = set(OBJECTIVES[objective].fields)
+        if objective == "dm" or (common["init"] == "dm" and "init" in uses):
+            uses.add("dm_samples")
+            dm_samples = dm_samples_raw if dm_samples_raw is not None else min(100, n_train)
+            if dm_samples > n_train:
+                raise SpecError(f"{path}.dm_samples", f"at most the {n_train} training images of"
+                                f" {tdata.dataset}", dm_samples)
+        else:
+            dm_samples = None
+        paper_eps, paper_step = DATASETS[tdata.dataset].threat
+        adversarial = dict(
+            alpha=alpha, beta=beta, adv_eps=adv_eps,
+            adv_step_size=adv_step if adv_step is not None else scaled_step(adv_eps, paper_eps, paper_step),
+            adv_steps=adv_steps,
+            # Madry et al. start PGD at a random point; the reference code's batch-mixing variant did not.
+            adv_random_start=adv_random_start if adv_random_start is not None else objective != "adv_mix",
+        )
+        for point in points:
+            spec = TrialSpec(
+                dataset=tdata.dataset, train_size=tdata.train_size, val_size=tdata.val_size,
+                test_size=tdata.test_size,
+                front=front.ref, end=end.ref, front_key=front.donor_key, end_key=end.donor_key,
+                front_point=point, end_point=point, objective=objective,
+                seed=seed if "seed" in uses else 0,  # a deterministic objective (dm) runs once, not per seed
+                dm_samples=dm_samples,
+                **{k: (v if k in uses else None) for k, v in common.items()},
+                **{k: (v if k in uses else None) for k, v in adversarial.items()},
+                stitcher=stitcher,
+                attacks=evaluation.attacks, eps=evaluation.eps,
+                attack_iterations=evaluation.iterations, attack_restarts=evaluation.restarts,
+                n_eval_robust=evaluation.n_eval_robust, **numerics,
+                point_index=valid.index(point) + 1, n_points=len(valid),
+                front_dataset=front.data.dataset, end_dataset=end.data.dataset, stitch_data=role,
+            )
+            trials.append(spec)
+    return trials

@@ -94,7 +94,7 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
         probe = splits.train_x[:2].to(device)
         source, target = front(probe).shape, end_front(probe).shape
     torch.manual_seed(spec.seed)
-    stitcher = Stitcher.for_shapes(source, target, spec.init or "random").to(device)
+    stitcher = Stitcher.for_shapes(source, target, spec.init or "random", spec.stitcher).to(device)
     if spec.channels_last:
         for m in (front_model, end_model, stitcher):
             m.to(memory_format=torch.channels_last)
@@ -115,10 +115,18 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
         pred, splits.num_classes)
     front_acc, front_rob = donor_accuracies(sweep, spec.front_key, spec)
     end_acc, end_rob = donor_accuracies(sweep, spec.end_key, spec)
-    if end_acc is None:  # no donors row (e.g. a donor stage that failed to record): measure it here
-        end_acc = float((predict(end_model, splits.test_x, device) == splits.test_y).float().mean())
+    # Relative to the end model, or, in cross-task stitching on the front's data, to the front model: the
+    # donor trained on the data the stitched network is tested on.
+    if spec.end_dataset in ("", spec.dataset):
+        ref_model, ref_acc = end_model, end_acc
+    elif spec.front_dataset == spec.dataset:
+        ref_model, ref_acc = front_model, front_acc
+    else:  # neither donor trained on this data: the end model's accuracy on it
+        ref_model, ref_acc = end_model, None
+    if ref_acc is None:  # no donors row (e.g. a donor stage that failed to record): measure it here
+        ref_acc = float((predict(ref_model, splits.test_x, device) == splits.test_y).float().mean())
     out.update(front_clean_acc=front_acc, front_robust_acc=front_rob, end_clean_acc=end_acc,
-               end_robust_acc=end_rob, relative_acc=out["clean_acc"] / end_acc if end_acc else None)
+               end_robust_acc=end_rob, relative_acc=out["clean_acc"] / ref_acc if ref_acc else None)
     t3 = time.perf_counter()
     out["time_eval_clean_s"] = t3 - t2
     out["robust_acc"] = robust_accuracy(

@@ -4,7 +4,8 @@ donors converted once into the same cache (keyed by the checkpoint's content).
 Plain training follows seed 000 A.2 (SGD, Nesterov momentum 0.9, weight decay 1e-4, learning rate divided
 by 10 at 1/3 and 2/3 of the epochs, optional crop / flip / affine augmentation); adversarial training A.3
 (L-inf PGD inner maximisation; `adv_fraction` weighs the adversarial loss: 1.0 is Madry et al.'s pure PGD
-training).
+training) or TRADES (Eq. 4: CE + beta * KL with TRADES' KL inner maximisation, beta = 10 in the paper).
+A donor may train on its own `data` (cross-task stitching); `train_size` there sets its data fraction.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from torch import nn
 from analysis.schema import DONOR_SCHEMA, SCHEMA_VERSION
 
 from . import __version__
-from .attacks import pgd_linf
+from .attacks import kl_divergence, pgd_linf, trades_linf
 from .augment import augment
 from .data import Splits, batches, make_splits
 from .evaluate import predict, robust_accuracy
@@ -59,6 +60,13 @@ def train_donor(donor: DonorSpec, splits: Splits, device: torch.device,
                 loss = donor.adv_fraction * loss_fn(model(x_adv), yb)
                 if donor.adv_fraction < 1.0:
                     loss = loss + (1 - donor.adv_fraction) * loss_fn(model(xb), yb)
+            elif donor.training == "trades":  # seed 000 Eq. 4 (A.3), beta = 10 there
+                model.eval()
+                x_adv = trades_linf(model, xb, donor.eps, donor.step_size, donor.steps, generator=gen)
+                model.train()
+                logits = model(xb)
+                loss = loss_fn(logits, yb) + donor.beta * kl_divergence(torch.softmax(logits, dim=1),
+                                                                         model(x_adv))
             else:
                 model.train()
                 loss = loss_fn(model(xb), yb)
@@ -114,7 +122,8 @@ def run_donor(donor: DonorSpec, evaluation: EvalSpec, sweep: SweepDir, device: t
     row = {
         "donor": donor.name, "ref": donor.ref, "donor_key": donor.donor_key, "sweep": sweep.name,
         "arch": donor.arch, "dataset": d.dataset, "training": donor.training or donor.source,
-        "epochs": donor.epochs,
+        "epochs": donor.epochs, "beta": donor.beta, "adv_fraction": donor.adv_fraction,
+        "train_size": d.train_size,
         "seed": donor.seed, "n_eval_robust": evaluation.n_eval_robust, "eps": evaluation.eps,
         "stitchsweep_version": __version__, "schema_version": SCHEMA_VERSION,
     }
