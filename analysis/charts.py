@@ -1,9 +1,14 @@
 """Altair charts of stitching results. Charts are data in, `alt.Chart` out: test them via `to_dict()`.
 
-The stitching plot (seed 000, Fig. 1): stitch points on x, ordered from "end model" (zero layers of the
+The stitching plot (seed 000, Fig. 1-3, 5): stitch points on x, ordered from "end model" (zero layers of the
 front network) through every stitch point to "front model"; clean and robust accuracy of the stitched
 networks on y (the mean over seeds); the interval between the two donors' clean accuracies as a blue band and
-between their robust accuracies as a yellow band.
+between their robust accuracies as a yellow band. One panel per donor pair (rows) and *setting* (columns): the
+objective with the options that tell its runs apart (alpha, beta, init, stitcher, the data it was trained on).
+
+The class-collapse plot (Fig. 4, 6): the ratio of the most often predicted class over the test set per stitch
+point, with the 1/num_classes line of an unbiased classifier. The cross-task plot (Fig. 8): stitching plots
+of pairs whose donors were trained on different datasets, one column per dataset the stitcher trained on.
 """
 
 from __future__ import annotations
@@ -16,10 +21,42 @@ FRONT_LABEL = "front model"
 METRIC_COLORS = {"accuracy": "#1f77b4", "robust accuracy": "#e6a800"}
 
 
-def stitching_data(trials: pd.DataFrame, front: str, end: str, objective: str) -> tuple[pd.DataFrame, list[str]]:
-    """Long-format points (x, metric, value) of one stitching plot, and the x order."""
-    t = trials[(trials["status"] == "done") & (trials["front"] == front) & (trials["end"] == end)
-               & (trials["objective"] == objective)]
+def setting_label(trials: pd.DataFrame) -> pd.Series:
+    """'adv alpha=0.5', 'trades beta=1', 'tlm init=identity', 'tlm on digits': the objective plus whatever
+    options distinguish runs of it (the label is just the objective when none are set)."""
+
+    def one(r) -> str:
+        parts = [str(r.get("objective"))]
+        if pd.notna(r.get("alpha")):
+            parts.append(f"alpha={r['alpha']:g}")
+        if pd.notna(r.get("beta")):
+            parts.append(f"beta={r['beta']:g}")
+        if pd.notna(r.get("init")) and r.get("init") != "random":
+            parts.append(f"init={r['init']}")
+        if pd.notna(r.get("stitcher")) and r.get("stitcher") != "affine":
+            parts.append(str(r["stitcher"]))
+        if r.get("stitch_data") in ("front", "end") and r.get("front_dataset") != r.get("end_dataset"):
+            parts.append(f"on {r['dataset']}")
+        return " ".join(parts)
+
+    if trials.empty:
+        return pd.Series([], dtype=str, index=trials.index)
+    return trials.apply(one, axis=1)
+
+
+def _with_setting(trials: pd.DataFrame) -> pd.DataFrame:
+    return trials if "setting" in trials.columns else trials.assign(setting=setting_label(trials))
+
+
+def _panel(trials: pd.DataFrame, front: str, end: str, setting: str) -> pd.DataFrame:
+    t = _with_setting(trials)
+    return t[(t["status"] == "done") & (t["front"] == front) & (t["end"] == end) & (t["setting"] == setting)]
+
+
+def stitching_data(trials: pd.DataFrame, front: str, end: str, setting: str) -> tuple[pd.DataFrame, list[str]]:
+    """Long-format points (x, metric, value) of one stitching plot, and the x order. `setting` is an
+    objective label from `setting_label` (for a run without options, the objective's name)."""
+    t = _panel(trials, front, end, setting)
     if t.empty:
         return pd.DataFrame(columns=["x", "metric", "value", "n_seeds"]), [END_LABEL, FRONT_LABEL]
     order = (t[["front_point", "point_index"]].drop_duplicates().sort_values("point_index")["front_point"]
@@ -43,10 +80,19 @@ def stitching_data(trials: pd.DataFrame, front: str, end: str, objective: str) -
     return pd.DataFrame(rows), [END_LABEL, *order, FRONT_LABEL]
 
 
-def stitching_plot(trials: pd.DataFrame, front: str, end: str, objective: str,
-                   width: int = 320, height: int = 220) -> alt.LayerChart:
+def _pair_title(t: pd.DataFrame, front: str, end: str) -> str:
+    if t.empty or "front_dataset" not in t or t["front_dataset"].isna().all():
+        return f"{front} -> {end}"
+    r = t.iloc[0]
+    if r["front_dataset"] == r["end_dataset"]:
+        return f"{front} -> {end}"
+    return f"{front} ({r['front_dataset']}) -> {end} ({r['end_dataset']})"
+
+
+def stitching_plot(trials: pd.DataFrame, front: str, end: str, setting: str,
+                   width: int = 300, height: int = 200) -> alt.LayerChart:
     """One stitching plot: stitched accuracies over stitch points with the donors' accuracy bands."""
-    points, order = stitching_data(trials, front, end, objective)
+    points, order = stitching_data(trials, front, end, setting)
     color = alt.Color("metric:N", title=None,
                       scale=alt.Scale(domain=list(METRIC_COLORS), range=list(METRIC_COLORS.values())))
     donors = points[points["x"].isin([END_LABEL, FRONT_LABEL])]
@@ -60,14 +106,73 @@ def stitching_plot(trials: pd.DataFrame, front: str, end: str, objective: str,
         color=color,
         tooltip=["x:N", "metric:N", alt.Tooltip("value:Q", format=".3f"), "n_seeds:Q"],
     )
-    title = f"{front} -> {end} ({objective})"
+    title = f"{_pair_title(_panel(trials, front, end, setting), front, end)} ({setting})"
     return alt.layer(band, lines).properties(width=width, height=height, title=title)
 
 
+def _pairs_and_settings(trials: pd.DataFrame) -> tuple[pd.DataFrame, list, list[str]]:
+    done = _with_setting(trials[trials["status"] == "done"])
+    pairs = list(done[["front", "end"]].drop_duplicates().sort_values(["front", "end"]).itertuples(index=False))
+    return done, pairs, sorted(done["setting"].unique())
+
+
 def stitching_grid(trials: pd.DataFrame) -> alt.VConcatChart:
-    """Stitching plots of every (front, end) pair (rows) and objective (columns)."""
-    done = trials[trials["status"] == "done"]
-    pairs = done[["front", "end"]].drop_duplicates().sort_values(["front", "end"]).itertuples(index=False)
-    objectives = sorted(done["objective"].unique())
-    rows = [alt.hconcat(*[stitching_plot(trials, p.front, p.end, o) for o in objectives]) for p in pairs]
+    """Stitching plots of every (front, end) pair (rows) and setting (columns); a pair shows only the
+    settings it was run with."""
+    done, pairs, _ = _pairs_and_settings(trials)
+    rows = []
+    for p in pairs:
+        mine = done[(done["front"] == p.front) & (done["end"] == p.end)]
+        rows.append(alt.hconcat(*[stitching_plot(done, p.front, p.end, s) for s in sorted(mine["setting"].unique())]))
     return alt.vconcat(*rows).resolve_scale(color="shared")
+
+
+def is_cross_task(trials: pd.DataFrame) -> pd.Series:
+    """Rows whose front and end donors were trained on different datasets."""
+    if "front_dataset" not in trials or "end_dataset" not in trials:
+        return pd.Series(False, index=trials.index)
+    return trials["front_dataset"].notna() & (trials["front_dataset"] != trials["end_dataset"])
+
+
+def cross_task_grid(trials: pd.DataFrame) -> alt.VConcatChart:
+    """Fig. 8: stitching plots of the cross-task pairs, one column per setting (incl. the stitcher's data)."""
+    return stitching_grid(trials[is_cross_task(trials)])
+
+
+def class_collapse_data(trials: pd.DataFrame, front: str, end: str) -> tuple[pd.DataFrame, list[str], float | None]:
+    """Per setting and stitch point, the mean most-frequent-class ratio; the x order; 1/num_classes."""
+    done = _with_setting(trials[trials["status"] == "done"])
+    t = done[(done["front"] == front) & (done["end"] == end)]
+    if t.empty:
+        return pd.DataFrame(columns=["x", "setting", "ratio"]), [], None
+    order = t[["front_point", "point_index"]].drop_duplicates().sort_values("point_index")["front_point"].tolist()
+    agg = (t.groupby(["setting", "front_point"])["most_frequent_class_ratio"].mean().reset_index()
+           .rename(columns={"front_point": "x", "most_frequent_class_ratio": "ratio"}))
+    classes = t["num_classes"].dropna() if "num_classes" in t else pd.Series(dtype=float)
+    return agg, order, (1.0 / classes.iloc[0]) if len(classes) else None
+
+
+def class_collapse_plot(trials: pd.DataFrame, front: str, end: str, width: int = 300,
+                        height: int = 200) -> alt.LayerChart:
+    """Fig. 4/6: the most-frequent-class ratio of the stitched networks per stitch point, one line per
+    setting, and the 1/num_classes line (black) that an unbiased classifier on balanced data sits on."""
+    data, order, chance = class_collapse_data(trials, front, end)
+    lines = alt.Chart(data).mark_line(point=True).encode(
+        x=alt.X("x:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-40)),
+        y=alt.Y("ratio:Q", title="most frequent class ratio", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("setting:N", title="setting"),
+        tooltip=["x:N", "setting:N", alt.Tooltip("ratio:Q", format=".3f")],
+    )
+    layers = [lines]
+    if chance is not None:
+        layers.append(alt.Chart(pd.DataFrame({"chance": [chance]})).mark_rule(color="black").encode(
+            y="chance:Q"))
+    return alt.layer(*layers).properties(width=width, height=height, title=f"{front} -> {end}")
+
+
+def class_collapse_grid(trials: pd.DataFrame, per_row: int = 3) -> alt.VConcatChart:
+    """One class-collapse plot per donor pair, `per_row` to a row."""
+    _, pairs, _ = _pairs_and_settings(trials)
+    plots = [class_collapse_plot(trials, p.front, p.end) for p in pairs]
+    rows = [alt.hconcat(*plots[i:i + per_row]) for i in range(0, len(plots), per_row)]
+    return alt.vconcat(*rows)

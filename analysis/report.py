@@ -6,15 +6,16 @@ import html
 import re
 from pathlib import Path
 
+import altair as alt
 import pandas as pd
 
-from .charts import stitching_grid
+from .charts import class_collapse_grid, cross_task_grid, is_cross_task, setting_label, stitching_grid
 from .load import load
 
-TRIAL_COLUMNS = ["front", "end", "front_point", "objective", "alpha", "seed", "clean_acc", "relative_acc",
-                 "robust_acc", "most_frequent_class_ratio", "time_fit_s", "time_total_s"]
-DONOR_COLUMNS = ["donor", "arch", "training", "epochs", "clean_acc", "robust_acc", "n_eval_robust", "eps",
-                 "trained_now"]
+TRIAL_COLUMNS = ["front", "end", "dataset", "front_point", "setting", "seed", "clean_acc", "relative_acc",
+                 "robust_acc", "most_frequent_class_ratio", "dm_residual", "time_fit_s", "time_total_s"]
+DONOR_COLUMNS = ["donor", "arch", "dataset", "training", "beta", "epochs", "train_size", "clean_acc",
+                 "robust_acc", "n_eval_robust", "eps", "trained_now"]
 
 
 def _table(df: pd.DataFrame, columns: list[str]) -> str:
@@ -22,49 +23,69 @@ def _table(df: pd.DataFrame, columns: list[str]) -> str:
     return df[cols].to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="", border=0)
 
 
-def write_report(results: str | Path, out: str | Path) -> Path:
-    """Write `index.html`, `stitching.png` (all plots), one `stitching_<front>__<end>.png` per donor pair,
-    `trials.csv` and `donors.csv` into `out`; return the HTML path."""
+def _png(chart, path: Path) -> None:
     import vl_convert
 
+    path.write_bytes(vl_convert.vegalite_to_png(chart.to_dict(), scale=1.5))
+
+
+def write_report(results: str | Path, out: str | Path) -> Path:
+    """Write into `out`: `index.html`; `stitching.png` (every same-task pair and setting) with one
+    `stitching_<front>__<end>.png` per pair; `most_frequent_class.png` (Fig. 4/6); `cross_task.png` (Fig. 8,
+    when the sweep has cross-task pairs); `trials.csv` and `donors.csv`. Returns the HTML path."""
     results, out = Path(results), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tables = load(results)
     trials, donors = tables["trials"], tables["donors"]
+    trials = trials.assign(setting=setting_label(trials))
     trials.to_csv(out / "trials.csv", index=False)
     donors.to_csv(out / "donors.csv", index=False)
 
-    n_done = int((trials["status"] == "done").sum())
+    done = trials[trials["status"] == "done"]
     failed = trials[trials["status"] == "failed"]
-    parts = [
+    cross = is_cross_task(done)
+    same_task, cross_task = done[~cross], done[cross]
+    intro = [
         f"<h1>stitchsweep report: {html.escape(results.name)}</h1>",
-        f"<p>{len(trials)} trials recorded: {n_done} done, {len(failed)} failed."
+        f"<p>{len(trials)} trials recorded: {len(done)} done, {len(failed)} failed."
         " Stitching plots: clean (blue) and robust (yellow) accuracy of the stitched network at each stitch"
-        " point; bands span the two donors' accuracies.</p>",
+        " point; bands span the two donors' accuracies. One row per donor pair, one column per setting"
+        " (objective, alpha, beta, init, stitcher). Class collapse: the share of the most often predicted"
+        " class (black line: 1/number of classes)."
+        + (" Cross-task: donors trained on different datasets; 'on D' names the data the stitcher was"
+           " trained and tested on; each band spans the donors' accuracies on their own tasks." if len(cross_task)
+           else "") + "</p>",
     ]
-    chart_html = "<p>No finished trials to plot yet.</p>"
-    if n_done:
-        chart = stitching_grid(trials)
-        (out / "stitching.png").write_bytes(vl_convert.vegalite_to_png(chart.to_dict(), scale=1.5))
-        chart_html = chart.to_html(inline=True)
-        done = trials[trials["status"] == "done"]
-        for pair in done[["front", "end"]].drop_duplicates().itertuples(index=False):
-            one = stitching_grid(done[(done["front"] == pair.front) & (done["end"] == pair.end)])
-            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"stitching_{pair.front}__{pair.end}")
-            (out / f"{name}.png").write_bytes(vl_convert.vegalite_to_png(one.to_dict(), scale=1.5))
-    parts.append("<h2>Donors</h2>" + _table(donors, DONOR_COLUMNS))
+    sections = []
+    if len(same_task):
+        grid = stitching_grid(same_task)
+        _png(grid, out / "stitching.png")
+        sections.append(grid.properties(title="Stitching plots"))
+        for pair in same_task[["front", "end"]].drop_duplicates().itertuples(index=False):
+            one = stitching_grid(same_task[(same_task["front"] == pair.front) & (same_task["end"] == pair.end)])
+            _png(one, out / (re.sub(r"[^A-Za-z0-9_.-]+", "_", f"stitching_{pair.front}__{pair.end}") + ".png"))
+    if len(done):
+        collapse = class_collapse_grid(done)
+        _png(collapse, out / "most_frequent_class.png")
+        sections.append(collapse.properties(title="Class collapse: most frequent class ratio"))
+    if len(cross_task):
+        ct = cross_task_grid(cross_task)
+        _png(ct, out / "cross_task.png")
+        sections.append(ct.properties(title="Cross-task stitching"))
+
+    rest = ["<h2>Donors</h2>" + _table(donors, DONOR_COLUMNS)]
     if len(failed):
-        parts.append("<h2>Failed trials</h2>" + _table(failed, ["trial_id", "front", "end", "front_point",
-                                                                 "objective", "error"]))
-    parts.append("<h2>Trials</h2>" + _table(trials[trials["status"] == "done"].sort_values(
-        ["front", "end", "objective", "point_index"]), TRIAL_COLUMNS))
-    body = "\n".join(parts)
+        rest.append("<h2>Failed trials</h2>" + _table(failed, ["trial_id", "front", "end", "front_point",
+                                                               "setting", "error"]))
+    rest.append("<h2>Trials</h2>" + _table(done.sort_values(["front", "end", "setting", "point_index"]),
+                                           TRIAL_COLUMNS))
     marker = '<div class="vega-visualization" id="vis"></div>'
-    if marker in chart_html:
-        page = chart_html.replace(marker, f"{parts[0]}{parts[1]}<h2>Stitching plots</h2>{marker}"
-                                  + "\n".join(parts[2:]), 1)
+    if sections:
+        chart_html = alt.vconcat(*sections, spacing=40).resolve_scale(color="independent").to_html(inline=True)
+        page = chart_html.replace(marker, "".join(intro) + "<h2>Charts</h2>" + marker + "\n".join(rest), 1)
     else:
-        page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{body}{chart_html}</body></html>"
+        page = ("<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>" + "".join(intro)
+                + "<p>No finished trials to plot yet.</p>" + "\n".join(rest) + "</body></html>")
     index = out / "index.html"
     index.write_text(page)
     return index

@@ -66,6 +66,7 @@ TRIAL_SCHEMA = pa.schema(
         ("relative_acc", pa.float64()),  # clean_acc / the clean accuracy of the donor trained on `dataset`
         ("most_frequent_class", pa.int32()),
         ("most_frequent_class_ratio", pa.float64()),
+        ("num_classes", pa.int32()),  # of the test data: 1/num_classes is the ratio of an unbiased classifier
         ("final_train_loss", pa.float64()),
         ("dm_residual", pa.float64()),
         ("front_clean_acc", pa.float64()),

@@ -49,12 +49,17 @@ def cmd_plan(args) -> int:
             origin = d.path if d.source == "file" else f"RobustBench {d.robustbench_id} in {d.path}"
             print(f"  donor {d.ref}: {d.arch} from {origin} key={d.donor_key}")
             continue
-        extra = f" eps={d.eps:g} steps={d.steps}" if d.training == "pgd" else ""
-        print(f"  donor {d.ref}: {d.arch} {d.training} epochs={d.epochs} seed={d.seed}{extra}"
-              f" key={d.donor_key}")
+        extra = f" eps={d.eps:g} step={d.step_size:g} steps={d.steps}" if d.training != "plain" else ""
+        extra += f" beta={d.beta:g}" if d.beta is not None else ""
+        data = d.data
+        print(f"  donor {d.ref}: {d.arch} {d.training} on {data.dataset} (train_size={data.train_size})"
+              f" epochs={d.epochs} seed={d.seed}{extra} key={d.donor_key}")
     for s in sweep.trials:
-        alpha = "" if s.alpha is None else f" alpha={s.alpha:g}"
-        print(f"  {s.trial_id}  {s.front} -> {s.end} @{s.front_point} {s.objective}{alpha} seed={s.seed}")
+        opts = "".join(f" {k}={v:g}" for k, v in (("alpha", s.alpha), ("beta", s.beta)) if v is not None)
+        opts += f" init={s.init}" if s.init not in (None, "random") else ""
+        opts += f" stitcher={s.stitcher}" if s.stitcher != "affine" else ""
+        opts += f" on={s.dataset}" if s.stitch_data in ("front", "end") else ""
+        print(f"  {s.trial_id}  {s.front} -> {s.end} @{s.front_point} {s.objective}{opts} seed={s.seed}")
     return 0
 
 

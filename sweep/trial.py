@@ -113,6 +113,7 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
     out["clean_acc"] = float((pred == splits.test_y).float().mean())
     out["most_frequent_class"], out["most_frequent_class_ratio"] = most_frequent_class(
         pred, splits.num_classes)
+    out["num_classes"] = splits.num_classes
     front_acc, front_rob = donor_accuracies(sweep, spec.front_key, spec)
     end_acc, end_rob = donor_accuracies(sweep, spec.end_key, spec)
     # Relative to the end model, or, in cross-task stitching on the front's data, to the front model: the

@@ -2,7 +2,8 @@
 
 import pandas as pd
 
-from analysis.charts import END_LABEL, FRONT_LABEL, stitching_data, stitching_grid, stitching_plot
+from analysis.charts import (END_LABEL, FRONT_LABEL, class_collapse_data, class_collapse_plot, cross_task_grid,
+                             is_cross_task, setting_label, stitching_data, stitching_grid, stitching_plot)
 
 
 def _trials() -> pd.DataFrame:
@@ -41,3 +42,69 @@ def test_stitching_plot_has_donor_bands_and_sorted_axis():
 def test_grid_has_a_row_per_pair_and_a_column_per_objective():
     spec = stitching_grid(_trials()).to_dict()
     assert len(spec["vconcat"]) == 1 and len(spec["vconcat"][0]["hconcat"]) == 2
+
+
+def _robust_trials() -> pd.DataFrame:
+    rows = []
+    settings = [dict(objective="adv", alpha=0.5), dict(objective="adv", alpha=1.0),
+                dict(objective="trades", beta=1.0), dict(objective="tlm", init="identity")]
+    for extra in settings:
+        for i, point in enumerate(["layer1.0", "layer2.0"], start=1):
+            rows.append(dict(status="done", front="zoo:p", end="zoo:q", front_point=point, point_index=i, seed=0,
+                             clean_acc=0.5, robust_acc=0.1, most_frequent_class_ratio=0.1 * i, num_classes=10,
+                             end_clean_acc=0.9, end_robust_acc=0.0, front_clean_acc=0.8, front_robust_acc=0.4,
+                             dataset="fashion_mnist", front_dataset="fashion_mnist", end_dataset="fashion_mnist",
+                             stitch_data="sweep", stitcher="affine", **{"init": "random", **extra}))
+    for data in ("fashion_mnist", "digits"):
+        rows.append(dict(status="done", front="zoo:p", end="zoo:d", objective="tlm", front_point="layer1.0",
+                         point_index=1, seed=0, clean_acc=0.7, robust_acc=0.0, most_frequent_class_ratio=0.2,
+                         num_classes=10, end_clean_acc=0.95, front_clean_acc=0.8, dataset=data,
+                         front_dataset="fashion_mnist", end_dataset="digits",
+                         stitch_data="front" if data == "fashion_mnist" else "end", init="random"))
+    return pd.DataFrame(rows)
+
+
+def test_settings_name_the_options_that_distinguish_runs():
+    labels = set(setting_label(_robust_trials()))
+    assert labels == {"adv alpha=0.5", "adv alpha=1", "trades beta=1", "tlm init=identity",
+                      "tlm on fashion_mnist", "tlm on digits"}
+
+
+def test_grid_has_one_panel_per_pair_and_setting_and_alpha():
+    spec = stitching_grid(_robust_trials()).to_dict()
+    panels = [len(row["hconcat"]) for row in spec["vconcat"]]
+    assert sorted(panels) == [2, 4]  # zoo:p->zoo:d: two data roles; zoo:p->zoo:q: four settings
+
+
+def test_class_collapse_plot_draws_the_one_over_classes_line():
+    data, order, chance = class_collapse_data(_robust_trials(), "zoo:p", "zoo:q")
+    assert chance == 0.1 and order == ["layer1.0", "layer2.0"]
+    assert len(data) == 8 and set(data["setting"]) == {"adv alpha=0.5", "adv alpha=1", "trades beta=1",
+                                                        "tlm init=identity"}
+    spec = class_collapse_plot(_robust_trials(), "zoo:p", "zoo:q").to_dict()
+    rule = spec["layer"][1]
+    assert rule["mark"]["type"] == "rule" and spec["datasets"][rule["data"]["name"]] == [{"chance": 0.1}]
+
+
+def test_cross_task_grid_keeps_only_pairs_across_datasets():
+    t = _robust_trials()
+    assert is_cross_task(t).sum() == 2
+    spec = cross_task_grid(t).to_dict()
+    assert len(spec["vconcat"]) == 1 and len(spec["vconcat"][0]["hconcat"]) == 2
+    assert "zoo:p (fashion_mnist) -> zoo:d (digits)" in str(spec)
+
+
+def test_report_has_every_plot(tmp_path):
+    from analysis.report import write_report
+    from analysis.schema import TRIAL_SCHEMA
+    from sweep.results import write_rows
+
+    results = tmp_path / "sweep"
+    for i, row in enumerate(_robust_trials().to_dict("records")):
+        row = {k: (None if isinstance(v, float) and pd.isna(v) else v) for k, v in row.items()}
+        write_rows(results / "trials" / f"{i}.parquet", [dict(row, trial_id=str(i))], TRIAL_SCHEMA)
+    index = write_report(results, tmp_path / "report")
+    for png in ("stitching.png", "most_frequent_class.png", "cross_task.png", "stitching_zoo_p__zoo_q.png"):
+        assert (tmp_path / "report" / png).stat().st_size > 1000, png
+    page = index.read_text()
+    assert "Cross-task stitching" in page and "Class collapse" in page and "<h2>Trials</h2>" in page

@@ -1,0 +1,365 @@
+"""Robust stitching (seed 000): the adversarial objectives' math, the stitcher options, TRADES donors and
+cross-task stitching, end to end on the digits (and Fashion-MNIST for cross-task)."""
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from sweep.attacks import kl_divergence, pgd_linf, trades_linf
+from sweep.data import make_splits
+from sweep.errors import SpecError
+from sweep.models import build, split, stitch_points
+from sweep.objectives import (OBJECTIVES, FitContext, adv_loss, adv_mix_count, adv_mix_loss, direct_match,
+                              trades_loss)
+from sweep.results import SweepDir
+from sweep.spec import parse_space
+from sweep.stitching import Stitcher
+from sweep.trial import run_trial
+from sweep.zoo import run_donor
+
+from .conftest import TINY_SPACE
+
+
+def _net(seed=0):
+    torch.manual_seed(seed)
+    return build("resnet_tiny", 1, 10, (0.1,), (0.25,), image_size=28).eval()
+
+
+@pytest.fixture(scope="module")
+def batch():
+    splits = make_splits("digits", None, 200, None)
+    return splits.train_x[:32], splits.train_y[:32]
+
+
+# ---------------------------------------------------------------------------------------------- attacks
+
+
+@pytest.mark.parametrize("random_start", [True, False])
+def test_pgd_stays_in_the_eps_ball_and_in_pixel_range_and_raises_the_loss(batch, random_start):
+    x, y = batch
+    net = _net()
+    x_adv = pgd_linf(net, x, y, eps=0.3, step_size=0.1, steps=10, random_start=random_start,
+                     generator=torch.Generator().manual_seed(0))
+    assert (x_adv - x).abs().max() <= 0.3 + 1e-6
+    assert x_adv.min() >= 0.0 and x_adv.max() <= 1.0
+    ce = nn.CrossEntropyLoss()
+    with torch.no_grad():
+        assert ce(net(x_adv), y) > ce(net(x), y)
+
+
+def test_trades_attack_stays_in_the_ball_and_raises_the_kl(batch):
+    x, _ = batch
+    net = _net()
+    x_adv = trades_linf(net, x, eps=0.3, step_size=0.1, steps=10, generator=torch.Generator().manual_seed(0))
+    assert (x_adv - x).abs().max() <= 0.3 + 1e-6 and x_adv.min() >= 0.0 and x_adv.max() <= 1.0
+    with torch.no_grad():
+        p = torch.softmax(net(x), 1)
+        assert kl_divergence(p, net(x_adv)) > 10 * kl_divergence(p, net(x)).abs() + 1e-4
+
+
+# ------------------------------------------------------------------------------------------ batch losses
+
+
+def test_adv_with_alpha_zero_is_the_task_loss_and_mixes_linearly(batch):
+    x, y = batch
+    net = _net()
+    x_adv = pgd_linf(net, x, y, 0.3, 0.1, 3, generator=torch.Generator().manual_seed(1))
+    ce = nn.CrossEntropyLoss()
+    clean, adv = ce(net(x), y), ce(net(x_adv), y)
+    assert torch.equal(adv_loss(net, x, y, x_adv, 0.0), clean)
+    assert torch.equal(adv_loss(net, x, y, None, 0.0), clean)  # no attack needed at alpha 0
+    assert torch.allclose(adv_loss(net, x, y, x_adv, 0.25), 0.75 * clean + 0.25 * adv)
+    assert torch.allclose(adv_loss(net, x, y, x_adv, 1.0), adv)
+
+
+def test_adv_mix_replaces_a_fraction_of_the_batch(batch):
+    x, y = batch
+    net = _net()
+    k = adv_mix_count(len(y), 0.5)
+    assert k == 16 and adv_mix_count(len(y), 0.0) == 0 and adv_mix_count(len(y), 1.0) == 32
+    x_adv = pgd_linf(net, x[:k], y[:k], 0.3, 0.1, 3, random_start=False)
+    ce = nn.CrossEntropyLoss(reduction="sum")
+    want = (ce(net(x_adv), y[:k]) + ce(net(x[k:]), y[k:])) / len(y)
+    assert torch.allclose(adv_mix_loss(net, x, y, x_adv, 0.5), want, atol=1e-6)
+    assert torch.equal(adv_mix_loss(net, x, y, None, 0.0), nn.CrossEntropyLoss()(net(x), y))
+
+
+def test_trades_with_beta_zero_is_plain_cross_entropy(batch):
+    x, y = batch
+    net = _net()
+    x_adv = trades_linf(net, x, 0.3, 0.1, 3, generator=torch.Generator().manual_seed(0))
+    ce = nn.CrossEntropyLoss()(net(x), y)
+    assert torch.equal(trades_loss(net, x, y, x_adv, 0.0), ce)
+    with torch.no_grad():
+        kl = kl_divergence(torch.softmax(net(x), 1), net(x_adv))
+        assert torch.allclose(trades_loss(net, x, y, x_adv, 2.5), ce + 2.5 * kl)
+        assert kl_divergence(torch.softmax(net(x), 1), net(x)).abs() < 1e-6  # KL(p || p) = 0
+
+
+# ----------------------------------------------------------------------------------------- the stitcher
+
+
+def test_identity_init_reproduces_the_unstitched_network_exactly(batch):
+    x, _ = batch
+    net = _net()
+    for point in stitch_points("resnet_tiny"):
+        front, end = split(net, point)
+        with torch.no_grad():
+            a = front(x)
+            stitcher = Stitcher.for_shapes(a.shape, a.shape, "identity").eval()
+            assert torch.equal(end(stitcher(a)), net(x)), point
+
+
+def test_bn_affine_bn_stitcher_is_batchnorm_map_batchnorm_and_near_identity_at_identity_init(batch):
+    x, _ = batch
+    net = _net()
+    front, end = split(net, "layer2.0")
+    with torch.no_grad():
+        a = front(x)
+        s = Stitcher.for_shapes(a.shape, a.shape, "identity", "bn_affine_bn").eval()
+        assert isinstance(s.bn_in, nn.BatchNorm2d) and isinstance(s.bn_out, nn.BatchNorm2d)
+        # eval-mode BatchNorms at their initial statistics divide by sqrt(1 + eps) each
+        assert torch.allclose(s(a), a / (1 + 1e-5), rtol=1e-6, atol=1e-6)
+        tokens = Stitcher.for_shapes(torch.Size([2, 5, 8]), torch.Size([2, 5, 8]), "identity", "bn_affine_bn")
+        t = torch.randn(4, 5, 8)
+        assert tokens.train()(t).shape == t.shape
+
+
+def _ctx(net, point, spec_fields, splits):
+    front, end = split(net, point)
+    end_front, _ = split(net, point)
+    with torch.no_grad():
+        shape = front(splits.train_x[:2]).shape
+    spec = type("Spec", (), dict(spec_fields))()
+    stitcher = Stitcher.for_shapes(shape, shape, "random", spec.stitcher)
+    return FitContext(front=front, end=end, stitcher=stitcher, splits=splits, spec=spec,
+                      device=torch.device("cpu"), end_front=end_front)
+
+
+@pytest.mark.parametrize("kind", ["affine", "bn_affine_bn"])
+def test_direct_matching_self_stitch_is_exact_for_both_stitchers(kind):
+    splits = make_splits("digits", None, 200, None)
+    net = _net()
+    ctx = _ctx(net, "layer2.1", {"dm_samples": 50, "stitcher": kind}, splits)
+    out = direct_match(ctx)
+    assert out["dm_residual"] < 1e-5
+    x = splits.test_x[:64]
+    with torch.no_grad():
+        assert torch.allclose(ctx.end(ctx.stitcher.eval()(ctx.front(x))), net(x), atol=1e-3)
+
+
+def test_direct_matching_refuses_too_few_samples_and_says_how_many():
+    splits = make_splits("digits", None, 200, None)
+    ctx = _ctx(_net(), "layer3.1", {"dm_samples": 1, "stitcher": "affine"}, splits)
+    c = ctx.front(splits.train_x[:1]).shape
+    with pytest.raises(ValueError, match=r"dm_samples: K=1 .* needs K >= \d+"):
+        direct_match(ctx)
+    assert c[2] * c[3] < c[1] + 1  # the point really is under-determined with one image
+
+
+def test_adv_with_alpha_zero_trains_the_same_stitcher_as_tlm():
+    splits = make_splits("digits", 300, 100, None)
+    fields = dict(epochs=1, lr=0.01, batch_size=64, init="random", donor_bn="frozen", seed=3,
+                  stitcher="affine", objective="x", precision="fp32", channels_last=False, alpha=0.0,
+                  adv_eps=0.3, adv_step_size=0.1, adv_steps=2, adv_random_start=True)
+    weights = {}
+    for name in ("tlm", "adv"):
+        torch.manual_seed(0)
+        ctx = _ctx(_net(), "layer2.0", fields, splits)
+        OBJECTIVES[name].fit(ctx)
+        weights[name] = ctx.stitcher.map.weight.detach().clone()
+    assert torch.equal(weights["tlm"], weights["adv"])
+
+
+# ------------------------------------------------------------------------------------ the search space
+
+
+ROBUST_SPACE = copy.deepcopy(TINY_SPACE)
+ROBUST_SPACE["stitching"] = {
+    "pairs": [{"front": "zoo:plain_a", "end": "zoo:plain_a"}],
+    "stitch_points": ["layer2.0"],
+    "objectives": ["adv", "adv_mix", "trades"],
+    "alphas": [0.5, 1.0],
+    "betas": [1.0],
+    "epochs": 1,
+    "lr": 0.01,
+    "batch_size": 64,
+    "adv_steps": 2,
+}
+
+
+@pytest.fixture
+def robust_space():
+    return copy.deepcopy(ROBUST_SPACE)
+
+
+def test_adversarial_fields_are_recorded_per_objective(robust_space):
+    trials = parse_space(robust_space).trials
+    assert sorted((t.objective, t.alpha, t.beta) for t in trials) == [
+        ("adv", 0.5, None), ("adv", 1.0, None), ("adv_mix", 0.5, None), ("adv_mix", 1.0, None),
+        ("trades", None, 1.0)]
+    adv = next(t for t in trials if t.objective == "adv")
+    assert (adv.adv_eps, adv.adv_step_size, adv.adv_steps, adv.adv_random_start) == (0.3, 0.1, 2, True)
+    assert next(t for t in trials if t.objective == "adv_mix").adv_random_start is False  # as their code
+
+
+def test_paper_threat_defaults_follow_the_dataset(robust_space):
+    del robust_space["evaluation"]["eps"]
+    t = parse_space(robust_space).trials[0]
+    assert (t.eps, t.adv_eps, t.adv_step_size) == (0.3, 0.3, 0.1)  # A.3 for the MNIST family
+    robust_space["stitching"]["adv_eps"] = 0.15  # a different eps keeps the paper's eps/step ratio
+    assert parse_space(robust_space).trials[0].adv_step_size == pytest.approx(0.05)
+
+
+BAD = [
+    ("stitching.alphas", [0.5, 1.5], "stitching.alphas[1]", "1.5"),
+    ("stitching.alphas", [-0.1], "stitching.alphas[0]", "-0.1"),
+    ("stitching.betas", [-1], "stitching.betas[0]", "-1"),
+    ("stitching.adv_eps", -0.1, "stitching.adv_eps", "-0.1"),
+    ("evaluation.eps", -0.1, "evaluation.eps", "-0.1"),
+    ("stitching.init", "zeros", "stitching.init", "zeros"),
+    ("stitching.stitcher", "bn", "stitching.stitcher", "bn"),
+    ("donors.plain_a.beta", 10, "donors.plain_a.beta", "training: trades"),
+    ("donors.plain_a.data", {"dataset": "imagenet"}, "donors.plain_a.data.dataset", "imagenet"),
+    ("stitching.pairs", [{"front": "zoo:plain_a", "end": "zoo:plain_a", "data": "middle"}],
+     "stitching.pairs[0].data", "middle"),
+]
+
+
+@pytest.mark.parametrize("path,value,field,found", BAD, ids=[f"{b[0]}={b[1]}" for b in BAD])
+def test_bad_robust_input_names_the_field(robust_space, path, value, field, found):
+    node = robust_space
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node[k]
+    node[keys[-1]] = value
+    with pytest.raises(SpecError) as err:
+        parse_space(robust_space)
+    assert str(err.value).startswith(field + ":"), str(err.value)
+    assert found in str(err.value)
+
+
+def test_an_option_of_an_objective_not_chosen_is_refused(robust_space):
+    robust_space["stitching"]["objectives"] = ["tlm", "trades"]
+    with pytest.raises(SpecError, match=r"^stitching.alphas: .*applies to objectives \['adv', 'adv_mix'\]"):
+        parse_space(robust_space)
+    robust_space["stitching"]["objectives"] = ["tlm"]
+    del robust_space["stitching"]["alphas"]
+    with pytest.raises(SpecError, match=r"^stitching.betas: .*\['trades'\]"):
+        parse_space(robust_space)
+
+
+def test_cross_task_pairs_need_one_input_shape(robust_space):
+    robust_space["donors"]["cifar"] = {"arch": "resnet_tiny", "epochs": 1, "data": {"dataset": "cifar10"}}
+    robust_space["stitching"]["pairs"] = [{"front": "zoo:cifar", "end": "zoo:plain_a"}]
+    with pytest.raises(SpecError, match=r"^stitching.pairs\[0\]: .*one input shape"):
+        parse_space(robust_space)
+
+
+def test_stitching_blocks_and_cross_task_data_roles():
+    space = copy.deepcopy(TINY_SPACE)
+    space["data"] = {"dataset": "fashion_mnist", "train_size": 500, "val_size": 100, "test_size": 200}
+    space["donors"]["digits_a"] = {"arch": "resnet_tiny", "epochs": 1, "lr": 0.1,
+                                   "data": {"dataset": "digits", "val_size": 200}}
+    space["stitching"] = [
+        {"pairs": [{"front": "zoo:plain_a", "end": "zoo:digits_a", "data": ["front", "end"]}],
+         "objectives": ["tlm"], "epochs": 1},
+        {"pairs": [{"front": "zoo:plain_a", "end": "zoo:plain_a"}], "stitch_points": ["layer1.0"],
+         "objectives": ["trades"], "betas": [1.0, 6.0], "epochs": 1},
+    ]
+    sweep = parse_space(space)
+    cross = [t for t in sweep.trials if t.end == "zoo:digits_a"]
+    assert len(cross) == 2 * 6 and {t.stitch_data for t in cross} == {"front", "end"}
+    on_end = next(t for t in cross if t.stitch_data == "end")
+    assert (on_end.dataset, on_end.train_size, on_end.val_size) == ("digits", None, 200)
+    assert (on_end.front_dataset, on_end.end_dataset) == ("fashion_mnist", "digits")
+    on_front = next(t for t in cross if t.stitch_data == "front")
+    assert (on_front.dataset, on_front.train_size) == ("fashion_mnist", 500)
+    assert sorted(t.beta for t in sweep.trials if t.objective == "trades") == [1.0, 6.0]
+    assert sweep.donors["digits_a"].data.dataset == "digits"
+    assert sweep.donors["digits_a"].donor_key != parse_space(TINY_SPACE).donors["plain_a"].donor_key
+
+
+# ---------------------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def robust_zoo(tmp_path_factory):
+    """A plain and a TRADES donor on the digits (tiny), trained once for this module."""
+    space = copy.deepcopy(ROBUST_SPACE)
+    space["donors"]["trades_a"] = {"arch": "resnet_tiny", "training": "trades", "epochs": 1, "lr": 0.1,
+                                   "steps": 2, "seed": 0}
+    space["stitching"]["pairs"] = [{"front": "zoo:trades_a", "end": "zoo:plain_a"}]
+    space["evaluation"]["n_eval_robust"] = 16
+    sweep = parse_space(space)
+    root = tmp_path_factory.mktemp("results")
+    sweep_dir = SweepDir(root, sweep.name)
+    sweep_dir.create()
+    for donor in sweep.donors.values():
+        row = run_donor(donor, sweep.evaluation, sweep_dir, torch.device("cpu"))
+        assert row["status"] == "done", row.get("error")
+    return sweep, sweep_dir
+
+
+def test_trades_donor_is_trained_and_recorded(robust_zoo):
+    import analysis
+
+    donors = analysis.load(robust_zoo[1].path)["donors"].set_index("donor")
+    assert donors.loc["trades_a", "training"] == "trades" and donors.loc["trades_a", "beta"] == 10.0
+    assert donors.loc["plain_a", "training"] == "plain"
+
+
+@pytest.mark.parametrize("objective", ["adv", "adv_mix", "trades"])
+def test_adversarial_objectives_run_end_to_end_and_record_their_settings(robust_zoo, objective):
+    sweep, sweep_dir = robust_zoo
+    spec = next(t for t in sweep.trials if t.objective == objective)
+    row = run_trial(spec, sweep_dir)
+    assert row["status"] == "done", row.get("error")
+    assert 0.0 <= row["robust_acc"] <= 1.0 and 0.0 <= row["clean_acc"] <= 1.0
+    assert row["adv_eps"] == 0.3 and row["adv_steps"] == 2
+    assert (row["alpha"] is None) == (objective == "trades") and (row["beta"] is None) == (objective != "trades")
+
+
+@pytest.mark.parametrize("stitcher,init", [("bn_affine_bn", "random"), ("affine", "dm"),
+                                           ("bn_affine_bn", "dm")])
+def test_stitcher_options_run_and_are_part_of_the_identity(robust_zoo, stitcher, init):
+    sweep, sweep_dir = robust_zoo
+    base = next(t for t in sweep.trials if t.objective == "adv" and t.alpha == 0.5)
+    spec = dataclasses.replace(base, objective="tlm", alpha=None, adv_eps=None, adv_step_size=None,
+                               adv_steps=None, adv_random_start=None, stitcher=stitcher, init=init,
+                               dm_samples=100 if init == "dm" else None)
+    assert spec.trial_id != dataclasses.replace(spec, stitcher="affine" if stitcher != "affine"
+                                                else "bn_affine_bn").trial_id
+    row = run_trial(spec, sweep_dir)
+    assert row["status"] == "done", row.get("error")
+    assert row["stitcher"] == stitcher and row["init"] == init
+    assert (row.get("dm_residual") is not None) == (init == "dm")
+    assert row["clean_acc"] > 0.3  # one epoch on the digits: better than chance by far
+
+
+def test_cross_task_trials_run_on_either_donors_data(tmp_path):
+    space = copy.deepcopy(TINY_SPACE)
+    space["data"] = {"dataset": "fashion_mnist", "train_size": 600, "val_size": 100, "test_size": 300}
+    space["donors"]["digits_a"] = {"arch": "resnet_tiny", "epochs": 2, "lr": 0.1,
+                                   "data": {"dataset": "digits", "val_size": 200}}
+    space["stitching"] = {"pairs": [{"front": "zoo:plain_a", "end": "zoo:digits_a", "data": ["front", "end"]}],
+                          "stitch_points": ["layer3.1"], "objectives": ["tlm"], "epochs": 1, "lr": 0.01}
+    space["evaluation"]["n_eval_robust"] = 0
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    donors = {d.name: run_donor(d, sweep.evaluation, sweep_dir, torch.device("cpu"))
+              for d in sweep.donors.values()}
+    assert all(r["status"] == "done" for r in donors.values())
+    rows = {t.stitch_data: run_trial(t, sweep_dir) for t in sweep.trials}
+    assert all(r["status"] == "done" for r in rows.values()), rows
+    front, end = rows["front"], rows["end"]
+    assert (front["dataset"], front["test_size"], end["dataset"], end["test_size"]) == (
+        "fashion_mnist", 300, "digits", 359)
+    assert (front["front_dataset"], front["end_dataset"]) == ("fashion_mnist", "digits")
+    # relative to the donor trained on the data the stitched network is tested on
+    assert front["relative_acc"] == pytest.approx(front["clean_acc"] / donors["plain_a"]["clean_acc"])
+    assert end["relative_acc"] == pytest.approx(end["clean_acc"] / donors["digits_a"]["clean_acc"])
