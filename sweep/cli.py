@@ -55,11 +55,7 @@ def cmd_plan(args) -> int:
         print(f"  donor {d.ref}: {d.arch} {d.training} on {data.dataset} (train_size={data.train_size})"
               f" epochs={d.epochs} seed={d.seed}{extra} key={d.donor_key}")
     for s in sweep.trials:
-        opts = "".join(f" {k}={v:g}" for k, v in (("alpha", s.alpha), ("beta", s.beta)) if v is not None)
-        opts += f" init={s.init}" if s.init not in (None, "random") else ""
-        opts += f" stitcher={s.stitcher}" if s.stitcher != "affine" else ""
-        opts += f" on={s.dataset}" if s.stitch_data in ("front", "end") else ""
-        print(f"  {s.trial_id}  {s.front} -> {s.end} @{s.front_point} {s.objective}{opts} seed={s.seed}")
+        print(f"  {s.trial_id}  {s.label}")
     return 0
 
 

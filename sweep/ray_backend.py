@@ -175,9 +175,7 @@ def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: 
             gpu=sweep.gpus_per_trial > 0, data_root=sweep.data_root, download=sweep.download)
 
         def label(c: dict) -> str:
-            s = specs[c["trial_id"]]
-            alpha = "" if s.alpha is None else f" alpha={s.alpha:g}"
-            return f"{s.front}->{s.end} @{s.front_point} {s.objective}{alpha} seed={s.seed}"
+            return specs[c["trial_id"]].label
 
         summaries.append(_fit("stitch", trainable, trial_ids, "trial_id", resources, sweep_dir, label,
                               max_concurrent))

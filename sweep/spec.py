@@ -88,6 +88,15 @@ class TrialSpec:
                              "stitcher": "affine"}
 
     @property
+    def label(self) -> str:
+        """One line for humans: pair, point, objective and the options that distinguish it."""
+        opts = "".join(f" {k}={v:g}" for k, v in (("alpha", self.alpha), ("beta", self.beta)) if v is not None)
+        opts += f" init={self.init}" if self.init not in (None, "random") else ""
+        opts += f" stitcher={self.stitcher}" if self.stitcher != "affine" else ""
+        opts += f" on={self.dataset}" if self.stitch_data in ("front", "end") else ""
+        return f"{self.front} -> {self.end} @{self.front_point} {self.objective}{opts} seed={self.seed}"
+
+    @property
     def trial_id(self) -> str:
         fields = dataclasses.asdict(self)
         for k in self.NON_SCIENTIFIC:

@@ -1,0 +1,217 @@
+"""Representation similarity indices: pure math on 2-D arrays (rows = examples, columns = neurons).
+
+No I/O and no device choice: every function takes arrays (torch tensors or numpy arrays) and computes in
+float64 on the device its input is on. Indices follow seed 004 Section 2.2-2.3 and the formulations of Ding,
+Denain and Steinhardt (2021): representations are centred (and, for PWCCA and OPD, Frobenius-normalised)
+before comparison.
+
+- `to_2d`: how an activation tensor becomes an (examples x neurons) matrix.
+- `linear_cka` (Eq. 4), `minibatch_cka` (unbiased HSIC, Nguyen et al. 2021; for n that does not fit).
+- `pwcca` (Eq. 5-6), `opd` (Eq. 7-8), `dm_distance` (Section 2.3: the direct-matching residual).
+- `numerical_rank` (seed 003 B.2.1), `low_rank` (centred SVD approximation, seed 004 sensitivity test).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+import torch
+
+__all__ = ["to_2d", "linear_cka", "minibatch_cka", "unbiased_hsic", "pwcca", "cca", "opd", "dm_distance",
+           "numerical_rank", "low_rank", "INDICES"]
+
+
+def _as_f64(a, name: str) -> torch.Tensor:
+    t = torch.as_tensor(np.asarray(a) if not isinstance(a, torch.Tensor) else a)
+    t = t.detach().to(torch.float64)
+    if t.dim() != 2:
+        raise ValueError(f"{name}: expected a 2-D (examples x neurons) array, found shape {tuple(t.shape)};"
+                         " use to_2d() on activation tensors first")
+    if t.shape[0] == 0 or t.shape[1] == 0:
+        raise ValueError(f"{name}: empty representation of shape {tuple(t.shape)}")
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{name}: representation holds NaN or infinite values")
+    return t
+
+
+def _pair(a, b) -> tuple[torch.Tensor, torch.Tensor]:
+    a, b = _as_f64(a, "A"), _as_f64(b, "B")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"A and B must hold the same examples: {a.shape[0]} rows vs {b.shape[0]}")
+    return a, b.to(a.device)
+
+
+def _centre(a: torch.Tensor) -> torch.Tensor:
+    return a - a.mean(dim=0, keepdim=True)
+
+
+def _unit(a: torch.Tensor) -> torch.Tensor:
+    norm = torch.linalg.matrix_norm(a)
+    if norm == 0:
+        raise ValueError("a representation is constant over the examples (zero after centring)")
+    return a / norm
+
+
+def to_2d(activations, layout: str = "flatten") -> torch.Tensor:
+    """Activations -> a 2-D matrix.
+
+    - `"flatten"` (the convention of Kornblith et al. and Ding et al. for comparing layers): one row per
+      example, every (channel, position) a column: (N, C, H, W) -> (N, C*H*W), tokens (N, T, D) -> (N, T*D).
+    - `"positions"` (what a 1x1-conv / per-token stitcher sees, used by direct matching): one row per
+      example and position, channels as columns: (N, C, H, W) -> (N*H*W, C), (N, T, D) -> (N*T, D).
+    2-D input is returned as is.
+    """
+    a = torch.as_tensor(activations)
+    if a.dim() == 2:
+        return a
+    if layout == "flatten":
+        return a.reshape(a.shape[0], -1)
+    if layout == "positions":
+        if a.dim() == 4:
+            return a.permute(0, 2, 3, 1).reshape(-1, a.shape[1])
+        if a.dim() == 3:
+            return a.reshape(-1, a.shape[-1])
+    if layout not in ("flatten", "positions"):
+        raise ValueError(f"layout: expected 'flatten' or 'positions', found {layout!r}")
+    raise ValueError(f"expected (N, C, H, W), (N, tokens, dim) or 2-D activations, found {tuple(a.shape)}")
+
+
+def linear_cka(a, b) -> float:
+    """Linear CKA (seed 004 Eq. 4) of column-centred A and B: ||B^T A||_F^2 / (||A^T A||_F ||B^T B||_F).
+
+    Computed in float64 as sums of squares. The feature-space form (p x p products) is used when it is the
+    smaller one; with more neurons than examples the equal Gram form (n x n) is used instead.
+    """
+    a, b = _pair(a, b)
+    a, b = _centre(a), _centre(b)
+    n, pa, pb = a.shape[0], a.shape[1], b.shape[1]
+    if n < max(pa, pb):  # tr(KL) with K = AA^T, L = BB^T: the same number, smaller matrices
+        k, l_ = a @ a.T, b @ b.T
+        num, da, db = (k * l_).sum(), (k * k).sum().sqrt(), (l_ * l_).sum().sqrt()
+    else:
+        num = ((b.T @ a) ** 2).sum()
+        da, db = ((a.T @ a) ** 2).sum().sqrt(), ((b.T @ b) ** 2).sum().sqrt()
+    if da == 0 or db == 0:
+        raise ValueError("a representation is constant over the examples (zero after centring)")
+    return float(num / (da * db))
+
+
+def unbiased_hsic(k: torch.Tensor, l_: torch.Tensor) -> torch.Tensor:
+    """The unbiased HSIC estimator of Song et al. (2012) on two n x n Gram matrices (n > 3)."""
+    n = k.shape[0]
+    if n <= 3:
+        raise ValueError(f"unbiased HSIC needs more than 3 examples per batch, found {n}")
+    k = k.clone()
+    l_ = l_.clone()
+    k.fill_diagonal_(0)
+    l_.fill_diagonal_(0)
+    ones = torch.ones(n, 1, dtype=k.dtype, device=k.device)
+    term1 = (k * l_).sum()
+    term2 = (ones.T @ k @ ones) * (ones.T @ l_ @ ones) / ((n - 1) * (n - 2))
+    term3 = 2.0 / (n - 2) * (ones.T @ k @ l_ @ ones)
+    return ((term1 + term2 - term3) / (n * (n - 3))).squeeze()
+
+
+def minibatch_cka(batches: Iterable[tuple[object, object]]) -> float:
+    """Linear CKA accumulated over minibatches with the unbiased HSIC estimator (Nguyen et al. 2021, as seed
+    002 computes its CKA matrices): sum_i HSIC1(K_i, L_i) / sqrt(sum_i HSIC1(K_i, K_i) sum_i HSIC1(L_i, L_i)).
+    `batches` yields (A_i, B_i) pairs over the same examples; each batch needs more than 3 examples."""
+    kl = kk = ll = 0.0
+    seen = 0
+    for i, (a, b) in enumerate(batches):
+        a, b = _pair(a, b)
+        k, l_ = a @ a.T, b @ b.T
+        kl = kl + unbiased_hsic(k, l_)
+        kk = kk + unbiased_hsic(k, k)
+        ll = ll + unbiased_hsic(l_, l_)
+        seen += 1
+    if not seen:
+        raise ValueError("minibatch_cka: no batches")
+    den = torch.sqrt(torch.as_tensor(kk) * torch.as_tensor(ll))
+    if den <= 0:
+        raise ValueError("minibatch_cka: a representation has no variance across the batches")
+    return float(kl / den)
+
+
+def _basis(a: torch.Tensor, rel_tol: float = 1e-10) -> torch.Tensor:
+    """An orthonormal basis of the column space of A (rank-revealing: tiny singular values dropped)."""
+    u, s, _ = torch.linalg.svd(a, full_matrices=False)
+    keep = s > rel_tol * s[0] if len(s) and s[0] > 0 else torch.zeros_like(s, dtype=torch.bool)
+    if not keep.any():
+        raise ValueError("a representation is constant over the examples (zero after centring)")
+    return u[:, keep]
+
+
+def cca(a, b) -> tuple[torch.Tensor, torch.Tensor]:
+    """Canonical correlations of A and B (seed 004 Eq. 5) in decreasing order, and A's canonical variates
+    (unit-norm columns A w_A^i), via orthonormal bases of the centred column spaces and one SVD."""
+    a, b = _pair(a, b)
+    qa, qb = _basis(_centre(a)), _basis(_centre(b))
+    u, s, _ = torch.linalg.svd(qa.T @ qb, full_matrices=False)
+    return s.clamp(0.0, 1.0), qa @ u
+
+
+def pwcca(a, b) -> float:
+    """Projection-weighted CCA (seed 004 Eq. 6; Morcos et al. 2018) after Ding et al.'s centring and Frobenius
+    normalisation: sum_i alpha_i rho_i / sum_i alpha_i, alpha_i = sum_j |<A w_A^i, a_j>| over A's neurons.
+    Not symmetric: the weights come from the first argument. With more neurons than examples CCA is
+    degenerate (every correlation 1); reduce the neurons first (pooling, or fewer positions)."""
+    a, b = _pair(a, b)
+    a = _unit(_centre(a))
+    rho, h = cca(a, b)
+    alpha = (h.T @ a).abs().sum(dim=1)
+    return float((alpha * rho).sum() / alpha.sum())
+
+
+def opd(a, b) -> float:
+    """Orthogonal Procrustes distance (seed 004 Eq. 8) after centring and Frobenius normalisation:
+    ||A||^2 + ||B||^2 - 2 ||B^T A||_* = 2 - 2 ||B^T A||_*, in [0, 2]. A with fewer columns is zero-padded
+    implicitly (the nuclear norm does not change)."""
+    a, b = _pair(a, b)
+    a, b = _unit(_centre(a)), _unit(_centre(b))
+    nuclear = torch.linalg.svdvals(b.T @ a).sum()
+    return float(max(0.0, 2.0 - 2.0 * nuclear))
+
+
+def dm_distance(a, b) -> float:
+    """The structural direct-matching distance (seed 004 Section 2.3): the normalised residual
+    ||[A 1] theta - B||_F / ||B||_F of the least-squares affine map from A to B, solved by pseudo-inverse in
+    float64. Rows are whatever the map acts on (for a 1x1-conv stitcher: `to_2d(x, "positions")`)."""
+    a, b = _pair(a, b)
+    if a.shape[0] < a.shape[1] + 1:
+        raise ValueError(f"dm_distance: {a.shape[0]} rows for {a.shape[1] + 1} unknowns per output: the least"
+                         " squares fit is not determined; give more examples")
+    a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype, device=a.device)], dim=1)
+    theta = torch.linalg.pinv(a1) @ b
+    norm_b = torch.linalg.matrix_norm(b)
+    if norm_b == 0:
+        raise ValueError("dm_distance: the target representation is zero")
+    return float(torch.linalg.matrix_norm(a1 @ theta - b) / norm_b)
+
+
+def numerical_rank(a, rel_tol: float = 1e-3) -> int:
+    """The number of singular values of A's covariance above `rel_tol` times the largest (seed 003 B.2.1)."""
+    a = _centre(_as_f64(a, "A"))
+    cov = a.T @ a / max(1, a.shape[0] - 1)
+    s = torch.linalg.svdvals(cov)
+    if s[0] == 0:
+        return 0
+    return int((s > rel_tol * s[0]).sum())
+
+
+def low_rank(a, rank: int) -> torch.Tensor:
+    """The best rank-`rank` approximation of A around its mean (centred truncated SVD, mean added back)."""
+    a = _as_f64(a, "A")
+    limit = min(a.shape)
+    if not isinstance(rank, int) or rank < 1 or rank > limit:
+        raise ValueError(f"rank: expected an integer in [1, {limit}] (the representation is"
+                         f" {a.shape[0]} x {a.shape[1]}), found {rank!r}")
+    mean = a.mean(dim=0, keepdim=True)
+    u, s, vh = torch.linalg.svd(a - mean, full_matrices=False)
+    return (u[:, :rank] * s[:rank]) @ vh[:rank] + mean
+
+
+# name -> (function, "similarity" | "distance")
+INDICES = {"cka": (linear_cka, "similarity"), "pwcca": (pwcca, "similarity"), "opd": (opd, "distance"),
+           "dm": (dm_distance, "distance")}

@@ -1,0 +1,146 @@
+"""Similarity indices: invariances, second formulations in float64, bad input."""
+
+import numpy as np
+import pytest
+import torch
+
+from sweep.similarity import (cca, dm_distance, linear_cka, low_rank, minibatch_cka, numerical_rank, opd,
+                              pwcca, to_2d)
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _orthogonal(p, rng):
+    q, r = np.linalg.qr(rng.standard_normal((p, p)))
+    return q * np.sign(np.diag(r))
+
+
+@pytest.fixture
+def x():
+    rng = _rng()
+    return rng.standard_normal((400, 12)) @ rng.standard_normal((12, 12))
+
+
+def test_cka_and_opd_are_invariant_to_orthogonal_maps_scale_and_shift(x):
+    rng = _rng(1)
+    y = 3.7 * x @ _orthogonal(12, rng) + rng.standard_normal(12) * 5
+    assert linear_cka(x, y) == pytest.approx(1.0, abs=1e-12)
+    assert opd(x, y) == pytest.approx(0.0, abs=1e-10)
+    assert pwcca(x, y) == pytest.approx(1.0, abs=1e-10)
+    assert dm_distance(x, y) == pytest.approx(0.0, abs=1e-10)
+
+
+def test_cka_of_independent_random_matrices_is_small():
+    rng = _rng(2)
+    assert linear_cka(rng.standard_normal((3000, 10)), rng.standard_normal((3000, 10))) < 0.02
+
+
+def test_cka_gram_and_feature_forms_agree():
+    rng = _rng(3)
+    a, b = rng.standard_normal((50, 80)), rng.standard_normal((50, 80))
+    b[:, :40] += a[:, :40]
+    ac, bc = a - a.mean(0), b - b.mean(0)
+    want = np.linalg.norm(bc.T @ ac) ** 2 / (np.linalg.norm(ac.T @ ac) * np.linalg.norm(bc.T @ bc))
+    assert linear_cka(a, b) == pytest.approx(want, rel=1e-12)  # n < p: computed by the Gram form
+
+
+def test_cka_is_sound_in_float32_with_a_large_offset():
+    rng = _rng(4)
+    a = rng.standard_normal((20000, 8)).astype(np.float32) + 1e4
+    b = (a - 1e4) @ rng.standard_normal((8, 8)).astype(np.float32) + 1e4
+    ref = linear_cka(a.astype(np.float64), b.astype(np.float64))
+    assert linear_cka(torch.from_numpy(a), torch.from_numpy(b)) == pytest.approx(ref, rel=1e-12)
+
+
+def _cca_by_covariance(a, b):
+    """Canonical correlations and A's canonical variates from whitened cross-covariance (an independent
+    formulation: matrix square roots of the covariances instead of orthonormal bases)."""
+    a, b = a - a.mean(0), b - b.mean(0)
+    def inv_sqrt(c):
+        w, v = np.linalg.eigh(c)
+        return v @ np.diag(w ** -0.5) @ v.T
+    saa, sbb, sab = a.T @ a, b.T @ b, a.T @ b
+    m = inv_sqrt(saa) @ sab @ inv_sqrt(sbb)
+    u, s, _ = np.linalg.svd(m, full_matrices=False)
+    h = a @ inv_sqrt(saa) @ u
+    return s, h / np.linalg.norm(h, axis=0)
+
+
+def test_cca_and_pwcca_agree_with_a_covariance_formulation():
+    rng = _rng(5)
+    a = rng.standard_normal((600, 10))
+    b = np.hstack([a[:, :6] @ rng.standard_normal((6, 6)), rng.standard_normal((600, 9))])
+    b += 0.3 * rng.standard_normal(b.shape)
+    rho, _ = cca(a, b)
+    rho2, h2 = _cca_by_covariance(a, b)
+    np.testing.assert_allclose(rho.numpy(), rho2, atol=1e-10)
+    an = (a - a.mean(0)) / np.linalg.norm(a - a.mean(0))
+    alpha = np.abs(h2.T @ an).sum(axis=1)
+    assert pwcca(a, b) == pytest.approx(float((alpha * rho2).sum() / alpha.sum()), abs=1e-10)
+    assert 0.0 < pwcca(a, b) < 1.0
+
+
+def test_opd_agrees_with_the_explicit_procrustes_solution():
+    rng = _rng(6)
+    a = rng.standard_normal((300, 7))
+    b = rng.standard_normal((300, 9))
+    b[:, :7] += 2 * a
+    an = (a - a.mean(0)) / np.linalg.norm(a - a.mean(0))
+    bn = (b - b.mean(0)) / np.linalg.norm(b - b.mean(0))
+    ap = np.hstack([an, np.zeros((300, 2))])  # pad A to B's width
+    u, _, vt = np.linalg.svd(ap.T @ bn)
+    r = u @ vt  # argmin ||B - A R|| over orthogonal R
+    assert opd(a, b) == pytest.approx(np.linalg.norm(bn - ap @ r) ** 2, abs=1e-10)
+
+
+def test_minibatch_cka_converges_to_the_full_batch_value():
+    rng = _rng(7)
+    n = 8000
+    a = rng.standard_normal((n, 16))
+    b = a @ rng.standard_normal((16, 16)) + 2.0 * rng.standard_normal((n, 16))
+    full = linear_cka(a, b)
+    estimates = [minibatch_cka((a[i:i + m], b[i:i + m]) for i in range(0, n, m)) for m in (50, 200, 1000)]
+    assert abs(estimates[-1] - full) < 0.01
+    assert all(abs(e - full) < 0.03 for e in estimates)
+    with pytest.raises(ValueError, match="more than 3 examples"):
+        minibatch_cka([(a[:3], b[:3])])
+
+
+def test_numerical_rank_and_low_rank():
+    rng = _rng(8)
+    a = rng.standard_normal((500, 5)) @ rng.standard_normal((5, 20))  # rank 5 in 20 dimensions
+    assert numerical_rank(a) == 5
+    approx = low_rank(a, 5)
+    np.testing.assert_allclose(approx.numpy(), a, atol=1e-9)
+    assert numerical_rank(low_rank(rng.standard_normal((500, 20)), 3)) == 3
+    with pytest.raises(ValueError, match=r"rank: expected an integer in \[1, 20\]"):
+        low_rank(a, 21)
+
+
+def test_to_2d_layouts():
+    t = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5)
+    assert to_2d(t).shape == (2, 60) and to_2d(t, "positions").shape == (40, 3)
+    assert torch.equal(to_2d(t, "positions")[1], t[0, :, 0, 1])
+    assert to_2d(torch.zeros(2, 7, 8), "positions").shape == (14, 8)
+
+
+@pytest.mark.parametrize("fn", [linear_cka, pwcca, opd, dm_distance])
+def test_bad_input_is_refused_not_nan(fn):
+    rng = _rng(9)
+    a = rng.standard_normal((50, 4))
+    with pytest.raises(ValueError, match="NaN"):
+        fn(np.where(np.eye(50, 4) > 0, np.nan, a), a)
+    with pytest.raises(ValueError, match="empty"):
+        fn(np.zeros((0, 4)), np.zeros((0, 4)))
+    with pytest.raises(ValueError, match="same examples"):
+        fn(a, a[:40])
+    with pytest.raises(ValueError, match="2-D"):
+        fn(a.reshape(50, 2, 2), a)
+
+
+def test_dm_distance_refuses_an_undetermined_fit():
+    rng = _rng(10)
+    with pytest.raises(ValueError, match="not determined"):
+        dm_distance(rng.standard_normal((5, 8)), rng.standard_normal((5, 3)))
