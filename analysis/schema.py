@@ -31,6 +31,8 @@ TRIAL_SCHEMA = pa.schema(
         ("end_point", pa.string()),
         ("point_index", pa.int32()),
         ("n_points", pa.int32()),
+        ("end_index", pa.int32()),  # the end point's position among the end model's stitch points
+        ("n_end_points", pa.int32()),
         ("objective", pa.string()),
         ("alpha", pa.float64()),
         ("seed", pa.int64()),

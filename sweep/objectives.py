@@ -11,8 +11,8 @@ differ only in their per-batch loss:
 - `adv_mix`: the published reference code's variant: a fraction alpha of each batch is replaced by PGD
   examples and one cross-entropy is taken over the mixed batch (Eq. 2 only in expectation).
 - `trades`: seed 000 Eq. 5, `CE(clean) + beta * KL(p(x) || p(x'))` with TRADES' KL inner maximisation.
-`init: dm` first solves the stitcher by direct matching (any gradient objective; `dm+tlm` of seed 004 is
-`tlm` with `init: dm`).
+`init: dm` first solves the stitcher by direct matching (any gradient objective); `dm+tlm` (seed 004 3.1)
+always does, then trains with the task loss.
 """
 
 from __future__ import annotations
@@ -172,8 +172,9 @@ def _fit_by_gradient(ctx: FitContext, batch_loss: Callable[[torch.Tensor, torch.
 
 
 def _initialise(ctx: FitContext) -> dict:
-    """`init: dm` solves the stitcher by direct matching before training (random / identity: set at build)."""
-    return direct_match(ctx) if ctx.spec.init == "dm" else {}
+    """`init: dm` (and `dm+tlm`) solve the stitcher by direct matching before training (random / identity:
+    set when the stitcher is built)."""
+    return direct_match(ctx) if ctx.spec.init == "dm" or ctx.spec.objective == "dm+tlm" else {}
 
 
 def _head(ctx: FitContext, a: torch.Tensor) -> torch.Tensor:
@@ -201,6 +202,14 @@ def fit_task_loss(ctx: FitContext) -> dict:
         return _ce(_head(ctx, _features(ctx, x)), y)
 
     return _fit_by_gradient(ctx, loss)
+
+
+@register_objective(
+    "dm+tlm", (GRADIENT_FIELDS - {"init"}) | {"dm_samples"},
+    "direct matching init on K training images, then task loss matching (seed 004 3.1)",
+)
+def fit_dm_then_task_loss(ctx: FitContext) -> dict:
+    return fit_task_loss(ctx)
 
 
 @register_objective(
@@ -268,6 +277,8 @@ def direct_match(ctx: FitContext) -> dict:
     with eval_mode(ctx.front, ctx.end_front), torch.no_grad():
         src = ctx.front(x)
         tgt = ctx.end_front(x)
+        if hasattr(ctx.stitcher, "resize"):  # cross-layer: the map sees source maps at the target's size
+            src = ctx.stitcher.resize(src)
     same_positions = src.shape[2:] == tgt.shape[2:] if src.dim() == 4 else src.shape[1] == tgt.shape[1]
     if src.dim() != tgt.dim() or not same_positions:
         raise ValueError(

@@ -76,11 +76,14 @@ class TrialSpec:
     # bookkeeping: not part of the identity (the donor keys already fix the donors' datasets)
     point_index: int = field(default=0, compare=False)
     n_points: int = field(default=0, compare=False)
+    end_index: int = field(default=0, compare=False)
+    n_end_points: int = field(default=0, compare=False)
     front_dataset: str = field(default="", compare=False)
     end_dataset: str = field(default="", compare=False)
     stitch_data: str = field(default="", compare=False)  # "sweep" | "front" | "end": whose data trains it
 
-    NON_SCIENTIFIC = ("point_index", "n_points", "front_dataset", "end_dataset", "stitch_data")
+    NON_SCIENTIFIC = ("point_index", "n_points", "end_index", "n_end_points", "front_dataset", "end_dataset",
+                      "stitch_data")
     # Fields added after the first release: left out of the hash at their defaults, so that adding them
     # did not change (and rerun) every trial recorded before.
     HASHED_UNLESS_DEFAULT = {"precision": "fp32", "channels_last": False, "beta": None, "adv_eps": None,
@@ -94,7 +97,8 @@ class TrialSpec:
         opts += f" init={self.init}" if self.init not in (None, "random") else ""
         opts += f" stitcher={self.stitcher}" if self.stitcher != "affine" else ""
         opts += f" on={self.dataset}" if self.stitch_data in ("front", "end") else ""
-        return f"{self.front} -> {self.end} @{self.front_point} {self.objective}{opts} seed={self.seed}"
+        at = self.front_point if self.end_point == self.front_point else f"{self.front_point}->{self.end_point}"
+        return f"{self.front} -> {self.end} @{at} {self.objective}{opts} seed={self.seed}"
 
     @property
     def trial_id(self) -> str:
@@ -123,7 +127,7 @@ class Sweep:
 
 # ---------------------------------------------------------------------------------------------- parsing
 
-BLOCK_FIELDS = {"pairs", "stitch_points", "objectives", "alphas", "betas", "seeds", "epochs", "lr",
+BLOCK_FIELDS = {"pairs", "stitch_points", "end_points", "objectives", "alphas", "betas", "seeds", "epochs", "lr",
                 "batch_size", "dm_samples", "init", "donor_bn", "precision", "channels_last", "stitcher",
                 "adv_eps", "adv_step_size", "adv_steps", "adv_random_start"}
 STITCH_DATA = ("front", "end")
@@ -234,9 +238,9 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
             readers = sorted(o for o, obj in OBJECTIVES.items() if fname in obj.fields)
             raise SpecError(f"{path}.{key}", f"an option of the chosen objectives {objectives}", st.raw[key],
                             f"{key} applies to objectives {readers}")
-    if "dm_samples" in st.raw and "dm" not in objectives and not (init == "dm" and "init" in reads):
+    if "dm_samples" in st.raw and "dm_samples" not in reads and not (init == "dm" and "init" in reads):
         raise SpecError(f"{path}.dm_samples", f"an option of the chosen objectives {objectives}",
-                        st.raw["dm_samples"], "dm_samples applies to objective dm and to init: dm")
+                        st.raw["dm_samples"], "dm_samples applies to objectives dm, dm+tlm and to init: dm")
     alphas = st.get_list("alphas", "number", [0.5], low=0.0, high=1.0)
     betas = st.get_list("betas", "number", [1.0], low=0.0)
     seeds = st.get_list("seeds", "integer", [0], low=0)
@@ -256,6 +260,10 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
                     channels_last=st.get("channels_last", "bool", False))
     stitcher = st.get("stitcher", "string", "affine", choices=STITCHERS)
 
+    end_points_raw = st.raw.get("end_points", "same")
+    if end_points_raw not in ("same", "all") and (not isinstance(end_points_raw, list) or not end_points_raw):
+        raise SpecError(f"{path}.end_points", "'same', 'all' or a non-empty list of stitch points of the end"
+                        " model", end_points_raw)
     pairs_raw = st.raw.get("pairs")
     if not isinstance(pairs_raw, list) or not pairs_raw:
         raise SpecError(f"{path}.pairs", "a non-empty list of {front: REF, end: REF}", pairs_raw)
@@ -265,12 +273,13 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
         ps = Section(praw, ppath, {"front", "end", "data"})
         front = resolve_ref(ps.get("front", "string"), f"{ppath}.front", donors)
         end = resolve_ref(ps.get("end", "string"), f"{ppath}.end", donors)
-        # Same-layer stitching needs the same stitch points on both sides: the same architecture, or two
-        # layouts of one (preact_resnet18 and RobustBench's dm_preact_resnet18, say).
-        if front.arch != end.arch and stitch_points(front.arch) != stitch_points(end.arch):
-            raise SpecError(ppath, "front and end with the same stitch points", f"{front.arch} -> {end.arch}",
-                            "architectures with different stitch points need cross-layer stitching,"
-                            " not supported yet")
+        # Same-layer stitching (end_points: same) needs the same stitch points on both sides: the same
+        # architecture, or two layouts of one (preact_resnet18 and RobustBench's dm_preact_resnet18, say).
+        if (end_points_raw == "same" and front.arch != end.arch
+                and stitch_points(front.arch) != stitch_points(end.arch)):
+            raise SpecError(ppath, "front and end with the same stitch points (end_points: same)",
+                            f"{front.arch} -> {end.arch}",
+                            "set end_points: all (or a list) to stitch across layers and architectures")
         fi, ei = DATASETS[front.data.dataset], DATASETS[end.data.dataset]
         if (fi.channels, fi.image_size, fi.num_classes) != (ei.channels, ei.image_size, ei.num_classes):
             raise SpecError(ppath, "front and end trained on data of one input shape and class count",
@@ -307,7 +316,7 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
         tdata = {"sweep": data, "front": front.data, "end": end.data}[role]
         n_train = tdata.sizes()[0]
         uses = set(OBJECTIVES[objective].fields)
-        if objective == "dm" or (common["init"] == "dm" and "init" in uses):
+        if "dm_samples" in uses or (common["init"] == "dm" and "init" in uses):
             uses.add("dm_samples")
             dm_samples = dm_samples_raw if dm_samples_raw is not None else min(100, n_train)
             if dm_samples > n_train:
@@ -323,12 +332,22 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
             # Madry et al. start PGD at a random point; the reference code's batch-mixing variant did not.
             adv_random_start=adv_random_start if adv_random_start is not None else objective != "adv_mix",
         )
-        for point in points:
+        end_valid = stitch_points(end.arch)
+        if end_points_raw == "same":
+            layer_pairs = [(p, p) for p in points]
+        else:
+            ends = end_valid if end_points_raw == "all" else end_points_raw
+            for k, q in enumerate(ends):
+                if q not in end_valid:
+                    raise SpecError(f"{path}.end_points[{k}]", f"a stitch point of {end.arch}: one of"
+                                    f" {end_valid}", q)
+            layer_pairs = [(p, q) for p in points for q in ends]
+        for point, end_point in layer_pairs:
             spec = TrialSpec(
                 dataset=tdata.dataset, train_size=tdata.train_size, val_size=tdata.val_size,
                 test_size=tdata.test_size,
                 front=front.ref, end=end.ref, front_key=front.donor_key, end_key=end.donor_key,
-                front_point=point, end_point=point, objective=objective,
+                front_point=point, end_point=end_point, objective=objective,
                 seed=seed if "seed" in uses else 0,  # a deterministic objective (dm) runs once, not per seed
                 dm_samples=dm_samples,
                 **{k: (v if k in uses else None) for k, v in common.items()},
@@ -338,6 +357,7 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
                 attack_iterations=evaluation.iterations, attack_restarts=evaluation.restarts,
                 n_eval_robust=evaluation.n_eval_robust, **numerics,
                 point_index=valid.index(point) + 1, n_points=len(valid),
+                end_index=end_valid.index(end_point) + 1, n_end_points=len(end_valid),
                 front_dataset=front.data.dataset, end_dataset=end.data.dataset, stitch_data=role,
             )
             trials.append(spec)

@@ -22,13 +22,15 @@ class Stitcher(nn.Module):
     `kind="bn_affine_bn"` is Bansal et al.'s variant (used by seed 003): BatchNorm -> affine map -> BatchNorm.
     Its BatchNorms start as the identity up to BatchNorm's eps (running mean 0, variance 1, weight 1, bias 0).
 
-    Bilinear resizing (for i != j stitching across spatial sizes) is part of the cross-layer issue; here
-    source and target sizes must agree.
+    When source and target feature maps differ in height and width (stitching layer i to layer j != i, or
+    across architectures), every source feature map is first resized bilinearly to the target's size (seed
+    004 Section 2.1); `size` is that target size (None: no resizing). Token activations must agree in count.
     """
 
     def __init__(self, in_channels: int, out_channels: int, init: str = "random", tokens: bool = False,
-                 kind: str = "affine") -> None:
+                 kind: str = "affine", size: tuple[int, int] | None = None) -> None:
         super().__init__()
+        self.size = tuple(size) if size is not None else None
         if kind not in STITCHERS:
             raise ValueError(f"stitcher: expected one of {list(STITCHERS)}, found {kind!r}")
         self.tokens = tokens
@@ -62,8 +64,11 @@ class Stitcher(nn.Module):
             raise ValueError(f"cannot stitch activations of shape {tuple(source)} to {tuple(target)}: expected"
                              " (N, C, H, W) to (N, C, H, W) or (N, tokens, dim) to (N, tokens, dim)")
         tokens = len(source) == 3
+        if tokens and source[1] != target[1]:
+            raise ValueError(f"cannot stitch {source[1]} tokens to {target[1]}: token counts must agree")
+        size = None if tokens or tuple(source[2:]) == tuple(target[2:]) else tuple(target[2:])
         return cls(source[-1] if tokens else source[1], target[-1] if tokens else target[1], init, tokens,
-                   kind)
+                   kind, size)
 
     def set_affine(self, weight: torch.Tensor, bias: torch.Tensor) -> None:
         """Set the map to `a -> weight @ a + bias` at every position (weight: out x in)."""
@@ -86,8 +91,14 @@ class Stitcher(nn.Module):
             self.bn_out.weight.copy_(target_var.sqrt())
             self.bn_out.bias.copy_(target_mean)
 
+    def resize(self, a: torch.Tensor) -> torch.Tensor:
+        """Source activations at the target's spatial size (bilinear; identity when sizes agree)."""
+        if self.size is None or tuple(a.shape[-2:]) == self.size:
+            return a
+        return nn.functional.interpolate(a, size=self.size, mode="bilinear", align_corners=False)
+
     def forward(self, a: torch.Tensor) -> torch.Tensor:
-        return self.bn_out(self.map(self.bn_in(a)))
+        return self.bn_out(self.map(self.bn_in(self.resize(a))))
 
 
 def positions(a: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,98 @@
+"""Cross-layer stitching (seed 004 Section 2.1): i != j, bilinear resizing, across architectures; dm+tlm."""
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+from sweep.errors import SpecError
+from sweep.results import SweepDir
+from sweep.spec import parse_space
+from sweep.stitching import Stitcher
+from sweep.trial import run_trial
+from sweep.zoo import run_donor
+
+from .conftest import TINY_SPACE
+
+
+def test_stitcher_resizes_source_maps_bilinearly_to_the_target_size():
+    s = Stitcher.for_shapes(torch.Size([2, 8, 14, 14]), torch.Size([2, 32, 4, 4]), "random")
+    assert s.size == (4, 4)
+    a = torch.randn(3, 8, 14, 14)
+    want = torch.nn.functional.interpolate(a, size=(4, 4), mode="bilinear", align_corners=False)
+    assert torch.equal(s.resize(a), want)
+    assert s(a).shape == (3, 32, 4, 4)
+    assert Stitcher.for_shapes(torch.Size([2, 8, 7, 7]), torch.Size([2, 8, 7, 7])).size is None
+    with pytest.raises(ValueError, match="token counts"):
+        Stitcher.for_shapes(torch.Size([2, 5, 8]), torch.Size([2, 6, 8]))
+
+
+def test_identity_init_upsampled_is_exact_on_constant_maps():
+    s = Stitcher.for_shapes(torch.Size([1, 4, 2, 2]), torch.Size([1, 4, 8, 8]), "identity").eval()
+    a = torch.ones(1, 4, 2, 2) * torch.arange(4.0).view(1, 4, 1, 1)
+    assert torch.allclose(s(a), torch.ones(1, 4, 8, 8) * torch.arange(4.0).view(1, 4, 1, 1))
+
+
+def _space():
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"].update(stitch_points=["layer1.0", "layer3.1"], end_points="all",
+                              objectives=["dm", "dm+tlm"])
+    return space
+
+
+def test_end_points_expand_every_layer_pair():
+    trials = parse_space(_space()).trials
+    pairs = {(t.front_point, t.end_point) for t in trials}
+    assert len(pairs) == 2 * 6 and ("layer1.0", "layer3.1") in pairs and ("layer3.1", "layer1.0") in pairs
+    t = next(t for t in trials if (t.front_point, t.end_point) == ("layer3.1", "layer1.0"))
+    assert (t.point_index, t.end_index, t.n_end_points) == (6, 1, 6)
+    assert "@layer3.1->layer1.0" in t.label
+    dmtlm = next(t for t in trials if t.objective == "dm+tlm")
+    assert dmtlm.dm_samples == 100 and dmtlm.init is None and dmtlm.epochs == 1
+
+
+def test_end_points_are_validated_and_same_layer_needs_the_same_points():
+    space = _space()
+    space["stitching"]["end_points"] = ["layer9.9"]
+    with pytest.raises(SpecError, match=r"^stitching.end_points\[0\]: .*resnet_tiny"):
+        parse_space(space)
+    space["stitching"]["end_points"] = "same"
+    space["donors"]["vgg"] = {"arch": "vgg11", "epochs": 1}
+    space["stitching"]["pairs"] = [{"front": "zoo:plain_a", "end": "zoo:vgg"}]
+    with pytest.raises(SpecError, match=r"end_points: all"):
+        parse_space(space)
+    space["stitching"]["end_points"] = "all"
+    space["stitching"]["stitch_points"] = ["layer2.0"]
+    trials = parse_space(space).trials
+    assert {t.end_point for t in trials} == {f"conv{i}" for i in range(1, 9)}
+
+
+def test_cross_layer_trials_run_and_dm_tlm_records_the_residual(tmp_path):
+    space = _space()
+    space["stitching"]["end_points"] = ["layer1.0", "layer3.1"]
+    space["evaluation"]["n_eval_robust"] = 0
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    assert run_donor(sweep.donors["plain_a"], sweep.evaluation, sweep_dir, torch.device("cpu"))["status"] == "done"
+    rows = {(t.front_point, t.end_point, t.objective): run_trial(t, sweep_dir) for t in sweep.trials}
+    assert all(r["status"] == "done" for r in rows.values()), rows
+    # self-stitching the same layer by DM is exact; a different layer is not
+    assert rows[("layer3.1", "layer3.1", "dm")]["relative_acc"] == 1.0
+    assert rows[("layer1.0", "layer3.1", "dm")]["dm_residual"] > 0.01
+    down = rows[("layer1.0", "layer3.1", "dm+tlm")]
+    assert down["dm_residual"] is not None and down["final_train_loss"] is not None
+    assert down["end_point"] == "layer3.1"
+
+
+def test_dm_samples_too_small_for_the_point_fails_with_the_k_needed(tmp_path):
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"].update(stitch_points=["layer3.1"], objectives=["dm"], dm_samples=1)
+    space["evaluation"]["n_eval_robust"] = 0
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    run_donor(sweep.donors["plain_a"], sweep.evaluation, sweep_dir, torch.device("cpu"))
+    row = run_trial(dataclasses.replace(sweep.trials[0]), sweep_dir)
+    assert row["status"] == "failed" and "needs K >= " in row["error"]
