@@ -59,6 +59,8 @@ TRIAL_SCHEMA = pa.schema(
         ("adv_steps", pa.int32()),
         ("adv_random_start", pa.bool_()),
         ("stitcher", pa.string()),  # "affine" | "bn_affine_bn"
+        ("indices", pa.string()),  # the similarity indices requested, "+"-joined
+        ("similarity_samples", pa.int32()),
         ("front_dataset", pa.string()),  # the donors' training data (differ in cross-task stitching)
         ("end_dataset", pa.string()),
         ("stitch_data", pa.string()),  # whose data trained and tests the stitcher: "sweep" | "front" | "end"
@@ -71,6 +73,13 @@ TRIAL_SCHEMA = pa.schema(
         ("num_classes", pa.int32()),  # of the test data: 1/num_classes is the ratio of an unbiased classifier
         ("final_train_loss", pa.float64()),
         ("dm_residual", pa.float64()),
+        # similarity of f<=i and g<=j on the first similarity_samples test images (sweep/similarity.py)
+        ("sim_cka", pa.float64()),
+        ("sim_pwcca", pa.float64()),
+        ("sim_opd", pa.float64()),
+        ("sim_dm", pa.float64()),
+        ("rank_front", pa.int32()),  # numerical rank of the channel covariance (seed 003 B.2.1)
+        ("rank_end", pa.int32()),
         ("front_clean_acc", pa.float64()),
         ("front_robust_acc", pa.float64()),
         ("end_clean_acc", pa.float64()),
@@ -80,6 +89,7 @@ TRIAL_SCHEMA = pa.schema(
         ("time_fit_s", pa.float64()),
         ("time_eval_clean_s", pa.float64()),
         ("time_eval_robust_s", pa.float64()),
+        ("time_similarity_s", pa.float64()),
         ("time_total_s", pa.float64()),
         ("device", pa.string()),
         ("hostname", pa.string()),

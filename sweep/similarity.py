@@ -60,6 +60,8 @@ def to_2d(activations, layout: str = "flatten") -> torch.Tensor:
       example, every (channel, position) a column: (N, C, H, W) -> (N, C*H*W), tokens (N, T, D) -> (N, T*D).
     - `"positions"` (what a 1x1-conv / per-token stitcher sees, used by direct matching): one row per
       example and position, channels as columns: (N, C, H, W) -> (N*H*W, C), (N, T, D) -> (N*T, D).
+    - `"pooled"`: one row per example, the mean over positions (or tokens) of every channel: (N, C). Used
+      for PWCCA, which degenerates when neurons outnumber examples.
     2-D input is returned as is.
     """
     a = torch.as_tensor(activations)
@@ -67,13 +69,15 @@ def to_2d(activations, layout: str = "flatten") -> torch.Tensor:
         return a
     if layout == "flatten":
         return a.reshape(a.shape[0], -1)
+    if layout == "pooled" and a.dim() in (3, 4):
+        return a.mean(dim=(2, 3)) if a.dim() == 4 else a.mean(dim=1)
     if layout == "positions":
         if a.dim() == 4:
             return a.permute(0, 2, 3, 1).reshape(-1, a.shape[1])
         if a.dim() == 3:
             return a.reshape(-1, a.shape[-1])
-    if layout not in ("flatten", "positions"):
-        raise ValueError(f"layout: expected 'flatten' or 'positions', found {layout!r}")
+    if layout not in ("flatten", "positions", "pooled"):
+        raise ValueError(f"layout: expected 'flatten', 'positions' or 'pooled', found {layout!r}")
     raise ValueError(f"expected (N, C, H, W), (N, tokens, dim) or 2-D activations, found {tuple(a.shape)}")
 
 
@@ -170,7 +174,12 @@ def opd(a, b) -> float:
     implicitly (the nuclear norm does not change)."""
     a, b = _pair(a, b)
     a, b = _unit(_centre(a)), _unit(_centre(b))
-    nuclear = torch.linalg.svdvals(b.T @ a).sum()
+    if a.shape[0] < max(a.shape[1], b.shape[1]):  # more neurons than examples: work in the n-dim row space
+        ua, sa, _ = torch.linalg.svd(a, full_matrices=False)
+        ub, sb, _ = torch.linalg.svd(b, full_matrices=False)
+        nuclear = torch.linalg.svdvals((ub * sb).T @ (ua * sa)).sum()  # = ||B^T A||_* (orthogonal factors drop)
+    else:
+        nuclear = torch.linalg.svdvals(b.T @ a).sum()
     return float(max(0.0, 2.0 - 2.0 * nuclear))
 
 
@@ -212,6 +221,12 @@ def low_rank(a, rank: int) -> torch.Tensor:
     return (u[:, :rank] * s[:rank]) @ vh[:rank] + mean
 
 
-# name -> (function, "similarity" | "distance")
-INDICES = {"cka": (linear_cka, "similarity"), "pwcca": (pwcca, "similarity"), "opd": (opd, "distance"),
-           "dm": (dm_distance, "distance")}
+# The indices a search space may request per trial: name -> (function, layout of both representations,
+# "similarity" (higher: more alike) | "distance" (lower: more alike)). `rank` is per side, not a pair index.
+INDICES = {
+    "cka": (linear_cka, "flatten", "similarity"),
+    "pwcca": (pwcca, "pooled", "similarity"),
+    "opd": (opd, "flatten", "distance"),
+    "dm": (dm_distance, "positions", "distance"),
+    "rank": (numerical_rank, "positions", "rank"),
+}

@@ -73,6 +73,8 @@ class TrialSpec:
     adv_steps: int | None = None
     adv_random_start: bool | None = None
     stitcher: str = "affine"  # "affine" | "bn_affine_bn" (Bansal et al.)
+    indices: tuple[str, ...] = ()  # similarity indices between f<=i and g<=j on held-out images
+    similarity_samples: int | None = None
     # bookkeeping: not part of the identity (the donor keys already fix the donors' datasets)
     point_index: int = field(default=0, compare=False)
     n_points: int = field(default=0, compare=False)
@@ -88,7 +90,7 @@ class TrialSpec:
     # did not change (and rerun) every trial recorded before.
     HASHED_UNLESS_DEFAULT = {"precision": "fp32", "channels_last": False, "beta": None, "adv_eps": None,
                              "adv_step_size": None, "adv_steps": None, "adv_random_start": None,
-                             "stitcher": "affine"}
+                             "stitcher": "affine", "indices": (), "similarity_samples": None}
 
     @property
     def label(self) -> str:
@@ -129,7 +131,7 @@ class Sweep:
 
 BLOCK_FIELDS = {"pairs", "stitch_points", "end_points", "objectives", "alphas", "betas", "seeds", "epochs", "lr",
                 "batch_size", "dm_samples", "init", "donor_bn", "precision", "channels_last", "stitcher",
-                "adv_eps", "adv_step_size", "adv_steps", "adv_random_start"}
+                "adv_eps", "adv_step_size", "adv_steps", "adv_random_start", "indices", "similarity_samples"}
 STITCH_DATA = ("front", "end")
 
 
@@ -259,6 +261,14 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
     numerics = dict(precision=st.get("precision", "string", "fp32", choices=PRECISIONS),
                     channels_last=st.get("channels_last", "bool", False))
     stitcher = st.get("stitcher", "string", "affine", choices=STITCHERS)
+    from .similarity import INDICES
+
+    indices = tuple(st.get_list("indices", "string", [], choices=sorted(INDICES))) if st.raw.get("indices") \
+        else ()
+    similarity_samples = st.get("similarity_samples", "integer", None, low=5, nullable=True)
+    if "similarity_samples" in st.raw and not indices:
+        raise SpecError(f"{path}.similarity_samples", "an option of a block that lists indices",
+                        st.raw["similarity_samples"], "set indices: [cka, pwcca, opd, dm, rank]")
 
     end_points_raw = st.raw.get("end_points", "same")
     if end_points_raw not in ("same", "all") and (not isinstance(end_points_raw, list) or not end_points_raw):
@@ -324,6 +334,10 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
                                 f" {tdata.dataset}", dm_samples)
         else:
             dm_samples = None
+        n_test = tdata.sizes()[1]
+        if indices and (similarity_samples or 0) > n_test:
+            raise SpecError(f"{path}.similarity_samples", f"at most the {n_test} test images of {tdata.dataset}",
+                            similarity_samples)
         paper_eps, paper_step = DATASETS[tdata.dataset].threat
         adversarial = dict(
             alpha=alpha, beta=beta, adv_eps=adv_eps,
@@ -352,7 +366,8 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
                 dm_samples=dm_samples,
                 **{k: (v if k in uses else None) for k, v in common.items()},
                 **{k: (v if k in uses else None) for k, v in adversarial.items()},
-                stitcher=stitcher,
+                stitcher=stitcher, indices=indices,
+                similarity_samples=(similarity_samples or min(1000, n_test)) if indices else None,
                 attacks=evaluation.attacks, eps=evaluation.eps,
                 attack_iterations=evaluation.iterations, attack_restarts=evaluation.restarts,
                 n_eval_robust=evaluation.n_eval_robust, **numerics,

@@ -46,7 +46,8 @@ def donor_accuracies(sweep: SweepDir, donor_key: str, spec: TrialSpec) -> tuple[
 
 def config_row(spec: TrialSpec, sweep_name: str) -> dict:
     row = {k: v for k, v in dataclasses.asdict(spec).items() if k in TRIAL_SCHEMA.names}
-    row.update(trial_id=spec.trial_id, sweep=sweep_name, attack="+".join(spec.attacks))
+    row.update(trial_id=spec.trial_id, sweep=sweep_name, attack="+".join(spec.attacks),
+               indices="+".join(spec.indices) or None)
     return row
 
 
@@ -134,5 +135,40 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
         stitched, splits.test_x, splits.test_y, n_eval=spec.n_eval_robust, eps=spec.eps,
         attacks=spec.attacks, iterations=spec.attack_iterations, restarts=spec.attack_restarts,
         seed=spec.seed, device=device)
-    out["time_eval_robust_s"] = time.perf_counter() - t3
+    t4 = time.perf_counter()
+    out["time_eval_robust_s"] = t4 - t3
+    if spec.indices:
+        out.update(similarities(spec.indices, front, end_front, stitcher, splits.test_x[:spec.similarity_samples],
+                                device))
+        out["time_similarity_s"] = time.perf_counter() - t4
+    return out
+
+
+def similarities(indices: tuple[str, ...], front, end_front, stitcher: Stitcher, x: torch.Tensor,
+                 device: torch.device, batch_size: int = 250) -> dict:
+    """The requested indices between f<=i(x) and g<=j(x), each on the layout `similarity.INDICES` gives it
+    (`dm` sees the source resized to the target's size, as the stitcher does)."""
+    from .similarity import INDICES, to_2d
+
+    was = [m.training for m in (front, end_front)]
+    front.eval()
+    end_front.eval()
+    src, tgt = [], []
+    with torch.no_grad():
+        for i in range(0, len(x), batch_size):
+            xb = x[i:i + batch_size].to(device)
+            src.append(front(xb).float().cpu())
+            tgt.append(end_front(xb).float().cpu())
+    front.train(was[0])
+    end_front.train(was[1])
+    a, b = torch.cat(src), torch.cat(tgt)
+    out = {}
+    for name in indices:
+        fn, layout, kind = INDICES[name]
+        if kind == "rank":
+            out["rank_front"], out["rank_end"] = fn(to_2d(a, layout)), fn(to_2d(b, layout))
+        elif name == "dm":
+            out["sim_dm"] = fn(to_2d(stitcher.resize(a), layout), to_2d(b, layout))
+        else:
+            out[f"sim_{name}"] = fn(to_2d(a, layout), to_2d(b, layout))
     return out

@@ -96,3 +96,38 @@ def test_dm_samples_too_small_for_the_point_fails_with_the_k_needed(tmp_path):
     run_donor(sweep.donors["plain_a"], sweep.evaluation, sweep_dir, torch.device("cpu"))
     row = run_trial(dataclasses.replace(sweep.trials[0]), sweep_dir)
     assert row["status"] == "failed" and "needs K >= " in row["error"]
+
+
+def test_requested_similarity_indices_are_recorded_per_trial(tmp_path):
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"].update(stitch_points=["layer2.0"], end_points=["layer2.0", "layer3.1"], objectives=["dm"],
+                              indices=["cka", "pwcca", "opd", "dm", "rank"], similarity_samples=300)
+    space["evaluation"]["n_eval_robust"] = 0
+    sweep = parse_space(space)
+    assert all(t.indices == ("cka", "pwcca", "opd", "dm", "rank") and t.similarity_samples == 300
+               for t in sweep.trials)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    run_donor(sweep.donors["plain_a"], sweep.evaluation, sweep_dir, torch.device("cpu"))
+    rows = {t.end_point: run_trial(t, sweep_dir) for t in sweep.trials}
+    same, other = rows["layer2.0"], rows["layer3.1"]
+    assert same["status"] == "done" and other["status"] == "done", (same.get("error"), other.get("error"))
+    assert same["sim_cka"] == pytest.approx(1.0) and same["sim_pwcca"] == pytest.approx(1.0)
+    assert same["sim_opd"] == pytest.approx(0.0, abs=1e-9) and same["sim_dm"] == pytest.approx(0.0, abs=1e-6)
+    assert other["sim_cka"] < 1.0 and other["sim_opd"] > 0.0 and other["sim_dm"] > 0.0
+    assert 1 <= same["rank_front"] <= 16 and same["rank_front"] == same["rank_end"]
+    assert other["rank_end"] <= 32
+
+
+def test_bad_similarity_requests_are_refused():
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"]["indices"] = ["cka", "svcca"]
+    with pytest.raises(SpecError, match=r"^stitching.indices\[1\]: expected one of"):
+        parse_space(space)
+    space["stitching"]["indices"] = ["cka"]
+    space["stitching"]["similarity_samples"] = 10_000
+    with pytest.raises(SpecError, match=r"^stitching.similarity_samples: expected at most the 359 test images"):
+        parse_space(space)
+    del space["stitching"]["indices"]
+    with pytest.raises(SpecError, match=r"^stitching.similarity_samples: .*indices"):
+        parse_space(space)

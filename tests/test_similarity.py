@@ -95,6 +95,16 @@ def test_opd_agrees_with_the_explicit_procrustes_solution():
     assert opd(a, b) == pytest.approx(np.linalg.norm(bn - ap @ r) ** 2, abs=1e-10)
 
 
+def test_opd_row_space_form_for_wide_representations_agrees():
+    rng = _rng(11)
+    a, b = rng.standard_normal((30, 50)), rng.standard_normal((30, 70))
+    b[:, :50] += a
+    an = (a - a.mean(0)) / np.linalg.norm(a - a.mean(0))
+    bn = (b - b.mean(0)) / np.linalg.norm(b - b.mean(0))
+    want = 2 - 2 * np.linalg.svd(bn.T @ an, compute_uv=False).sum()
+    assert opd(a, b) == pytest.approx(want, abs=1e-10)
+
+
 def test_minibatch_cka_converges_to_the_full_batch_value():
     rng = _rng(7)
     n = 8000
