@@ -176,3 +176,31 @@ def class_collapse_grid(trials: pd.DataFrame, per_row: int = 3) -> alt.VConcatCh
     plots = [class_collapse_plot(trials, p.front, p.end) for p in pairs]
     rows = [alt.hconcat(*plots[i:i + per_row]) for i in range(0, len(plots), per_row)]
     return alt.vconcat(*rows)
+
+
+def layer_heatmap(long: pd.DataFrame, front: str, end: str, measure: str, size: int = 180) -> alt.Chart:
+    """Seed 004 Fig. 1-2: one measure over (front layer, end layer), front layers as rows in input-to-output
+    order. `long` is `analysis.tables.long_matrices(trials)`."""
+    d = long[(long["front"] == front) & (long["end"] == end) & (long["measure"] == measure)]
+    rows = d.sort_values("point_index")["front_point"].drop_duplicates().tolist()
+    cols = d.sort_values("end_index")["end_point"].drop_duplicates().tolist()
+    return alt.Chart(d).mark_rect().encode(
+        x=alt.X("end_point:N", sort=cols, title=f"{end} layer", axis=alt.Axis(labelAngle=-40)),
+        y=alt.Y("front_point:N", sort=rows, title=f"{front} layer"),
+        color=alt.Color("value:Q", title=None, scale=alt.Scale(scheme="viridis")),
+        tooltip=["front_point:N", "end_point:N", alt.Tooltip("value:Q", format=".3f")],
+    ).properties(width=size, height=size, title=measure)
+
+
+def heatmap_grid(long: pd.DataFrame) -> alt.VConcatChart:
+    """Every pair with a layer-by-layer matrix (more than one end layer per front layer): one row of
+    heatmaps, one per measure, each with its own colour scale."""
+    rows = []
+    for pair in long[["front", "end"]].drop_duplicates().itertuples(index=False):
+        mine = long[(long["front"] == pair.front) & (long["end"] == pair.end)]
+        if mine.groupby(["measure", "front_point"])["end_point"].nunique().max() < 2:
+            continue
+        maps = [layer_heatmap(long, pair.front, pair.end, m) for m in mine["measure"].drop_duplicates()]
+        rows.append(alt.hconcat(*maps).resolve_scale(color="independent")
+                    .properties(title=f"{pair.front} -> {pair.end}"))
+    return alt.vconcat(*rows)

@@ -9,8 +9,10 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from .charts import class_collapse_grid, cross_task_grid, is_cross_task, setting_label, stitching_grid
+from .charts import (class_collapse_grid, cross_task_grid, heatmap_grid, is_cross_task, setting_label,
+                     stitching_grid)
 from .load import load
+from .tables import layer_identification, long_matrices
 
 TRIAL_COLUMNS = ["front", "end", "dataset", "front_point", "setting", "seed", "clean_acc", "relative_acc",
                  "robust_acc", "most_frequent_class_ratio", "dm_residual", "time_fit_s", "time_total_s"]
@@ -23,6 +25,13 @@ def _table(df: pd.DataFrame, columns: list[str]) -> str:
     return df[cols].to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="", border=0)
 
 
+def markdown_table(df: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table (floats to 3 decimals)."""
+    cells = [[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row] for row in df.itertuples(index=False)]
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in cells]) + "\n"
+
+
 def _png(chart, path: Path) -> None:
     import vl_convert
 
@@ -31,8 +40,10 @@ def _png(chart, path: Path) -> None:
 
 def write_report(results: str | Path, out: str | Path) -> Path:
     """Write into `out`: `index.html`; `stitching.png` (every same-task pair and setting) with one
-    `stitching_<front>__<end>.png` per pair; `most_frequent_class.png` (Fig. 4/6); `cross_task.png` (Fig. 8,
-    when the sweep has cross-task pairs); `trials.csv` and `donors.csv`. Returns the HTML path."""
+    `stitching_<front>__<end>.png` per pair; `most_frequent_class.png` (seed 000 Fig. 4/6); `cross_task.png`
+    (Fig. 8, when the sweep has cross-task pairs); `layer_matrices.png`/`.csv` (seed 004 Fig. 1-2, when
+    layers were stitched across) and `layer_identification.csv`/`.md` (its Table 1); `trials.csv` and
+    `donors.csv`. Returns the HTML path."""
     results, out = Path(results), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tables = load(results)
@@ -72,8 +83,24 @@ def write_report(results: str | Path, out: str | Path) -> Path:
         ct = cross_task_grid(cross_task)
         _png(ct, out / "cross_task.png")
         sections.append(ct.properties(title="Cross-task stitching"))
+    long = long_matrices(done) if len(done) else pd.DataFrame()
+    identification = layer_identification(done) if len(done) else pd.DataFrame()
+    if len(long) and long.groupby(["front", "end", "measure", "front_point"])["end_point"].nunique().max() > 1:
+        long.to_csv(out / "layer_matrices.csv", index=False)
+        heat = heatmap_grid(long)
+        _png(heat, out / "layer_matrices.png")
+        sections.append(heat.properties(title="Layer-by-layer matrices (rows: front layer, columns: end layer)"))
+    if len(identification):
+        identification.to_csv(out / "layer_identification.csv", index=False)
+        (out / "layer_identification.md").write_text(markdown_table(identification))
 
-    rest = ["<h2>Donors</h2>" + _table(donors, DONOR_COLUMNS)]
+    rest = []
+    if len(identification):
+        rest.append("<h2>Layer identification (seed 004 Table 1)</h2><p>Share of front layers whose most"
+                    " similar end layer, by each measure, is the corresponding one (intra: a donor with itself;"
+                    " inter: two donors of one architecture).</p>"
+                    + _table(identification, list(identification.columns)))
+    rest.append("<h2>Donors</h2>" + _table(donors, DONOR_COLUMNS))
     if len(failed):
         rest.append("<h2>Failed trials</h2>" + _table(failed, ["trial_id", "front", "end", "front_point",
                                                                "setting", "error"]))

@@ -1,0 +1,100 @@
+"""Layer-by-layer matrices and the layer-identification table of seed 004 (Table 1), from trial rows.
+
+A *measure* scores a (front layer i, end layer j) pair: the relative accuracy of a stitching objective, or a
+similarity index of f<=i and g<=j. `layer_matrix` pivots one measure into a front x end matrix;
+`layer_identification` asks, for each front layer, whether the measure's best end layer is the
+architecturally corresponding one (same stitch point name): intra-network when front and end are the same
+donor, inter-network when they are different donors of one architecture (Kornblith et al.'s sanity check).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+# name -> (column, objective whose trials carry it or None for any trial, higher is more similar)
+MEASURES: dict[str, tuple[str, str | None, bool]] = {
+    "tlm": ("relative_acc", "tlm", True),
+    "dm": ("relative_acc", "dm", True),
+    "dm+tlm": ("relative_acc", "dm+tlm", True),
+    "cka": ("sim_cka", None, True),
+    "pwcca": ("sim_pwcca", None, True),
+    "opd": ("sim_opd", None, False),
+    "dm distance": ("sim_dm", None, False),
+}
+
+
+def available_measures(trials: pd.DataFrame) -> list[str]:
+    """The measures with at least one value among the finished trials."""
+    done = trials[trials["status"] == "done"] if "status" in trials else trials
+    out = []
+    for name, (col, objective, _) in MEASURES.items():
+        if col not in done:
+            continue
+        rows = done if objective is None else done[done["objective"] == objective]
+        if rows[col].notna().any():
+            out.append(name)
+    return out
+
+
+def layer_matrix(trials: pd.DataFrame, front: str, end: str, measure: str) -> pd.DataFrame:
+    """front_point x end_point matrix of `measure` (mean over seeds), rows and columns in layer order."""
+    col, objective, _ = MEASURES[measure]
+    t = trials[(trials["status"] == "done") & (trials["front"] == front) & (trials["end"] == end)]
+    if objective is not None:
+        t = t[t["objective"] == objective]
+    t = t[t[col].notna()] if col in t else t.iloc[0:0]
+    if t.empty:
+        return pd.DataFrame()
+    m = t.pivot_table(index="front_point", columns="end_point", values=col, aggfunc="mean")
+    rows = t[["front_point", "point_index"]].drop_duplicates().sort_values("point_index")["front_point"]
+    cols = t[["end_point", "end_index"]].drop_duplicates().sort_values("end_index")["end_point"]
+    return m.reindex(index=list(dict.fromkeys(rows)), columns=list(dict.fromkeys(cols)))
+
+
+def long_matrices(trials: pd.DataFrame) -> pd.DataFrame:
+    """Every pair's matrices in long format: front, end, measure, front_point, end_point, point_index,
+    end_index, value (what the heatmaps draw and `layer_matrices.csv` holds)."""
+    rows = []
+    done = trials[trials["status"] == "done"]
+    for pair in done[["front", "end"]].drop_duplicates().itertuples(index=False):
+        for measure in available_measures(done[(done["front"] == pair.front) & (done["end"] == pair.end)]):
+            m = layer_matrix(done, pair.front, pair.end, measure)
+            for i, fp in enumerate(m.index, start=1):
+                for j, ep in enumerate(m.columns, start=1):
+                    if pd.notna(m.loc[fp, ep]):
+                        rows.append(dict(front=pair.front, end=pair.end, measure=measure, front_point=fp,
+                                         end_point=ep, point_index=i, end_index=j, value=float(m.loc[fp, ep])))
+    return pd.DataFrame(rows, columns=["front", "end", "measure", "front_point", "end_point", "point_index",
+                                       "end_index", "value"])
+
+
+def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:
+    """Seed 004 Table 1: per measure, the share of front layers whose most similar end layer (by that
+    measure, over every end layer tried) is the architecturally corresponding one. One row per (measure,
+    kind: intra | inter), averaged over donor pairs; only layers whose whole row was measured count."""
+    done = trials[trials["status"] == "done"]
+    results = []
+    for pair in done[["front", "end"]].drop_duplicates().itertuples(index=False):
+        kind = "intra" if pair.front == pair.end else "inter"
+        for measure in available_measures(done[(done["front"] == pair.front) & (done["end"] == pair.end)]):
+            _, _, higher = MEASURES[measure]
+            m = layer_matrix(done, pair.front, pair.end, measure)
+            hits = []
+            for fp in m.index:
+                row = m.loc[fp]
+                if fp not in m.columns or row.isna().any() or len(row) < 2:
+                    continue
+                best = row.idxmax() if higher else row.idxmin()
+                hits.append(best == fp)
+            if hits:
+                results.append(dict(measure=measure, kind=kind, front=pair.front, end=pair.end,
+                                    layers=len(hits), accuracy=sum(hits) / len(hits)))
+    per_pair = pd.DataFrame(results, columns=["measure", "kind", "front", "end", "layers", "accuracy"])
+    if per_pair.empty:
+        return pd.DataFrame(columns=["measure", "kind", "pairs", "layers", "accuracy"])
+    table = (per_pair.groupby(["measure", "kind"], sort=False)
+             .agg(pairs=("front", "size"), layers=("layers", "sum"), accuracy=("accuracy", "mean"))
+             .reset_index())
+    order = {m: i for i, m in enumerate(MEASURES)}
+    return table.sort_values(["kind", "measure"], key=lambda s: s.map(order) if s.name == "measure" else s,
+                             ascending=[False, True]).reset_index(drop=True)
