@@ -49,8 +49,10 @@ def _with_setting(trials: pd.DataFrame) -> pd.DataFrame:
 
 
 def _panel(trials: pd.DataFrame, front: str, end: str, setting: str) -> pd.DataFrame:
+    """One stitching plot's trials: same-layer stitching only (cross-layer trials belong to the matrices)."""
     t = _with_setting(trials)
-    return t[(t["status"] == "done") & (t["front"] == front) & (t["end"] == end) & (t["setting"] == setting)]
+    t = t[(t["status"] == "done") & (t["front"] == front) & (t["end"] == end) & (t["setting"] == setting)]
+    return t[t["end_point"] == t["front_point"]] if "end_point" in t else t
 
 
 def stitching_data(trials: pd.DataFrame, front: str, end: str, setting: str) -> tuple[pd.DataFrame, list[str]]:
@@ -143,6 +145,8 @@ def class_collapse_data(trials: pd.DataFrame, front: str, end: str) -> tuple[pd.
     """Per setting and stitch point, the mean most-frequent-class ratio; the x order; 1/num_classes."""
     done = _with_setting(trials[trials["status"] == "done"])
     t = done[(done["front"] == front) & (done["end"] == end)]
+    if "end_point" in t:
+        t = t[t["end_point"] == t["front_point"]]
     if t.empty:
         return pd.DataFrame(columns=["x", "setting", "ratio"]), [], None
     order = t[["front_point", "point_index"]].drop_duplicates().sort_values("point_index")["front_point"].tolist()

@@ -101,7 +101,7 @@ def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root:
             needs = "pgd" if k == "adv_fraction" else "trades" if k == "beta" else "pgd or trades"
             raise SpecError(f"{path}.{k}", f"no {k} field for training: {training}", raw[k],
                             f"{k} applies to training: {needs}")
-    if "data" in raw:  # the donor trains on its own data (cross-task stitching, seed 000 5.1)
+    if raw.get("data") is not None:  # the donor trains on its own data (cross-task stitching, seed 000 5.1)
         data = parse_data(raw["data"], f"{path}.data", root, download)
     eps_default, step_default = DATASETS[data.dataset].threat
     eps = s.get("eps", "number", None, low=0.0, high=1.0, nullable=True) if adv else None

@@ -76,7 +76,9 @@ def check_value(value: Any, path: str, kind: str, *, low=None, high=None, choice
     if choices is not None and value not in choices:
         raise SpecError(path, f"one of {list(choices)}", value)
     if low is not None and value < low or high is not None and value > high:
-        lo = "-inf" if low is None else low
-        hi = "inf" if high is None else high
-        raise SpecError(path, f"{_a(kind)} in [{lo}, {hi}]", value)
+        if high is None:
+            raise SpecError(path, f"{_a(kind)} >= {low}", value)
+        if low is None:
+            raise SpecError(path, f"{_a(kind)} <= {high}", value)
+        raise SpecError(path, f"{_a(kind)} in [{low}, {high}]", value)
     return value

@@ -242,7 +242,7 @@ def fit_adversarial_mixed(ctx: FitContext) -> dict:
 
 
 @register_objective(
-    "trades", GRADIENT_FIELDS | ATTACK_FIELDS | {"beta"},
+    "trades", GRADIENT_FIELDS | (ATTACK_FIELDS - {"adv_random_start"}) | {"beta"},  # starts at x + 0.001 N
     "TRADES stitching (seed 000 Eq. 5): CE(clean) + beta KL(p(x) || p(x')), x' from KL-PGD",
 )
 def fit_trades(ctx: FitContext) -> dict:

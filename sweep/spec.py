@@ -246,7 +246,8 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
     alphas = st.get_list("alphas", "number", [0.5], low=0.0, high=1.0)
     betas = st.get_list("betas", "number", [1.0], low=0.0)
     seeds = st.get_list("seeds", "integer", [0], low=0)
-    adv_eps = st.get("adv_eps", "number", evaluation.eps, low=0.0, high=1.0)
+    adv_eps = st.get("adv_eps", "number", None, low=0.0, high=1.0, nullable=True)
+    adv_eps = evaluation.eps if adv_eps is None else adv_eps
     adv_step = st.get("adv_step_size", "number", None, low=0.0, nullable=True)
     adv_steps = st.get("adv_steps", "integer", 10, low=1)
     adv_random_start = st.get("adv_random_start", "bool", None, nullable=True)

@@ -42,8 +42,8 @@ class Stitcher(nn.Module):
         bn = _TokenBatchNorm if tokens else nn.BatchNorm2d
         self.bn_in: nn.Module = bn(in_channels) if kind == "bn_affine_bn" else nn.Identity()
         self.bn_out: nn.Module = bn(out_channels) if kind == "bn_affine_bn" else nn.Identity()
-        if init == "identity":
-            if in_channels != out_channels:
+        if init == "identity":  # exact for `affine`; BatchNorms at their initial statistics divide by
+            if in_channels != out_channels:  # sqrt(1 + eps) each
                 raise ValueError(
                     f"init: identity needs equal channel counts, found {in_channels} -> {out_channels}"
                 )
