@@ -15,6 +15,7 @@ import yaml
 from .errors import SpecError
 
 EXIT_INCOMPLETE = 1  # run/resume ended with failed or pending trials (all recorded; see `status`)
+EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT): stopped after the running trials were handed back
 EXIT_BAD_INPUT = 2
 
 
@@ -211,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `stitchsweep plan SPACE | head`
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt as exc:
+        where = getattr(args, "storage", None) or getattr(args, "results", None)
+        print(f"stitchsweep: interrupted{f' ({exc})' if str(exc) else ''}; every finished trial is recorded."
+              " Finish with: stitchsweep resume RESULTS" + (f" (under {where})" if where else ""),
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -130,7 +130,11 @@ def _fit(name: str, trainable, grid: list[str], key: str, resources: dict, sweep
                 failure_config=tune.FailureConfig(max_failures=2),
             ),
         )
-        tuner.fit()
+        results = tuner.fit()
+        # Tune handles Ctrl+C itself and returns normally with trials left over; stop the whole sweep then,
+        # instead of going on to the next stage.
+        if results.num_terminated + results.num_errors < len(grid):
+            raise KeyboardInterrupt(f"the {name} stage was interrupted")
     return StageSummary(name, len(grid), time.perf_counter() - t0)
 
 

@@ -131,3 +131,24 @@ def test_bad_similarity_requests_are_refused():
     del space["stitching"]["indices"]
     with pytest.raises(SpecError, match=r"^stitching.similarity_samples: .*indices"):
         parse_space(space)
+
+
+def test_dm_self_stitching_identifies_every_layer_of_a_zoo_donor(tmp_path):
+    """Seed 004's intra-network sanity check: DM relative accuracy (and CKA, DM distance) over every layer
+    pair of one donor peaks on the diagonal, for every layer of the quickstart architecture."""
+    import analysis
+    from analysis.tables import layer_identification
+
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"].update(stitch_points="all", end_points="all", objectives=["dm"], indices=["cka", "dm"],
+                              similarity_samples=300)
+    space["evaluation"]["n_eval_robust"] = 0
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    run_donor(sweep.donors["plain_a"], sweep.evaluation, sweep_dir, torch.device("cpu"))
+    assert all(run_trial(t, sweep_dir)["status"] == "done" for t in sweep.trials)
+    table = layer_identification(analysis.load_trials(sweep_dir.path)).set_index("measure")
+    assert set(table.index) == {"dm", "cka", "dm distance"}
+    assert (table["kind"] == "intra").all() and (table["layers"] == 6).all()
+    assert table.loc["dm", "accuracy"] == 1.0

@@ -149,3 +149,30 @@ def test_gpu_request_on_a_cluster_without_gpus_is_refused_before_scheduling(tiny
     assert ("resources.gpus_per_trial: expected at most the 0 GPUs of the largest node of this Ray cluster,"
             " found 1.0") in proc.stderr
     assert not list((storage / "tiny" / "trials").glob("*.parquet"))
+
+
+def test_ctrl_c_during_the_zoo_stops_the_sweep_instead_of_starting_the_stitching_stage(tiny_space, write_space,
+                                                                                       tmp_path):
+    tiny_space["donors"]["plain_a"]["epochs"] = 30  # long enough to be interrupted mid-training
+    space = write_space(tiny_space)
+    storage = tmp_path / "results"
+    log = open(tmp_path / "driver.log", "w")
+    driver = subprocess.Popen([*CLI, "run", str(space), "--storage", str(storage), "--num-cpus", "2"],
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while "epoch 2/30" not in (tmp_path / "driver.log").read_text():
+            assert driver.poll() is None, (tmp_path / "driver.log").read_text()
+            assert time.time() < deadline, "the donor never started training"
+            time.sleep(0.5)
+        os.kill(driver.pid, signal.SIGINT)
+        rc = driver.wait(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        log.close()
+    out = (tmp_path / "driver.log").read_text()
+    assert rc == 130, out
+    assert "interrupted" in out and "stitchsweep resume" in out
+    assert not (storage / "tiny" / "_ray").exists() or not list((storage / "tiny" / "_ray").glob("stitch-*"))
+    assert not list((storage / "tiny" / "trials").glob("*.parquet"))
