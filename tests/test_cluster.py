@@ -1,0 +1,59 @@
+"""cluster/: every config parses and installs what pyproject.toml pins."""
+
+import re
+import subprocess
+
+import pytest
+import yaml
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
+from .conftest import REPO
+
+CLUSTER = REPO / "cluster"
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+DEPS = PYPROJECT["project"]["dependencies"]
+RAY_PIN = next(d for d in DEPS if d.startswith("ray["))
+RAY_MINOR = re.search(r"==(\d+\.\d+)", RAY_PIN).group(1)
+LAUNCHERS = ["aws.yaml", "gcp.yaml", "local.yaml"]
+
+
+@pytest.mark.parametrize("name", LAUNCHERS)
+def test_launcher_configs_parse_and_install_the_pinned_ray_and_this_project(name):
+    cfg = yaml.safe_load((CLUSTER / name).read_text())
+    assert cfg["cluster_name"] and cfg["provider"]["type"] in ("aws", "gcp", "local")
+    setup = " ".join(cfg["setup_commands"])
+    assert f"'{RAY_PIN}'" in setup and "pip install -q -e ." in setup
+    assert any("--head" in c and "--num-gpus=0" in c for c in cfg["head_start_ray_commands"])
+    if cfg["provider"]["type"] != "local":
+        head = cfg["available_node_types"][cfg["head_node_type"]]
+        assert head["resources"]["GPU"] == 0
+
+
+def test_rayjob_pins_equal_pyproject_and_ray_version_matches():
+    job = yaml.safe_load((CLUSTER / "kuberay-rayjob.yaml").read_text())
+    assert job["apiVersion"] == "ray.io/v1" and job["kind"] == "RayJob"
+    env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
+    assert env["pip"] == DEPS
+    spec = job["spec"]["rayClusterSpec"]
+    assert spec["rayVersion"].startswith(RAY_MINOR + ".")
+    images = [c["image"] for c in spec["headGroupSpec"]["template"]["spec"]["containers"]]
+    images += [c["image"] for g in spec["workerGroupSpecs"] for c in g["template"]["spec"]["containers"]]
+    assert all(f"ray:{RAY_MINOR}." in i for i in images)
+    assert spec["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"
+    assert all(c["resources"]["limits"]["nvidia.com/gpu"] for g in spec["workerGroupSpecs"]
+               for c in g["template"]["spec"]["containers"])
+
+
+@pytest.mark.parametrize("name", ["submit.sh", "slurm.sbatch"])
+def test_scripts_are_valid_bash_and_run_the_sweep_entry_point(name):
+    text = (CLUSTER / name).read_text()
+    subprocess.run(["bash", "-n", str(CLUSTER / name)], check=True)
+    assert "run \"$SPACE\" --address auto --storage \"$STORAGE\"" in text
+    if name == "slurm.sbatch":
+        assert "ray symmetric-run" in text and "--min-nodes" in text
+    else:
+        assert "ray job submit --working-dir ." in text
