@@ -2,10 +2,13 @@
 
 Every part is cast to the known schema (columns a part lacks come back as nulls); columns a part has beyond
 the schema are kept too, so nothing written is dropped silently. Temporary files (".tmp-*") are ignored.
+A part that cannot be read (truncated, not Parquet, not one of ours, types that do not cast) is skipped with a
+warning naming its path, and listed in `load(...)["problems"]`: it never crashes a reader.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +17,8 @@ import pyarrow.parquet as pq
 
 from .schema import CURVES_DIR, DONORS_DIR, SCHEMAS, TRIALS_DIR
 
+KEY_COLUMN = {TRIALS_DIR: "trial_id", DONORS_DIR: "donor", CURVES_DIR: "trial_id"}
+
 
 def _parts(directory: Path) -> list[Path]:
     if not directory.is_dir():
@@ -21,16 +26,32 @@ def _parts(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.parquet") if not p.name.startswith("."))
 
 
-def read_table(results: str | Path, kind: str) -> pa.Table:
-    """All parts of `kind` ("trials", "donors" or "curves") as one Arrow table with a unified schema."""
+def _read_part(part: Path, kind: str) -> pa.Table:
+    schema = SCHEMAS[kind]
+    t = pq.read_table(part)
+    if KEY_COLUMN[kind] not in t.column_names:
+        raise ValueError(f"not a stitchsweep {kind} part: it has no {KEY_COLUMN[kind]!r} column")
+    for field in schema:  # add the columns this part predates
+        if field.name not in t.column_names:
+            t = t.append_column(field, pa.nulls(len(t), field.type))
+    known = [f.name for f in schema]
+    extra = [c for c in t.column_names if c not in known]
+    return t.select(known + extra).cast(pa.schema(list(schema) + [t.schema.field(c) for c in extra]))
+
+
+def read_table(results: str | Path, kind: str, problems: list[dict] | None = None) -> pa.Table:
+    """All parts of `kind` ("trials", "donors" or "curves") as one Arrow table with a unified schema.
+    Unreadable parts are skipped with a warning and appended to `problems` as {path, kind, error}."""
     schema = SCHEMAS[kind]
     tables = []
     for part in _parts(Path(results) / kind):
-        t = pq.read_table(part)
-        for field in schema:  # add the columns this part predates
-            if field.name not in t.column_names:
-                t = t.append_column(field, pa.nulls(len(t), field.type))
-        tables.append(t)
+        try:
+            tables.append(_read_part(part, kind))
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"skipping unreadable results part {part}: {error}", stacklevel=2)
+            if problems is not None:
+                problems.append({"path": str(part), "kind": kind, "error": error})
     if not tables:
         return schema.empty_table()
     table = pa.concat_tables(tables, promote_options="permissive")
@@ -46,7 +67,10 @@ def load_trials(results: str | Path) -> pd.DataFrame:
 
 def load_donors(results: str | Path) -> pd.DataFrame:
     """One row per donor and evaluation setting; the latest record of each when evaluated more than once."""
-    df = read_table(results, DONORS_DIR).to_pandas()
+    return _latest_donors(read_table(results, DONORS_DIR).to_pandas())
+
+
+def _latest_donors(df: pd.DataFrame) -> pd.DataFrame:
     if len(df):
         df = df.sort_values("finished_at").drop_duplicates(["donor", "donor_key", "eps", "n_eval_robust"],
                                                            keep="last")
@@ -59,5 +83,13 @@ def load_curves(results: str | Path) -> pd.DataFrame:
 
 
 def load(results: str | Path) -> dict[str, pd.DataFrame]:
-    """All three tables of a results directory: {"trials", "donors", "curves"}."""
-    return {"trials": load_trials(results), "donors": load_donors(results), "curves": load_curves(results)}
+    """All tables of a results directory: {"trials", "donors", "curves"}, plus "problems": the parts that
+    could not be read (path, kind, error), empty when every part is fine."""
+    problems: list[dict] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reported through "problems" instead
+        trials = read_table(results, TRIALS_DIR, problems).to_pandas()
+        donors = _latest_donors(read_table(results, DONORS_DIR, problems).to_pandas())
+        curves = read_table(results, CURVES_DIR, problems).to_pandas()
+    return {"trials": trials, "donors": donors, "curves": curves,
+            "problems": pd.DataFrame(problems, columns=["path", "kind", "error"])}

@@ -47,7 +47,7 @@ def write_report(results: str | Path, out: str | Path) -> Path:
     results, out = Path(results), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tables = load(results)
-    trials, donors = tables["trials"], tables["donors"]
+    trials, donors, problems = tables["trials"], tables["donors"], tables["problems"]
     trials = trials.assign(setting=setting_label(trials))
     trials.to_csv(out / "trials.csv", index=False)
     donors.to_csv(out / "donors.csv", index=False)
@@ -95,6 +95,11 @@ def write_report(results: str | Path, out: str | Path) -> Path:
         (out / "layer_identification.md").write_text(markdown_table(identification))
 
     rest = []
+    if len(problems):
+        problems.to_csv(out / "problems.csv", index=False)
+        rest.append("<h2>Unreadable results parts</h2><p>Skipped: these files could not be read as results"
+                    " (rerun <code>stitchsweep resume</code> to recompute their trials).</p>"
+                    + _table(problems, ["path", "kind", "error"]))
     if len(identification):
         rest.append("<h2>Layer identification (seed 004 Table 1)</h2><p>Share of front layers whose most"
                     " similar end layer, by each measure, is the corresponding one (intra: a donor with itself;"

@@ -60,22 +60,33 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def _readable_status(part) -> str | None:
+    """A part's status; an unreadable part is set aside (renamed `*.corrupt`, reported) and counts as absent."""
+    from .results import read_status, set_aside
+
+    if not part.exists():
+        return None
+    status = read_status(part)
+    if status is None:
+        print(f"warning: unreadable results part {part}: set aside as {set_aside(part).name}; it will be"
+              " recomputed", flush=True)
+    return status
+
+
 def _pending(sweep, sweep_dir, retry_failed: bool) -> tuple[list[str], list[str], int]:
     """Donors to (re)run, trial ids to run, and how many trials are already done."""
-    import pyarrow.parquet as pq
-
     from .zoo import donor_part
 
     donors = []
     for name, donor in sweep.donors.items():
         part = donor_part(sweep_dir, donor, sweep.evaluation)
-        if not part.exists() or pq.read_table(part, columns=["status"])["status"][0].as_py() != "done":
+        if _readable_status(part) != "done":
             donors.append(name)
     todo, done = [], 0
     for s in sweep.trials:
         part = sweep_dir.trial_part(s.trial_id)
-        if part.exists():
-            status = pq.read_table(part, columns=["status"])["status"][0].as_py()
+        status = _readable_status(part)
+        if status is not None:
             if status == "failed" and retry_failed:
                 part.unlink()
                 todo.append(s.trial_id)
@@ -87,8 +98,11 @@ def _pending(sweep, sweep_dir, retry_failed: bool) -> tuple[list[str], list[str]
 
 
 def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
-    from .results import remove_stale_tmp
+    from .results import remove_stale_tmp, writable_or_error
 
+    problem = writable_or_error(sweep_dir.path)
+    if problem:
+        raise SpecError("--storage", "a folder this user can write", str(sweep_dir.root), problem)
     sweep_dir.create()
     stale = remove_stale_tmp(sweep_dir)
     if stale:
@@ -109,8 +123,13 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
 def cmd_run(args) -> int:
     from .results import SweepDir
 
+    from .results import writable_or_error
+
     sweep = _load_space(args.space)
     sweep_dir = SweepDir(args.storage, sweep.name)
+    problem = writable_or_error(sweep_dir.path)
+    if problem:
+        raise SpecError("--storage", "a folder this user can write", str(sweep_dir.root), problem)
     sweep_dir.create()
     # The sweep's own copy: `resume`, `status` and `report` read it. A grown space replaces it; trial ids
     # keep finished trials finished.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -143,10 +144,28 @@ def start_ray(address: str | None, num_cpus: int | None) -> bool:
     if ray.is_initialized():
         return False
     if address:
-        ray.init(address=address, log_to_driver=False)
+        _check_reachable(address)
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except ConnectionError as exc:
+            raise SpecError("--address", "a running Ray cluster", address, str(exc).splitlines()[0]) from None
     else:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     return True
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail in seconds, naming the address, when nothing listens at a host:port address (Ray itself would
+    retry for a minute or more). "auto" and ray:// client addresses are left to Ray."""
+    if address == "auto" or "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except (OSError, ValueError) as exc:
+        raise SpecError("--address", "the host:port of a running Ray cluster's head (GCS)", address,
+                        f"nothing answers there within {timeout:g} s: {exc}") from None
 
 
 def check_resources(sweep: Sweep, nodes: list[dict]) -> None:

@@ -82,6 +82,36 @@ def write_rows(path: Path, rows: list[dict], schema: pa.Schema) -> None:
     atomic_write_bytes(path, lambda tmp: pq.write_table(table, tmp))
 
 
+CORRUPT_SUFFIX = ".corrupt"
+
+
+def read_status(part: Path) -> str | None:
+    """The `status` of a one-row part ("done" / "failed"), or None when the file cannot be read as one."""
+    try:
+        return pq.read_table(part, columns=["status"])["status"][0].as_py()
+    except Exception:  # truncated, not Parquet, no status column, empty: all mean "not a usable record"
+        return None
+
+
+def set_aside(part: Path) -> Path:
+    """Rename an unreadable part to `<name>.corrupt` (kept for inspection, no longer read as a result)."""
+    target = part.with_name(part.name + CORRUPT_SUFFIX)
+    os.replace(part, target)
+    return target
+
+
+def writable_or_error(path: Path) -> str | None:
+    """None if files can be created under `path` (made if missing), else the reason they cannot."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f"{TMP_PREFIX}probe-{uuid.uuid4().hex[:8]}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+    return None
+
+
 def remove_stale_tmp(sweep: SweepDir) -> int:
     """Delete temporary files left by writers that died mid-write. Call only when no trial is running."""
     n = 0

@@ -37,7 +37,10 @@ def pick_device(want_gpu: bool = True) -> torch.device:
 def donor_accuracies(sweep: SweepDir, donor_key: str, spec: TrialSpec) -> tuple[float | None, float | None]:
     """The donor's accuracies from the sweep's `donors` table, under this trial's evaluation settings."""
     for part in sorted(sweep.donors.glob("*.parquet")):
-        row = pq.read_table(part).to_pylist()[0]
+        try:
+            row = pq.read_table(part).to_pylist()[0]
+        except Exception:  # an unreadable donors part: the caller measures the donor itself
+            continue
         if (row["donor_key"] == donor_key and row["status"] == "done" and row["eps"] == spec.eps
                 and row["n_eval_robust"] == spec.n_eval_robust):
             return row["clean_acc"], row["robust_acc"]

@@ -17,7 +17,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-import pyarrow.parquet as pq
 import torch
 from torch import nn
 
@@ -30,7 +29,7 @@ from .data import Splits, batches, make_splits
 from .evaluate import predict, robust_accuracy
 from .external import load_checkpoint, load_robustbench
 from .models import StagedNet, build
-from .results import SweepDir, atomic_write_bytes, write_rows
+from .results import SweepDir, atomic_write_bytes, read_status, write_rows
 from .donors import DonorSpec
 from .spec import EvalSpec
 from .training import optimiser_step, step_schedule
@@ -115,7 +114,7 @@ def run_donor(donor: DonorSpec, evaluation: EvalSpec, sweep: SweepDir, device: t
               download: bool = True) -> dict:
     """Train (or take from the cache) and evaluate one donor; write its `donors` row. Idempotent."""
     part = donor_part(sweep, donor, evaluation)
-    if part.exists() and pq.read_table(part, columns=["status"])["status"][0].as_py() == "done":
+    if part.exists() and read_status(part) == "done":
         return {"donor": donor.name, "skipped": True}  # a failed donor is tried again
     d = donor.data
     ckpt = sweep.zoo(donor.donor_key) / CHECKPOINT
