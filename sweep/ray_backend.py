@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -179,13 +180,54 @@ def check_resources(sweep: Sweep, nodes: list[dict]) -> None:
                             want, "lower it, or join a cluster that has them with --address")
 
 
+@ray.remote(num_cpus=0)
+def _sees(path: str) -> tuple[str, bool]:
+    return ray.util.get_node_ip_address(), os.path.exists(path)
+
+
+def blind_nodes(path: Path, nodes: list[dict], timeout: float = 60.0) -> list[str]:
+    """The IPs of live nodes that do not see `path` (a file the driver just wrote): one zero-CPU task pinned
+    to each node checks. A node that does not answer in time counts as blind."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    refs = {n["NodeManagerAddress"]: _sees.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        n["NodeID"], soft=False)).remote(str(path)) for n in nodes}
+    blind = []
+    for ip, ref in refs.items():
+        try:
+            _, seen = ray.get(ref, timeout=timeout)
+        except Exception:
+            seen = False
+        if not seen:
+            blind.append(ip)
+    return blind
+
+
+def check_storage_shared(sweep_dir: SweepDir, nodes: list[dict]) -> None:
+    """On a cluster of several nodes, refuse storage that some node cannot see (a local folder of the
+    head, say): their trials could read no donor and their results would be lost to the driver."""
+    if len(nodes) < 2:
+        return
+    marker = sweep_dir.path / f".stitchsweep-visible-{os.getpid()}"
+    marker.write_text("written by the driver to check that every node sees the storage\n")
+    try:
+        blind = blind_nodes(marker, nodes)
+    finally:
+        marker.unlink(missing_ok=True)
+    if blind:
+        raise SpecError("--storage", "a folder every node of the cluster sees at the same path (NFS, EFS, ...)",
+                        str(sweep_dir.root), f"not visible on node(s) {', '.join(blind)}")
+
+
 def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: list[str], *,
                address: str | None = None, num_cpus: int | None = None,
                max_concurrent: int | None = None) -> list[StageSummary]:
     """Run the zoo stage for `donors`, then the stitching stage for `trial_ids`, as Ray Tune trials."""
     started = start_ray(address, num_cpus)
     try:
-        check_resources(sweep, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        check_resources(sweep, [n["Resources"] for n in alive])
+        check_storage_shared(sweep_dir, alive)
         resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
         root = str(sweep_dir.root)
         summaries = [

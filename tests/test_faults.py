@@ -74,3 +74,29 @@ def test_run_sets_an_unreadable_trial_part_aside_and_reruns_the_trial(tmp_path, 
     assert f"unreadable results part {sweep_dir.trial_part(bad.trial_id)}" in out
     assert not sweep_dir.trial_part(bad.trial_id).exists()
     assert (sweep_dir.trials / f"{bad.trial_id}.parquet.corrupt").exists()  # kept for inspection
+
+
+@pytest.mark.ray
+def test_storage_that_a_node_cannot_see_is_refused_on_a_multi_node_cluster(tmp_path, monkeypatch):
+    import ray
+
+    from sweep import ray_backend
+    from sweep.errors import SpecError
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        nodes = [n for n in ray.nodes() if n["Alive"]]
+        seen = tmp_path / "seen"
+        seen.write_text("x")
+        assert ray_backend.blind_nodes(seen, nodes) == []
+        assert ray_backend.blind_nodes(tmp_path / "missing", nodes) == [nodes[0]["NodeManagerAddress"]]
+        sweep_dir = SweepDir(tmp_path, "s")
+        sweep_dir.create()
+        ray_backend.check_storage_shared(sweep_dir, nodes)  # one node: nothing to check
+        ray_backend.check_storage_shared(sweep_dir, nodes * 2)  # the one real node sees it twice: fine
+        assert not list(sweep_dir.path.glob(".stitchsweep-visible-*"))  # the marker is cleaned up
+        monkeypatch.setattr(ray_backend, "blind_nodes", lambda path, nodes: ["10.0.0.12"])
+        with pytest.raises(SpecError, match=r"^--storage: expected a folder every node .* 10\.0\.0\.12"):
+            ray_backend.check_storage_shared(sweep_dir, nodes * 2)
+    finally:
+        ray.shutdown()
