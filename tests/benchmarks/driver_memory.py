@@ -1,0 +1,81 @@
+"""Driver memory over a long sweep: Ray Tune's default logger callbacks versus stitchsweep's settings.
+
+Runs N trivial Tune trials (each reports one metric and returns) in a fresh process per variant and samples
+the driver's resident memory (RSS) every 0.2 s:
+  defaults   : a plain tune.Tuner with Ray 2.60's defaults (JSON / CSV / TensorBoard logger callbacks on)
+  stitchsweep: the engine's own stage runner (`ray_backend._fit`: TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1,
+               verbose 0, our one-line progress callback)
+
+    .venv/bin/python tests/benchmarks/driver_memory.py [N]      # N defaults to 2000
+Prints one line per variant: trials, wall time, RSS at start, peak and end, and the growth per 1000 trials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+VARIANT = r'''
+import json, os, sys, threading, time
+import psutil
+import torch  # both variants: the engine's driver imports it too, so baselines compare
+variant, n, storage = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+if variant == "stitchsweep":
+    from sweep import ray_backend  # sets the logger switches before Tune is imported
+    from sweep.results import SweepDir
+import ray
+from ray import tune
+
+proc = psutil.Process()
+samples = []
+stop = threading.Event()
+def sample():
+    while not stop.is_set():
+        samples.append(proc.memory_info().rss)
+        time.sleep(0.2)
+
+def trivial(config):
+    tune.report({"value": config["i"]})
+
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+start = proc.memory_info().rss
+threading.Thread(target=sample, daemon=True).start()
+t0 = time.perf_counter()
+grid = [str(i) for i in range(n)]
+if variant == "stitchsweep":
+    sweep_dir = SweepDir(storage, "bench")
+    sweep_dir.create()
+    ray_backend._fit("bench", lambda c: tune.report({"value": int(c["i"])}), grid, "i", {"cpu": 1}, sweep_dir,
+                     lambda c: c["i"], None)
+else:
+    tune.Tuner(trivial, param_space={"i": tune.grid_search(list(range(n)))},
+               run_config=tune.RunConfig(name="bench", storage_path=storage)).fit()
+wall = time.perf_counter() - t0
+stop.set()
+end = proc.memory_info().rss
+print(json.dumps({"variant": variant, "trials": n, "wall_s": round(wall, 1), "rss_start_mb": start / 2**20,
+                  "rss_peak_mb": max(samples + [end]) / 2**20, "rss_end_mb": end / 2**20}))
+ray.shutdown()
+'''
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    for variant in ("defaults", "stitchsweep"):
+        with tempfile.TemporaryDirectory() as storage:
+            env = dict(os.environ)
+            env.pop("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", None)
+            out = subprocess.run([sys.executable, "-c", VARIANT, variant, str(n), storage], env=env,
+                                 capture_output=True, text=True, check=True).stdout
+            r = json.loads(out.strip().splitlines()[-1])
+            growth = (r["rss_end_mb"] - r["rss_start_mb"]) / n * 1000
+            print(f"{variant:12s} trials={r['trials']} wall={r['wall_s']}s rss start={r['rss_start_mb']:.0f} MB"
+                  f" peak={r['rss_peak_mb']:.0f} MB end={r['rss_end_mb']:.0f} MB"
+                  f" growth={growth:.1f} MB per 1000 trials", flush=True)
+
+
+if __name__ == "__main__":
+    main()
