@@ -15,9 +15,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .schema import CURVES_DIR, DONORS_DIR, SCHEMAS, TRIALS_DIR
+from .schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SCHEMAS, TRIALS_DIR
 
-KEY_COLUMN = {TRIALS_DIR: "trial_id", DONORS_DIR: "donor", CURVES_DIR: "trial_id"}
+KEY_COLUMN = {TRIALS_DIR: "trial_id", DONORS_DIR: "donor", CURVES_DIR: "trial_id", REPTESTS_DIR: "unit_id"}
 
 
 def _parts(directory: Path) -> list[Path]:
@@ -82,8 +82,13 @@ def load_curves(results: str | Path) -> pd.DataFrame:
     return read_table(results, CURVES_DIR).to_pandas()
 
 
+def load_reptests(results: str | Path) -> pd.DataFrame:
+    """Representation-test rows: one per unit and member (seed 004 Section 5)."""
+    return read_table(results, REPTESTS_DIR).to_pandas()
+
+
 def load(results: str | Path) -> dict[str, pd.DataFrame]:
-    """All tables of a results directory: {"trials", "donors", "curves"}, plus "problems": the parts that
+    """All tables of a results directory: {"trials", "donors", "curves", "reptests"}, plus "problems": the parts that
     could not be read (path, kind, error), empty when every part is fine."""
     problems: list[dict] = []
     with warnings.catch_warnings():
@@ -91,5 +96,6 @@ def load(results: str | Path) -> dict[str, pd.DataFrame]:
         trials = read_table(results, TRIALS_DIR, problems).to_pandas()
         donors = _latest_donors(read_table(results, DONORS_DIR, problems).to_pandas())
         curves = read_table(results, CURVES_DIR, problems).to_pandas()
-    return {"trials": trials, "donors": donors, "curves": curves,
+        reptests = read_table(results, REPTESTS_DIR, problems).to_pandas()
+    return {"trials": trials, "donors": donors, "curves": curves, "reptests": reptests,
             "problems": pd.DataFrame(problems, columns=["path", "kind", "error"])}

@@ -12,6 +12,7 @@ import pandas as pd
 from .charts import (class_collapse_grid, cross_task_grid, heatmap_grid, is_cross_task, setting_label,
                      stitching_grid)
 from .load import load
+from .stats import correlation_table, rank_correlations
 from .tables import layer_identification, long_matrices
 
 TRIAL_COLUMNS = ["front", "end", "dataset", "front_point", "setting", "seed", "clean_acc", "relative_acc",
@@ -95,6 +96,17 @@ def write_report(results: str | Path, out: str | Path) -> Path:
         (out / "layer_identification.md").write_text(markdown_table(identification))
 
     rest = []
+    reptests = tables["reptests"]
+    if len(reptests):
+        per_unit = rank_correlations(reptests)
+        per_unit.to_csv(out / "rank_correlations_per_unit.csv", index=False)
+        corr = correlation_table(per_unit)
+        corr.to_csv(out / "rank_correlations.csv", index=False)
+        (out / "rank_correlations.md").write_text(markdown_table(corr))
+        rest.append("<h2>Rank-correlation tests (seed 004 Tables 2-3)</h2><p>Kendall's tau and Spearman's rho"
+                    " between the probing gap |F(A) - F(B)| and each dissimilarity d(A, B), mean over units;"
+                    " <i>significant</i>: units with both one-sided p-values below 0.05.</p>"
+                    + _table(corr, list(corr.columns)))
     if len(problems):
         problems.to_csv(out / "problems.csv", index=False)
         rest.append("<h2>Unreadable results parts</h2><p>Skipped: these files could not be read as results"

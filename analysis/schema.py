@@ -129,6 +129,44 @@ DONOR_SCHEMA = pa.schema(
     ]
 )
 
+REPTESTS_DIR = "reptests"
+
+# Representation tests (seed 004 Section 5): one part per unit, one row per member B of its set S.
+REPTEST_SCHEMA = pa.schema(
+    [
+        ("unit_id", pa.string()),
+        ("sweep", pa.string()),
+        ("name", pa.string()),
+        ("test", pa.string()),  # "sensitivity" | "specificity"
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("arch", pa.string()),
+        ("dataset", pa.string()),
+        ("donor", pa.string()),
+        ("donor_key", pa.string()),
+        ("layer", pa.string()),
+        ("rank", pa.int32()),  # null: full rank
+        ("probe_acc", pa.float64()),  # F(B): linear probing accuracy on the test sample
+        ("reference", pa.bool_()),  # B is A = argmax F
+        ("ref_donor", pa.string()),
+        ("ref_layer", pa.string()),
+        ("ref_rank", pa.int32()),
+        ("probe_gap", pa.float64()),  # |F(A) - F(B)|
+        ("d_cka", pa.float64()),  # 1 - linear CKA(A, B)
+        ("d_pwcca", pa.float64()),  # 1 - PWCCA(A, B)
+        ("d_opd", pa.float64()),
+        ("d_dm", pa.float64()),  # structural DM distance from B to A
+        ("d_dm_func", pa.float64()),  # 1 - relative accuracy of B stitched into A's network by DM
+        ("dm_func_acc", pa.float64()),
+        ("samples", pa.int32()),
+        ("probe_train_size", pa.int32()),
+        ("time_unit_s", pa.float64()),
+        ("stitchsweep_version", pa.string()),
+        ("schema_version", pa.int32()),
+        ("finished_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
 CURVE_SCHEMA = pa.schema(
     [
         ("trial_id", pa.string()),
@@ -138,4 +176,5 @@ CURVE_SCHEMA = pa.schema(
     ]
 )
 
-SCHEMAS = {TRIALS_DIR: TRIAL_SCHEMA, DONORS_DIR: DONOR_SCHEMA, CURVES_DIR: CURVE_SCHEMA}
+SCHEMAS = {TRIALS_DIR: TRIAL_SCHEMA, DONORS_DIR: DONOR_SCHEMA, CURVES_DIR: CURVE_SCHEMA,
+           REPTESTS_DIR: REPTEST_SCHEMA}

@@ -44,7 +44,8 @@ def _open_results(path: str):
 
 def cmd_plan(args) -> int:
     sweep = _load_space(args.space)
-    print(f"sweep {sweep.name}: {len(sweep.trials)} trials, {len(sweep.donors)} donors")
+    print(f"sweep {sweep.name}: {len(sweep.trials)} trials, {len(sweep.donors)} donors"
+          + (f", {len(sweep.reptests)} representation-test units" if sweep.reptests else ""))
     for name, d in sweep.donors.items():
         if d.source != "zoo":
             origin = d.path if d.source == "file" else f"RobustBench {d.robustbench_id} in {d.path}"
@@ -57,6 +58,10 @@ def cmd_plan(args) -> int:
               f" epochs={d.epochs} seed={d.seed}{extra} key={d.donor_key}")
     for s in sweep.trials:
         print(f"  {s.trial_id}  {s.label}")
+    if sweep.reptests:
+        print(f"representation tests: {len(sweep.reptests)} units")
+        for u in sweep.reptests:
+            print(f"  {u.unit_id}  {u.label}")
     return 0
 
 
@@ -71,6 +76,20 @@ def _readable_status(part) -> str | None:
         print(f"warning: unreadable results part {part}: set aside as {set_aside(part).name}; it will be"
               " recomputed", flush=True)
     return status
+
+
+def _pending_units(sweep, sweep_dir, retry_failed: bool) -> list[str]:
+    """Representation-test units without a (usable) part."""
+    todo = []
+    for u in sweep.reptests:
+        part = sweep_dir.reptest_part(u.unit_id)
+        status = _readable_status(part)
+        if status == "failed" and retry_failed:
+            part.unlink()
+            status = None
+        if status is None:
+            todo.append(u.unit_id)
+    return todo
 
 
 def _pending(sweep, sweep_dir, retry_failed: bool) -> tuple[list[str], list[str], int]:
@@ -108,13 +127,16 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
     if stale:
         print(f"removed {stale} partial file(s) left by an interrupted run")
     donors, todo, done = _pending(sweep, sweep_dir, retry_failed)
+    units = _pending_units(sweep, sweep_dir, retry_failed)
     print(f"sweep {sweep.name}: {len(sweep.trials)} trials, {done} already recorded, {len(todo)} to run;"
-          f" {len(donors)} of {len(sweep.donors)} donors to train or evaluate", flush=True)
+          f" {len(donors)} of {len(sweep.donors)} donors to train or evaluate"
+          + (f"; {len(units)} of {len(sweep.reptests)} representation-test units to run" if sweep.reptests
+             else ""), flush=True)
     print(f"results: {sweep_dir.path}", flush=True)
-    if donors or todo:
+    if donors or todo or units:
         from . import ray_backend  # the only Ray import, and only for commands that schedule work
 
-        ray_backend.run_stages(sweep, sweep_dir, donors, todo, address=args.address,
+        ray_backend.run_stages(sweep, sweep_dir, donors, todo, units, address=args.address,
                                num_cpus=args.num_cpus, max_concurrent=args.max_concurrent)
     complete = _print_status(sweep, sweep_dir)
     return 0 if complete else EXIT_INCOMPLETE
@@ -145,6 +167,8 @@ def cmd_resume(args) -> int:
 
 def _print_status(sweep, sweep_dir) -> bool:
     """Print done / failed / pending counts; True when every trial is done."""
+    import pandas as pd
+
     import analysis
 
     trials = analysis.load_trials(sweep_dir.path)
@@ -159,6 +183,18 @@ def _print_status(sweep, sweep_dir) -> bool:
               f" {r['error']}")
     if len(failed) > 20:
         print(f"  ... and {len(failed) - 20} more failed (see the trials table)")
+    if sweep.reptests:
+        reps = analysis.load_reptests(sweep_dir.path)
+        units = {u.unit_id for u in sweep.reptests}
+        reps = reps[reps["unit_id"].isin(units)].drop_duplicates("unit_id")
+        u_failed = reps[reps["status"] == "failed"]
+        u_pending = len(units) - len(reps)
+        print(f"representation tests: {len(units)} units: {len(reps) - len(u_failed)} done, {len(u_failed)}"
+              f" failed, {u_pending} pending")
+        for _, r in u_failed.head(20).iterrows():
+            print(f"  failed unit {r['unit_id']} ({r['test']}): {r['error']}")
+        pending += u_pending
+        failed = pd.concat([failed, u_failed]) if len(u_failed) else failed
     if pending or len(failed):
         print(f"finish with: stitchsweep resume {sweep_dir.path}" + (" --failed" if len(failed) else ""))
     return not pending and not len(failed)

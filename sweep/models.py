@@ -91,6 +91,24 @@ def stitch_points(arch: str) -> list[str]:
     return list(_points(arch))
 
 
+@functools.lru_cache(maxsize=None)
+def activation_shapes(arch: str, in_channels: int, image_size: int, num_classes: int = 10
+                      ) -> dict[str, tuple[int, ...]]:
+    """The activation shape (without the batch dimension) at every stitch point, from one forward pass of a
+    freshly built model on a blank image: (C, H, W) for conv stages, (tokens, dim) for transformer ones."""
+    import torch
+
+    model = build(arch, in_channels, num_classes, (0.5,), (0.5,), image_size=image_size).eval()
+    shapes = {}
+    x = torch.zeros(1, in_channels, image_size, image_size)
+    with torch.no_grad():
+        for name in model.stage_names:
+            x = model.stage(name)(x)
+            if name in model.stitch_points:
+                shapes[name] = tuple(x.shape[1:])
+    return shapes
+
+
 def check_point(model: StagedNet, point: str) -> None:
     if point not in model.stitch_points:
         raise ValueError(

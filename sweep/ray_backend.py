@@ -73,6 +73,19 @@ def _stitch_trainable(config: dict, specs: dict, root: str, sweep_name: str, cpu
                  "robust_acc": row.get("robust_acc"), "error": row.get("error")})
 
 
+def _reptest_trainable(config: dict, units: dict, root: str, sweep_name: str, cpus: float, gpu: bool,
+                       data_root: str | None, download: bool) -> None:
+    import torch
+
+    from .reptests import run_reptest
+    from .trial import pick_device
+
+    torch.set_num_threads(_threads(cpus))
+    out = run_reptest(units[config["unit_id"]], SweepDir(root, sweep_name), pick_device(gpu), data_root=data_root,
+                      download=download, report=lambda m: tune.report(m))
+    tune.report({"status": out["status"], "error": out.get("error")})
+
+
 class _Progress(tune.Callback):
     """One line per finished trial on the driver's stdout (the Parquet parts are the real record)."""
 
@@ -219,10 +232,11 @@ def check_storage_shared(sweep_dir: SweepDir, nodes: list[dict]) -> None:
                         str(sweep_dir.root), f"not visible on node(s) {', '.join(blind)}")
 
 
-def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: list[str], *,
-               address: str | None = None, num_cpus: int | None = None,
+def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: list[str],
+               unit_ids: list[str] = (), *, address: str | None = None, num_cpus: int | None = None,
                max_concurrent: int | None = None) -> list[StageSummary]:
-    """Run the zoo stage for `donors`, then the stitching stage for `trial_ids`, as Ray Tune trials."""
+    """Run the zoo stage for `donors`, the stitching stage for `trial_ids`, then the representation-test
+    stage for `unit_ids`, as Ray Tune trials."""
     started = start_ray(address, num_cpus)
     try:
         alive = [n for n in ray.nodes() if n.get("Alive")]
@@ -244,6 +258,13 @@ def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: 
 
         summaries.append(_fit("stitch", trainable, trial_ids, "trial_id", resources, sweep_dir, label,
                               max_concurrent))
+        units = {u.unit_id: u for u in sweep.reptests}
+        if unit_ids:
+            trainable = tune.with_parameters(
+                _reptest_trainable, units=units, root=root, sweep_name=sweep.name, cpus=sweep.cpus_per_trial,
+                gpu=sweep.gpus_per_trial > 0, data_root=sweep.data_root, download=sweep.download)
+            summaries.append(_fit("reptest", trainable, list(unit_ids), "unit_id", resources, sweep_dir,
+                                  lambda c: units[c["unit_id"]].label, max_concurrent))
         return summaries
     finally:
         if started:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.schema import CURVES_DIR, DONORS_DIR, SPACE_FILE, TRIALS_DIR
+from analysis.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TRIALS_DIR
 
 TMP_PREFIX = ".tmp-"
 
@@ -43,6 +43,13 @@ class SweepDir:
         return self.path / DONORS_DIR
 
     @property
+    def reptests(self) -> Path:
+        return self.path / REPTESTS_DIR
+
+    def reptest_part(self, unit_id: str) -> Path:
+        return self.reptests / f"{unit_id}.parquet"
+
+    @property
     def space(self) -> Path:
         return self.path / SPACE_FILE
 
@@ -57,7 +64,7 @@ class SweepDir:
         return self.trials / f"{trial_id}.parquet"
 
     def create(self) -> None:
-        for d in (self.trials, self.curves, self.donors):
+        for d in (self.trials, self.curves, self.donors, self.reptests):
             d.mkdir(parents=True, exist_ok=True)
 
 
@@ -115,7 +122,7 @@ def writable_or_error(path: Path) -> str | None:
 def remove_stale_tmp(sweep: SweepDir) -> int:
     """Delete temporary files left by writers that died mid-write. Call only when no trial is running."""
     n = 0
-    for d in (sweep.trials, sweep.curves, sweep.donors, sweep.root / "zoo"):
+    for d in (sweep.trials, sweep.curves, sweep.donors, sweep.reptests, sweep.root / "zoo"):
         if d.exists():
             for p in d.rglob(f"{TMP_PREFIX}*"):
                 p.unlink()

@@ -18,7 +18,7 @@ from analysis.schema import SCHEMA_VERSION
 
 from .dataspec import DataSpec, parse_data
 from .donors import DonorSpec, parse_donor, resolve_ref, scaled_step
-from .errors import SpecError
+from .errors import MISSING, SpecError
 from .fields import NAME_RE, Section, stable_hash
 from .stitching import STITCHERS
 
@@ -125,6 +125,7 @@ class Sweep:
     raw: dict
     data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
     download: bool = True
+    reptests: tuple = ()  # RepTestSpec units (sweep/reptest_spec.py)
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -159,7 +160,8 @@ def parse_space(raw: Any) -> Sweep:
 
     if not isinstance(raw, dict):
         raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
-    top = Section(raw, "", {"name", "data", "donors", "stitching", "evaluation", "resources"})
+    top = Section(raw, "", {"name", "data", "donors", "stitching", "representation_tests", "evaluation",
+                            "resources"})
     name = top.get("name", "string")
     if not NAME_RE.match(name):
         raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
@@ -196,12 +198,16 @@ def parse_space(raw: Any) -> Sweep:
                             f"at most the {donor.data.sizes()[1]} test images of donor {dname}'s data",
                             evaluation.n_eval_robust)
 
-    blocks_raw = top.get("stitching", "mapping") if not isinstance(raw.get("stitching"), list) \
-        else raw["stitching"]
+    if "stitching" not in raw and "representation_tests" not in raw:
+        raise SpecError("stitching", "a stitching section (or representation_tests)", MISSING,
+                        "the field is required")
+    blocks_raw = raw.get("stitching", [])
+    if not isinstance(blocks_raw, (dict, list)):
+        raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", blocks_raw)
     if isinstance(blocks_raw, dict):
         blocks = [(blocks_raw, "stitching")]
     else:
-        if not blocks_raw:
+        if not blocks_raw and "stitching" in raw:
             raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", blocks_raw)
         blocks = [(b, f"stitching[{i}]") for i, b in enumerate(blocks_raw)]
     trials: dict[str, TrialSpec] = {}
@@ -210,6 +216,11 @@ def parse_space(raw: Any) -> Sweep:
         for spec in _expand_block(block, path, data, evaluation, donors, used):
             trials.setdefault(spec.trial_id, spec)  # identical configs (e.g. alpha unused) collapse
 
+    reptests: list = []
+    if "representation_tests" in raw:
+        from .reptest_spec import parse_reptests
+
+        reptests = parse_reptests(raw["representation_tests"], data, donors, used)
     r = Section(top.raw.get("resources", {}), "resources", {"cpus_per_trial", "gpus_per_trial"})
     return Sweep(
         name=name, data=data, evaluation=evaluation,
@@ -218,6 +229,7 @@ def parse_space(raw: Any) -> Sweep:
         cpus_per_trial=r.get("cpus_per_trial", "number", 1.0, low=0.0),
         gpus_per_trial=r.get("gpus_per_trial", "number", 0.0, low=0.0),
         raw=raw, data_root=root, download=download,
+        reptests=tuple({u.unit_id: u for u in reptests}.values()),
     )
 
 

@@ -1,0 +1,128 @@
+"""Representation tests (seed 004 Section 5): spec, probes, low-rank maps, a real unit, the statistics."""
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import analysis
+from analysis.stats import correlation_table, rank_correlations
+from sweep.errors import SpecError
+from sweep.probing import linear_probe_accuracy
+from sweep.reptests import LowRank, run_reptest
+from sweep.results import SweepDir
+from sweep.spec import parse_space
+from sweep.zoo import run_donor
+
+from .conftest import TINY_SPACE
+
+
+def _space(tests):
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"]["plain_b"] = dict(space["donors"]["plain_a"], seed=1)
+    del space["stitching"]
+    space["representation_tests"] = tests
+    space["evaluation"]["n_eval_robust"] = 0
+    return space
+
+
+SENS = {"test": "sensitivity", "donors": ["zoo:plain_a"], "layers": ["layer2.1", "layer3.1"],
+        "ranks": [1, 8, 4], "samples": 200, "probe": {"train_size": 600, "epochs": 15, "lr": 0.01}}
+SPEC = {"test": "specificity", "donors": ["zoo:plain_a", "zoo:plain_b"], "layers": ["layer2.1", "layer3.1"],
+        "samples": 200, "probe": {"train_size": 600, "epochs": 15, "lr": 0.01}}
+
+
+def test_units_expand_per_donor_and_layer_with_ranks_largest_first():
+    sweep = parse_space(_space([SENS, SPEC]))
+    assert sweep.trials == () and set(sweep.donors) == {"plain_a", "plain_b"}
+    sens = [u for u in sweep.reptests if u.test == "sensitivity"]
+    assert len(sens) == 2 and [m[3] for m in sens[0].members] == [None, 8, 4, 1]
+    spec = next(u for u in sweep.reptests if u.test == "specificity")
+    assert len(spec.members) == 4 and {m[0] for m in spec.members} == {"zoo:plain_a", "zoo:plain_b"}
+    assert len({u.unit_id for u in sweep.reptests}) == 3
+
+
+@pytest.mark.parametrize("change,field,found", [
+    ({"ranks": [10_000]}, "representation_tests[0].ranks", "10000"),
+    ({"indices": ["cka", "svcca"]}, "representation_tests[0].indices[1]", "svcca"),
+    ({"dm_samples": 1}, "representation_tests[0].dm_samples", "K >= "),
+    ({"test": "specificity", "donors": ["zoo:plain_a", "zoo:plain_b"]}, "representation_tests[0].ranks", "no ranks"),
+    ({"layers": ["layer9"]}, "representation_tests[0].layers[0]", "layer9"),
+])
+def test_bad_representation_tests_are_refused_naming_the_field(change, field, found):
+    with pytest.raises(SpecError) as err:
+        parse_space(_space([dict(SENS, **change)]))
+    assert str(err.value).startswith(field + ":") and found in str(err.value), str(err.value)
+
+
+def test_specificity_needs_two_donors():
+    with pytest.raises(SpecError, match=r"^representation_tests\[0\].donors: expected at least two"):
+        parse_space(_space([dict(SPEC, donors=["zoo:plain_a"])]))
+
+
+def test_linear_probe_learns_separable_labels_and_refuses_nan():
+    rng = np.random.default_rng(0)
+    y = torch.from_numpy(rng.integers(0, 3, 600))
+    x = torch.randn(600, 20) * 0.3
+    x[torch.arange(600), y] += 3.0
+    assert linear_probe_accuracy(x[:400], y[:400], x[400:], y[400:], 3, epochs=20, lr=0.05) > 0.95
+    with pytest.raises(ValueError, match="NaN"):
+        linear_probe_accuracy(x[:400] * float("nan"), y[:400], x[400:], y[400:], 3)
+
+
+def test_low_rank_map_is_exact_on_low_rank_data_and_reduces_rank():
+    base = torch.randn(300, 3) @ torch.randn(3, 2 * 4 * 4)
+    acts = (base + 5.0).view(300, 2, 4, 4)
+    assert torch.allclose(LowRank(acts, 3)(acts), acts, atol=1e-4)
+    one = LowRank(acts, 1)(acts).flatten(1)
+    assert torch.linalg.matrix_rank(one - one.mean(0)) == 1
+
+
+@pytest.fixture(scope="module")
+def unit_results(tmp_path_factory):
+    sweep = parse_space(_space([SENS, SPEC]))
+    sweep_dir = SweepDir(tmp_path_factory.mktemp("r"), sweep.name)
+    sweep_dir.create()
+    for d in sweep.donors.values():
+        assert run_donor(d, sweep.evaluation, sweep_dir, torch.device("cpu"))["status"] == "done"
+    outs = [run_reptest(u, sweep_dir, torch.device("cpu")) for u in sweep.reptests]
+    assert all(o["status"] == "done" for o in outs), outs
+    assert run_reptest(sweep.reptests[0], sweep_dir, torch.device("cpu"))["status"] == "skipped"
+    return analysis.load_reptests(sweep_dir.path)
+
+
+def test_sensitivity_unit_measures_every_rank_against_the_best_probe(unit_results):
+    sens = unit_results[(unit_results["test"] == "sensitivity") & (unit_results["layer"] == "layer3.1")]
+    assert len(sens) == 4 and sens["reference"].sum() == 1
+    ref = sens[sens["reference"]].iloc[0]
+    assert ref["probe_acc"] == sens["probe_acc"].max() and ref["probe_gap"] == 0.0
+    for col in ("d_cka", "d_opd", "d_dm", "d_dm_func"):
+        assert abs(ref[col]) < 1e-6, col  # A against itself
+    rank1 = sens[sens["rank"] == 1].iloc[0]
+    assert rank1["probe_acc"] < ref["probe_acc"] and rank1["d_cka"] > 0.05 and rank1["d_dm_func"] > 0.05
+
+
+def test_specificity_unit_covers_every_layer_of_every_donor(unit_results):
+    spec = unit_results[unit_results["test"] == "specificity"]
+    assert len(spec) == 4 and set(spec["donor"]) == {"zoo:plain_a", "zoo:plain_b"}
+    assert spec["d_pwcca"].notna().all() and (spec["d_cka"] >= -1e-9).all()
+
+
+def test_rank_correlations_and_tables(unit_results):
+    per_unit = rank_correlations(unit_results)
+    assert set(per_unit["index"]) == {"cka", "pwcca", "opd", "dm (struct.)", "dm (func.)"}
+    assert per_unit["tau"].between(-1, 1).all() and per_unit["rho_p"].between(0, 1).all()
+    table = correlation_table(per_unit)
+    assert set(table["test"]) == {"sensitivity", "specificity"}
+    assert table.loc[table["test"] == "sensitivity", "units"].eq(2).all()
+
+
+def test_rank_correlation_math_and_constant_inputs():
+    base = dict(unit_id="u", test="sensitivity", name=None, arch="a", dataset="d", status="done")
+    rows = [dict(base, probe_gap=g, d_cka=g * 2, d_opd=1.0 - g, d_pwcca=0.5) for g in (0.0, 0.1, 0.2, 0.4)]
+    per = rank_correlations(pd.DataFrame(rows)).set_index("index")
+    assert per.loc["cka", "tau"] == pytest.approx(1.0) and per.loc["cka", "rho"] == pytest.approx(1.0)
+    assert per.loc["opd", "tau"] == pytest.approx(-1.0) and per.loc["opd", "tau_p"] > 0.9  # one-sided
+    assert np.isnan(per.loc["pwcca", "tau"]) and per.loc["pwcca", "note"] == "constant"
