@@ -61,6 +61,11 @@ TRIAL_SCHEMA = pa.schema(
         ("stitcher", pa.string()),  # "affine" | "bn_affine_bn"
         ("indices", pa.string()),  # the similarity indices requested, "+"-joined
         ("similarity_samples", pa.int32()),
+        ("ood_outliers", pa.string()),  # the OOD detector's outlier sets, "+"-joined
+        ("ood_train_size", pa.int32()),
+        ("ood_epochs", pa.int32()),
+        ("ood_oe_epochs", pa.int32()),
+        ("ood_samples", pa.int32()),
         ("front_dataset", pa.string()),  # the donors' training data (differ in cross-task stitching)
         ("end_dataset", pa.string()),
         ("stitch_data", pa.string()),  # whose data trained and tests the stitcher: "sweep" | "front" | "end"
@@ -80,6 +85,7 @@ TRIAL_SCHEMA = pa.schema(
         ("sim_dm", pa.float64()),
         ("rank_front", pa.int32()),  # numerical rank of the channel covariance (seed 003 B.2.1)
         ("rank_end", pa.int32()),
+        ("ood_auroc", pa.float64()),  # energy-detector AUROC, target vs stitched activations (0.5: in-distribution)
         ("front_clean_acc", pa.float64()),
         ("front_robust_acc", pa.float64()),
         ("end_clean_acc", pa.float64()),
@@ -90,6 +96,7 @@ TRIAL_SCHEMA = pa.schema(
         ("time_eval_clean_s", pa.float64()),
         ("time_eval_robust_s", pa.float64()),
         ("time_similarity_s", pa.float64()),
+        ("time_ood_s", pa.float64()),
         ("time_total_s", pa.float64()),
         ("device", pa.string()),
         ("hostname", pa.string()),

@@ -20,7 +20,13 @@ MEASURES: dict[str, tuple[str, str | None, bool]] = {
     "pwcca": ("sim_pwcca", None, True),
     "opd": ("sim_opd", None, False),
     "dm distance": ("sim_dm", None, False),
+    # OOD-ness of the stitched activations for the receiver (0.5: in-distribution), per objective
+    "tlm ood auroc": ("ood_auroc", "tlm", False),
+    "dm ood auroc": ("ood_auroc", "dm", False),
+    "dm+tlm ood auroc": ("ood_auroc", "dm+tlm", False),
 }
+# Measures that are not similarity indices: shown as matrices, left out of layer identification.
+NOT_FOR_IDENTIFICATION = {"tlm ood auroc", "dm ood auroc", "dm+tlm ood auroc"}
 
 
 def available_measures(trials: pd.DataFrame) -> list[str]:
@@ -77,6 +83,8 @@ def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:
     for pair in done[["front", "end"]].drop_duplicates().itertuples(index=False):
         kind = "intra" if pair.front == pair.end else "inter"
         for measure in available_measures(done[(done["front"] == pair.front) & (done["end"] == pair.end)]):
+            if measure in NOT_FOR_IDENTIFICATION:
+                continue
             _, _, higher = MEASURES[measure]
             m = layer_matrix(done, pair.front, pair.end, measure)
             hits = []

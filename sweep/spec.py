@@ -75,6 +75,11 @@ class TrialSpec:
     stitcher: str = "affine"  # "affine" | "bn_affine_bn" (Bansal et al.)
     indices: tuple[str, ...] = ()  # similarity indices between f<=i and g<=j on held-out images
     similarity_samples: int | None = None
+    ood_outliers: tuple[str, ...] = ()  # OOD AUROC of the stitched activations (seed 004 Section 4)
+    ood_train_size: int | None = None
+    ood_epochs: int | None = None
+    ood_oe_epochs: int | None = None
+    ood_samples: int | None = None
     # bookkeeping: not part of the identity (the donor keys already fix the donors' datasets)
     point_index: int = field(default=0, compare=False)
     n_points: int = field(default=0, compare=False)
@@ -90,7 +95,9 @@ class TrialSpec:
     # did not change (and rerun) every trial recorded before.
     HASHED_UNLESS_DEFAULT = {"precision": "fp32", "channels_last": False, "beta": None, "adv_eps": None,
                              "adv_step_size": None, "adv_steps": None, "adv_random_start": None,
-                             "stitcher": "affine", "indices": (), "similarity_samples": None}
+                             "stitcher": "affine", "indices": (), "similarity_samples": None,
+                             "ood_outliers": (), "ood_train_size": None, "ood_epochs": None,
+                             "ood_oe_epochs": None, "ood_samples": None}
 
     @property
     def label(self) -> str:
@@ -132,7 +139,8 @@ class Sweep:
 
 BLOCK_FIELDS = {"pairs", "stitch_points", "end_points", "objectives", "alphas", "betas", "seeds", "epochs", "lr",
                 "batch_size", "dm_samples", "init", "donor_bn", "precision", "channels_last", "stitcher",
-                "adv_eps", "adv_step_size", "adv_steps", "adv_random_start", "indices", "similarity_samples"}
+                "adv_eps", "adv_step_size", "adv_steps", "adv_random_start", "indices", "similarity_samples",
+                "ood"}
 STITCH_DATA = ("front", "end")
 
 
@@ -233,6 +241,26 @@ def parse_space(raw: Any) -> Sweep:
     )
 
 
+def _check_dm_samples(field: str, k: int, dataset: str, front_arch: str, point: str, end_arch: str,
+                      end_point: str) -> None:
+    """Direct matching solves C_in + 1 unknowns per output channel from K images x the target's positions:
+    refuse a K that leaves the least-squares fit undetermined, saying which K is needed."""
+    import math
+
+    from .data import DATASETS
+    from .models import activation_shapes
+
+    info = DATASETS[dataset]
+    src = activation_shapes(front_arch, info.channels, info.image_size, info.num_classes)[point]
+    tgt = activation_shapes(end_arch, info.channels, info.image_size, info.num_classes)[end_point]
+    channels = src[0] if len(src) == 3 else src[1]
+    positions = math.prod(tgt[1:]) if len(tgt) == 3 else tgt[0]
+    needed = math.ceil((channels + 1) / positions)
+    if k < needed:
+        raise SpecError(field, f"K >= {needed} images for a determined least-squares fit from {point}"
+                        f" ({channels} channels) to {end_point} ({positions} positions per image)", k)
+
+
 def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, donors: dict[str, DonorSpec],
                   used: set[str]) -> list[TrialSpec]:
     """One stitching block: pairs x stitch data x objectives x alphas x betas x seeds x stitch points."""
@@ -279,6 +307,15 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
     indices = tuple(st.get_list("indices", "string", [], choices=sorted(INDICES))) if st.raw.get("indices") \
         else ()
     similarity_samples = st.get("similarity_samples", "integer", None, low=5, nullable=True)
+    ood_raw = st.get("ood", "mapping", None, nullable=True)
+    ood = None
+    if ood_raw is not None:
+        o = Section(ood_raw, f"{path}.ood", {"outliers", "train_size", "epochs", "oe_epochs", "samples"})
+        ood = dict(outliers=tuple(o.get_list("outliers", "string", ["noise"],
+                                             choices=sorted(["noise", *DATASETS]))),
+                   train_size=o.get("train_size", "integer", None, low=10, nullable=True),
+                   epochs=o.get("epochs", "integer", 3, low=1), oe_epochs=o.get("oe_epochs", "integer", 2, low=1),
+                   samples=o.get("samples", "integer", None, low=10, nullable=True))
     if "similarity_samples" in st.raw and not indices:
         raise SpecError(f"{path}.similarity_samples", "an option of a block that lists indices",
                         st.raw["similarity_samples"], "set indices: [cka, pwcca, opd, dm, rank]")
@@ -348,6 +385,26 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
         else:
             dm_samples = None
         n_test = tdata.sizes()[1]
+        ood_fields = {}
+        if ood is not None:
+            info_t = DATASETS[tdata.dataset]
+            o_t = dict(ood, train_size=ood["train_size"] or min(2000, tdata.sizes()[0]),
+                       samples=ood["samples"] or min(500, n_test))
+            for k, name in enumerate(o_t["outliers"]):
+                if name != "noise":
+                    oi = DATASETS[name]
+                    if (oi.channels, oi.image_size) != (info_t.channels, info_t.image_size) or name == tdata.dataset:
+                        raise SpecError(f"{path}.ood.outliers[{k}]", f"'noise' or a dataset other than"
+                                        f" {tdata.dataset} with {info_t.channels}x{info_t.image_size}x"
+                                        f"{info_t.image_size} images", name)
+            if o_t["train_size"] > tdata.sizes()[0]:
+                raise SpecError(f"{path}.ood.train_size", f"at most the {tdata.sizes()[0]} training images of"
+                                f" {tdata.dataset}", o_t["train_size"])
+            if o_t["samples"] > n_test:
+                raise SpecError(f"{path}.ood.samples", f"at most the {n_test} test images of {tdata.dataset}",
+                                o_t["samples"])
+            ood_fields = dict(ood_outliers=o_t["outliers"], ood_train_size=o_t["train_size"],
+                              ood_epochs=o_t["epochs"], ood_oe_epochs=o_t["oe_epochs"], ood_samples=o_t["samples"])
         if indices and (similarity_samples or 0) > n_test:
             raise SpecError(f"{path}.similarity_samples", f"at most the {n_test} test images of {tdata.dataset}",
                             similarity_samples)
@@ -370,6 +427,9 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
                                     f" {end_valid}", q)
             layer_pairs = [(p, q) for p in points for q in ends]
         for point, end_point in layer_pairs:
+            if dm_samples is not None:
+                _check_dm_samples(f"{path}.dm_samples", dm_samples, tdata.dataset, front.arch, point, end.arch,
+                                  end_point)
             spec = TrialSpec(
                 dataset=tdata.dataset, train_size=tdata.train_size, val_size=tdata.val_size,
                 test_size=tdata.test_size,
@@ -379,7 +439,7 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
                 dm_samples=dm_samples,
                 **{k: (v if k in uses else None) for k, v in common.items()},
                 **{k: (v if k in uses else None) for k, v in adversarial.items()},
-                stitcher=stitcher, indices=indices,
+                stitcher=stitcher, indices=indices, **ood_fields,
                 similarity_samples=(similarity_samples or min(1000, n_test)) if indices else None,
                 attacks=evaluation.attacks, eps=evaluation.eps,
                 attack_iterations=evaluation.iterations, attack_restarts=evaluation.restarts,

@@ -50,7 +50,7 @@ def donor_accuracies(sweep: SweepDir, donor_key: str, spec: TrialSpec) -> tuple[
 def config_row(spec: TrialSpec, sweep_name: str) -> dict:
     row = {k: v for k, v in dataclasses.asdict(spec).items() if k in TRIAL_SCHEMA.names}
     row.update(trial_id=spec.trial_id, sweep=sweep_name, attack="+".join(spec.attacks),
-               indices="+".join(spec.indices) or None)
+               indices="+".join(spec.indices) or None, ood_outliers="+".join(spec.ood_outliers) or None)
     return row
 
 
@@ -70,7 +70,7 @@ def run_trial(spec: TrialSpec, sweep: SweepDir, report: Report | None = None,
     try:
         splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=data_root,
                              download=download).to(device)
-        row.update(_stitch_and_evaluate(spec, splits, sweep, device, curves, report, t0))
+        row.update(_stitch_and_evaluate(spec, splits, sweep, device, curves, report, t0, data_root, download))
         row["status"] = "done"
     except Exception as exc:  # recorded with its reason; the sweep goes on
         row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
@@ -85,7 +85,8 @@ def run_trial(spec: TrialSpec, sweep: SweepDir, report: Report | None = None,
 
 
 def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, device: torch.device,
-                         curves: list, report: Report, t0: float) -> dict:
+                         curves: list, report: Report, t0: float, data_root: str | None = None,
+                         download: bool = True) -> dict:
     out: dict = {}
     out["split_id"] = splits.split_id
     out["train_size"], out["val_size"], out["test_size"] = (
@@ -144,7 +145,60 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
         out.update(similarities(spec.indices, front, end_front, stitcher, splits.test_x[:spec.similarity_samples],
                                 device))
         out["time_similarity_s"] = time.perf_counter() - t4
+    if spec.ood_outliers:
+        t5 = time.perf_counter()
+        out["ood_auroc"] = ood_auroc(spec, sweep, front, end_front, stitcher, splits, device, data_root,
+                                     download)
+        out["time_ood_s"] = time.perf_counter() - t5
     return out
+
+
+def _acts(module, x: torch.Tensor, device: torch.device, batch_size: int = 250) -> torch.Tensor:
+    with torch.no_grad():
+        return torch.cat([module(x[i:i + batch_size].to(device)).float() for i in range(0, len(x), batch_size)])
+
+
+def outlier_images(names: tuple[str, ...], n: int, like: torch.Tensor, data_root: str | None, download: bool,
+                   seed: int = 0) -> torch.Tensor:
+    """The auxiliary outlier set: the first `n` training images of each named dataset and/or `n` images of
+    uniform noise, shaped like `like` (one image)."""
+    from .data import load_pool
+
+    parts = []
+    for name in names:
+        if name == "noise":
+            gen = torch.Generator().manual_seed(seed)
+            parts.append(torch.rand((n, *like.shape), generator=gen))
+        else:
+            parts.append(load_pool(name, data_root, download).train_x[:n])
+    return torch.cat(parts)
+
+
+def ood_auroc(spec: TrialSpec, sweep: SweepDir, front, end_front, stitcher, splits: Splits, device: torch.device,
+              data_root: str | None, download: bool) -> float:
+    """AUROC of the end layer's energy detector between target activations g<=j(x) and stitched ones
+    T(f<=i(x)) on test images (seed 004 Section 4); the detector is trained once per end donor, layer and
+    OOD setting and cached in the zoo."""
+    from .ood import auroc, detector_path, energy, load_or_train, train_detector
+
+    for m in (front, end_front, stitcher):
+        m.eval()
+    setting = {"outliers": list(spec.ood_outliers), "train_size": spec.ood_train_size, "epochs": spec.ood_epochs,
+               "oe_epochs": spec.ood_oe_epochs, "split": splits.split_id, "v": 1}
+
+    def train():
+        x_in = splits.train_x[:spec.ood_train_size]
+        x_out = outlier_images(spec.ood_outliers, spec.ood_train_size, x_in[0], data_root, download)
+        return train_detector(_acts(end_front, x_in, device).cpu(), splits.train_y[:spec.ood_train_size].cpu(),
+                              _acts(end_front, x_out, device).cpu(), splits.num_classes, epochs=spec.ood_epochs,
+                              oe_epochs=spec.ood_oe_epochs, device=device)
+
+    det = load_or_train(detector_path(sweep.zoo(spec.end_key), spec.end_point, setting), train).to(device).eval()
+    x = splits.test_x[:spec.ood_samples]
+    with torch.no_grad():
+        e_target = energy(_acts(lambda b: det(end_front(b)), x, device)).cpu()
+        e_stitched = energy(_acts(lambda b: det(stitcher(front(b))), x, device)).cpu()
+    return auroc(e_target, e_stitched)
 
 
 def similarities(indices: tuple[str, ...], front, end_front, stitcher: Stitcher, x: torch.Tensor,

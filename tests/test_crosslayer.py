@@ -86,16 +86,14 @@ def test_cross_layer_trials_run_and_dm_tlm_records_the_residual(tmp_path):
     assert down["end_point"] == "layer3.1"
 
 
-def test_dm_samples_too_small_for_the_point_fails_with_the_k_needed(tmp_path):
+def test_dm_samples_too_small_for_the_points_is_refused_at_plan_with_the_k_needed():
     space = copy.deepcopy(TINY_SPACE)
     space["stitching"].update(stitch_points=["layer3.1"], objectives=["dm"], dm_samples=1)
-    space["evaluation"]["n_eval_robust"] = 0
-    sweep = parse_space(space)
-    sweep_dir = SweepDir(tmp_path, sweep.name)
-    sweep_dir.create()
-    run_donor(sweep.donors["plain_a"], sweep.evaluation, sweep_dir, torch.device("cpu"))
-    row = run_trial(dataclasses.replace(sweep.trials[0]), sweep_dir)
-    assert row["status"] == "failed" and "needs K >= " in row["error"]
+    # layer3.1 of resnet_tiny: 32 channels on 4x4 maps: 33 unknowns per output, 16 rows per image
+    with pytest.raises(SpecError, match=r"^stitching.dm_samples: expected K >= 3 images .*found 1"):
+        parse_space(space)
+    space["stitching"]["dm_samples"] = 3
+    assert parse_space(space).trials[0].dm_samples == 3
 
 
 def test_requested_similarity_indices_are_recorded_per_trial(tmp_path):

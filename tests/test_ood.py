@@ -1,0 +1,75 @@
+"""OOD detection of stitched representations (seed 004 Section 4): AUROC, the detector, per-trial metric."""
+
+import copy
+
+import pytest
+import torch
+
+from sweep.errors import SpecError
+from sweep.ood import auroc, energy, train_detector
+from sweep.results import SweepDir
+from sweep.spec import parse_space
+from sweep.trial import run_trial
+from sweep.zoo import run_donor
+
+from .conftest import TINY_SPACE
+
+
+def test_auroc_matches_its_definition_with_ties():
+    neg, pos = torch.tensor([0.0, 1.0, 2.0]), torch.tensor([1.0, 3.0])
+    # pairs (pos > neg) + 0.5 ties: 3 -> 3 wins; 1 -> beats 0, ties 1: 1.5; total 4.5 of 6
+    assert auroc(neg, pos) == pytest.approx(4.5 / 6)
+    assert auroc(pos, pos) == pytest.approx(0.5)
+    assert auroc(torch.zeros(4), torch.ones(4)) == 1.0
+    with pytest.raises(ValueError):
+        auroc(torch.zeros(0), pos)
+
+
+def test_energy_detector_separates_outliers_after_outlier_exposure():
+    gen = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 3, (600,), generator=gen)
+    acts_in = torch.randn(600, 4, 5, 5, generator=gen) * 0.2
+    acts_in[torch.arange(600), y] += 1.0
+    acts_out = torch.randn(600, 4, 5, 5, generator=gen) * 2.0 + 3.0
+    det = train_detector(acts_in[:500], y[:500], acts_out[:500], 3, epochs=3, oe_epochs=3)
+    with torch.no_grad():
+        e_in, e_out = energy(det(acts_in[500:])), energy(det(acts_out[500:]))
+    assert auroc(e_in, e_out) > 0.95
+
+
+def _space():
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"].update(stitch_points=["layer2.0"], end_points=["layer2.0", "layer3.1"],
+                              objectives=["dm", "tlm"],
+                              ood={"outliers": ["noise"], "train_size": 600, "epochs": 2, "oe_epochs": 2,
+                                   "samples": 200})
+    space["evaluation"]["n_eval_robust"] = 0
+    return space
+
+
+def test_ood_auroc_per_trial_is_recorded_and_detectors_are_cached(tmp_path):
+    sweep = parse_space(_space())
+    assert all(t.ood_outliers == ("noise",) and t.ood_samples == 200 for t in sweep.trials)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    run_donor(sweep.donors["plain_a"], sweep.evaluation, sweep_dir, torch.device("cpu"))
+    rows = {(t.objective, t.end_point): run_trial(t, sweep_dir) for t in sweep.trials}
+    assert all(r["status"] == "done" for r in rows.values()), rows
+    same = rows[("dm", "layer2.0")]
+    assert same["ood_auroc"] == pytest.approx(0.5, abs=0.05)  # DM self-stitch: the same activations
+    assert all(0.0 <= r["ood_auroc"] <= 1.0 for r in rows.values())
+    detectors = list((sweep_dir.zoo(sweep.trials[0].end_key) / "ood").glob("*.pt"))
+    assert len(detectors) == 2  # one per end layer, shared by the objectives
+
+
+def test_bad_ood_settings_are_refused():
+    space = _space()
+    space["stitching"]["ood"]["outliers"] = ["cifar10"]
+    with pytest.raises(SpecError, match=r"^stitching.ood.outliers\[0\]: expected 'noise' or a dataset other than"):
+        parse_space(space)
+    space["stitching"]["ood"]["outliers"] = ["digits"]  # the trial's own data is not an outlier set
+    with pytest.raises(SpecError, match=r"^stitching.ood.outliers\[0\]"):
+        parse_space(space)
+    space["stitching"]["ood"] = {"outliers": ["noise"], "samples": 100_000}
+    with pytest.raises(SpecError, match=r"^stitching.ood.samples: expected at most the 359 test images"):
+        parse_space(space)
