@@ -1,7 +1,6 @@
 """Cross-layer stitching (seed 004 Section 2.1): i != j, bilinear resizing, across architectures; dm+tlm."""
 
 import copy
-import dataclasses
 
 import pytest
 import torch
