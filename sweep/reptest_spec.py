@@ -57,7 +57,8 @@ class RepTestSpec:
         first = self.members[0]
         what = f"{first[0]} @{first[2]}, {len(self.members) - 1} ranks" if self.test == "sensitivity" \
             else f"{len({m[0] for m in self.members})} donors x {len({m[2] for m in self.members})} layers"
-        return f"{self.name or self.test} {self.test}: {what}"
+        prefix = f"{self.name} ({self.test})" if self.name and self.name != self.test else self.test
+        return f"{prefix}: {what}"
 
 
 def parse_reptests(raw: Any, data: DataSpec, donors: dict[str, DonorSpec], used: set[str]
