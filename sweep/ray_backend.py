@@ -91,6 +91,7 @@ class _Progress(tune.Callback):
 
     def __init__(self, stage: str, total: int, label) -> None:
         self.stage, self.total, self.label, self.done = stage, total, label, 0
+        self.finished = 0  # trials whose trainable returned its final status, or that Ray gave up on
         self.last: dict = {}
         self.t0 = time.perf_counter()
 
@@ -105,12 +106,15 @@ class _Progress(tune.Callback):
         self.done += 1
         r = self.last.pop(trial.trial_id, {})
         status = r.get("status", "?")
+        if "status" in r:
+            self.finished += 1
         detail = r.get("error") if status == "failed" else _fmt_metrics(r)
         print(f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] "
               f"{self.label(trial.config)}: {status} {detail}", flush=True)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.done += 1
+        self.finished += 1
         print(f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
               f"(after retries); rerun with `stitchsweep resume`", flush=True)
 
@@ -128,6 +132,7 @@ def _fit(name: str, trainable, grid: list[str], key: str, resources: dict, sweep
     t0 = time.perf_counter()
     if grid:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        progress = _Progress(name, len(grid), label)
         tuner = tune.Tuner(
             tune.with_resources(trainable, resources),
             param_space={key: tune.grid_search(grid)},
@@ -140,16 +145,18 @@ def _fit(name: str, trainable, grid: list[str], key: str, resources: dict, sweep
                 name=f"{name}-{stamp}",
                 storage_path=str(sweep_dir.ray),
                 verbose=0,
-                callbacks=[_Progress(name, len(grid), label)],
+                callbacks=[progress],
                 # A trial lost with its node is retried; a trial's own errors are caught and recorded.
                 failure_config=tune.FailureConfig(max_failures=2),
             ),
         )
-        results = tuner.fit()
-        # Tune handles Ctrl+C itself and returns normally with trials left over; stop the whole sweep then,
-        # instead of going on to the next stage.
-        if results.num_terminated + results.num_errors < len(grid):
-            raise KeyboardInterrupt(f"the {name} stage was interrupted")
+        tuner.fit()
+        # Tune handles Ctrl+C itself: it stops the running trials and returns normally. A trial that never
+        # reported its final status was cut short; stop the whole sweep then instead of starting the next
+        # stage on missing inputs.
+        if progress.finished < len(grid):
+            raise KeyboardInterrupt(f"the {name} stage was interrupted with"
+                                    f" {len(grid) - progress.finished} of {len(grid)} trials unfinished")
     return StageSummary(name, len(grid), time.perf_counter() - t0)
 
 
