@@ -36,6 +36,7 @@ def test_make_quickstart_records_every_planned_trial_and_draws_the_plots(tmp_pat
 
     page = (report / "index.html").read_text()
     for front, end in {(t.front, t.end) for t in sweep.trials}:
-        for objective in ("tlm", "dm"):
-            assert f"{front} -> {end} ({objective})" in page or f"{front} -&gt; {end} ({objective})" in page
+        for setting in ("tlm init=identity", "dm"):  # panel titles: pair (objective and its options)
+            assert f"{front} -> {end} ({setting})" in page, (front, end, setting)
+    assert (report / "most_frequent_class.png").stat().st_size > 10_000
     assert (report / "stitching.png").stat().st_size > 10_000
