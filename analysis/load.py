@@ -2,33 +2,32 @@
 
 Every part is cast to the known schema (columns a part lacks come back as nulls); columns a part has beyond
 the schema are kept too, so nothing written is dropped silently. Temporary files (".tmp-*") are ignored.
+`results` is a local folder or a pyarrow.fs URI (`s3://bucket/prefix/<sweep>`; see `analysis.storage`).
 A part that cannot be read (truncated, not Parquet, not one of ours, types that do not cast) is skipped with a
 warning naming its path, and listed in `load(...)["problems"]`: it never crashes a reader.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
-from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from .storage import Loc, open_root
 from .schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SCHEMAS, TRIALS_DIR
 
 KEY_COLUMN = {TRIALS_DIR: "trial_id", DONORS_DIR: "donor", CURVES_DIR: "trial_id", REPTESTS_DIR: "unit_id"}
 
 
-def _parts(directory: Path) -> list[Path]:
-    if not directory.is_dir():
-        return []
-    return sorted(p for p in directory.glob("*.parquet") if not p.name.startswith("."))
+def _parts(directory: Loc) -> list[Loc]:
+    return directory.files(".parquet")
 
 
-def _read_part(part: Path, kind: str) -> pa.Table:
+def _read_part(part: Loc, kind: str) -> pa.Table:
     schema = SCHEMAS[kind]
-    t = pq.read_table(part)
+    t = part.read_parquet()
     if KEY_COLUMN[kind] not in t.column_names:
         raise ValueError(f"not a stitchsweep {kind} part: it has no {KEY_COLUMN[kind]!r} column")
     for field in schema:  # add the columns this part predates
@@ -39,12 +38,12 @@ def _read_part(part: Path, kind: str) -> pa.Table:
     return t.select(known + extra).cast(pa.schema(list(schema) + [t.schema.field(c) for c in extra]))
 
 
-def read_table(results: str | Path, kind: str, problems: list[dict] | None = None) -> pa.Table:
+def read_table(results: str | os.PathLike | Loc, kind: str, problems: list[dict] | None = None) -> pa.Table:
     """All parts of `kind` ("trials", "donors" or "curves") as one Arrow table with a unified schema.
     Unreadable parts are skipped with a warning and appended to `problems` as {path, kind, error}."""
     schema = SCHEMAS[kind]
     tables = []
-    for part in _parts(Path(results) / kind):
+    for part in _parts(open_root(results) / kind):
         try:
             tables.append(_read_part(part, kind))
         except Exception as exc:
@@ -60,12 +59,12 @@ def read_table(results: str | Path, kind: str, problems: list[dict] | None = Non
     return table.select(known + extra).cast(pa.schema(list(schema) + [table.schema.field(c) for c in extra]))
 
 
-def load_trials(results: str | Path) -> pd.DataFrame:
+def load_trials(results: str | os.PathLike | Loc) -> pd.DataFrame:
     """One row per recorded trial (done and failed)."""
     return read_table(results, TRIALS_DIR).to_pandas()
 
 
-def load_donors(results: str | Path) -> pd.DataFrame:
+def load_donors(results: str | os.PathLike | Loc) -> pd.DataFrame:
     """One row per donor and evaluation setting; the latest record of each when evaluated more than once."""
     return _latest_donors(read_table(results, DONORS_DIR).to_pandas())
 
@@ -77,17 +76,17 @@ def _latest_donors(df: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def load_curves(results: str | Path) -> pd.DataFrame:
+def load_curves(results: str | os.PathLike | Loc) -> pd.DataFrame:
     """Training curves in long format: trial_id, epoch, metric, value."""
     return read_table(results, CURVES_DIR).to_pandas()
 
 
-def load_reptests(results: str | Path) -> pd.DataFrame:
+def load_reptests(results: str | os.PathLike | Loc) -> pd.DataFrame:
     """Representation-test rows: one per unit and member (seed 004 Section 5)."""
     return read_table(results, REPTESTS_DIR).to_pandas()
 
 
-def load(results: str | Path) -> dict[str, pd.DataFrame]:
+def load(results: str | os.PathLike | Loc) -> dict[str, pd.DataFrame]:
     """All tables of a results directory: {"trials", "donors", "curves", "reptests"}, plus "problems": the parts that
     could not be read (path, kind, error), empty when every part is fine."""
     problems: list[dict] = []

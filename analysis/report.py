@@ -12,6 +12,7 @@ import pandas as pd
 from .charts import (class_collapse_grid, cross_task_grid, heatmap_grid, is_cross_task, setting_label,
                      stitching_grid)
 from .load import load
+from .storage import Loc, open_root
 from .stats import correlation_table, rank_correlations
 from .tables import layer_identification, long_matrices
 
@@ -39,13 +40,13 @@ def _png(chart, path: Path) -> None:
     path.write_bytes(vl_convert.vegalite_to_png(chart.to_dict(), scale=1.5))
 
 
-def write_report(results: str | Path, out: str | Path) -> Path:
+def write_report(results: str | Path | Loc, out: str | Path) -> Path:
     """Write into `out`: `index.html`; `stitching.png` (every same-task pair and setting) with one
     `stitching_<front>__<end>.png` per pair; `most_frequent_class.png` (seed 000 Fig. 4/6); `cross_task.png`
     (Fig. 8, when the sweep has cross-task pairs); `layer_matrices.png`/`.csv` (seed 004 Fig. 1-2, when
     layers were stitched across) and `layer_identification.csv`/`.md` (its Table 1); `trials.csv` and
     `donors.csv`. Returns the HTML path."""
-    results, out = Path(results), Path(out)
+    results, out = open_root(results), Path(out)  # results: a local folder or a pyarrow.fs URI
     out.mkdir(parents=True, exist_ok=True)
     tables = load(results)
     trials, donors, problems = tables["trials"], tables["donors"], tables["problems"]

@@ -7,6 +7,7 @@ that names the field, what was expected and what was found, before anything runs
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -25,6 +26,31 @@ def _load_space(path: str):
     return load_space(path)
 
 
+def _storage(field: str, where: str):
+    """Open a local folder or pyarrow.fs URI, turning a bad one into a SpecError naming `field`."""
+    from analysis.storage import StorageError, open_root
+
+    try:
+        return open_root(where)
+    except StorageError as exc:
+        raise SpecError(field, "a local folder or a pyarrow.fs URI (s3://bucket/prefix, gs://bucket/prefix, ...)",
+                        where, str(exc)) from None
+
+
+def _check_results(p, path: str, marker: str, expected: str) -> None:
+    """Refuse a RESULTS argument without `marker` inside, suggesting the sweep folders below it."""
+    from analysis.schema import SPACE_FILE
+
+    try:
+        ok = (p / marker).exists()
+        inside = [] if ok else [q for q in p.glob("*") if (q / SPACE_FILE).is_file()]
+    except OSError as exc:
+        raise SpecError("RESULTS", expected, path, f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    if not ok:
+        hint = f"did you mean {', '.join(str(q) for q in inside)}?" if inside else ""
+        raise SpecError("RESULTS", expected, path, hint)
+
+
 def _open_results(path: str):
     """A results directory is `<root>/<sweep>` holding the `space.yaml` that `run` copied there."""
     from analysis.schema import SPACE_FILE
@@ -32,14 +58,10 @@ def _open_results(path: str):
     from .results import SweepDir
     from .spec import load_space
 
-    p = Path(path)
-    if not (p.is_dir() and (p / SPACE_FILE).is_file()):
-        inside = sorted(q.parent.name for q in p.glob(f"*/{SPACE_FILE}")) if p.is_dir() else []
-        hint = f"did you mean {', '.join(str(p / n) for n in inside)}?" if inside else ""
-        raise SpecError("RESULTS", f"a results directory holding {SPACE_FILE} (made by `stitchsweep run`)",
-                        str(path), hint)
+    p = _storage("RESULTS", path)
+    _check_results(p, path, SPACE_FILE, f"a results directory holding {SPACE_FILE} (made by `stitchsweep run`)")
     sweep = load_space(p / SPACE_FILE)
-    return sweep, SweepDir(p.parent, p.name)
+    return sweep, SweepDir(p.parent, p.name, uri=path)
 
 
 def cmd_plan(args) -> int:
@@ -116,12 +138,23 @@ def _pending(sweep, sweep_dir, retry_failed: bool) -> tuple[list[str], list[str]
     return donors, todo, done
 
 
+def _cluster_auth(address: str | None) -> None:
+    """Joining a cluster: present its token when one is at hand. Ray 2.60's `ray start --head` turns token
+    authentication on, but a connecting driver only sends the token with RAY_AUTH_MODE=token (which also
+    works against a cluster without authentication). Must run before Ray is imported."""
+    if not address or "RAY_AUTH_MODE" in os.environ:
+        return
+    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", "~/.ray/auth_token")).expanduser()
+    if os.environ.get("RAY_AUTH_TOKEN") or token_file.is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
 def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
     from .results import remove_stale_tmp, writable_or_error
 
     problem = writable_or_error(sweep_dir.path)
     if problem:
-        raise SpecError("--storage", "a folder this user can write", str(sweep_dir.root), problem)
+        raise SpecError("--storage", "storage this user can write", str(sweep_dir.root), problem)
     sweep_dir.create()
     stale = remove_stale_tmp(sweep_dir)
     if stale:
@@ -132,8 +165,10 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
           f" {len(donors)} of {len(sweep.donors)} donors to train or evaluate"
           + (f"; {len(units)} of {len(sweep.reptests)} representation-test units to run" if sweep.reptests
              else ""), flush=True)
-    print(f"results: {sweep_dir.path}", flush=True)
+    print(f"results: {sweep_dir.uri}", flush=True)
+    args.sweep_uri = sweep_dir.uri  # for the Ctrl+C hint
     if donors or todo or units:
+        _cluster_auth(args.address)
         from . import ray_backend  # the only Ray import, and only for commands that schedule work
 
         ray_backend.run_stages(sweep, sweep_dir, donors, todo, units, address=args.address,
@@ -148,15 +183,15 @@ def cmd_run(args) -> int:
     from .results import writable_or_error
 
     sweep = _load_space(args.space)
+    _storage("--storage", args.storage)
     sweep_dir = SweepDir(args.storage, sweep.name)
     problem = writable_or_error(sweep_dir.path)
     if problem:
-        raise SpecError("--storage", "a folder this user can write", str(sweep_dir.root), problem)
+        raise SpecError("--storage", "storage this user can write", str(sweep_dir.root), problem)
     sweep_dir.create()
     # The sweep's own copy: `resume`, `status` and `report` read it. A grown space replaces it; trial ids
     # keep finished trials finished.
-    with open(sweep_dir.space, "w") as fh:
-        yaml.safe_dump(sweep.raw, fh, sort_keys=False)
+    sweep_dir.space.write_text(yaml.safe_dump(sweep.raw, sort_keys=False))
     return _execute(sweep, sweep_dir, args, retry_failed=args.failed)
 
 
@@ -196,7 +231,7 @@ def _print_status(sweep, sweep_dir) -> bool:
         pending += u_pending
         failed = pd.concat([failed, u_failed]) if len(u_failed) else failed
     if pending or len(failed):
-        print(f"finish with: stitchsweep resume {sweep_dir.path}" + (" --failed" if len(failed) else ""))
+        print(f"finish with: stitchsweep resume {sweep_dir.uri}" + (" --failed" if len(failed) else ""))
     return not pending and not len(failed)
 
 
@@ -209,10 +244,8 @@ def cmd_status(args) -> int:
 def cmd_report(args) -> int:
     from analysis.report import write_report
 
-    p = Path(args.results)
-    if not (p.is_dir() and (p / "trials").is_dir()):
-        raise SpecError("RESULTS", "a results directory with a trials/ folder (made by `stitchsweep run`)",
-                        str(args.results))
+    p = _storage("RESULTS", args.results)
+    _check_results(p, args.results, "trials", "a results directory with a trials/ folder (made by `stitchsweep run`)")
     index = write_report(p, Path(args.out))
     print(f"report: {index}")
     return 0
@@ -268,10 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt as exc:
-        where = getattr(args, "storage", None) or getattr(args, "results", None)
+        where = getattr(args, "sweep_uri", None) or "RESULTS"
         print(f"stitchsweep: interrupted{f' ({exc})' if str(exc) else ''}; every finished trial is recorded."
-              " Finish with: stitchsweep resume RESULTS" + (f" (under {where})" if where else ""),
-              file=sys.stderr)
+              f" Finish with: stitchsweep resume {where}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 import torch
 from torch import nn
 
-from .results import atomic_write_bytes
+from .results import Loc, load_torch, save_torch
 
 M_IN, M_OUT, OE_WEIGHT = -25.0, -7.0, 0.1  # Liu et al.'s margins and weight for CIFAR-10
 
@@ -117,21 +116,21 @@ def _average_ranks(x: torch.Tensor) -> torch.Tensor:
     return (sums / counts)[inverse]
 
 
-def detector_path(zoo_dir: Path, end_point: str, setting: dict) -> Path:
+def detector_path(zoo_dir: Loc, end_point: str, setting: dict) -> Loc:
     tag = hashlib.sha256(json.dumps(setting, sort_keys=True).encode()).hexdigest()[:12]
     return zoo_dir / "ood" / f"{end_point}-{tag}.pt"
 
 
-def load_or_train(path: Path, train) -> Detector:
+def load_or_train(path: Loc, train) -> Detector:
     """The cached detector at `path`, or `train()`'s, saved there atomically (concurrent trials that race
     both train; the last rename wins, and both detectors are valid)."""
     if path.exists():
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        blob = load_torch(path, map_location="cpu")
         det = Detector(tuple(blob["shape"]), blob["num_classes"])
         det.load_state_dict(blob["state_dict"])
         return det.eval()
     det = train()
     blob = {"shape": list(det.shape), "num_classes": det.net[-1].out_features if isinstance(det.net, nn.Sequential)
             else det.net.out.out_features, "state_dict": {k: v.cpu() for k, v in det.state_dict().items()}}
-    atomic_write_bytes(path, lambda tmp: torch.save(blob, tmp))
+    save_torch(path, blob)
     return det

@@ -13,7 +13,6 @@ import os
 import socket
 import sys
 import time
-from pathlib import Path
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -26,7 +25,7 @@ import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
 from .errors import SpecError  # noqa: E402
-from .results import SweepDir  # noqa: E402
+from .results import Loc, SweepDir  # noqa: E402
 from .spec import Sweep  # noqa: E402
 
 # With the logger callbacks off, Tune's result grid warns once per trial that it found no result.json:
@@ -45,7 +44,7 @@ def _threads(cpus: float) -> int:
     return max(1, int(cpus))
 
 
-def _donor_trainable(config: dict, sweep: Sweep, root: str) -> None:
+def _donor_trainable(config: dict, sweep: Sweep, root: Loc) -> None:
     import torch
 
     from .trial import pick_device
@@ -59,7 +58,7 @@ def _donor_trainable(config: dict, sweep: Sweep, root: str) -> None:
                  "robust_acc": row.get("robust_acc"), "error": row.get("error")})
 
 
-def _stitch_trainable(config: dict, specs: dict, root: str, sweep_name: str, cpus: float,
+def _stitch_trainable(config: dict, specs: dict, root: Loc, sweep_name: str, cpus: float,
                       gpu: bool, data_root: str | None, download: bool) -> None:
     import torch
 
@@ -73,7 +72,7 @@ def _stitch_trainable(config: dict, specs: dict, root: str, sweep_name: str, cpu
                  "robust_acc": row.get("robust_acc"), "error": row.get("error")})
 
 
-def _reptest_trainable(config: dict, units: dict, root: str, sweep_name: str, cpus: float, gpu: bool,
+def _reptest_trainable(config: dict, units: dict, root: Loc, sweep_name: str, cpus: float, gpu: bool,
                        data_root: str | None, download: bool) -> None:
     import torch
 
@@ -92,6 +91,7 @@ class _Progress(tune.Callback):
     def __init__(self, stage: str, total: int, label) -> None:
         self.stage, self.total, self.label, self.done = stage, total, label, 0
         self.finished = 0  # trials whose trainable returned its final status, or that Ray gave up on
+        self.errored = 0  # trials Ray gave up on (their logs under _ray/ are kept)
         self.last: dict = {}
         self.t0 = time.perf_counter()
 
@@ -112,9 +112,15 @@ class _Progress(tune.Callback):
         print(f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] "
               f"{self.label(trial.config)}: {status} {detail}", flush=True)
 
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        # Ray lost the trial (its node or worker died) and schedules it again; the trial is idempotent.
+        print(f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: lost with its worker or"
+              " node; retrying", flush=True)
+
     def on_trial_error(self, iteration, trials, trial, **info):
         self.done += 1
         self.finished += 1
+        self.errored += 1
         print(f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
               f"(after retries); rerun with `stitchsweep resume`", flush=True)
 
@@ -143,7 +149,8 @@ def _fit(name: str, trainable, grid: list[str], key: str, resources: dict, sweep
             ),
             run_config=tune.RunConfig(
                 name=f"{name}-{stamp}",
-                storage_path=str(sweep_dir.ray),
+                storage_path=sweep_dir.ray.path,
+                storage_filesystem=None if sweep_dir.ray.is_local else sweep_dir.ray.fs,
                 verbose=0,
                 callbacks=[progress],
                 # A trial lost with its node is retried; a trial's own errors are caught and recorded.
@@ -157,7 +164,16 @@ def _fit(name: str, trainable, grid: list[str], key: str, resources: dict, sweep
         if progress.finished < len(grid):
             raise KeyboardInterrupt(f"the {name} stage was interrupted with"
                                     f" {len(grid) - progress.finished} of {len(grid)} trials unfinished")
+        if not progress.errored:  # Ray's own records of a clean stage duplicate the parts: do not let them pile up
+            _remove_quietly(sweep_dir.ray / f"{name}-{stamp}")
     return StageSummary(name, len(grid), time.perf_counter() - t0)
+
+
+def _remove_quietly(loc: Loc) -> None:
+    try:
+        loc.delete_tree()
+    except OSError as exc:
+        print(f"note: could not remove Ray's run records at {loc}: {exc}", flush=True)
 
 
 def start_ray(address: str | None, num_cpus: int | None) -> bool:
@@ -169,7 +185,10 @@ def start_ray(address: str | None, num_cpus: int | None) -> bool:
         try:
             ray.init(address=address, log_to_driver=False)
         except ConnectionError as exc:
-            raise SpecError("--address", "a running Ray cluster", address, str(exc).splitlines()[0]) from None
+            hint = ("; if the cluster uses token authentication (the default of `ray start --head` in Ray 2.60),"
+                    " give this machine its token: RAY_AUTH_TOKEN, or the file ~/.ray/auth_token")
+            raise SpecError("--address", "a running Ray cluster", address,
+                            str(exc).splitlines()[0] + hint) from None
     else:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     return True
@@ -201,17 +220,21 @@ def check_resources(sweep: Sweep, nodes: list[dict]) -> None:
 
 
 @ray.remote(num_cpus=0)
-def _sees(path: str) -> tuple[str, bool]:
-    return ray.util.get_node_ip_address(), os.path.exists(path)
+def _sees(path: Loc) -> tuple[str, bool]:
+    try:
+        seen = path.exists()
+    except Exception:  # no credentials, endpoint unreachable from this node, ...
+        seen = False
+    return ray.util.get_node_ip_address(), seen
 
 
-def blind_nodes(path: Path, nodes: list[dict], timeout: float = 60.0) -> list[str]:
-    """The IPs of live nodes that do not see `path` (a file the driver just wrote): one zero-CPU task pinned
-    to each node checks. A node that does not answer in time counts as blind."""
+def blind_nodes(path: Loc, nodes: list[dict], timeout: float = 60.0) -> list[str]:
+    """The IPs of live nodes that do not see `path` (a file the driver just wrote, on any storage): one
+    zero-CPU task pinned to each node checks. A node that does not answer in time counts as blind."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     refs = {n["NodeManagerAddress"]: _sees.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-        n["NodeID"], soft=False)).remote(str(path)) for n in nodes}
+        n["NodeID"], soft=False)).remote(path) for n in nodes}
     blind = []
     for ip, ref in refs.items():
         try:
@@ -235,7 +258,8 @@ def check_storage_shared(sweep_dir: SweepDir, nodes: list[dict]) -> None:
     finally:
         marker.unlink(missing_ok=True)
     if blind:
-        raise SpecError("--storage", "a folder every node of the cluster sees at the same path (NFS, EFS, ...)",
+        raise SpecError("--storage", "storage every node of the cluster sees: a shared folder (NFS, EFS, ...)"
+                        " mounted at the same path, or an object store (s3://, gs://) every node can reach",
                         str(sweep_dir.root), f"not visible on node(s) {', '.join(blind)}")
 
 
@@ -250,7 +274,7 @@ def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: 
         check_resources(sweep, [n["Resources"] for n in alive])
         check_storage_shared(sweep_dir, alive)
         resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
-        root = str(sweep_dir.root)
+        root = sweep_dir.root  # a Loc: its pyarrow filesystem (endpoint, options) travels to the workers
         summaries = [
             _fit("zoo", tune.with_parameters(_donor_trainable, sweep=sweep, root=root), donors, "donor",
                  resources, sweep_dir, lambda c: f"donor {c['donor']}", max_concurrent)

@@ -1,4 +1,5 @@
-"""Where results live and how parts are written (atomically). Reading is `analysis.load`'s job.
+"""The layout of a sweep's results and how parts are written (atomically). Reading is `analysis.load`'s job;
+the filesystem (local folder or pyarrow.fs URI) is `analysis.storage`'s.
 
 Layout under the storage root:
     <root>/zoo/<donor_key>/model.pt        cached donor checkpoints, shared by every sweep under this root
@@ -10,112 +11,102 @@ Layout under the storage root:
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from analysis.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TRIALS_DIR
+from analysis.storage import TMP_PREFIX, Loc, StorageError, child_uri, open_root
 
-TMP_PREFIX = ".tmp-"
+__all__ = ["SweepDir", "Loc", "StorageError", "open_root", "write_rows", "read_status", "set_aside",
+           "writable_or_error", "remove_stale_tmp", "TMP_PREFIX"]
 
 
 class SweepDir:
-    """Paths of one sweep's results (`<root>/<sweep>`)."""
+    """Locations of one sweep's results (`<root>/<sweep>`); `root` is a local folder or a pyarrow.fs URI."""
 
-    def __init__(self, root: str | Path, name: str) -> None:
-        self.root = Path(root).absolute()
+    def __init__(self, root: str | Path | Loc, name: str, uri: str | None = None) -> None:
+        self.root = open_root(root)
         self.name = name
         self.path = self.root / name
+        # What a user types to reach this sweep (`stitchsweep resume URI`): a URI keeps its query options.
+        self.uri = uri or (child_uri(root, name) if isinstance(root, str) else str(self.path))
 
     @property
-    def trials(self) -> Path:
+    def trials(self) -> Loc:
         return self.path / TRIALS_DIR
 
     @property
-    def curves(self) -> Path:
+    def curves(self) -> Loc:
         return self.path / CURVES_DIR
 
     @property
-    def donors(self) -> Path:
+    def donors(self) -> Loc:
         return self.path / DONORS_DIR
 
     @property
-    def reptests(self) -> Path:
+    def reptests(self) -> Loc:
         return self.path / REPTESTS_DIR
 
-    def reptest_part(self, unit_id: str) -> Path:
+    def reptest_part(self, unit_id: str) -> Loc:
         return self.reptests / f"{unit_id}.parquet"
 
     @property
-    def space(self) -> Path:
+    def space(self) -> Loc:
         return self.path / SPACE_FILE
 
     @property
-    def ray(self) -> Path:
+    def ray(self) -> Loc:
         return self.path / "_ray"
 
-    def zoo(self, donor_key: str) -> Path:
+    def zoo(self, donor_key: str) -> Loc:
         return self.root / "zoo" / donor_key
 
-    def trial_part(self, trial_id: str) -> Path:
+    def trial_part(self, trial_id: str) -> Loc:
         return self.trials / f"{trial_id}.parquet"
 
     def create(self) -> None:
         for d in (self.trials, self.curves, self.donors, self.reptests):
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir()
 
 
-def atomic_write_bytes(path: Path, write) -> None:
-    """Call `write(tmp_path)` then rename onto `path`: a reader sees the old file, or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{uuid.uuid4().hex[:8]}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def write_rows(path: Path, rows: list[dict], schema: pa.Schema) -> None:
+def write_rows(path: Loc, rows: list[dict], schema: pa.Schema) -> None:
     """Write rows as one Parquet file with exactly `schema` (missing fields are null), atomically."""
     extra = {k for r in rows for k in r} - set(schema.names)
     if extra:
         raise KeyError(f"fields not in the results schema: {sorted(extra)}")
-    table = pa.Table.from_pylist(rows, schema=schema)
-    atomic_write_bytes(path, lambda tmp: pq.write_table(table, tmp))
+    open_root(path).write_parquet(pa.Table.from_pylist(rows, schema=schema))
 
 
 CORRUPT_SUFFIX = ".corrupt"
 
 
-def read_status(part: Path) -> str | None:
+def read_status(part: Loc) -> str | None:
     """The `status` of a one-row part ("done" / "failed"), or None when the file cannot be read as one."""
     try:
-        return pq.read_table(part, columns=["status"])["status"][0].as_py()
+        return open_root(part).read_parquet(columns=["status"])["status"][0].as_py()
     except Exception:  # truncated, not Parquet, no status column, empty: all mean "not a usable record"
         return None
 
 
-def set_aside(part: Path) -> Path:
+def set_aside(part: Loc) -> Loc:
     """Rename an unreadable part to `<name>.corrupt` (kept for inspection, no longer read as a result)."""
-    target = part.with_name(part.name + CORRUPT_SUFFIX)
-    os.replace(part, target)
-    return target
+    part = open_root(part)
+    return part.rename(part.with_name(part.name + CORRUPT_SUFFIX))
 
 
-def writable_or_error(path: Path) -> str | None:
+def writable_or_error(path: Loc) -> str | None:
     """None if files can be created under `path` (made if missing), else the reason they cannot."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir()
         probe = path / f"{TMP_PREFIX}probe-{uuid.uuid4().hex[:8]}"
         probe.write_bytes(b"")
         probe.unlink()
-    except OSError as exc:
-        return f"{type(exc).__name__}: {exc.strerror or exc}"
+    except Exception as exc:  # OSError locally; pyarrow raises OSError or ArrowException for remote stores
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        reason = getattr(exc, "strerror", None) or text or type(exc).__name__
+        return f"{type(exc).__name__}: {reason}"
     return None
 
 
@@ -123,8 +114,27 @@ def remove_stale_tmp(sweep: SweepDir) -> int:
     """Delete temporary files left by writers that died mid-write. Call only when no trial is running."""
     n = 0
     for d in (sweep.trials, sweep.curves, sweep.donors, sweep.reptests, sweep.root / "zoo"):
-        if d.exists():
-            for p in d.rglob(f"{TMP_PREFIX}*"):
-                p.unlink()
-                n += 1
+        for p in d.rglob(f"{TMP_PREFIX}*"):
+            p.unlink(missing_ok=True)
+            n += 1
     return n
+
+
+def save_torch(path: Loc, obj) -> None:
+    """`torch.save` to a storage location, atomically (serialised in memory, then written in one go)."""
+    import io
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    open_root(path).write_bytes(buf.getvalue())
+
+
+def load_torch(path: Loc, map_location=None):
+    """`torch.load(..., weights_only=True)` from a storage location."""
+    import io
+
+    import torch
+
+    return torch.load(io.BytesIO(open_root(path).read_bytes()), map_location=map_location, weights_only=True)

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from analysis.schema import SCHEMA_VERSION
+from analysis.storage import Loc
 
 from .dataspec import DataSpec, parse_data
 from .donors import DonorSpec, parse_donor, resolve_ref, scaled_step
@@ -144,9 +145,9 @@ BLOCK_FIELDS = {"pairs", "stitch_points", "end_points", "objectives", "alphas", 
 STITCH_DATA = ("front", "end")
 
 
-def load_space(path: str | Path) -> Sweep:
-    """Read, validate and expand a search-space YAML file."""
-    p = Path(path)
+def load_space(path: str | Path | Loc) -> Sweep:
+    """Read, validate and expand a search-space YAML file (a local path, or a `Loc` on any storage)."""
+    p = path if isinstance(path, Loc) else Path(path)
     if not p.is_file():
         raise SpecError("SPACE", "a search-space YAML file", str(path), "no such file")
     try:

@@ -12,7 +12,6 @@ import time
 from datetime import datetime, timezone
 from typing import Callable
 
-import pyarrow.parquet as pq
 import torch
 
 from analysis.schema import CURVE_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
@@ -36,9 +35,9 @@ def pick_device(want_gpu: bool = True) -> torch.device:
 
 def donor_accuracies(sweep: SweepDir, donor_key: str, spec: TrialSpec) -> tuple[float | None, float | None]:
     """The donor's accuracies from the sweep's `donors` table, under this trial's evaluation settings."""
-    for part in sorted(sweep.donors.glob("*.parquet")):
+    for part in sweep.donors.files(".parquet"):
         try:
-            row = pq.read_table(part).to_pylist()[0]
+            row = part.read_parquet().to_pylist()[0]
         except Exception:  # an unreadable donors part: the caller measures the donor itself
             continue
         if (row["donor_key"] == donor_key and row["status"] == "done" and row["eps"] == spec.eps

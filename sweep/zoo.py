@@ -14,7 +14,6 @@ import hashlib
 import json
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Callable
 
 import torch
@@ -29,7 +28,7 @@ from .data import Splits, batches, make_splits
 from .evaluate import predict, robust_accuracy
 from .external import load_checkpoint, load_robustbench
 from .models import StagedNet, build
-from .results import SweepDir, atomic_write_bytes, read_status, write_rows
+from .results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
 from .donors import DonorSpec
 from .spec import EvalSpec
 from .training import optimiser_step, step_schedule
@@ -78,14 +77,14 @@ def train_donor(donor: DonorSpec, splits: Splits, device: torch.device,
     return model
 
 
-def save_donor(path: Path, model: StagedNet, donor: DonorSpec, splits: Splits, mean, std) -> None:
+def save_donor(path: Loc, model: StagedNet, donor: DonorSpec, splits: Splits, mean, std) -> None:
     payload = {
         "arch": donor.arch, "in_channels": splits.in_channels, "num_classes": splits.num_classes,
         "mean": tuple(mean), "std": tuple(std), "image_size": splits.image_size,
         "state_dict": model.state_dict(),
         "donor": {k: v for k, v in donor.__dict__.items() if k != "data"}, "donor_key": donor.donor_key,
     }
-    atomic_write_bytes(path, lambda tmp: torch.save(payload, tmp))
+    save_torch(path, payload)
 
 
 def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedNet:
@@ -93,7 +92,7 @@ def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedN
     path = sweep.zoo(donor_key) / CHECKPOINT
     if not path.exists():
         raise FileNotFoundError(f"zoo donor {donor_key} has no checkpoint at {path}: run the zoo stage first")
-    ckpt = torch.load(path, map_location=device, weights_only=True)
+    ckpt = load_torch(path, map_location=device)
     model = build(ckpt["arch"], ckpt["in_channels"], ckpt["num_classes"], ckpt["mean"], ckpt["std"],
                   image_size=ckpt.get("image_size", 32))
     model.load_state_dict(ckpt["state_dict"])
@@ -105,7 +104,7 @@ def eval_id(donor_key: str, evaluation: EvalSpec, test_size: int | None) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def donor_part(sweep: SweepDir, donor: DonorSpec, evaluation: EvalSpec) -> Path:
+def donor_part(sweep: SweepDir, donor: DonorSpec, evaluation: EvalSpec) -> Loc:
     return sweep.donors / f"{donor.name}-{eval_id(donor.donor_key, evaluation, donor.data.test_size)}.parquet"
 
 

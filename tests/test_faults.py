@@ -22,7 +22,7 @@ def test_unwritable_storage_is_refused_before_anything_runs(tiny_space, write_sp
     blocker.write_text("not a folder")
     rc = main(["run", str(write_space(tiny_space)), "--storage", str(blocker / "results")])
     err = capsys.readouterr().err
-    assert rc == 2 and err.startswith("stitchsweep: error: --storage: expected a folder this user can write")
+    assert rc == 2 and err.startswith("stitchsweep: error: --storage: expected storage this user can write")
     assert "a-file" in err
 
 
@@ -96,7 +96,7 @@ def test_storage_that_a_node_cannot_see_is_refused_on_a_multi_node_cluster(tmp_p
         ray_backend.check_storage_shared(sweep_dir, nodes * 2)  # the one real node sees it twice: fine
         assert not list(sweep_dir.path.glob(".stitchsweep-visible-*"))  # the marker is cleaned up
         monkeypatch.setattr(ray_backend, "blind_nodes", lambda path, nodes: ["10.0.0.12"])
-        with pytest.raises(SpecError, match=r"^--storage: expected a folder every node .* 10\.0\.0\.12"):
+        with pytest.raises(SpecError, match=r"^--storage: expected storage every node .* 10\.0\.0\.12"):
             ray_backend.check_storage_shared(sweep_dir, nodes * 2)
     finally:
         ray.shutdown()

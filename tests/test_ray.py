@@ -173,6 +173,6 @@ def test_ctrl_c_during_the_zoo_stops_the_sweep_instead_of_starting_the_stitching
         log.close()
     out = (tmp_path / "driver.log").read_text()
     assert rc == 130, out
-    assert "interrupted" in out and "stitchsweep resume" in out
+    assert "interrupted" in out and f"Finish with: stitchsweep resume {storage / 'tiny'}" in out
     assert not (storage / "tiny" / "_ray").exists() or not list((storage / "tiny" / "_ray").glob("stitch-*"))
     assert not list((storage / "tiny" / "trials").glob("*.parquet"))

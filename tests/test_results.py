@@ -47,4 +47,4 @@ def test_stale_temporary_files_are_removed(tmp_path):
     d.create()
     (d.trials / ".tmp-x.parquet.1234").write_bytes(b"half")
     assert remove_stale_tmp(d) == 1
-    assert not list(d.trials.iterdir())
+    assert not d.trials.glob("*")

@@ -2,6 +2,7 @@
 
 import copy
 import dataclasses
+import os
 
 import pandas as pd
 import pytest
@@ -52,9 +53,9 @@ def test_tlm_trial_records_metrics_curves_and_is_idempotent(zoo):
     assert row["most_frequent_class_ratio"] >= 0.1
     assert row["end_clean_acc"] is not None and row["time_fit_s"] > 0
     part = sweep_dir.trial_part(spec.trial_id)
-    mtime = part.stat().st_mtime_ns
+    mtime = os.stat(part).st_mtime_ns
     assert run_trial(spec, sweep_dir)["status"] == "skipped"
-    assert part.stat().st_mtime_ns == mtime
+    assert os.stat(part).st_mtime_ns == mtime
     curves = analysis.load_curves(sweep_dir.path)
     mine = curves[curves["trial_id"] == spec.trial_id]
     assert set(mine["metric"]) == {"train_loss", "val_acc"}

@@ -1,0 +1,215 @@
+"""Where results live: a local folder, or any `pyarrow.fs` URI (`s3://bucket/prefix`, `gs://bucket/prefix`,
+`hdfs://...`, `file:///...`). One job: name files under a storage root and move bytes in and out of them.
+
+`Loc` is a small, path-like handle (filesystem + path) with the few operations the sweep and the reader need.
+Writes are atomic from a reader's point of view, whatever the filesystem:
+
+- local folders (and NFS/EFS mounts): write a `.tmp-*` sibling, then rename it onto the target;
+- object stores (S3, GCS): the whole body is serialised in memory first and sent as one object upload, which
+  the store makes visible all at once or not at all (a writer that dies mid-upload leaves nothing);
+- any other pyarrow filesystem (HDFS, ...): write a `.tmp-*` sibling, then `move` it.
+
+Credentials and endpoints come from the filesystem's usual sources (for S3: `AWS_ACCESS_KEY_ID`,
+`AWS_SECRET_ACCESS_KEY`, `AWS_ENDPOINT_URL`, instance roles, ...) or from pyarrow's URI query options
+(`s3://bucket/prefix?endpoint_override=host:port&scheme=http`). Query options are never printed: a `Loc`
+shows itself as `scheme://path`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+TMP_PREFIX = ".tmp-"
+OBJECT_STORES = {"s3", "gcs"}
+_SCHEME = {"s3": "s3", "gcs": "gs", "hadoop": "hdfs"}
+
+
+class StorageError(ValueError):
+    """A storage root that cannot be opened (unknown scheme, malformed URI, missing filesystem support)."""
+
+
+def is_uri(root: str | os.PathLike) -> bool:
+    return isinstance(root, str) and "://" in root
+
+
+def open_root(root: str | os.PathLike | Loc) -> Loc:
+    """A `Loc` for a local path or a pyarrow.fs URI. Raises StorageError naming the URI when it cannot be used."""
+    if isinstance(root, Loc):
+        return root
+    if not is_uri(root):
+        return Loc(pafs.LocalFileSystem(), Path(root).absolute().as_posix())
+    try:
+        fs, path = pafs.FileSystem.from_uri(root)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, ValueError) as exc:
+        raise StorageError(f"cannot open storage {_strip_query(str(root))}: {exc}") from None
+    return Loc(fs, path.rstrip("/"))
+
+
+def _strip_query(uri: str) -> str:
+    return uri.split("?", 1)[0]
+
+
+def child_uri(root: str, name: str) -> str:
+    """`root` joined with `name`, keeping a URI's query options (what a user types to reach the child)."""
+    if not is_uri(root):
+        return str(Path(root).absolute() / name)
+    base, sep, query = root.partition("?")
+    return f"{base.rstrip('/')}/{name}{sep}{query}"
+
+
+class Loc:
+    """One file or folder on one filesystem. Immutable; joins with `/` like pathlib."""
+
+    __slots__ = ("fs", "path")
+
+    def __init__(self, fs: pafs.FileSystem, path: str) -> None:
+        self.fs = fs
+        self.path = path
+
+    # naming ---------------------------------------------------------------------------------------------
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self.fs, pafs.LocalFileSystem)
+
+    @property
+    def is_object_store(self) -> bool:
+        return self.fs.type_name in OBJECT_STORES
+
+    def __truediv__(self, name: str) -> Loc:
+        return Loc(self.fs, posixpath.join(self.path, str(name)))
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+    @property
+    def parent(self) -> Loc:
+        return Loc(self.fs, posixpath.dirname(self.path))
+
+    def with_name(self, name: str) -> Loc:
+        return self.parent / name
+
+    def __fspath__(self) -> str:
+        if not self.is_local:
+            raise TypeError(f"{self} is not a local path")
+        return self.path
+
+    def __str__(self) -> str:
+        if self.is_local:
+            return self.path
+        return f"{_SCHEME.get(self.fs.type_name, self.fs.type_name)}://{self.path}"
+
+    def __repr__(self) -> str:
+        return f"Loc({str(self)!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Loc) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    # queries --------------------------------------------------------------------------------------------
+    def _type(self) -> pafs.FileType:
+        return self.fs.get_file_info(self.path).type
+
+    def exists(self) -> bool:
+        return self._type() != pafs.FileType.NotFound
+
+    def is_file(self) -> bool:
+        return self._type() == pafs.FileType.File
+
+    def is_dir(self) -> bool:
+        return self._type() == pafs.FileType.Directory
+
+    def _children(self, recursive: bool = False) -> list[pafs.FileInfo]:
+        sel = pafs.FileSelector(self.path, allow_not_found=True, recursive=recursive)
+        try:
+            return self.fs.get_file_info(sel)
+        except (NotADirectoryError, FileNotFoundError):
+            return []
+
+    def glob(self, pattern: str) -> list[Loc]:
+        """Direct children whose name matches `pattern` (fnmatch), sorted by name."""
+        return sorted((Loc(self.fs, i.path) for i in self._children() if fnmatch.fnmatch(i.base_name, pattern)),
+                      key=lambda loc: loc.path)
+
+    def rglob(self, pattern: str) -> list[Loc]:
+        """Files anywhere below whose name matches `pattern`."""
+        return sorted((Loc(self.fs, i.path) for i in self._children(recursive=True)
+                       if i.type == pafs.FileType.File and fnmatch.fnmatch(i.base_name, pattern)),
+                      key=lambda loc: loc.path)
+
+    def files(self, suffix: str) -> list[Loc]:
+        """Direct child files ending in `suffix`, hidden ones (".tmp-*", ...) left out, sorted by name."""
+        return sorted((Loc(self.fs, i.path) for i in self._children()
+                       if i.type == pafs.FileType.File and i.base_name.endswith(suffix)
+                       and not i.base_name.startswith(".")), key=lambda loc: loc.path)
+
+    # reading --------------------------------------------------------------------------------------------
+    def read_bytes(self) -> bytes:
+        with self.fs.open_input_stream(self.path) as fh:
+            return fh.read()
+
+    def read_text(self) -> str:
+        return self.read_bytes().decode()
+
+    def read_parquet(self, columns: list[str] | None = None) -> pa.Table:
+        return pq.read_table(self.path, filesystem=self.fs, columns=columns)
+
+    # writing --------------------------------------------------------------------------------------------
+    def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:
+        self.fs.create_dir(self.path, recursive=True)
+
+    def write_bytes(self, data: bytes) -> None:
+        """Replace the file with `data`, atomically from a reader's point of view (see the module doc)."""
+        if self.is_object_store:
+            with self.fs.open_output_stream(self.path) as fh:  # one upload; visible only once complete
+                fh.write(data)
+            return
+        self.parent.mkdir()
+        tmp = self.with_name(f"{TMP_PREFIX}{self.name}.{uuid.uuid4().hex[:8]}")
+        try:
+            with self.fs.open_output_stream(tmp.path) as fh:
+                fh.write(data)
+            if self.is_local:
+                os.replace(tmp.path, self.path)
+            else:
+                self.fs.move(tmp.path, self.path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def write_text(self, text: str) -> None:
+        self.write_bytes(text.encode())
+
+    def write_parquet(self, table: pa.Table) -> None:
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        self.write_bytes(sink.getvalue().to_pybytes())
+
+    def unlink(self, missing_ok: bool = False) -> None:
+        try:
+            self.fs.delete_file(self.path)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def rename(self, target: Loc) -> Loc:
+        """Move onto `target` (replacing it). On object stores this is a copy then a delete."""
+        if self.is_local:
+            os.replace(self.path, target.path)
+        else:
+            self.fs.move(self.path, target.path)
+        return target
+
+    def delete_tree(self) -> None:
+        """Delete this folder and everything below it (nothing if it does not exist)."""
+        if self.exists():
+            self.fs.delete_dir(self.path)

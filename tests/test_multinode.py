@@ -1,0 +1,216 @@
+"""A real two-node Ray cluster on this machine (loopback only): lose the worker node mid-sweep, then the driver.
+
+`ray start --head` plus a second `ray start --address` with its own CPU; the sweep joins through `--address`.
+Every process a `ray start` leaves behind carries a marker in its environment, so the test finds and kills
+them by PID (never `ray stop`, which would also stop other users' clusters on this machine).
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+import analysis
+from sweep.spec import parse_space
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+CLI = [sys.executable, "-m", "sweep"]
+RAY = str(Path(sys.executable).with_name("ray"))
+MARK = "STITCHSWEEP_TEST_NODE"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _marked(tag: str) -> list[psutil.Process]:
+    """Live processes whose environment carries MARK=tag (what one `ray start` spawned, and their workers)."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get(MARK) == tag:
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
+
+
+def _kill(procs: list[psutil.Process]) -> None:
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=30)
+
+
+class Cluster:
+    """Ray nodes started with `ray start`, each tagged so that it can be found and killed by PID."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.port = _free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.tags: list[str] = []
+        self.temp_dir = f"/tmp/ray-{run_id}"
+        self.orphans: list[psutil.Process] = []  # children of a killed raylet (Ray's agents outlive it)
+
+    def _start(self, tag: str, *args: str) -> None:
+        # A joining node sends the head's token (~/.ray/auth_token, written by `ray start --head`) only in
+        # token mode; the driver (`stitchsweep run --address`) turns that mode on by itself.
+        env = {**os.environ, MARK: tag, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
+        self.tags.append(tag)
+        subprocess.run([RAY, "start", *args, "--disable-usage-stats"], env=env, check=True,
+                       capture_output=True, text=True, timeout=180)
+
+    def start_head(self) -> None:
+        self._start(f"{self.run_id}-head", "--head", "--node-ip-address=127.0.0.1", f"--port={self.port}",
+                    "--num-cpus=1", "--include-dashboard=false", "--temp-dir", self.temp_dir)
+
+    def add_worker(self, name: str) -> str:
+        tag = f"{self.run_id}-{name}"
+        self._start(tag, f"--address={self.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1")
+        return tag
+
+    def kill_raylet(self, tag: str) -> None:
+        """SIGKILL one node's raylet: the node is lost to the cluster (its agents are reaped by `stop`)."""
+        (raylet,) = [p for p in _marked(tag) if p.name() == "raylet"]
+        self.orphans += raylet.children(recursive=True)
+        raylet.send_signal(signal.SIGKILL)
+
+    def alive_nodes(self) -> int:
+        out = subprocess.run([sys.executable, "-c", "import ray, json; ray.init(address=%r, log_to_driver=False);"
+                              "print(sum(n['Alive'] for n in ray.nodes()))" % self.address],
+                             capture_output=True, text=True, timeout=120, env={**os.environ, "RAY_AUTH_MODE": "token"})
+        return int(out.stdout.strip().splitlines()[-1])
+
+    def stop(self) -> None:
+        """Kill, by PID, every process the nodes started: the tagged ones, and their children (Ray starts its
+        agents with an environment of their own, so they carry no tag)."""
+        procs = list(self.orphans)
+        for tag in self.tags:
+            for p in _marked(tag):
+                procs.append(p)
+                try:
+                    procs += p.children(recursive=True)
+                except psutil.NoSuchProcess:
+                    pass
+        _kill(list({p.pid: p for p in procs}.values()))
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster():
+    c = Cluster(uuid.uuid4().hex[:8])
+    try:
+        c.start_head()
+        yield c
+    finally:
+        c.stop()
+    assert not [p for tag in c.tags for p in _marked(tag)], "a Ray process of the test outlived it"
+
+
+def _parts(results: Path) -> set[str]:
+    return {p.stem for p in (results / "trials").glob("*.parquet")}
+
+
+def _driver(space: Path, storage: Path, address: str, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([*CLI, "run", str(space), "--storage", str(storage), "--address", address],
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_for_parts(results: Path, n: int, driver: subprocess.Popen, log: Path, timeout: float = 600) -> None:
+    deadline = time.time() + timeout
+    while len(_parts(results)) < n:
+        assert driver.poll() is None, log.read_text()
+        assert time.time() < deadline, f"fewer than {n} trials finished in time\n{log.read_text()}"
+        time.sleep(0.5)
+
+
+def _running_trial(tag: str) -> bool:
+    for p in _marked(tag):
+        try:
+            if "ImplicitFunc.train" in " ".join(p.cmdline()):  # a Tune trial running its trainable
+                return True
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            pass
+    return False
+
+
+def _wait_for_trial_on(tag: str, driver: subprocess.Popen, log: Path, timeout: float = 300) -> None:
+    deadline = time.time() + timeout
+    while not _running_trial(tag):
+        assert driver.poll() is None, log.read_text()
+        assert time.time() < deadline, f"no trial ran on node {tag}\n{log.read_text()}"
+        time.sleep(0.1)
+
+
+def test_losing_a_worker_node_and_then_the_driver_loses_no_trial(cluster, tiny_space, write_space, tmp_path):
+    tiny_space["stitching"]["stitch_points"] = "all"
+    tiny_space["stitching"]["objectives"] = ["tlm", "dm"]
+    tiny_space["stitching"]["epochs"] = 3
+    space = write_space(tiny_space)
+    storage = tmp_path / "results"  # both nodes are on this machine: the folder is shared storage for them
+    results = storage / "tiny"
+    planned = {t.trial_id for t in parse_space(tiny_space).trials}
+    assert len(planned) == 12
+    worker = cluster.add_worker("worker1")
+    assert cluster.alive_nodes() == 2
+
+    # 1. The worker node's raylet dies mid-sweep: its trial is retried elsewhere, every trial ends exactly once.
+    log = tmp_path / "driver1.log"
+    driver = _driver(space, storage, cluster.address, log)
+    try:
+        _wait_for_parts(results, 2, driver, log)
+        _wait_for_trial_on(worker, driver, log)
+        cluster.kill_raylet(worker)
+        rc = driver.wait(timeout=900)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    out = log.read_text()
+    assert rc == 0, out
+    assert _parts(results) == planned
+    trials = analysis.load_trials(results)
+    assert len(trials) == len(planned) and trials["trial_id"].is_unique
+    assert (trials["status"] == "done").all(), trials["error"].tolist()
+    finished = [line for line in out.splitlines() if line.startswith("[stitch ") and ": done" in line]
+    assert len(finished) == len(planned), out  # each trial reported done once: a retry is not a second record
+    assert "lost with its worker or node; retrying" in out, out
+    assert cluster.alive_nodes() == 1
+
+    # 2. A node rejoins, a grown sweep starts, and its driver is SIGKILLed mid-sweep; `resume` finishes it.
+    cluster.add_worker("worker2")
+    tiny_space["stitching"]["objectives"] = ["tlm", "dm", "dm+tlm"]
+    grown = write_space(tiny_space)
+    planned = {t.trial_id for t in parse_space(tiny_space).trials}
+    assert len(planned) == 18
+    log = tmp_path / "driver2.log"
+    driver = _driver(grown, storage, cluster.address, log)
+    try:
+        _wait_for_parts(results, 14, driver, log)
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert 14 <= len(_parts(results)) < 18, "the kill should land mid-sweep"
+    resumed = subprocess.run([*CLI, "resume", str(results), "--address", cluster.address], capture_output=True,
+                             text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "18 trials: 18 done, 0 failed, 0 pending" in resumed.stdout
+    assert _parts(results) == planned
+    assert not list(results.rglob(".tmp-*")), "no partial file may survive"
+    trials = analysis.load_trials(results)
+    assert len(trials) == 18 and trials["trial_id"].is_unique
