@@ -1,6 +1,6 @@
 """Driver memory over a long sweep: Ray Tune's default logger callbacks versus stitchsweep's settings.
 
-Runs N trivial Tune trials (each reports one metric and returns) in a fresh process per variant and samples
+Runs N trivial Tune trials (each reports one metric and returns; 0.25 CPU each) in a fresh process per variant and samples
 the driver's resident memory (RSS) every 0.2 s:
   defaults   : a plain tune.Tuner with Ray 2.60's defaults (JSON / CSV / TensorBoard logger callbacks on)
   stitchsweep: the engine's own stage runner (`ray_backend._fit`: TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1,
@@ -37,8 +37,10 @@ def sample():
         samples.append(proc.memory_info().rss)
         time.sleep(0.2)
 
+CPU = 0.25  # a trivial trial needs little: several run at once, as cheap trials of a real sweep would
+
 def trivial(config):
-    tune.report({"value": config["i"]})
+    tune.report({"status": "done", "value": int(config["i"])})
 
 ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
 start = proc.memory_info().rss
@@ -48,10 +50,9 @@ grid = [str(i) for i in range(n)]
 if variant == "stitchsweep":
     sweep_dir = SweepDir(storage, "bench")
     sweep_dir.create()
-    ray_backend._fit("bench", lambda c: tune.report({"value": int(c["i"])}), grid, "i", {"cpu": 1}, sweep_dir,
-                     lambda c: c["i"], None)
+    ray_backend._fit("bench", trivial, grid, "i", {"cpu": CPU}, sweep_dir, lambda c: c["i"], None)
 else:
-    tune.Tuner(trivial, param_space={"i": tune.grid_search(list(range(n)))},
+    tune.Tuner(tune.with_resources(trivial, {"cpu": CPU}), param_space={"i": tune.grid_search(grid)},
                run_config=tune.RunConfig(name="bench", storage_path=storage)).fit()
 wall = time.perf_counter() - t0
 stop.set()
@@ -68,8 +69,11 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as storage:
             env = dict(os.environ)
             env.pop("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", None)
-            out = subprocess.run([sys.executable, "-c", VARIANT, variant, str(n), storage], env=env,
-                                 capture_output=True, text=True, check=True).stdout
+            proc = subprocess.run([sys.executable, "-c", VARIANT, variant, str(n), storage], env=env,
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                sys.exit(f"{variant} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+            out = proc.stdout
             r = json.loads(out.strip().splitlines()[-1])
             growth = (r["rss_end_mb"] - r["rss_start_mb"]) / n * 1000
             print(f"{variant:12s} trials={r['trials']} wall={r['wall_s']}s rss start={r['rss_start_mb']:.0f} MB"
