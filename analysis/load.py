@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pyarrow as pa
@@ -18,6 +19,7 @@ import pyarrow as pa
 from .storage import Loc, open_root
 from .schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SCHEMAS, TRIALS_DIR
 
+READ_THREADS = 16
 KEY_COLUMN = {TRIALS_DIR: "trial_id", DONORS_DIR: "donor", CURVES_DIR: "trial_id", REPTESTS_DIR: "unit_id"}
 
 
@@ -28,10 +30,13 @@ def _parts(directory: Loc) -> list[Loc]:
 def _read_part(part: Loc, kind: str) -> pa.Table:
     schema = SCHEMAS[kind]
     t = part.read_parquet()
-    if KEY_COLUMN[kind] not in t.column_names:
+    if t.schema.equals(schema):  # written by this version: nothing to add or cast
+        return t
+    names = set(t.column_names)
+    if KEY_COLUMN[kind] not in names:
         raise ValueError(f"not a stitchsweep {kind} part: it has no {KEY_COLUMN[kind]!r} column")
     for field in schema:  # add the columns this part predates
-        if field.name not in t.column_names:
+        if field.name not in names:
             t = t.append_column(field, pa.nulls(len(t), field.type))
     known = [f.name for f in schema]
     extra = [c for c in t.column_names if c not in known]
@@ -43,14 +48,26 @@ def read_table(results: str | os.PathLike | Loc, kind: str, problems: list[dict]
     Unreadable parts are skipped with a warning and appended to `problems` as {path, kind, error}."""
     schema = SCHEMAS[kind]
     tables = []
-    for part in _parts(open_root(results) / kind):
+    parts = _parts(open_root(results) / kind)
+
+    def attempt(part: Loc) -> pa.Table | Exception:
         try:
-            tables.append(_read_part(part, kind))
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            return _read_part(part, kind)
+        except Exception as exc:  # reported below, in the parts' order
+            return exc
+
+    # One part per trial: many small files, and on an object store each read is a round trip. Read them
+    # concurrently (pyarrow releases the GIL while it reads).
+    with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
+        results_ = list(pool.map(attempt, parts))
+    for part, got in zip(parts, results_):
+        if isinstance(got, Exception):
+            error = f"{type(got).__name__}: {got}"
             warnings.warn(f"skipping unreadable results part {part}: {error}", stacklevel=2)
             if problems is not None:
                 problems.append({"path": str(part), "kind": kind, "error": error})
+        else:
+            tables.append(got)
     if not tables:
         return schema.empty_table()
     table = pa.concat_tables(tables, promote_options="permissive")

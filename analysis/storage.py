@@ -162,7 +162,9 @@ class Loc:
         return self.read_bytes().decode()
 
     def read_parquet(self, columns: list[str] | None = None) -> pa.Table:
-        return pq.read_table(self.path, filesystem=self.fs, columns=columns)
+        """One Parquet file (no dataset discovery: about twice as fast as `pq.read_table` for small parts)."""
+        with self.fs.open_input_file(self.path) as fh:
+            return pq.ParquetFile(fh).read(columns=columns)
 
     # writing --------------------------------------------------------------------------------------------
     def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:

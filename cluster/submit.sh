@@ -7,6 +7,9 @@
 #   RAY_ADDRESS=http://HEAD:8265 bash cluster/submit.sh SPACE STORAGE [more stitchsweep run options]
 #   ray job logs --follow JOB_ID ; ray job stop JOB_ID
 set -euo pipefail
+# Ray 2.60 clusters started by `ray start --head` check a token; a client sends it (RAY_AUTH_TOKEN, or the file
+# ~/.ray/auth_token) only in token mode, which also works against a cluster without authentication.
+export RAY_AUTH_MODE=${RAY_AUTH_MODE:-token}
 SPACE=${1:?usage: cluster/submit.sh SPACE STORAGE [options]}
 STORAGE=${2:?usage: cluster/submit.sh SPACE STORAGE [options]}
 shift 2

@@ -87,30 +87,39 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def _readable_status(part) -> str | None:
-    """A part's status; an unreadable part is set aside (renamed `*.corrupt`, reported) and counts as absent."""
+def _statuses(parts: list) -> dict:
+    """The status of each of `parts` (all in one folder): one listing of the folder, then a read of each part
+    that exists (in parallel: on an object store each read is a request). An unreadable part is set aside
+    (renamed `*.corrupt`, reported) and counts as absent, as does a missing one (None)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from .results import read_status, set_aside
 
-    if not part.exists():
-        return None
-    status = read_status(part)
-    if status is None:
-        print(f"warning: unreadable results part {part}: set aside as {set_aside(part).name}; it will be"
-              " recomputed", flush=True)
-    return status
+    if not parts:
+        return {}
+    present = {p.name for p in parts[0].parent.files(".parquet")}
+    existing = [p for p in parts if p.name in present]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        found = dict(zip(existing, pool.map(read_status, existing)))
+    for part, status in found.items():
+        if status is None:
+            print(f"warning: unreadable results part {part}: set aside as {set_aside(part).name}; it will be"
+                  " recomputed", flush=True)
+    return {p: found.get(p) for p in parts}
 
 
 def _pending_units(sweep, sweep_dir, retry_failed: bool) -> list[str]:
     """Representation-test units without a (usable) part."""
+    parts = {u.unit_id: sweep_dir.reptest_part(u.unit_id) for u in sweep.reptests}
+    statuses = _statuses(list(parts.values()))
     todo = []
-    for u in sweep.reptests:
-        part = sweep_dir.reptest_part(u.unit_id)
-        status = _readable_status(part)
+    for unit_id, part in parts.items():
+        status = statuses[part]
         if status == "failed" and retry_failed:
             part.unlink()
             status = None
         if status is None:
-            todo.append(u.unit_id)
+            todo.append(unit_id)
     return todo
 
 
@@ -118,23 +127,22 @@ def _pending(sweep, sweep_dir, retry_failed: bool) -> tuple[list[str], list[str]
     """Donors to (re)run, trial ids to run, and how many trials are already done."""
     from .zoo import donor_part
 
-    donors = []
-    for name, donor in sweep.donors.items():
-        part = donor_part(sweep_dir, donor, sweep.evaluation)
-        if _readable_status(part) != "done":
-            donors.append(name)
+    donor_parts = {name: donor_part(sweep_dir, d, sweep.evaluation) for name, d in sweep.donors.items()}
+    statuses = _statuses(list(donor_parts.values()))
+    donors = [name for name, part in donor_parts.items() if statuses[part] != "done"]
+    parts = {s.trial_id: sweep_dir.trial_part(s.trial_id) for s in sweep.trials}
+    statuses = _statuses(list(parts.values()))
     todo, done = [], 0
-    for s in sweep.trials:
-        part = sweep_dir.trial_part(s.trial_id)
-        status = _readable_status(part)
+    for trial_id, part in parts.items():
+        status = statuses[part]
         if status is not None:
             if status == "failed" and retry_failed:
                 part.unlink()
-                todo.append(s.trial_id)
+                todo.append(trial_id)
             else:
                 done += 1
         else:
-            todo.append(s.trial_id)
+            todo.append(trial_id)
     return donors, todo, done
 
 

@@ -33,6 +33,11 @@ from .spec import Sweep  # noqa: E402
 logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
 
 
+# Tune keeps every trial of an experiment in the driver (and in its experiment-state snapshots): a stage
+# longer than this runs as several experiments, one after the other.
+TRIALS_PER_EXPERIMENT = 2000
+
+
 @dataclass
 class StageSummary:
     stage: str
@@ -133,12 +138,35 @@ def _fmt_metrics(r: dict) -> str:
     return " ".join(parts)
 
 
+def trials_per_experiment() -> int:
+    """How many trials one Tune experiment holds at most (env STITCHSWEEP_TRIALS_PER_EXPERIMENT). A longer
+    stage runs as consecutive experiments of this size, so the driver's Tune state stays bounded."""
+    raw = os.environ.get("STITCHSWEEP_TRIALS_PER_EXPERIMENT", str(TRIALS_PER_EXPERIMENT))
+    try:
+        n = int(raw)
+        if n < 1:
+            raise ValueError
+    except ValueError:
+        raise SpecError("STITCHSWEEP_TRIALS_PER_EXPERIMENT", "a whole number >= 1", raw) from None
+    return n
+
+
 def _fit(name: str, trainable, grid: list[str], key: str, resources: dict, sweep_dir: SweepDir,
          label, max_concurrent: int | None) -> StageSummary:
+    """Run one stage: its trials in consecutive Tune experiments of at most `trials_per_experiment()`."""
     t0 = time.perf_counter()
+    size = trials_per_experiment()
+    progress = _Progress(name, len(grid), label)
+    for start in range(0, len(grid), size):
+        _fit_chunk(name, trainable, grid[start:start + size], key, resources, sweep_dir, progress, max_concurrent)
+    return StageSummary(name, len(grid), time.perf_counter() - t0)
+
+
+def _fit_chunk(name: str, trainable, grid: list[str], key: str, resources: dict, sweep_dir: SweepDir,
+               progress: _Progress, max_concurrent: int | None) -> None:
     if grid:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        progress = _Progress(name, len(grid), label)
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+        finished_before, errored_before = progress.finished, progress.errored
         tuner = tune.Tuner(
             tune.with_resources(trainable, resources),
             param_space={key: tune.grid_search(grid)},
@@ -161,12 +189,12 @@ def _fit(name: str, trainable, grid: list[str], key: str, resources: dict, sweep
         # Tune handles Ctrl+C itself: it stops the running trials and returns normally. A trial that never
         # reported its final status was cut short; stop the whole sweep then instead of starting the next
         # stage on missing inputs.
-        if progress.finished < len(grid):
+        unfinished = len(grid) - (progress.finished - finished_before)
+        if unfinished:
             raise KeyboardInterrupt(f"the {name} stage was interrupted with"
-                                    f" {len(grid) - progress.finished} of {len(grid)} trials unfinished")
-        if not progress.errored:  # Ray's own records of a clean stage duplicate the parts: do not let them pile up
+                                    f" {progress.total - progress.finished} of {progress.total} trials unfinished")
+        if progress.errored == errored_before:  # Ray's records of a clean run duplicate the parts: drop them
             _remove_quietly(sweep_dir.ray / f"{name}-{stamp}")
-    return StageSummary(name, len(grid), time.perf_counter() - t0)
 
 
 def _remove_quietly(loc: Loc) -> None:

@@ -31,6 +31,10 @@ def test_launcher_configs_parse_and_install_the_pinned_ray_and_this_project(name
     if cfg["provider"]["type"] != "local":
         head = cfg["available_node_types"][cfg["head_node_type"]]
         assert head["resources"]["GPU"] == 0
+    # Ray 2.60 token auth: every node starts in token mode with the same token file.
+    starts = [c for c in cfg["head_start_ray_commands"] + cfg["worker_start_ray_commands"] if "ray start" in c]
+    assert len(starts) == 2 and all(c.startswith("RAY_AUTH_MODE=token ray start") for c in starts)
+    assert cfg["file_mounts"]["~/.ray/auth_token"] == "~/.ray/auth_token"
 
 
 def test_rayjob_pins_equal_pyproject_and_ray_version_matches():
@@ -44,6 +48,10 @@ def test_rayjob_pins_equal_pyproject_and_ray_version_matches():
     images += [c["image"] for g in spec["workerGroupSpecs"] for c in g["template"]["spec"]["containers"]]
     assert all(f"ray:{RAY_MINOR}." in i for i in images)
     assert spec["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"
+    pods = [spec["headGroupSpec"]["template"]] + [g["template"] for g in spec["workerGroupSpecs"]]
+    for c in (c for pod in pods for c in pod["spec"]["containers"]):
+        env = {e["name"]: e for e in c["env"]}
+        assert env["RAY_AUTH_MODE"]["value"] == "token" and "secretKeyRef" in env["RAY_AUTH_TOKEN"]["valueFrom"]
     assert all(c["resources"]["limits"]["nvidia.com/gpu"] for g in spec["workerGroupSpecs"]
                for c in g["template"]["spec"]["containers"])
 
@@ -53,6 +61,7 @@ def test_scripts_are_valid_bash_and_run_the_sweep_entry_point(name):
     text = (CLUSTER / name).read_text()
     subprocess.run(["bash", "-n", str(CLUSTER / name)], check=True)
     assert "run \"$SPACE\" --address auto --storage \"$STORAGE\"" in text
+    assert "export RAY_AUTH_MODE=" in text and "token" in text  # Ray 2.60 token auth
     if name == "slurm.sbatch":
         assert "ray symmetric-run" in text and "--min-nodes" in text
     else:

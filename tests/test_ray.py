@@ -24,8 +24,9 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 CLI = [sys.executable, "-m", "sweep"]
 
 
-def _cli(*args, check=True, timeout=600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+def _cli(*args, check=True, timeout=600, env=None) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
     if check and proc.returncode != 0:
         raise AssertionError(f"{args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -83,7 +84,11 @@ def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_sp
 def test_grown_space_runs_only_the_new_trials(tiny_space, write_space, tmp_path):
     tiny_space["stitching"]["objectives"] = ["dm"]
     storage = tmp_path / "results"
-    _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2)
+    # One trial per Tune experiment: a stage longer than that runs as consecutive experiments.
+    first = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2,
+                 env={"STITCHSWEEP_TRIALS_PER_EXPERIMENT": "1"}).stdout
+    assert "[stitch 1/2" in first and "[stitch 2/2" in first and "2 done, 0 failed, 0 pending" in first
+    assert not list((storage / "tiny" / "_ray").glob("stitch-*")), "records of clean experiments are removed"
     tiny_space["stitching"]["stitch_points"] = ["layer1.0", "layer2.0", "layer3.1"]
     out = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2).stdout
     assert "3 trials, 2 already recorded, 1 to run" in out
