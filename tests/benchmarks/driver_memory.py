@@ -6,7 +6,7 @@ the driver's resident memory (RSS) every 0.2 s:
   stitchsweep: the engine's own stage runner (`ray_backend._fit`: TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1,
                verbose 0, our one-line progress callback)
 
-    .venv/bin/python tests/benchmarks/driver_memory.py [N]      # N defaults to 2000
+    .venv/bin/python tests/benchmarks/driver_memory.py [N] [VARIANT ...]   # N: 2000; VARIANT: both
 Prints one line per variant: trials, wall time, RSS at start, peak and end, and the growth per 1000 trials.
 """
 
@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 VARIANT = r'''
 import json, os, sys, threading, time
@@ -33,8 +34,12 @@ proc = psutil.Process()
 samples = []
 stop = threading.Event()
 def sample():
+    last = 0.0
     while not stop.is_set():
         samples.append(proc.memory_info().rss)
+        if time.perf_counter() - last >= 60:  # a progress line: the log shows the growth as it happens
+            last = time.perf_counter()
+            print(f"rss-sample t={last - t0:.0f}s rss_mb={samples[-1] / 2**20:.0f}", flush=True)
         time.sleep(0.2)
 
 CPU = 0.25  # a trivial trial needs little: several run at once, as cheap trials of a real sweep would
@@ -44,8 +49,8 @@ def trivial(config):
 
 ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
 start = proc.memory_info().rss
-threading.Thread(target=sample, daemon=True).start()
 t0 = time.perf_counter()
+threading.Thread(target=sample, daemon=True).start()
 grid = [str(i) for i in range(n)]
 if variant == "stitchsweep":
     sweep_dir = SweepDir(storage, "bench")
@@ -65,15 +70,18 @@ ray.shutdown()
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    for variant in ("defaults", "stitchsweep"):
+    for variant in sys.argv[2:] or ("defaults", "stitchsweep"):
         with tempfile.TemporaryDirectory() as storage:
             env = dict(os.environ)
             env.pop("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", None)
-            proc = subprocess.run([sys.executable, "-c", VARIANT, variant, str(n), storage], env=env,
-                                  capture_output=True, text=True)
-            if proc.returncode != 0:
-                sys.exit(f"{variant} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-            out = proc.stdout
+            log = Path(tempfile.gettempdir()) / f"driver_memory-{variant}-{n}.log"  # the child's output, live
+            with open(log, "w") as fh:
+                rc = subprocess.run([sys.executable, "-c", VARIANT, variant, str(n), storage], env=env,
+                                    stdout=fh, stderr=subprocess.STDOUT).returncode
+            out = log.read_text()
+            if rc != 0:
+                sys.exit(f"{variant} failed ({rc}); its output is in {log}:\n{out[-3000:]}")
+            out = "\n".join(line for line in out.splitlines() if line.startswith('{"variant"'))
             r = json.loads(out.strip().splitlines()[-1])
             growth = (r["rss_end_mb"] - r["rss_start_mb"]) / n * 1000
             print(f"{variant:12s} trials={r['trials']} wall={r['wall_s']}s rss start={r['rss_start_mb']:.0f} MB"
