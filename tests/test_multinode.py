@@ -1,6 +1,8 @@
-"""A real two-node Ray cluster on this machine (loopback only): lose the worker node mid-sweep, then the driver.
+"""A real two-node Ray cluster on this machine: lose the worker node mid-sweep, then the driver.
 
-`ray start --head` plus a second `ray start --address` with its own CPU; the sweep joins through `--address`.
+`ray start --head` plus a second `ray start --address` with its own CPU; the sweep joins through `--address
+127.0.0.1:PORT`. Nothing leaves the host (Ray 2.60 still advertises the machine's own address for both nodes
+whatever `--node-ip-address` says, and its GCS listens on every interface: run this where that is fine).
 Every process a `ray start` leaves behind carries a marker in its environment, so the test finds and kills
 them by PID (never `ray stop`, which would also stop other users' clusters on this machine).
 """
