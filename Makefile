@@ -9,15 +9,26 @@ FASHION_DIR := /usr/share/datasets/fashion-mnist
 STORAGE ?= results
 REPORT ?= report
 
-.PHONY: quickstart test install fashion-mnist clean
+.PHONY: quickstart test install lock fashion-mnist clean
 
 install: $(STAMP)
 
-# torch==2.14.1 / torchvision==0.29.1 are pinned in pyproject.toml: they install from local files here.
-$(STAMP): pyproject.toml
+# Reproducible installs: every package comes from requirements.lock (exact versions and sha256 hashes, for
+# Python 3.11 on x86_64), so a green run today is green tomorrow. pyproject.toml keeps the compatible ranges
+# for people who install the package into an environment of their own. torch==2.14.1 / torchvision==0.29.1
+# install from local files on the project's machines (pip's configuration points at them).
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install -q --disable-pip-version-check --require-hashes --no-deps -r requirements.lock
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# Re-resolve the lock from pyproject.toml's ranges (pip's own resolver, honouring this machine's pip
+# configuration), then reinstall from it. Commit requirements.lock afterwards.
+lock:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) tests/scripts/lock.py
+	$(MAKE) install
 
 # The full 70,000 Fashion-MNIST images from Debian's package; elsewhere the loader downloads them once.
 fashion-mnist:

@@ -131,8 +131,12 @@ def test_bad_similarity_requests_are_refused():
 
 
 def test_dm_self_stitching_identifies_every_layer_of_a_zoo_donor(tmp_path):
-    """Seed 004's intra-network sanity check: DM relative accuracy (and CKA, DM distance) over every layer
-    pair of one donor peaks on the diagonal, for every layer of the quickstart architecture."""
+    """Seed 004's intra-network sanity check, on what direct matching promises for any donor: on the diagonal
+    the DM stitcher reproduces the end model (same predictions, residual ~0, CKA 1), so the DM distance and
+    CKA identify every layer. DM *relative accuracy* is not asserted to peak on the diagonal: a stitched
+    network may beat a weak donor (this 2-epoch donor: 43% clean; DM layer1.1 -> layer1.0 reaches 1.02),
+    which the method does not rule out. The DM distance's margin is wide (measured: diagonal < 1e-13, the
+    smallest off-diagonal value 0.36), so no assertion rests on a near-tie."""
     import analysis
     from analysis.tables import layer_identification
 
@@ -145,7 +149,17 @@ def test_dm_self_stitching_identifies_every_layer_of_a_zoo_donor(tmp_path):
     sweep_dir.create()
     run_donor(sweep.donors["plain_a"], sweep.evaluation, sweep_dir, torch.device("cpu"))
     assert all(run_trial(t, sweep_dir)["status"] == "done" for t in sweep.trials)
-    table = layer_identification(analysis.load_trials(sweep_dir.path)).set_index("measure")
+    trials = analysis.load_trials(sweep_dir.path)
+    diagonal = trials[trials["front_point"] == trials["end_point"]]
+    off = trials[trials["front_point"] != trials["end_point"]]
+    assert len(diagonal) == 6 and len(off) == 30
+    # the end model's predictions, reproduced: the same accuracy on the same images, relative accuracy 1
+    assert (diagonal["clean_acc"] == diagonal["end_clean_acc"]).all()
+    assert (diagonal["relative_acc"] == 1.0).all()
+    assert (diagonal["sim_dm"] < 1e-9).all() and (diagonal["dm_residual"] < 1e-9).all()
+    assert ((diagonal["sim_cka"] - 1.0).abs() < 1e-9).all()
+    assert off["sim_dm"].min() > 0.1 and off["sim_cka"].max() < 1.0 - 1e-3
+    table = layer_identification(trials).set_index("measure")
     assert set(table.index) == {"dm", "cka", "dm distance"}
     assert (table["kind"] == "intra").all() and (table["layers"] == 6).all()
-    assert table.loc["dm", "accuracy"] == 1.0
+    assert table.loc["dm distance", "accuracy"] == 1.0 and table.loc["cka", "accuracy"] == 1.0
