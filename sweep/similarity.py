@@ -138,8 +138,16 @@ def minibatch_cka(batches: Iterable[tuple[object, object]]) -> float:
     return float(kl / den)
 
 
-def _basis(a: torch.Tensor, rel_tol: float = 1e-10) -> torch.Tensor:
-    """An orthonormal basis of the column space of A (rank-revealing: tiny singular values dropped)."""
+def _rank_tol(a: torch.Tensor, dtype: torch.dtype) -> float:
+    """The relative singular-value threshold below which a direction of `a` is rounding noise of the precision
+    the data came in (numpy's matrix_rank rule: max(n, p) * machine epsilon of that precision)."""
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else torch.finfo(torch.float64).eps
+    return max(a.shape) * eps
+
+
+def _basis(a: torch.Tensor, rel_tol: float) -> torch.Tensor:
+    """An orthonormal basis of the column space of A (rank-revealing: singular values below rel_tol * the
+    largest dropped)."""
     u, s, _ = torch.linalg.svd(a, full_matrices=False)
     keep = s > rel_tol * s[0] if len(s) and s[0] > 0 else torch.zeros_like(s, dtype=torch.bool)
     if not keep.any():
@@ -147,25 +155,60 @@ def _basis(a: torch.Tensor, rel_tol: float = 1e-10) -> torch.Tensor:
     return u[:, keep]
 
 
+def _dtype(a) -> torch.dtype:
+    return a.dtype if isinstance(a, torch.Tensor) else torch.as_tensor(np.asarray(a)).dtype
+
+
 def cca(a, b) -> tuple[torch.Tensor, torch.Tensor]:
-    """Canonical correlations of A and B (seed 004 Eq. 5) in decreasing order, and A's canonical variates
-    (unit-norm columns A w_A^i), via orthonormal bases of the centred column spaces and one SVD."""
+    """Canonical correlations of A and B (seed 004 Eq. 5), one per canonical direction of A, in decreasing
+    order, and A's canonical variates (unit-norm columns A w_A^i), via orthonormal bases of the centred column
+    spaces and one SVD.
+
+    Every direction of A's column space is returned: the directions B cannot match (beyond B's rank) have
+    rho = 0, as in Ding et al.'s zero-padded PWCCA. The rank of each side is numerical, with a tolerance
+    set from the precision the data came in (float32 rounding noise is not a direction)."""
+    ta, tb = _dtype(a), _dtype(b)
     a, b = _pair(a, b)
-    qa, qb = _basis(_centre(a)), _basis(_centre(b))
-    u, s, _ = torch.linalg.svd(qa.T @ qb, full_matrices=False)
-    return s.clamp(0.0, 1.0), qa @ u
+    return _cca(_centre(a), _centre(b), ta, tb)
+
+
+def _cca(a: torch.Tensor, b: torch.Tensor, ta: torch.dtype, tb: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    qa, qb = _basis(a, _rank_tol(a, ta)), _basis(b, _rank_tol(b, tb))
+    u, s, _ = torch.linalg.svd(qa.T @ qb, full_matrices=True)  # u: every direction of A's column space
+    rho = torch.zeros(qa.shape[1], dtype=qa.dtype, device=qa.device)
+    rho[: len(s)] = s.clamp(0.0, 1.0)
+    return rho, qa @ u
 
 
 def pwcca(a, b) -> float:
     """Projection-weighted CCA (seed 004 Eq. 6; Morcos et al. 2018) after Ding et al.'s centring and Frobenius
-    normalisation: sum_i alpha_i rho_i / sum_i alpha_i, alpha_i = sum_j |<A w_A^i, a_j>| over A's neurons.
+    normalisation: sum_i alpha_i rho_i / sum_i alpha_i over all of A's canonical directions,
+    alpha_i = sum_j |<A w_A^i, a_j>| over A's neurons, rho_i = 0 for the directions B cannot match.
     Not symmetric: the weights come from the first argument. With more neurons than examples CCA is
     degenerate (every correlation 1); reduce the neurons first (pooling, or fewer positions)."""
+    ta, tb = _dtype(a), _dtype(b)
     a, b = _pair(a, b)
     a = _unit(_centre(a))
-    rho, h = cca(a, b)
+    rho, h = _cca(a, _centre(b), ta, tb)
+    h = _principal_within_ties(h, rho, a)
     alpha = (h.T @ a).abs().sum(dim=1)
     return float((alpha * rho).sum() / alpha.sum())
+
+
+def _principal_within_ties(h: torch.Tensor, rho: torch.Tensor, a: torch.Tensor, tie: float = 1e-6) -> torch.Tensor:
+    """PWCCA's L1 weights depend on the basis chosen inside a subspace of equal correlations: the rho = 0
+    directions B cannot match, and rho = 1 when B contains part of A (a low-rank B, A itself). Inside each
+    run of tied correlations, rotate to A's principal directions there, so the value is unique and does not
+    move with rounding noise (Ding et al.'s code keeps whatever basis its SVD returns)."""
+    h = h.clone()
+    start = 0
+    for i in range(1, len(rho) + 1):
+        if i == len(rho) or abs(float(rho[i] - rho[start])) > tie:
+            if i - start > 1:
+                u, _, _ = torch.linalg.svd(h[:, start:i].T @ a, full_matrices=False)
+                h[:, start:i] = h[:, start:i] @ u
+            start = i
+    return h
 
 
 def opd(a, b) -> float:

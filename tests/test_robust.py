@@ -363,3 +363,21 @@ def test_cross_task_trials_run_on_either_donors_data(tmp_path):
     # relative to the donor trained on the data the stitched network is tested on
     assert front["relative_acc"] == pytest.approx(front["clean_acc"] / donors["plain_a"]["clean_acc"])
     assert end["relative_acc"] == pytest.approx(end["clean_acc"] / donors["digits_a"]["clean_acc"])
+
+
+@pytest.mark.parametrize("iterations", [20, 100, 7])
+def test_autoattack_step_size_schedule_follows_the_configured_iterations(iterations):
+    """pyautoattack's APGD fixes its step-size checkpoints in __init__ from n_iter (Croce & Hein 2020: the
+    first check after 22% of the iterations, then shrinking by 3% down to 6%). Built for 100 and then set
+    to 20, the step size never halves: the checkpoints must come from the configured budget."""
+    from sweep.attacks import build_autoattack
+
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    adversary = build_autoattack(model, eps=0.1, attacks=("apgd-ce", "apgd-dlr"), iterations=iterations,
+                                 restarts=2, seed=0, device="cpu")
+    for attack in (adversary.apgd, adversary.apgd_targeted):
+        assert attack.n_iter == attack.n_iter_orig == iterations and attack.n_restarts == 2
+        assert attack.n_iter_2 == max(int(0.22 * iterations), 1)
+        assert attack.n_iter_min == max(int(0.06 * iterations), 1)
+        assert attack.size_decr == max(int(0.03 * iterations), 1)
+        assert attack.eps == 0.1 and attack.norm == "Linf" and attack.seed == 0

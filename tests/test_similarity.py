@@ -154,3 +154,74 @@ def test_dm_distance_refuses_an_undetermined_fit():
     rng = _rng(10)
     with pytest.raises(ValueError, match="not determined"):
         dm_distance(rng.standard_normal((5, 8)), rng.standard_normal((5, 3)))
+
+
+def _pwcca_zero_padded(a, b, tol=1e-8):
+    """PWCCA as seed 004 Eq. 5-6 and Ding et al. define it, written independently of the engine: canonical
+    directions from the covariance matrices (pseudo-inverse square roots over their non-null eigenspaces),
+    all of A's directions weighted, rho = 0 for the directions B cannot match."""
+    a, b = a - a.mean(0), b - b.mean(0)
+    a = a / np.linalg.norm(a)
+
+    def pinv_sqrt(c):
+        w, v = np.linalg.eigh(c)
+        keep = w > tol * w.max()
+        return v[:, keep] @ np.diag(w[keep] ** -0.5) @ v[:, keep].T
+
+    saa, sbb, sab = a.T @ a, b.T @ b, a.T @ b
+    wa = pinv_sqrt(saa)
+    m = wa @ sab @ pinv_sqrt(sbb)
+    u, s, _ = np.linalg.svd(m)  # full: as many directions as A has neurons
+    rank_a = int((np.linalg.eigvalsh(saa) > tol * np.linalg.eigvalsh(saa).max()).sum())
+    u = u[:, :rank_a]
+    rho = np.zeros(rank_a)
+    rho[: min(len(s), rank_a)] = s[:rank_a]
+    rho[rho < tol] = 0.0
+    h = a @ wa @ u
+    h /= np.linalg.norm(h, axis=0)
+    unmatched = rho == 0  # a tie: the stated convention takes A's principal directions inside it
+    if unmatched.sum() > 1:
+        basis, _, _ = np.linalg.svd(h[:, unmatched].T @ a, full_matrices=False)
+        h[:, unmatched] = h[:, unmatched] @ basis
+    alpha = np.abs(h.T @ a).sum(axis=1)
+    return float((alpha * rho).sum() / alpha.sum())
+
+
+def _rank_k_with_noise(a, k, rng, noise=0.3):
+    """A rank-k B whose canonical correlations with A are distinct (no degenerate subspace, so the canonical
+    directions and PWCCA's weights are unique)."""
+    ac = a - a.mean(0)
+    u, s, vh = np.linalg.svd(ac, full_matrices=False)
+    scores = u[:, :k] * s[:k] + noise * rng.standard_normal((len(a), k)) * s[:k] / np.sqrt(len(a))
+    return scores @ rng.standard_normal((k, a.shape[1]))
+
+
+@pytest.mark.parametrize("k", [20, 10, 5, 1])
+def test_pwcca_zero_pads_the_directions_b_cannot_match(k):
+    rng = _rng(11)
+    a = rng.standard_normal((500, 20))
+    b = _rank_k_with_noise(a, k, rng)
+    assert pwcca(a, b) == pytest.approx(_pwcca_zero_padded(a, b), abs=1e-8)
+    rho, h = cca(a, b)
+    assert rho.shape == (20,) and h.shape == (500, 20)  # every direction of A, the unmatched with rho 0
+    assert (rho[k:] == 0).all() and (rho[:k] > 0.5).all()
+
+
+def test_pwcca_against_low_rank_approximations_falls_with_the_rank():
+    """Seed 004's sensitivity test: B = the rank-k approximation of A. B matches A's top k principal directions
+    exactly (rho = 1) and none of the others (rho = 0), so PWCCA is the share of A's projection weight in its
+    top k principal directions: sum_{i<=k} s_i |v_i|_1 / sum_i s_i |v_i|_1 for A_c / |A_c| = U S V^T. It
+    falls with k, and B rounded to float32 gives the same value (rounding noise is not a direction)."""
+    rng = _rng(3)
+    a = rng.standard_normal((500, 20)) @ np.diag(np.linspace(3.0, 0.5, 20))
+    ac = a - a.mean(0)
+    _, s, vh = np.linalg.svd(ac / np.linalg.norm(ac), full_matrices=False)
+    weight = s * np.abs(vh).sum(axis=1)
+    values = []
+    for k in (20, 10, 5, 1):
+        expected = weight[:k].sum() / weight.sum()
+        values.append(pwcca(a, low_rank(a, k)))
+        assert values[-1] == pytest.approx(expected, abs=1e-9)
+        assert pwcca(a, low_rank(a, k).to(torch.float32)) == pytest.approx(expected, abs=1e-6)
+    assert values[0] == pytest.approx(1.0, abs=1e-9)
+    assert values == sorted(values, reverse=True) and values[-1] < 0.2
