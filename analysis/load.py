@@ -88,8 +88,10 @@ def load_donors(results: str | os.PathLike | Loc) -> pd.DataFrame:
 
 def _latest_donors(df: pd.DataFrame) -> pd.DataFrame:
     if len(df):
-        df = df.sort_values("finished_at").drop_duplicates(["donor", "donor_key", "eps", "n_eval_robust"],
-                                                           keep="last")
+        # rows written before `eval_id` existed are told apart by the settings they did record
+        key = df["eval_id"].fillna(df["eps"].astype(str) + "/" + df["n_eval_robust"].astype(str))
+        df = (df.assign(_key=key).sort_values("finished_at").drop_duplicates(["donor", "donor_key", "_key"],
+                                                                              keep="last").drop(columns="_key"))
     return df.reset_index(drop=True)
 
 

@@ -18,8 +18,8 @@ from .tables import layer_identification, long_matrices
 
 TRIAL_COLUMNS = ["front", "end", "dataset", "front_point", "setting", "seed", "clean_acc", "relative_acc",
                  "robust_acc", "most_frequent_class_ratio", "dm_residual", "time_fit_s", "time_total_s"]
-DONOR_COLUMNS = ["donor", "arch", "dataset", "training", "beta", "epochs", "train_size", "clean_acc",
-                 "robust_acc", "n_eval_robust", "eps", "trained_now"]
+DONOR_COLUMNS = ["donor", "arch", "dataset", "training", "beta", "epochs", "train_size", "eval_dataset",
+                 "test_size", "clean_acc", "robust_acc", "n_eval_robust", "eps", "attack_iterations", "trained_now"]
 
 
 def _table(df: pd.DataFrame, columns: list[str]) -> str:

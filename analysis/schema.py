@@ -127,6 +127,14 @@ DONOR_SCHEMA = pa.schema(
         ("robust_acc", pa.float64()),
         ("n_eval_robust", pa.int32()),
         ("eps", pa.float64()),
+        # the evaluation the accuracies come from: a donor has one row per evaluation the sweep uses (its own
+        # test set, and each trial's test images and attack settings); a trial reads only an exact match
+        ("eval_id", pa.string()),
+        ("eval_dataset", pa.string()),
+        ("test_size", pa.int64()),
+        ("attack", pa.string()),
+        ("attack_iterations", pa.int32()),
+        ("attack_restarts", pa.int32()),
         ("trained_now", pa.bool_()),  # False when the checkpoint came from the cache
         ("time_train_s", pa.float64()),
         ("time_eval_s", pa.float64()),

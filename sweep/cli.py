@@ -127,9 +127,10 @@ def _pending(sweep, sweep_dir, retry_failed: bool) -> tuple[list[str], list[str]
     """Donors to (re)run, trial ids to run, and how many trials are already done."""
     from .zoo import donor_part
 
-    donor_parts = {name: donor_part(sweep_dir, d, sweep.evaluation) for name, d in sweep.donors.items()}
-    statuses = _statuses(list(donor_parts.values()))
-    donors = [name for name, part in donor_parts.items() if statuses[part] != "done"]
+    donor_parts = {name: [donor_part(sweep_dir, d, ev) for ev in sweep.donor_evals[name]]
+                   for name, d in sweep.donors.items()}
+    statuses = _statuses([p for parts in donor_parts.values() for p in parts])
+    donors = [name for name, parts in donor_parts.items() if any(statuses[p] != "done" for p in parts)]
     parts = {s.trial_id: sweep_dir.trial_part(s.trial_id) for s in sweep.trials}
     statuses = _statuses(list(parts.values()))
     todo, done = [], 0

@@ -226,6 +226,13 @@ def load_pool(name: str, root: str | None = None, download: bool = True) -> Pool
     return DATASETS[name].load(base, download)
 
 
+def test_images(name: str, test_size: int, root: str | None = None, download: bool = True
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first `test_size` images of a dataset's official test set (what every split's test part is)."""
+    pool = load_pool(name, root, download)
+    return pool.test_x[:test_size], pool.test_y[:test_size]
+
+
 def make_splits(
     name: str, train_size: int | None, val_size: int, test_size: int | None, *, root: str | None = None,
     download: bool = True,

@@ -67,6 +67,37 @@ class DonorSpec:
         return stable_hash({"kind": "donor", "v": SCHEMA_VERSION, **fields})
 
 
+@dataclass(frozen=True, kw_only=True)
+class DonorEval:
+    """One evaluation of a donor: its clean and robust accuracy on the first `test_size` images of
+    `dataset`'s official test split, under one robust-accuracy protocol. A donor is evaluated once per
+    evaluation that the sweep uses (its own test set for the donors table, and the test images of every
+    trial it serves), and a trial reads the row of exactly its own images and settings."""
+
+    dataset: str
+    test_size: int  # resolved: the number of test images, not null
+    attacks: tuple[str, ...]
+    eps: float
+    iterations: int
+    restarts: int
+    n_eval_robust: int
+
+    @classmethod
+    def of(cls, data: DataSpec, evaluation: EvalSpec) -> DonorEval:
+        return cls(dataset=data.dataset, test_size=data.sizes()[1], attacks=tuple(evaluation.attacks),
+                   eps=evaluation.eps, iterations=evaluation.iterations, restarts=evaluation.restarts,
+                   n_eval_robust=min(evaluation.n_eval_robust, data.sizes()[1]))
+
+    def eval_id(self, donor_key: str) -> str:
+        return stable_hash({"kind": "donor-eval", "donor_key": donor_key, **dataclasses.asdict(self)})
+
+    def row_fields(self) -> dict:
+        """The donors-table columns that record this evaluation (a row is used only where they all match)."""
+        return {"eval_dataset": self.dataset, "test_size": self.test_size, "attack": "+".join(self.attacks),
+                "eps": self.eps, "attack_iterations": self.iterations, "attack_restarts": self.restarts,
+                "n_eval_robust": self.n_eval_robust}
+
+
 def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root: str | None = None,
                 download: bool = True) -> DonorSpec:
     from .augment import AUGMENTATIONS

@@ -57,7 +57,7 @@ def _donor_trainable(config: dict, sweep: Sweep, root: Loc) -> None:
 
     torch.set_num_threads(_threads(sweep.cpus_per_trial))
     donor = sweep.donors[config["donor"]]
-    row = run_donor(donor, sweep.evaluation, SweepDir(root, sweep.name), pick_device(sweep.gpus_per_trial > 0),
+    row = run_donor(donor, sweep.donor_evals[donor.name], SweepDir(root, sweep.name), pick_device(sweep.gpus_per_trial > 0),
                     progress=lambda m: tune.report(m), data_root=sweep.data_root, download=sweep.download)
     tune.report({"status": row.get("status", "skipped"), "clean_acc": row.get("clean_acc"),
                  "robust_acc": row.get("robust_acc"), "error": row.get("error")})

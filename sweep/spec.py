@@ -18,7 +18,7 @@ from analysis.schema import SCHEMA_VERSION
 from analysis.storage import Loc
 
 from .dataspec import DataSpec, parse_data
-from .donors import DonorSpec, parse_donor, resolve_ref, scaled_step
+from .donors import DonorEval, DonorSpec, parse_donor, resolve_ref, scaled_step
 from .errors import MISSING, SpecError
 from .fields import NAME_RE, Section, stable_hash
 from .stitching import STITCHERS
@@ -89,9 +89,13 @@ class TrialSpec:
     front_dataset: str = field(default="", compare=False)
     end_dataset: str = field(default="", compare=False)
     stitch_data: str = field(default="", compare=False)  # "sweep" | "front" | "end": whose data trains it
+    # Which donors-table rows this trial reads: a donor trained on this trial's dataset is evaluated on the
+    # trial's own test images and settings; one trained on another task (cross-task) on its own test set.
+    front_eval: DonorEval | None = field(default=None, compare=False)
+    end_eval: DonorEval | None = field(default=None, compare=False)
 
     NON_SCIENTIFIC = ("point_index", "n_points", "end_index", "n_end_points", "front_dataset", "end_dataset",
-                      "stitch_data")
+                      "stitch_data", "front_eval", "end_eval")
     # Fields added after the first release: left out of the hash at their defaults, so that adding them
     # did not change (and rerun) every trial recorded before.
     HASHED_UNLESS_DEFAULT = {"precision": "fp32", "channels_last": False, "beta": None, "adv_eps": None,
@@ -134,6 +138,9 @@ class Sweep:
     data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
     download: bool = True
     reptests: tuple = ()  # RepTestSpec units (sweep/reptest_spec.py)
+    # donor name -> the evaluations the zoo stage records for it: its own test set first, then those of the
+    # trials it serves (see DonorEval)
+    donor_evals: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------- parsing
@@ -231,7 +238,12 @@ def parse_space(raw: Any) -> Sweep:
 
         reptests = parse_reptests(raw["representation_tests"], data, donors, used)
     r = Section(top.raw.get("resources", {}), "resources", {"cpus_per_trial", "gpus_per_trial"})
+    donor_evals = {n: {DonorEval.of(d.data, evaluation): None} for n, d in donors.items() if n in used}
+    for t in trials.values():
+        for ref, ev in ((t.front, t.front_eval), (t.end, t.end_eval)):
+            donor_evals[ref.partition(":")[2]][ev] = None
     return Sweep(
+        donor_evals={n: tuple(evs) for n, evs in donor_evals.items()},
         name=name, data=data, evaluation=evaluation,
         donors={k: v for k, v in donors.items() if k in used},
         trials=tuple(trials.values()),
@@ -448,6 +460,8 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
                 point_index=valid.index(point) + 1, n_points=len(valid),
                 end_index=end_valid.index(end_point) + 1, n_end_points=len(end_valid),
                 front_dataset=front.data.dataset, end_dataset=end.data.dataset, stitch_data=role,
+                front_eval=DonorEval.of(tdata if front.data.dataset == tdata.dataset else front.data, evaluation),
+                end_eval=DonorEval.of(tdata if end.data.dataset == tdata.dataset else end.data, evaluation),
             )
             trials.append(spec)
     return trials

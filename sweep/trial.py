@@ -24,7 +24,8 @@ from .objectives import OBJECTIVES, FitContext
 from .results import SweepDir, write_rows
 from .spec import TrialSpec
 from .stitching import Stitcher, StitchedNet
-from .zoo import load_donor
+from .donors import DonorEval
+from .zoo import donor_row, load_donor
 
 Report = Callable[[dict], None]
 
@@ -33,17 +34,12 @@ def pick_device(want_gpu: bool = True) -> torch.device:
     return torch.device("cuda" if want_gpu and torch.cuda.is_available() else "cpu")
 
 
-def donor_accuracies(sweep: SweepDir, donor_key: str, spec: TrialSpec) -> tuple[float | None, float | None]:
-    """The donor's accuracies from the sweep's `donors` table, under this trial's evaluation settings."""
-    for part in sweep.donors.files(".parquet"):
-        try:
-            row = part.read_parquet().to_pylist()[0]
-        except Exception:  # an unreadable donors part: the caller measures the donor itself
-            continue
-        if (row["donor_key"] == donor_key and row["status"] == "done" and row["eps"] == spec.eps
-                and row["n_eval_robust"] == spec.n_eval_robust):
-            return row["clean_acc"], row["robust_acc"]
-    return None, None
+def donor_accuracies(sweep: SweepDir, ref: str, donor_key: str, ev: DonorEval | None
+                     ) -> tuple[float | None, float | None]:
+    """The donor's (clean, robust) accuracy from the sweep's donors table: the row of exactly `ev` (this
+    trial's test images and evaluation settings, or the donor's own test set in cross-task stitching)."""
+    row = donor_row(sweep, ref.partition(":")[2], donor_key, ev) if ev is not None else None
+    return (row["clean_acc"], row["robust_acc"]) if row else (None, None)
 
 
 def config_row(spec: TrialSpec, sweep_name: str) -> dict:
@@ -102,10 +98,18 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
     if spec.channels_last:
         for m in (front_model, end_model, stitcher):
             m.to(memory_format=torch.channels_last)
+    # Everything that describes the donors is measured before the fit: with `donor_bn: update` the fit moves
+    # their BatchNorm statistics, and the indices and the reference accuracy are about the donors as trained.
+    out.update(_reference_accuracies(spec, sweep, front_model, end_model, splits, device))
+    if spec.indices:
+        t_sim = time.perf_counter()
+        out.update(similarities(spec.indices, front, end_front, stitcher, splits.test_x[:spec.similarity_samples],
+                                device))
+        out["time_similarity_s"] = time.perf_counter() - t_sim
     ctx = FitContext(front=front, end=end, stitcher=stitcher, splits=splits, spec=spec, device=device,
                      end_front=end_front)
     t1 = time.perf_counter()
-    out["time_setup_s"] = t1 - t0
+    out["time_setup_s"] = t1 - t0 - out.get("time_similarity_s", 0.0)
     out.update(OBJECTIVES[spec.objective].fit(ctx))
     curves.extend(ctx.curves)
     t2 = time.perf_counter()
@@ -118,20 +122,8 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
     out["most_frequent_class"], out["most_frequent_class_ratio"] = most_frequent_class(
         pred, splits.num_classes)
     out["num_classes"] = splits.num_classes
-    front_acc, front_rob = donor_accuracies(sweep, spec.front_key, spec)
-    end_acc, end_rob = donor_accuracies(sweep, spec.end_key, spec)
-    # Relative to the end model, or, in cross-task stitching on the front's data, to the front model: the
-    # donor trained on the data the stitched network is tested on.
-    if spec.end_dataset in ("", spec.dataset):
-        ref_model, ref_acc = end_model, end_acc
-    elif spec.front_dataset == spec.dataset:
-        ref_model, ref_acc = front_model, front_acc
-    else:  # neither donor trained on this data: the end model's accuracy on it
-        ref_model, ref_acc = end_model, None
-    if ref_acc is None:  # no donors row (e.g. a donor stage that failed to record): measure it here
-        ref_acc = float((predict(ref_model, splits.test_x, device) == splits.test_y).float().mean())
-    out.update(front_clean_acc=front_acc, front_robust_acc=front_rob, end_clean_acc=end_acc,
-               end_robust_acc=end_rob, relative_acc=out["clean_acc"] / ref_acc if ref_acc else None)
+    ref_acc = out.pop("_ref_acc")
+    out["relative_acc"] = out["clean_acc"] / ref_acc if ref_acc else None
     t3 = time.perf_counter()
     out["time_eval_clean_s"] = t3 - t2
     out["robust_acc"] = robust_accuracy(
@@ -140,16 +132,30 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
         seed=spec.seed, device=device)
     t4 = time.perf_counter()
     out["time_eval_robust_s"] = t4 - t3
-    if spec.indices:
-        out.update(similarities(spec.indices, front, end_front, stitcher, splits.test_x[:spec.similarity_samples],
-                                device))
-        out["time_similarity_s"] = time.perf_counter() - t4
     if spec.ood_outliers:
-        t5 = time.perf_counter()
         out["ood_auroc"] = ood_auroc(spec, sweep, front, end_front, stitcher, splits, device, data_root,
                                      download)
-        out["time_ood_s"] = time.perf_counter() - t5
+        out["time_ood_s"] = time.perf_counter() - t4
     return out
+
+
+def _reference_accuracies(spec: TrialSpec, sweep: SweepDir, front_model, end_model, splits: Splits,
+                          device: torch.device) -> dict:
+    """The donors' accuracies (from the donors table) and the reference accuracy that `relative_acc`
+    divides by: the end model's on this trial's images, or, in cross-task stitching on the front's data, the
+    front model's (the donor trained on the data the stitched network is tested on)."""
+    front_acc, front_rob = donor_accuracies(sweep, spec.front, spec.front_key, spec.front_eval)
+    end_acc, end_rob = donor_accuracies(sweep, spec.end, spec.end_key, spec.end_eval)
+    if spec.end_dataset in ("", spec.dataset):
+        ref_model, ref_acc = end_model, end_acc
+    elif spec.front_dataset == spec.dataset:
+        ref_model, ref_acc = front_model, front_acc
+    else:  # neither donor trained on this data: the end model's accuracy on it
+        ref_model, ref_acc = end_model, None
+    if ref_acc is None:  # no donors row for these images and settings: measure it here
+        ref_acc = float((predict(ref_model, splits.test_x, device) == splits.test_y).float().mean())
+    return dict(front_clean_acc=front_acc, front_robust_acc=front_rob, end_clean_acc=end_acc,
+                end_robust_acc=end_rob, _ref_acc=ref_acc)
 
 
 def _acts(module, x: torch.Tensor, device: torch.device, batch_size: int = 250) -> torch.Tensor:

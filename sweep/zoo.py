@@ -10,8 +10,6 @@ A donor may train on its own `data` (cross-task stitching); `train_size` there s
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from datetime import datetime, timezone
 from typing import Callable
@@ -24,12 +22,12 @@ from analysis.schema import DONOR_SCHEMA, SCHEMA_VERSION
 from . import __version__
 from .attacks import kl_divergence, pgd_linf, trades_linf
 from .augment import augment
-from .data import Splits, batches, make_splits
+from .data import Splits, batches, make_splits, test_images
 from .evaluate import predict, robust_accuracy
 from .external import load_checkpoint, load_robustbench
 from .models import StagedNet, build
 from .results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
-from .donors import DonorSpec
+from .donors import DonorEval, DonorSpec
 from .spec import EvalSpec
 from .training import optimiser_step, step_schedule
 
@@ -99,64 +97,91 @@ def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedN
     return model.to(device).eval()
 
 
-def eval_id(donor_key: str, evaluation: EvalSpec, test_size: int | None) -> str:
-    blob = json.dumps([donor_key, evaluation.__dict__, test_size], sort_keys=True, default=list)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+def donor_part(sweep: SweepDir, donor: DonorSpec, ev: DonorEval) -> Loc:
+    return sweep.donors / f"{donor.name}-{ev.eval_id(donor.donor_key)}.parquet"
 
 
-def donor_part(sweep: SweepDir, donor: DonorSpec, evaluation: EvalSpec) -> Loc:
-    return sweep.donors / f"{donor.name}-{eval_id(donor.donor_key, evaluation, donor.data.test_size)}.parquet"
+def donor_row(sweep: SweepDir, donor_name: str, donor_key: str, ev: DonorEval) -> dict | None:
+    """The donors-table row of exactly this donor and evaluation (same images, same attack settings), or
+    None when there is none (or it failed, or records other settings)."""
+    part = sweep.donors / f"{donor_name}-{ev.eval_id(donor_key)}.parquet"
+    try:
+        row = part.read_parquet().to_pylist()[0]
+    except Exception:  # missing or unreadable: the caller measures what it needs itself
+        return None
+    wanted = {"donor_key": donor_key, "status": "done", **ev.row_fields()}
+    return row if all(row.get(k) == v for k, v in wanted.items()) else None
 
 
-def run_donor(donor: DonorSpec, evaluation: EvalSpec, sweep: SweepDir, device: torch.device,
+def run_donor(donor: DonorSpec, evaluations: tuple[DonorEval, ...], sweep: SweepDir, device: torch.device,
               progress: Callable[[dict], None] | None = None, data_root: str | None = None,
               download: bool = True) -> dict:
-    """Train (or take from the cache) and evaluate one donor; write its `donors` row. Idempotent."""
-    part = donor_part(sweep, donor, evaluation)
-    if part.exists() and read_status(part) == "done":
-        return {"donor": donor.name, "skipped": True}  # a failed donor is tried again
+    """Train (or take from the cache) one donor and evaluate it once per evaluation; write one `donors` row
+    each. Idempotent. Returns the row of the first evaluation (the donor's own test set)."""
+    parts = [donor_part(sweep, donor, ev) for ev in evaluations]
+    todo = [(ev, part) for ev, part in zip(evaluations, parts) if not (part.exists() and read_status(part) == "done")]
+    if not todo:
+        return {"donor": donor.name, "skipped": True}  # a failed evaluation is tried again
     d = donor.data
     ckpt = sweep.zoo(donor.donor_key) / CHECKPOINT
-    row = {
+    base = {
         "donor": donor.name, "ref": donor.ref, "donor_key": donor.donor_key, "sweep": sweep.name,
         "arch": donor.arch, "dataset": d.dataset, "training": donor.training or donor.source,
         "epochs": donor.epochs, "beta": donor.beta, "adv_fraction": donor.adv_fraction,
-        "train_size": d.train_size,
-        "seed": donor.seed, "n_eval_robust": evaluation.n_eval_robust, "eps": evaluation.eps,
+        "train_size": d.train_size, "seed": donor.seed,
         "stitchsweep_version": __version__, "schema_version": SCHEMA_VERSION,
     }
     t0 = time.perf_counter()
+    rows = []
     try:
         splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size, root=data_root,
                              download=download).to(device)
         trained_now = not ckpt.exists() and donor.source == "zoo"
         if not ckpt.exists():
-            if donor.source == "file":  # converted once into the zoo's own format, then used like any donor
-                model = load_checkpoint(donor.path, donor.arch, in_channels=splits.in_channels,
-                                        num_classes=splits.num_classes, mean=donor.mean, std=donor.std,
-                                        image_size=splits.image_size)
-                save_donor(ckpt, model, donor, splits, donor.mean, donor.std)
-            elif donor.source == "robustbench":
-                model = load_robustbench(donor.robustbench_id, donor.arch, donor.path,
-                                         in_channels=splits.in_channels, num_classes=splits.num_classes,
-                                         image_size=splits.image_size)
-                save_donor(ckpt, model, donor, splits, (0.0,), (1.0,))
-            else:
-                model = train_donor(donor, splits, device, progress)
-                save_donor(ckpt, model, donor, splits, splits.mean, splits.std)
+            _make_checkpoint(donor, splits, ckpt, device, progress)
         model = load_donor(sweep, donor.donor_key, device)
-        t1 = time.perf_counter()
-        pred = predict(model, splits.test_x, device)
-        rob = robust_accuracy(
-            model, splits.test_x, splits.test_y, n_eval=evaluation.n_eval_robust, eps=evaluation.eps,
-            attacks=evaluation.attacks, iterations=evaluation.iterations, restarts=evaluation.restarts,
-            seed=0, device=device,
-        )
-        row.update(status="done", trained_now=trained_now, time_train_s=t1 - t0,
-                   time_eval_s=time.perf_counter() - t1,
-                   clean_acc=float((pred == splits.test_y).float().mean()), robust_acc=rob)
-    except Exception as exc:  # recorded, and the stage goes on; the stitching trials that need it fail
-        row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
-    row["finished_at"] = datetime.now(timezone.utc)
-    write_rows(part, [row], DONOR_SCHEMA)
-    return row
+        train_s = time.perf_counter() - t0
+    except Exception as exc:  # recorded for every evaluation; the stitching trials that need it fail
+        error = f"{type(exc).__name__}: {exc}"
+        rows = [dict(base, **ev.row_fields(), eval_id=ev.eval_id(donor.donor_key), status="failed", error=error)
+                for ev, _ in todo]
+    else:
+        for ev, _ in todo:
+            rows.append(dict(base, **ev.row_fields(), eval_id=ev.eval_id(donor.donor_key), trained_now=trained_now,
+                             time_train_s=train_s, **_evaluate(model, ev, device, data_root, download)))
+    for row, (_, part) in zip(rows, todo):
+        row["finished_at"] = datetime.now(timezone.utc)
+        write_rows(part, [row], DONOR_SCHEMA)
+    return rows[0]
+
+
+def _make_checkpoint(donor: DonorSpec, splits: Splits, ckpt: Loc, device: torch.device,
+                     progress: Callable[[dict], None] | None) -> None:
+    if donor.source == "file":  # converted once into the zoo's own format, then used like any donor
+        model = load_checkpoint(donor.path, donor.arch, in_channels=splits.in_channels,
+                                num_classes=splits.num_classes, mean=donor.mean, std=donor.std,
+                                image_size=splits.image_size)
+        save_donor(ckpt, model, donor, splits, donor.mean, donor.std)
+    elif donor.source == "robustbench":
+        model = load_robustbench(donor.robustbench_id, donor.arch, donor.path,
+                                 in_channels=splits.in_channels, num_classes=splits.num_classes,
+                                 image_size=splits.image_size)
+        save_donor(ckpt, model, donor, splits, (0.0,), (1.0,))
+    else:
+        model = train_donor(donor, splits, device, progress)
+        save_donor(ckpt, model, donor, splits, splits.mean, splits.std)
+
+
+def _evaluate(model: StagedNet, ev: DonorEval, device: torch.device, data_root: str | None,
+              download: bool) -> dict:
+    """Clean and robust accuracy on the evaluation's test images; a failure is recorded in the row."""
+    t1 = time.perf_counter()
+    try:
+        x, y = test_images(ev.dataset, ev.test_size, data_root, download)
+        pred = predict(model, x, device)
+        rob = robust_accuracy(model, x, y, n_eval=ev.n_eval_robust, eps=ev.eps, attacks=ev.attacks,
+                              iterations=ev.iterations, restarts=ev.restarts, seed=0, device=device)
+    except Exception as exc:
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    return {"status": "done", "clean_acc": float((pred == y).float().mean()), "robust_acc": rob,
+            "time_eval_s": time.perf_counter() - t1}

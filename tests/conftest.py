@@ -11,7 +11,7 @@ TINY_SPACE = {
     "name": "tiny",
     "data": {"dataset": "digits", "train_size": None, "val_size": 200, "test_size": None},
     "donors": {
-        "plain_a": {"arch": "resnet_tiny", "training": "plain", "epochs": 2, "lr": 0.1, "seed": 0},
+        "plain_a": {"arch": "resnet_tiny", "training": "plain", "epochs": 4, "lr": 0.1, "seed": 0},
     },
     "stitching": {
         "pairs": [{"front": "zoo:plain_a", "end": "zoo:plain_a"}],

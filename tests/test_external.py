@@ -91,7 +91,7 @@ def test_file_donor_runs_through_the_zoo_stage_and_a_trial(tmp_path):
     assert donor.ref == "file:mine" and donor.source == "file"
     sweep_dir = SweepDir(tmp_path / "results", sweep.name)
     sweep_dir.create()
-    row = run_donor(donor, sweep.evaluation, sweep_dir, torch.device("cpu"))
+    row = run_donor(donor, sweep.donor_evals[donor.name], sweep_dir, torch.device("cpu"))
     assert row["status"] == "done", row.get("error")
     assert row["training"] == "file" and row["trained_now"] is False
     for spec in sweep.trials:
@@ -234,7 +234,7 @@ def test_autoattack_resnet18_as_a_file_donor_on_cifar10_files(tmp_path, autoatta
     sweep = parse_space(space)
     sweep_dir = SweepDir(tmp_path / "results", sweep.name)
     sweep_dir.create()
-    row = run_donor(sweep.donors["aa"], sweep.evaluation, sweep_dir, torch.device("cpu"),
+    row = run_donor(sweep.donors["aa"], sweep.donor_evals["aa"], sweep_dir, torch.device("cpu"),
                     data_root=sweep.data_root, download=False)
     assert row["status"] == "done" and row["clean_acc"] == 1.0, row.get("error")
     for spec in sweep.trials:

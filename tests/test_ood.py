@@ -52,7 +52,7 @@ def test_ood_auroc_per_trial_is_recorded_and_detectors_are_cached(tmp_path):
     assert all(t.ood_outliers == ("noise",) and t.ood_samples == 200 for t in sweep.trials)
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
-    run_donor(sweep.donors["plain_a"], sweep.evaluation, sweep_dir, torch.device("cpu"))
+    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
     rows = {(t.objective, t.end_point): run_trial(t, sweep_dir) for t in sweep.trials}
     assert all(r["status"] == "done" for r in rows.values()), rows
     same = rows[("dm", "layer2.0")]

@@ -86,7 +86,7 @@ def unit_results(tmp_path_factory):
     sweep_dir = SweepDir(tmp_path_factory.mktemp("r"), sweep.name)
     sweep_dir.create()
     for d in sweep.donors.values():
-        assert run_donor(d, sweep.evaluation, sweep_dir, torch.device("cpu"))["status"] == "done"
+        assert run_donor(d, sweep.donor_evals[d.name], sweep_dir, torch.device("cpu"))["status"] == "done"
     outs = [run_reptest(u, sweep_dir, torch.device("cpu")) for u in sweep.reptests]
     assert all(o["status"] == "done" for o in outs), outs
     assert run_reptest(sweep.reptests[0], sweep_dir, torch.device("cpu"))["status"] == "skipped"

@@ -299,7 +299,7 @@ def robust_zoo(tmp_path_factory):
     sweep_dir = SweepDir(root, sweep.name)
     sweep_dir.create()
     for donor in sweep.donors.values():
-        row = run_donor(donor, sweep.evaluation, sweep_dir, torch.device("cpu"))
+        row = run_donor(donor, sweep.donor_evals[donor.name], sweep_dir, torch.device("cpu"))
         assert row["status"] == "done", row.get("error")
     return sweep, sweep_dir
 
@@ -351,7 +351,7 @@ def test_cross_task_trials_run_on_either_donors_data(tmp_path):
     sweep = parse_space(space)
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
-    donors = {d.name: run_donor(d, sweep.evaluation, sweep_dir, torch.device("cpu"))
+    donors = {d.name: run_donor(d, sweep.donor_evals[d.name], sweep_dir, torch.device("cpu"))
               for d in sweep.donors.values()}
     assert all(r["status"] == "done" for r in donors.values())
     rows = {t.stitch_data: run_trial(t, sweep_dir) for t in sweep.trials}

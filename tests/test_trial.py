@@ -27,7 +27,7 @@ def zoo(tmp_path_factory):
     root = tmp_path_factory.mktemp("results")
     sweep_dir = SweepDir(root, sweep.name)
     sweep_dir.create()
-    row = run_donor(sweep.donors["plain_a"], sweep.evaluation, sweep_dir, torch.device("cpu"))
+    row = run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
     assert row["status"] == "done", row.get("error")
     assert row["clean_acc"] > 0.5  # it learned something: self-stitching below is not a trivial chance match
     return sweep, sweep_dir
@@ -106,7 +106,7 @@ def test_donors_are_cached_across_sweeps_by_their_training_config(zoo):
     sweep, sweep_dir = zoo
     other = SweepDir(sweep_dir.root, "another-sweep")
     other.create()
-    row = run_donor(sweep.donors["plain_a"], sweep.evaluation, other, torch.device("cpu"))
+    row = run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], other, torch.device("cpu"))
     assert row["status"] == "done" and row["trained_now"] is False
     assert row["time_train_s"] < 5
 
@@ -147,3 +147,70 @@ def test_bf16_and_channels_last_are_recorded_and_part_of_the_identity(zoo):
     assert row["status"] == "done", row.get("error")
     assert row["precision"] == "bf16" and row["channels_last"] is True
     assert row["relative_acc"] > 0.5
+
+
+def test_relative_accuracy_divides_by_the_end_model_on_the_trials_own_images(tmp_path):
+    """Seed 004 2.1: relative to the end network's accuracy on the same images. The donor trains on its own
+    `data:` (whole test set) while the sweep tests on 100 images: DM self-stitching reproduces the end
+    model's predictions, so the relative accuracy is exactly 1 and the donor's recorded accuracy is the one
+    on the trial's 100 images."""
+    space = copy.deepcopy(TINY_SPACE)
+    space["data"]["test_size"] = 100
+    space["donors"]["plain_a"]["data"] = {"dataset": "digits", "val_size": 200}
+    space["stitching"].update(objectives=["dm"], stitch_points=["layer2.0"])
+    space["evaluation"]["n_eval_robust"] = 0
+    sweep = parse_space(space)
+    assert [ev.test_size for ev in sweep.donor_evals["plain_a"]] == [359, 100]
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    own = run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    (trial,) = sweep.trials
+    row = run_trial(trial, sweep_dir)
+    assert row["status"] == "done", row.get("error")
+    assert row["relative_acc"] == 1.0
+    assert row["end_clean_acc"] == row["clean_acc"] != own["clean_acc"]
+    donors = analysis.load_donors(sweep_dir.path).set_index("test_size")
+    assert donors.loc[100, "clean_acc"] == row["end_clean_acc"] and donors.loc[359, "clean_acc"] == own["clean_acc"]
+
+
+def test_a_donor_row_is_used_only_under_the_settings_it_records(tmp_path):
+    """After `evaluation.iterations` changes, the donors table still holds rows of the old settings: a trial
+    must not take its donor accuracies from them."""
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"].update(objectives=["dm"], stitch_points=["layer2.0"])
+    space["evaluation"].update(iterations=1, n_eval_robust=8)
+    old = parse_space(space)
+    sweep_dir = SweepDir(tmp_path, old.name)
+    sweep_dir.create()
+    run_donor(old.donors["plain_a"], old.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    space["evaluation"]["iterations"] = 3
+    new = parse_space(space)
+    assert new.trials[0].trial_id != old.trials[0].trial_id
+    row = run_trial(dataclasses.replace(new.trials[0], n_eval_robust=8), sweep_dir)
+    assert row["status"] == "done" and row["end_clean_acc"] is None and row["end_robust_acc"] is None
+    assert row["relative_acc"] is not None  # measured in the trial instead, on its own images
+    run_donor(new.donors["plain_a"], new.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    donors = analysis.load_donors(sweep_dir.path)
+    assert sorted(donors["attack_iterations"]) == [1, 3]
+    sweep_dir.trial_part(new.trials[0].trial_id).unlink()
+    row = run_trial(new.trials[0], sweep_dir)
+    assert row["end_robust_acc"] == donors.set_index("attack_iterations").loc[3, "robust_acc"]
+
+
+def test_similarity_indices_describe_the_unmodified_donors(zoo):
+    """Indices describe the donors, not the BatchNorm statistics a `donor_bn: update` fit leaves behind: a
+    tlm trial that lets the donors' statistics drift records the same CKA and DM distance as a dm trial of
+    the same pair and layers, and its relative accuracy divides by the unmodified end model."""
+    sweep, sweep_dir = zoo
+    tlm = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
+    dm = next(t for t in sweep.trials if t.objective == "dm" and t.front_point == "layer2.0")
+    common = dict(indices=("cka", "dm"), similarity_samples=200, n_eval_robust=0)
+    tlm = dataclasses.replace(tlm, donor_bn="update", epochs=1, **common)
+    dm = dataclasses.replace(dm, **common)
+    other = SweepDir(sweep_dir.root, "indices-sweep")
+    other.create()  # no donors rows here: the trials measure their reference accuracy themselves
+    rows = [run_trial(t, other) for t in (tlm, dm)]
+    assert all(r["status"] == "done" for r in rows), [r.get("error") for r in rows]
+    assert rows[0]["sim_cka"] == rows[1]["sim_cka"] and rows[0]["sim_dm"] == rows[1]["sim_dm"]
+    assert rows[1]["relative_acc"] == 1.0  # dm reproduces the end model exactly
+    assert rows[0]["relative_acc"] == pytest.approx(rows[0]["clean_acc"] / rows[1]["clean_acc"], abs=1e-12)
