@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: trial and donor identities changed (see docs: a results folder of version 1 reruns)
 
 TRIALS_DIR = "trials"
 DONORS_DIR = "donors"
@@ -59,8 +59,14 @@ TRIAL_SCHEMA = pa.schema(
         ("adv_steps", pa.int32()),
         ("adv_random_start", pa.bool_()),
         ("stitcher", pa.string()),  # "affine" | "bn_affine_bn"
+        ("optimizer", pa.string()),  # the stitcher's optimiser (gradient objectives): "adam" | "sgd"
+        ("weight_decay", pa.float64()),
+        ("momentum", pa.float64()),  # sgd
+        ("lr_schedule", pa.string()),  # "step" | "constant"
         ("indices", pa.string()),  # the similarity indices requested, "+"-joined
         ("similarity_samples", pa.int32()),
+        ("pwcca_layout", pa.string()),  # how PWCCA / OPD saw the activations: "positions" | "pooled" | "flatten"
+        ("opd_layout", pa.string()),
         ("ood_outliers", pa.string()),  # the OOD detector's outlier sets, "+"-joined
         ("ood_train_size", pa.int32()),
         ("ood_epochs", pa.int32()),
@@ -82,7 +88,7 @@ TRIAL_SCHEMA = pa.schema(
         ("sim_cka", pa.float64()),
         ("sim_pwcca", pa.float64()),
         ("sim_opd", pa.float64()),
-        ("sim_dm", pa.float64()),
+        ("sim_dm", pa.float64()),  # the K-image DM stitcher's squared relative error on the test images
         ("rank_front", pa.int32()),  # numerical rank of the channel covariance (seed 003 B.2.1)
         ("rank_end", pa.int32()),
         ("ood_auroc", pa.float64()),  # energy-detector AUROC, target vs stitched activations (0.5: in-distribution)

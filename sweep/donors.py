@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.schema import SCHEMA_VERSION
-
 from .errors import SpecError
 from .fields import NAME_RE, Section, stable_hash
 
@@ -21,6 +19,9 @@ if TYPE_CHECKING:
     from .spec import EvalSpec
 
 TRAINING_METHODS = ("plain", "pgd", "trades")
+# The version in every donor key. Kept apart from the results schema's version: a change of how trials or
+# rows are identified must not retrain the zoo. Bump it only when what shapes a donor's weights changes.
+DONOR_KEY_VERSION = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +65,7 @@ class DonorSpec:
         fields["data"].pop("test_size")  # evaluation only: it does not shape the weights
         if fields["beta"] is None:  # added after the first release: absent keys keep the old hashes
             fields.pop("beta")
-        return stable_hash({"kind": "donor", "v": SCHEMA_VERSION, **fields})
+        return stable_hash({"kind": "donor", "v": DONOR_KEY_VERSION, **fields})
 
 
 @dataclass(frozen=True, kw_only=True)

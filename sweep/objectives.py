@@ -34,7 +34,8 @@ from .training import DivergedError, autocast, optimiser_step, step_schedule, to
 __all__ = ["OBJECTIVES", "DivergedError", "FitContext", "Objective", "register_objective", "adv_loss",
            "trades_loss", "direct_match"]
 
-GRADIENT_FIELDS = {"epochs", "lr", "batch_size", "init", "donor_bn", "seed", "stitcher"}
+GRADIENT_FIELDS = {"epochs", "lr", "batch_size", "init", "donor_bn", "seed", "stitcher", "optimizer",
+                   "weight_decay", "momentum", "lr_schedule"}
 ATTACK_FIELDS = {"adv_eps", "adv_step_size", "adv_steps", "adv_random_start"}
 
 
@@ -142,13 +143,14 @@ def trades_loss(net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Te
 
 def _fit_by_gradient(ctx: FitContext, batch_loss: Callable[[torch.Tensor, torch.Tensor, torch.Generator],
                                                            torch.Tensor]) -> dict:
-    """Adam on the stitcher's parameters with the A.2 schedule; `batch_loss(x, y, generator)` gives the loss."""
+    """The spec's optimiser on the stitcher's parameters (default: Adam with A.2's weight decay and step
+    schedule, seed 000 A.5); `batch_loss(x, y, generator)` gives the loss."""
     spec = ctx.spec
     out = _initialise(ctx)
     set_donor_mode(ctx)
     ctx.stitcher.train()
-    opt = torch.optim.Adam(ctx.stitcher.parameters(), lr=spec.lr)
-    sched = step_schedule(opt, spec.epochs)
+    opt = stitcher_optimiser(ctx.stitcher.parameters(), spec)
+    sched = step_schedule(opt, spec.epochs) if spec.lr_schedule == "step" else None
     gen = torch.Generator().manual_seed(spec.seed)
     train_loss = math.nan
     for epoch in range(1, spec.epochs + 1):
@@ -159,7 +161,8 @@ def _fit_by_gradient(ctx: FitContext, batch_loss: Callable[[torch.Tensor, torch.
                 loss = batch_loss(xb, yb, gen)
             total += optimiser_step(opt, loss, f"{spec.objective}, epoch {epoch}") * len(yb)
             n += len(yb)
-        sched.step()
+        if sched is not None:
+            sched.step()
         train_loss = total / n
         ctx.curves.append((epoch, "train_loss", train_loss))
         with eval_mode(ctx.front, ctx.end, ctx.stitcher):
@@ -169,6 +172,13 @@ def _fit_by_gradient(ctx: FitContext, batch_loss: Callable[[torch.Tensor, torch.
         ctx.curves.append((epoch, "val_acc", val_acc))
     out["final_train_loss"] = train_loss
     return out
+
+
+def stitcher_optimiser(params, spec) -> torch.optim.Optimizer:
+    """Adam or SGD (with momentum) with the spec's lr and L2 weight decay."""
+    if spec.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=spec.lr, momentum=spec.momentum, weight_decay=spec.weight_decay)
+    return torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay)
 
 
 def _initialise(ctx: FitContext) -> dict:

@@ -242,6 +242,28 @@ def dm_distance(a, b) -> float:
     return float(torch.linalg.matrix_norm(a1 @ theta - b) / norm_b)
 
 
+def dm_fit(a, b) -> torch.Tensor:
+    """The least-squares affine map [A 1] theta ~ B by pseudo-inverse in float64 (direct matching, seed 004
+    Eq. 2-3); returns theta, (A's columns + 1) x B's columns."""
+    a, b = _pair(a, b)
+    if a.shape[0] < a.shape[1] + 1:
+        raise ValueError(f"dm_fit: {a.shape[0]} rows for {a.shape[1] + 1} unknowns per output: the least"
+                         " squares fit is not determined; give more examples")
+    a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype, device=a.device)], dim=1)
+    return torch.linalg.pinv(a1) @ b
+
+
+def dm_error(theta: torch.Tensor, a, b) -> float:
+    """The squared relative error ||[A 1] theta - B||_F^2 / ||B||_F^2 of a fitted DM map on (A, B): seed 004's
+    structural DM distance when theta was fitted on other (training) images."""
+    a, b = _pair(a, b)
+    a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype, device=a.device)], dim=1)
+    norm_b = (b**2).sum()
+    if norm_b == 0:
+        raise ValueError("dm_error: the target representation is zero")
+    return float(((a1 @ theta.to(a1) - b) ** 2).sum() / norm_b)
+
+
 def numerical_rank(a, rel_tol: float = 1e-3) -> int:
     """The number of singular values of A's covariance above `rel_tol` times the largest (seed 003 B.2.1)."""
     a = _centre(_as_f64(a, "A"))

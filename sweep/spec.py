@@ -24,6 +24,8 @@ from .fields import NAME_RE, Section, stable_hash
 from .stitching import STITCHERS
 
 INITS = ("random", "identity", "dm")
+OPTIMIZERS = ("adam", "sgd")
+LR_SCHEDULES = ("step", "constant")
 DONOR_BN = ("frozen", "update")
 PRECISIONS = ("fp32", "bf16")
 ATTACKS = ("apgd-ce", "apgd-dlr")
@@ -74,14 +76,24 @@ class TrialSpec:
     adv_steps: int | None = None
     adv_random_start: bool | None = None
     stitcher: str = "affine"  # "affine" | "bn_affine_bn" (Bansal et al.)
+    # the stitcher's optimiser (gradient objectives): seed 000 A.5 = A.2's settings with Adam
+    optimizer: str | None = None  # "adam" | "sgd"
+    weight_decay: float | None = None
+    momentum: float | None = None  # sgd only
+    lr_schedule: str | None = None  # "step" (lr / 10 at 1/3 and 2/3 of the epochs) | "constant"
     indices: tuple[str, ...] = ()  # similarity indices between f<=i and g<=j on held-out images
     similarity_samples: int | None = None
+    # how PWCCA and OPD see activations ("positions": one row per image and position, "pooled", "flatten");
+    # default as the reference code of seed 004: positions when both shapes match, pooled otherwise
+    pwcca_layout: str | None = None
+    opd_layout: str | None = None
     ood_outliers: tuple[str, ...] = ()  # OOD AUROC of the stitched activations (seed 004 Section 4)
     ood_train_size: int | None = None
     ood_epochs: int | None = None
     ood_oe_epochs: int | None = None
     ood_samples: int | None = None
-    # bookkeeping: not part of the identity (the donor keys already fix the donors' datasets)
+    # bookkeeping: not part of the identity (the donor keys already fix the donors and their datasets; the
+    # names are labels, and two names for one donor are refused)
     point_index: int = field(default=0, compare=False)
     n_points: int = field(default=0, compare=False)
     end_index: int = field(default=0, compare=False)
@@ -94,15 +106,10 @@ class TrialSpec:
     front_eval: DonorEval | None = field(default=None, compare=False)
     end_eval: DonorEval | None = field(default=None, compare=False)
 
-    NON_SCIENTIFIC = ("point_index", "n_points", "end_index", "n_end_points", "front_dataset", "end_dataset",
-                      "stitch_data", "front_eval", "end_eval")
-    # Fields added after the first release: left out of the hash at their defaults, so that adding them
-    # did not change (and rerun) every trial recorded before.
-    HASHED_UNLESS_DEFAULT = {"precision": "fp32", "channels_last": False, "beta": None, "adv_eps": None,
-                             "adv_step_size": None, "adv_steps": None, "adv_random_start": None,
-                             "stitcher": "affine", "indices": (), "similarity_samples": None,
-                             "ood_outliers": (), "ood_train_size": None, "ood_epochs": None,
-                             "ood_oe_epochs": None, "ood_samples": None}
+    # Not part of the identity: labels (the donors' names: front_key / end_key identify them), layout
+    # bookkeeping, and settings that do not change the maths (channels_last is a memory format).
+    NON_SCIENTIFIC = ("front", "end", "channels_last", "point_index", "n_points", "end_index", "n_end_points",
+                      "front_dataset", "end_dataset", "stitch_data", "front_eval", "end_eval")
 
     @property
     def label(self) -> str:
@@ -119,9 +126,6 @@ class TrialSpec:
         fields = dataclasses.asdict(self)
         for k in self.NON_SCIENTIFIC:
             fields.pop(k)
-        for k, default in self.HASHED_UNLESS_DEFAULT.items():
-            if fields[k] == default:
-                fields.pop(k)
         return stable_hash({"kind": "stitch-trial", "v": SCHEMA_VERSION, **fields})
 
 
@@ -147,7 +151,8 @@ class Sweep:
 
 BLOCK_FIELDS = {"pairs", "stitch_points", "end_points", "objectives", "alphas", "betas", "seeds", "epochs", "lr",
                 "batch_size", "dm_samples", "init", "donor_bn", "precision", "channels_last", "stitcher",
-                "adv_eps", "adv_step_size", "adv_steps", "adv_random_start", "indices", "similarity_samples",
+                "optimizer", "weight_decay", "momentum", "lr_schedule",
+                "adv_eps", "adv_step_size", "adv_steps", "adv_random_start", "indices", "similarity_samples", "layouts",
                 "ood"}
 STITCH_DATA = ("front", "end")
 
@@ -208,7 +213,13 @@ def parse_space(raw: Any) -> Sweep:
         raise SpecError("donors", "a non-empty mapping of donor name -> training config", donors_raw)
     donors = {dname: parse_donor(dname, draw, data, evaluation, root, download)
               for dname, draw in donors_raw.items()}
+    seen: dict[str, str] = {}
     for dname, donor in donors.items():
+        if donor.donor_key in seen:
+            raise SpecError(f"donors.{dname}", "donors that differ in what shapes their weights",
+                            f"the same donor as donors.{seen[donor.donor_key]}",
+                            f"use one name for it: {seen[donor.donor_key]} or {dname}")
+        seen[donor.donor_key] = dname
         if donor.data.sizes()[1] < evaluation.n_eval_robust:
             raise SpecError("evaluation.n_eval_robust",
                             f"at most the {donor.data.sizes()[1]} test images of donor {dname}'s data",
@@ -274,6 +285,36 @@ def _check_dm_samples(field: str, k: int, dataset: str, front_arch: str, point: 
                         f" ({channels} channels) to {end_point} ({positions} positions per image)", k)
 
 
+LAYOUT_INDICES = ("pwcca", "opd")
+LAYOUTS = ("auto", "positions", "pooled", "flatten")
+
+
+def _layout(setting: str, dataset: str, front_arch: str, point: str, end_arch: str, end_point: str) -> str:
+    """`auto` resolves as seed 004's reference code does: per-position rows (N*H*W x C, or N*T x D for
+    tokens) when the two activation shapes match, pooled rows (N x C) otherwise."""
+    if setting != "auto":
+        return setting
+    from .data import DATASETS
+    from .models import activation_shapes
+
+    info = DATASETS[dataset]
+    src = activation_shapes(front_arch, info.channels, info.image_size, info.num_classes)[point]
+    tgt = activation_shapes(end_arch, info.channels, info.image_size, info.num_classes)[end_point]
+    return "positions" if tuple(src) == tuple(tgt) else "pooled"
+
+
+def _optimiser_fields(st: Section, path: str) -> dict:
+    """The stitcher's optimiser. Defaults: seed 000 A.5 (Adam, and A.2's settings: L2 weight decay 1e-4, lr
+    divided by 10 at 1/3 and 2/3 of the epochs). SGD takes a momentum (default 0.9, as seed 003 B.1)."""
+    optimizer = st.get("optimizer", "string", "adam", choices=OPTIMIZERS)
+    if "momentum" in st.raw and optimizer != "sgd":
+        raise SpecError(f"{path}.momentum", "no momentum with optimizer: adam", st.raw["momentum"],
+                        "momentum applies to optimizer: sgd")
+    return dict(optimizer=optimizer, weight_decay=st.get("weight_decay", "number", 1e-4, low=0.0),
+                momentum=st.get("momentum", "number", 0.9, low=0.0, high=1.0) if optimizer == "sgd" else None,
+                lr_schedule=st.get("lr_schedule", "string", "step", choices=LR_SCHEDULES))
+
+
 def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, donors: dict[str, DonorSpec],
                   used: set[str]) -> list[TrialSpec]:
     """One stitching block: pairs x stitch data x objectives x alphas x betas x seeds x stitch points."""
@@ -293,9 +334,11 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
             readers = sorted(o for o, obj in OBJECTIVES.items() if fname in obj.fields)
             raise SpecError(f"{path}.{key}", f"an option of the chosen objectives {objectives}", st.raw[key],
                             f"{key} applies to objectives {readers}")
-    if "dm_samples" in st.raw and "dm_samples" not in reads and not (init == "dm" and "init" in reads):
+    if ("dm_samples" in st.raw and "dm_samples" not in reads and not (init == "dm" and "init" in reads)
+            and "dm" not in (st.raw.get("indices") or [])):
         raise SpecError(f"{path}.dm_samples", f"an option of the chosen objectives {objectives}",
-                        st.raw["dm_samples"], "dm_samples applies to objectives dm, dm+tlm and to init: dm")
+                        st.raw["dm_samples"], "dm_samples applies to objectives dm, dm+tlm, to init: dm and to"
+                        " the dm index")
     alphas = st.get_list("alphas", "number", [0.5], low=0.0, high=1.0)
     betas = st.get_list("betas", "number", [1.0], low=0.0)
     seeds = st.get_list("seeds", "integer", [0], low=0)
@@ -310,6 +353,7 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
         batch_size=st.get("batch_size", "integer", 128, low=1),
         init=init,
         donor_bn=st.get("donor_bn", "string", "frozen", choices=DONOR_BN),
+        **_optimiser_fields(st, path),
     )
     dm_samples_raw = st.get("dm_samples", "integer", None, low=1, nullable=True)
     numerics = dict(precision=st.get("precision", "string", "fp32", choices=PRECISIONS),
@@ -329,6 +373,13 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
                    train_size=o.get("train_size", "integer", None, low=10, nullable=True),
                    epochs=o.get("epochs", "integer", 3, low=1), oe_epochs=o.get("oe_epochs", "integer", 2, low=1),
                    samples=o.get("samples", "integer", None, low=10, nullable=True))
+    layouts_raw = st.get("layouts", "mapping", {})
+    lay = Section(layouts_raw, f"{path}.layouts", set(LAYOUT_INDICES))
+    layouts = {k: lay.get(k, "string", "auto", choices=LAYOUTS) for k in LAYOUT_INDICES}
+    for k in layouts_raw:
+        if k not in indices:
+            raise SpecError(f"{path}.layouts.{k}", f"a layout of an index the block lists ({list(indices)})",
+                            layouts_raw[k], f"add {k} to indices")
     if "similarity_samples" in st.raw and not indices:
         raise SpecError(f"{path}.similarity_samples", "an option of a block that lists indices",
                         st.raw["similarity_samples"], "set indices: [cka, pwcca, opd, dm, rank]")
@@ -389,7 +440,8 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
         tdata = {"sweep": data, "front": front.data, "end": end.data}[role]
         n_train = tdata.sizes()[0]
         uses = set(OBJECTIVES[objective].fields)
-        if "dm_samples" in uses or (common["init"] == "dm" and "init" in uses):
+        # the DM distance index is the K-image DM stitcher's error out of sample: it needs K as well
+        if "dm_samples" in uses or (common["init"] == "dm" and "init" in uses) or "dm" in indices:
             uses.add("dm_samples")
             dm_samples = dm_samples_raw if dm_samples_raw is not None else min(100, n_train)
             if dm_samples > n_train:
@@ -453,6 +505,8 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
                 **{k: (v if k in uses else None) for k, v in common.items()},
                 **{k: (v if k in uses else None) for k, v in adversarial.items()},
                 stitcher=stitcher, indices=indices, **ood_fields,
+                **{f"{k}_layout": _layout(v, tdata.dataset, front.arch, point, end.arch, end_point)
+                   for k, v in layouts.items() if k in indices},
                 similarity_samples=(similarity_samples or min(1000, n_test)) if indices else None,
                 attacks=evaluation.attacks, eps=evaluation.eps,
                 attack_iterations=evaluation.iterations, attack_restarts=evaluation.restarts,

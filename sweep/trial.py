@@ -42,9 +42,19 @@ def donor_accuracies(sweep: SweepDir, ref: str, donor_key: str, ev: DonorEval | 
     return (row["clean_acc"], row["robust_acc"]) if row else (None, None)
 
 
+# TrialSpec fields that are not columns of the trials table: the donors-table rows a trial reads (recorded
+# as the donors' accuracies instead). `attacks` and the tuple fields are written "+"-joined below.
+NOT_COLUMNS = {"front_eval", "end_eval", "attacks"}
+
+
 def config_row(spec: TrialSpec, sweep_name: str) -> dict:
-    row = {k: v for k, v in dataclasses.asdict(spec).items() if k in TRIAL_SCHEMA.names}
-    row.update(trial_id=spec.trial_id, sweep=sweep_name, attack="+".join(spec.attacks),
+    """The configuration columns of a trial's row: every TrialSpec field (a field with no schema column is
+    an error here, not a silently dropped setting)."""
+    fields = {k: v for k, v in dataclasses.asdict(spec).items() if k not in NOT_COLUMNS}
+    missing = sorted(set(fields) - set(TRIAL_SCHEMA.names))
+    if missing:
+        raise KeyError(f"TrialSpec fields without a column in the trials schema: {missing}")
+    row = dict(fields, trial_id=spec.trial_id, sweep=sweep_name, attack="+".join(spec.attacks),
                indices="+".join(spec.indices) or None, ood_outliers="+".join(spec.ood_outliers) or None)
     return row
 
@@ -65,16 +75,19 @@ def run_trial(spec: TrialSpec, sweep: SweepDir, report: Report | None = None,
     try:
         splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=data_root,
                              download=download).to(device)
-        row.update(_stitch_and_evaluate(spec, splits, sweep, device, curves, report, t0, data_root, download))
-        row["status"] = "done"
+        metrics = _stitch_and_evaluate(spec, splits, sweep, device, curves, report, t0, data_root, download)
+        unknown = sorted(set(metrics) - set(TRIAL_SCHEMA.names))
+        if unknown:
+            raise KeyError(f"metrics without a column in the trials schema: {unknown}")
+        row.update(metrics, status="done")
+        if curves:
+            write_rows(sweep.curves / f"{spec.trial_id}.parquet",
+                       [{"trial_id": spec.trial_id, "epoch": e, "metric": m, "value": v} for e, m, v in curves],
+                       CURVE_SCHEMA)
     except Exception as exc:  # recorded with its reason; the sweep goes on
         row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
     row["time_total_s"] = time.perf_counter() - t0
     row["finished_at"] = datetime.now(timezone.utc)
-    if curves:
-        write_rows(sweep.curves / f"{spec.trial_id}.parquet",
-                   [{"trial_id": spec.trial_id, "epoch": e, "metric": m, "value": v} for e, m, v in curves],
-                   CURVE_SCHEMA)
     write_rows(part, [row], TRIAL_SCHEMA)  # last: the trial part is the commit marker
     return row
 
@@ -103,8 +116,8 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
     out.update(_reference_accuracies(spec, sweep, front_model, end_model, splits, device))
     if spec.indices:
         t_sim = time.perf_counter()
-        out.update(similarities(spec.indices, front, end_front, stitcher, splits.test_x[:spec.similarity_samples],
-                                device))
+        out.update(similarities(spec, front, end_front, stitcher, splits.test_x[:spec.similarity_samples],
+                                splits.train_x[:spec.dm_samples or 0], device))
         out["time_similarity_s"] = time.perf_counter() - t_sim
     ctx = FitContext(front=front, end=end, stitcher=stitcher, splits=splits, spec=spec, device=device,
                      end_front=end_front)
@@ -159,8 +172,16 @@ def _reference_accuracies(spec: TrialSpec, sweep: SweepDir, front_model, end_mod
 
 
 def _acts(module, x: torch.Tensor, device: torch.device, batch_size: int = 250) -> torch.Tensor:
-    with torch.no_grad():
-        return torch.cat([module(x[i:i + batch_size].to(device)).float() for i in range(0, len(x), batch_size)])
+    """module(x) in eval mode, in batches (the module's train/eval mode is restored)."""
+    was = getattr(module, "training", None)
+    if was is not None:
+        module.eval()
+    try:
+        with torch.no_grad():
+            return torch.cat([module(x[i:i + batch_size].to(device)).float() for i in range(0, len(x), batch_size)])
+    finally:
+        if was is not None:
+            module.train(was)
 
 
 def outlier_images(names: tuple[str, ...], n: int, like: torch.Tensor, data_root: str | None, download: bool,
@@ -206,31 +227,26 @@ def ood_auroc(spec: TrialSpec, sweep: SweepDir, front, end_front, stitcher, spli
     return auroc(e_target, e_stitched)
 
 
-def similarities(indices: tuple[str, ...], front, end_front, stitcher: Stitcher, x: torch.Tensor,
-                 device: torch.device, batch_size: int = 250) -> dict:
-    """The requested indices between f<=i(x) and g<=j(x), each on the layout `similarity.INDICES` gives it
-    (`dm` sees the source resized to the target's size, as the stitcher does)."""
-    from .similarity import INDICES, to_2d
+def similarities(spec: TrialSpec, front, end_front, stitcher: Stitcher, x: torch.Tensor, x_fit: torch.Tensor,
+                 device: torch.device) -> dict:
+    """The requested indices between f<=i(x) and g<=j(x) on the test images `x`, each on its layout (CKA:
+    flattened; PWCCA and OPD: the spec's layouts; DM: per position, the source resized to the target's size as
+    the stitcher sees it). `dm` is the structural DM distance of seed 004 2.3 as its reference code computes
+    it: the DM stitcher fitted on the K training images `x_fit`, its squared relative error on `x`."""
+    from .similarity import INDICES, dm_error, dm_fit, to_2d
 
-    was = [m.training for m in (front, end_front)]
-    front.eval()
-    end_front.eval()
-    src, tgt = [], []
-    with torch.no_grad():
-        for i in range(0, len(x), batch_size):
-            xb = x[i:i + batch_size].to(device)
-            src.append(front(xb).float().cpu())
-            tgt.append(end_front(xb).float().cpu())
-    front.train(was[0])
-    end_front.train(was[1])
-    a, b = torch.cat(src), torch.cat(tgt)
+    a, b = _acts(front, x, device).cpu(), _acts(end_front, x, device).cpu()
+    layouts = {"pwcca": spec.pwcca_layout, "opd": spec.opd_layout}
     out = {}
-    for name in indices:
+    for name in spec.indices:
         fn, layout, kind = INDICES[name]
+        layout = layouts.get(name) or layout
         if kind == "rank":
             out["rank_front"], out["rank_end"] = fn(to_2d(a, layout)), fn(to_2d(b, layout))
         elif name == "dm":
-            out["sim_dm"] = fn(to_2d(stitcher.resize(a), layout), to_2d(b, layout))
+            fit_a, fit_b = _acts(front, x_fit, device).cpu(), _acts(end_front, x_fit, device).cpu()
+            theta = dm_fit(to_2d(stitcher.resize(fit_a), layout), to_2d(fit_b, layout))
+            out["sim_dm"] = dm_error(theta, to_2d(stitcher.resize(a), layout), to_2d(b, layout))
         else:
             out[f"sim_{name}"] = fn(to_2d(a, layout), to_2d(b, layout))
     return out

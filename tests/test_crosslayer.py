@@ -114,6 +114,35 @@ def test_requested_similarity_indices_are_recorded_per_trial(tmp_path):
     assert other["sim_cka"] < 1.0 and other["sim_opd"] > 0.0 and other["sim_dm"] > 0.0
     assert 1 <= same["rank_front"] <= 16 and same["rank_front"] == same["rank_end"]
     assert other["rank_end"] <= 32
+    # the DM distance, recomputed independently (numpy lstsq): the map fitted on the K = 100 training images,
+    # its squared relative error on the 300 test images (seed 004's reference code, out of sample)
+    import numpy as np
+
+    from sweep.data import make_splits
+    from sweep.models import split
+    from sweep.zoo import load_donor
+
+    (spec,) = [t for t in sweep.trials if t.end_point == "layer3.1"]
+    splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size)
+    model = load_donor(sweep_dir, spec.front_key, torch.device("cpu"))
+    front, target = split(model, "layer2.0")[0], split(model, "layer3.1")[0]
+
+    def rows(net, x, size=None):
+        with torch.no_grad():
+            a = net(x)
+        if size is not None:
+            a = torch.nn.functional.interpolate(a, size=size, mode="bilinear", align_corners=False)
+        return a.permute(0, 2, 3, 1).reshape(-1, a.shape[1]).double().numpy()
+
+    fit_x, test_x = splits.train_x[:100], splits.test_x[:300]
+    size = target(fit_x[:1]).shape[2:]
+    a_fit, b_fit = rows(front, fit_x, size), rows(target, fit_x)
+    theta, *_ = np.linalg.lstsq(np.hstack([a_fit, np.ones((len(a_fit), 1))]), b_fit, rcond=None)
+    a_test, b_test = rows(front, test_x, size), rows(target, test_x)
+    err = ((np.hstack([a_test, np.ones((len(a_test), 1))]) @ theta - b_test) ** 2).sum() / (b_test**2).sum()
+    assert other["sim_dm"] == pytest.approx(err, rel=1e-6)
+    assert (other["pwcca_layout"], other["opd_layout"]) == ("pooled", "pooled")
+    assert (same["pwcca_layout"], same["opd_layout"]) == ("positions", "positions")
 
 
 def test_bad_similarity_requests_are_refused():

@@ -164,7 +164,8 @@ def test_adv_with_alpha_zero_trains_the_same_stitcher_as_tlm():
     splits = make_splits("digits", 300, 100, None)
     fields = dict(epochs=1, lr=0.01, batch_size=64, init="random", donor_bn="frozen", seed=3,
                   stitcher="affine", objective="x", precision="fp32", channels_last=False, alpha=0.0,
-                  adv_eps=0.3, adv_step_size=0.1, adv_steps=2, adv_random_start=True)
+                  adv_eps=0.3, adv_step_size=0.1, adv_steps=2, adv_random_start=True, optimizer="adam",
+                  weight_decay=1e-4, momentum=None, lr_schedule="step")
     weights = {}
     for name in ("tlm", "adv"):
         torch.manual_seed(0)

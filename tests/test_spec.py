@@ -203,3 +203,63 @@ def test_donor_identity_ignores_the_test_set_and_pgd_eps_may_be_null(tiny_space)
     assert parse_space(tiny_space).donors["plain_a"].donor_key == key
     tiny_space["donors"]["plain_a"].update(training="pgd", step_size=0.1, eps=None)
     assert parse_space(tiny_space).donors["plain_a"].eps == tiny_space["evaluation"]["eps"]
+
+
+def test_donor_names_and_memory_format_are_not_identity(tiny_space):
+    """Identity comes from the donor's key (what shapes its weights), not the name a space gives it, and
+    channels_last (a memory format) does not change the maths."""
+    before = [t.trial_id for t in parse_space(tiny_space).trials]
+    renamed = dict(tiny_space, donors={"a_b": tiny_space["donors"]["plain_a"]})
+    renamed["stitching"] = dict(tiny_space["stitching"], pairs=[{"front": "zoo:a_b", "end": "zoo:a_b"}],
+                                channels_last=True)
+    after = parse_space(renamed).trials
+    assert [t.trial_id for t in after] == before and after[0].front == "zoo:a_b" and after[0].channels_last
+
+
+def test_two_names_for_one_donor_are_refused_naming_both(tiny_space):
+    tiny_space["donors"]["copy"] = dict(tiny_space["donors"]["plain_a"])
+    with pytest.raises(SpecError, match=r"^donors.copy: expected donors that differ in what shapes their"
+                       r" weights, found 'the same donor as donors.plain_a' \(use one name for it: plain_a or copy\)"):
+        parse_space(tiny_space)
+
+
+def test_stitcher_optimiser_defaults_follow_seed_000_and_are_identity(tiny_space):
+    sweep = parse_space(tiny_space)
+    tlm = next(t for t in sweep.trials if t.objective == "tlm")
+    dm = next(t for t in sweep.trials if t.objective == "dm")
+    assert (tlm.optimizer, tlm.weight_decay, tlm.momentum, tlm.lr_schedule) == ("adam", 1e-4, None, "step")
+    assert (dm.optimizer, dm.weight_decay, dm.momentum, dm.lr_schedule) == (None, None, None, None)
+    tiny_space["stitching"].update(optimizer="sgd", weight_decay=1e-2, lr_schedule="constant")
+    sgd = next(t for t in parse_space(tiny_space).trials if t.objective == "tlm")
+    assert (sgd.optimizer, sgd.weight_decay, sgd.momentum, sgd.lr_schedule) == ("sgd", 1e-2, 0.9, "constant")
+    assert sgd.trial_id != tlm.trial_id
+    assert next(t for t in parse_space(tiny_space).trials if t.objective == "dm").trial_id == dm.trial_id
+    tiny_space["stitching"].update(optimizer="adam", momentum=0.5)
+    with pytest.raises(SpecError, match=r"^stitching.momentum: expected no momentum with optimizer: adam"):
+        parse_space(tiny_space)
+
+
+def test_pwcca_and_opd_layouts_resolve_like_the_reference_code(tiny_space):
+    tiny_space["stitching"].update(indices=["pwcca", "opd", "cka"], end_points=["layer1.0", "layer3.1"],
+                                   stitch_points=["layer1.0"], objectives=["dm"])
+    trials = {t.end_point: t for t in parse_space(tiny_space).trials}
+    assert (trials["layer1.0"].pwcca_layout, trials["layer1.0"].opd_layout) == ("positions", "positions")
+    assert (trials["layer3.1"].pwcca_layout, trials["layer3.1"].opd_layout) == ("pooled", "pooled")
+    tiny_space["stitching"]["layouts"] = {"opd": "flatten"}
+    trials = {t.end_point: t for t in parse_space(tiny_space).trials}
+    assert trials["layer1.0"].opd_layout == "flatten" and trials["layer1.0"].pwcca_layout == "positions"
+    tiny_space["stitching"]["indices"] = ["cka"]
+    with pytest.raises(SpecError, match=r"^stitching.layouts.opd: expected a layout of an index the block lists"):
+        parse_space(tiny_space)
+
+
+def test_every_trial_spec_field_is_a_results_column():
+    """A setting without a column would vanish from the results: config_row refuses it, and this lists the
+    contract (the two donors-table lookups and the '+'-joined attacks are the only exceptions)."""
+    from analysis.schema import TRIAL_SCHEMA
+    from sweep.spec import TrialSpec
+    from sweep.trial import NOT_COLUMNS
+
+    fields = {f.name for f in dataclasses.fields(TrialSpec)}
+    assert NOT_COLUMNS <= fields and fields - NOT_COLUMNS <= set(TRIAL_SCHEMA.names)
+    assert "attack" in TRIAL_SCHEMA.names

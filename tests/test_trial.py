@@ -205,7 +205,7 @@ def test_similarity_indices_describe_the_unmodified_donors(zoo):
     tlm = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
     dm = next(t for t in sweep.trials if t.objective == "dm" and t.front_point == "layer2.0")
     common = dict(indices=("cka", "dm"), similarity_samples=200, n_eval_robust=0)
-    tlm = dataclasses.replace(tlm, donor_bn="update", epochs=1, **common)
+    tlm = dataclasses.replace(tlm, donor_bn="update", epochs=1, dm_samples=100, **common)
     dm = dataclasses.replace(dm, **common)
     other = SweepDir(sweep_dir.root, "indices-sweep")
     other.create()  # no donors rows here: the trials measure their reference accuracy themselves
@@ -214,3 +214,50 @@ def test_similarity_indices_describe_the_unmodified_donors(zoo):
     assert rows[0]["sim_cka"] == rows[1]["sim_cka"] and rows[0]["sim_dm"] == rows[1]["sim_dm"]
     assert rows[1]["relative_acc"] == 1.0  # dm reproduces the end model exactly
     assert rows[0]["relative_acc"] == pytest.approx(rows[0]["clean_acc"] / rows[1]["clean_acc"], abs=1e-12)
+
+
+def test_a_metric_without_a_column_fails_the_trial_and_leaves_no_curves(zoo, monkeypatch):
+    """Writing cannot fail silently: a result the schema has no column for is a recorded failure (not a Ray
+    error that kills the trial and leaves its curves behind)."""
+    sweep, sweep_dir = zoo
+    spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
+    spec = dataclasses.replace(spec, epochs=1, n_eval_robust=0, lr=0.123)  # an id no other test writes
+    fit = objectives.OBJECTIVES["tlm"]
+    monkeypatch.setitem(objectives.OBJECTIVES, "tlm", dataclasses.replace(
+        fit, fit=lambda ctx: {**fit.fit(ctx), "not_a_column": 1.0}))
+    row = run_trial(spec, sweep_dir)
+    assert row["status"] == "failed" and "not_a_column" in row["error"]
+    assert sweep_dir.trial_part(spec.trial_id).exists()
+    assert not (sweep_dir.curves / f"{spec.trial_id}.parquet").exists()
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_stitcher_weight_decay_and_schedule_reach_the_optimiser(zoo, optimizer):
+    """The stitcher's optimiser is the spec's: its class, momentum and L2 weight decay, and the step
+    schedule (lr / 10 at 1/3 and 2/3 of the epochs) or a constant lr."""
+    from sweep.data import make_splits
+    from sweep.models import split
+    from sweep.stitching import Stitcher
+    from sweep.zoo import load_donor
+
+    sweep, sweep_dir = zoo
+    spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
+    opt = objectives.stitcher_optimiser(torch.nn.Linear(2, 2).parameters(), dataclasses.replace(
+        spec, optimizer=optimizer, weight_decay=0.25, momentum=0.5 if optimizer == "sgd" else None))
+    assert type(opt).__name__ == {"adam": "Adam", "sgd": "SGD"}[optimizer]
+    assert opt.param_groups[0]["weight_decay"] == 0.25
+    assert optimizer == "adam" or opt.param_groups[0]["momentum"] == 0.5
+
+    model = load_donor(sweep_dir, spec.end_key, torch.device("cpu"))
+    front, end = split(model, spec.front_point)
+    splits = make_splits(spec.dataset, 200, spec.val_size, spec.test_size)
+    norms = {}
+    for wd in (0.0, 10.0):  # an L2 penalty this large must shrink the trained map
+        s = dataclasses.replace(spec, optimizer=optimizer, weight_decay=wd, epochs=2, lr=0.05, batch_size=16,
+                                momentum=0.9 if optimizer == "sgd" else None, lr_schedule="constant")
+        stitcher = Stitcher(16, 16, init="identity")
+        ctx = objectives.FitContext(front=front, end=end, stitcher=stitcher, splits=splits, spec=s,
+                                    device=torch.device("cpu"))
+        objectives.OBJECTIVES["tlm"].fit(ctx)
+        norms[wd] = stitcher.map.weight.detach().norm().item()
+    assert norms[10.0] < 0.8 * norms[0.0]
