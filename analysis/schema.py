@@ -91,6 +91,10 @@ TRIAL_SCHEMA = pa.schema(
         ("sim_dm", pa.float64()),  # the K-image DM stitcher's squared relative error on the test images
         ("rank_front", pa.int32()),  # numerical rank of the channel covariance (seed 003 B.2.1)
         ("rank_end", pa.int32()),
+        # seed 003 B.2.1: rank of the receiver's first layer after the stitch, on stitched activations, and the
+        # unstitched end model's at the same layer on the same images
+        ("rank_receiver", pa.int32()),
+        ("rank_receiver_end", pa.int32()),
         ("ood_auroc", pa.float64()),  # energy-detector AUROC, target vs stitched activations (0.5: in-distribution)
         ("front_clean_acc", pa.float64()),
         ("front_robust_acc", pa.float64()),

@@ -265,10 +265,11 @@ def dm_error(theta: torch.Tensor, a, b) -> float:
 
 
 def numerical_rank(a, rel_tol: float = 1e-3) -> int:
-    """The number of singular values of A's covariance above `rel_tol` times the largest (seed 003 B.2.1)."""
+    """The number of singular values of A's sample covariance above `rel_tol` times the largest (seed 003
+    B.2.1, after Masarczyk et al.). Computed from the singular values s of the centred A (the covariance's are
+    s^2 / (n - 1)), so a wide A (many features) never builds the p x p covariance."""
     a = _centre(_as_f64(a, "A"))
-    cov = a.T @ a / max(1, a.shape[0] - 1)
-    s = torch.linalg.svdvals(cov)
+    s = torch.linalg.svdvals(a) ** 2
     if s[0] == 0:
         return 0
     return int((s > rel_tol * s[0]).sum())
@@ -287,11 +288,15 @@ def low_rank(a, rank: int) -> torch.Tensor:
 
 
 # The indices a search space may request per trial: name -> (function, layout of both representations,
-# "similarity" (higher: more alike) | "distance" (lower: more alike)). `rank` is per side, not a pair index.
+# "similarity" (higher: more alike) | "distance" (lower: more alike) | "rank"). `rank` is per donor side (the
+# channel covariance at the stitch points); `receiver_rank` is seed 003's: the receiver's first layer after the
+# stitch, on stitched activations (flattened, at most 8,000 sampled features), next to the unstitched end
+# model's. PWCCA's and OPD's layouts here are the fallbacks; a trial records the layout it used.
 INDICES = {
     "cka": (linear_cka, "flatten", "similarity"),
     "pwcca": (pwcca, "pooled", "similarity"),
     "opd": (opd, "flatten", "distance"),
     "dm": (dm_distance, "positions", "distance"),
     "rank": (numerical_rank, "positions", "rank"),
+    "receiver_rank": (numerical_rank, "flatten", "rank"),
 }

@@ -382,7 +382,7 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
                             layouts_raw[k], f"add {k} to indices")
     if "similarity_samples" in st.raw and not indices:
         raise SpecError(f"{path}.similarity_samples", "an option of a block that lists indices",
-                        st.raw["similarity_samples"], "set indices: [cka, pwcca, opd, dm, rank]")
+                        st.raw["similarity_samples"], f"set indices, some of {sorted(INDICES)}")
 
     end_points_raw = st.raw.get("end_points", "same")
     if end_points_raw not in ("same", "all") and (not isinstance(end_points_raw, list) or not end_points_raw):

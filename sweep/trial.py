@@ -145,6 +145,10 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
         seed=spec.seed, device=device)
     t4 = time.perf_counter()
     out["time_eval_robust_s"] = t4 - t3
+    if "receiver_rank" in spec.indices:
+        x = splits.test_x[:spec.similarity_samples]
+        out["rank_receiver"] = receiver_rank(lambda b: stitcher(front(b)), end, x, device)
+        out["rank_receiver_end"] = receiver_rank(end_front, end, x, device)
     if spec.ood_outliers:
         out["ood_auroc"] = ood_auroc(spec, sweep, front, end_front, stitcher, splits, device, data_root,
                                      download)
@@ -241,6 +245,8 @@ def similarities(spec: TrialSpec, front, end_front, stitcher: Stitcher, x: torch
     for name in spec.indices:
         fn, layout, kind = INDICES[name]
         layout = layouts.get(name) or layout
+        if name == "receiver_rank":
+            continue  # after the fit, on the stitched network (see receiver_rank)
         if kind == "rank":
             out["rank_front"], out["rank_end"] = fn(to_2d(a, layout)), fn(to_2d(b, layout))
         elif name == "dm":
@@ -250,3 +256,42 @@ def similarities(spec: TrialSpec, front, end_front, stitcher: Stitcher, x: torch
         else:
             out[f"sim_{name}"] = fn(to_2d(a, layout), to_2d(b, layout))
     return out
+
+
+def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_features: int = 8000) -> int:
+    """Seed 003 B.2.1: the numerical rank of the receiver's first layer after the stitch (the first
+    convolution or linear layer that `end` runs), on what `sender` feeds it for the images `x`: flattened,
+    at most `max_features` features sampled with a fixed seed, covariance singular values above 1e-3 of the
+    largest."""
+    from .similarity import numerical_rank
+
+    first = next((m for m in end.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))), None)
+    if first is None:
+        raise ValueError("receiver_rank: the end model has no convolution or linear layer after the point")
+    captured: list[torch.Tensor] = []
+
+    class _Stop(Exception):
+        pass
+
+    def hook(_module, _inputs, output):
+        captured.append(output.detach().float().flatten(1).cpu())
+        raise _Stop  # nothing after the first layer is needed
+
+    handle = first.register_forward_hook(hook)
+    was = end.training
+    end.eval()
+    try:
+        with torch.no_grad():
+            for i in range(0, len(x), 250):
+                try:
+                    end(sender(x[i:i + 250].to(device)))
+                except _Stop:
+                    pass
+    finally:
+        handle.remove()
+        end.train(was)
+    acts = torch.cat(captured)
+    if acts.shape[1] > max_features:
+        keep = torch.randperm(acts.shape[1], generator=torch.Generator().manual_seed(0))[:max_features]
+        acts = acts[:, keep]
+    return numerical_rank(acts)

@@ -98,10 +98,10 @@ def test_dm_samples_too_small_for_the_points_is_refused_at_plan_with_the_k_neede
 def test_requested_similarity_indices_are_recorded_per_trial(tmp_path):
     space = copy.deepcopy(TINY_SPACE)
     space["stitching"].update(stitch_points=["layer2.0"], end_points=["layer2.0", "layer3.1"], objectives=["dm"],
-                              indices=["cka", "pwcca", "opd", "dm", "rank"], similarity_samples=300)
+                              indices=["cka", "pwcca", "opd", "dm", "rank", "receiver_rank"], similarity_samples=300)
     space["evaluation"]["n_eval_robust"] = 0
     sweep = parse_space(space)
-    assert all(t.indices == ("cka", "pwcca", "opd", "dm", "rank") and t.similarity_samples == 300
+    assert all(t.indices == ("cka", "pwcca", "opd", "dm", "rank", "receiver_rank") and t.similarity_samples == 300
                for t in sweep.trials)
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
@@ -114,6 +114,11 @@ def test_requested_similarity_indices_are_recorded_per_trial(tmp_path):
     assert other["sim_cka"] < 1.0 and other["sim_opd"] > 0.0 and other["sim_dm"] > 0.0
     assert 1 <= same["rank_front"] <= 16 and same["rank_front"] == same["rank_end"]
     assert other["rank_end"] <= 32
+    # DM self-stitching reproduces g<=j up to rounding: the receiver sees what it sees unstitched. The rank is
+    # a count above a threshold, and one singular value of this layer sits near it (measured 128 vs 129), so
+    # the two may differ by one.
+    assert abs(same["rank_receiver"] - same["rank_receiver_end"]) <= 1 and same["rank_receiver_end"] > 16
+    assert 1 <= other["rank_receiver"] <= 300
     # the DM distance, recomputed independently (numpy lstsq): the map fitted on the K = 100 training images,
     # its squared relative error on the 300 test images (seed 004's reference code, out of sample)
     import numpy as np

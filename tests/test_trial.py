@@ -261,3 +261,28 @@ def test_stitcher_weight_decay_and_schedule_reach_the_optimiser(zoo, optimizer):
         objectives.OBJECTIVES["tlm"].fit(ctx)
         norms[wd] = stitcher.map.weight.detach().norm().item()
     assert norms[10.0] < 0.8 * norms[0.0]
+
+
+@pytest.mark.parametrize("rank", [1, 5, 12])
+def test_receiver_rank_of_a_known_low_rank_activation_is_its_rank(rank):
+    """Seed 003 B.2.1: what the receiver's first layer sees of a sender whose activations span `rank`
+    dimensions has that rank (the first layer is an invertible 1x1 convolution here; layers after it must not
+    matter, and the features are subsampled to at most 8,000 without losing rank)."""
+    from sweep.trial import receiver_rank
+
+    gen = torch.Generator().manual_seed(0)
+    basis = torch.randn(rank, 8 * 6 * 6, generator=gen)
+    codes = torch.randn(300, rank, generator=gen)
+
+    def sender(idx):
+        return (codes[idx.long().flatten()] @ basis).reshape(-1, 8, 6, 6)
+
+    conv = torch.nn.Conv2d(8, 8, 1)
+    with torch.no_grad():
+        conv.weight.copy_(torch.eye(8).reshape(8, 8, 1, 1) + 0.1 * torch.randn(8, 8, 1, 1, generator=gen))
+    end = torch.nn.Sequential(conv, torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(288, 3))
+    x = torch.arange(300).reshape(300, 1)
+    assert receiver_rank(sender, end, x, torch.device("cpu")) == rank
+    assert receiver_rank(sender, end, x, torch.device("cpu"), max_features=100) == rank
+    wide = torch.nn.Sequential(torch.nn.Conv2d(8, 300, 1), torch.nn.Flatten())  # 10,800 features, sampled
+    assert receiver_rank(sender, wide, x, torch.device("cpu")) == rank
