@@ -21,9 +21,34 @@ FRONT_LABEL = "front model"
 METRIC_COLORS = {"accuracy": "#1f77b4", "robust accuracy": "#e6a800"}
 
 
+# Columns that never tell two curves' settings apart: identity and status, the x axis (stitch points), the
+# panel rows (the donor pair), what the seed varies over, per-trial bookkeeping, and the metrics.
+NOT_A_SETTING = {"trial_id", "sweep", "status", "error", "front", "end", "front_key", "end_key", "seed",
+                 "front_point", "end_point", "point_index", "n_points", "end_index", "n_end_points", "split_id",
+                 "dataset", "front_dataset", "end_dataset", "stitch_data", "channels_last", "objective"}
+
+
+def _config_columns(trials: pd.DataFrame) -> list[str]:
+    """The configuration columns of the trials table (everything before the first metric)."""
+    from .schema import TRIAL_SCHEMA
+
+    names = TRIAL_SCHEMA.names
+    config = names[: names.index("clean_acc")]
+    return [c for c in config if c in trials.columns and c not in NOT_A_SETTING]
+
+
 def setting_label(trials: pd.DataFrame) -> pd.Series:
-    """'adv alpha=0.5', 'trades beta=1', 'tlm init=identity', 'tlm on digits': the objective plus whatever
-    options distinguish runs of it (the label is just the objective when none are set)."""
+    """'adv alpha=0.5', 'trades beta=1', 'tlm init=identity', 'tlm on digits', 'tlm lr=0.01': the objective
+    plus every configuration column (but the seed, the stitch points and the pair) that tells its runs apart.
+    alpha, beta, a non-default init or stitcher and the data of a cross-task stitch are always named; any other
+    setting is named where trials of the same objective differ in it, so two blocks that differ only in
+    `lr` or `donor_bn` never average into one curve."""
+    if trials.empty:
+        return pd.Series([], dtype=str, index=trials.index)
+    varying: dict[str, list[str]] = {}
+    for objective, group in trials.groupby("objective", dropna=False):
+        varying[objective] = [c for c in _config_columns(group) if c not in ("alpha", "beta", "init", "stitcher")
+                              and group[c].astype(str).nunique(dropna=False) > 1]
 
     def one(r) -> str:
         parts = [str(r.get("objective"))]
@@ -37,10 +62,11 @@ def setting_label(trials: pd.DataFrame) -> pd.Series:
             parts.append(str(r["stitcher"]))
         if r.get("stitch_data") in ("front", "end") and r.get("front_dataset") != r.get("end_dataset"):
             parts.append(f"on {r['dataset']}")
+        for c in varying.get(r.get("objective"), []):
+            value = r.get(c)
+            parts.append(f"{c}={value:g}" if isinstance(value, float) and pd.notna(value) else f"{c}={value}")
         return " ".join(parts)
 
-    if trials.empty:
-        return pd.Series([], dtype=str, index=trials.index)
     return trials.apply(one, axis=1)
 
 

@@ -108,3 +108,21 @@ def test_report_has_every_plot(tmp_path):
         assert (tmp_path / "report" / png).stat().st_size > 1000, png
     page = index.read_text()
     assert "Cross-task stitching" in page and "Class collapse" in page and "<h2>Trials</h2>" in page
+
+
+def test_settings_that_differ_in_any_configuration_column_are_separate_curves():
+    """Two blocks that differ only in lr, donor_bn or test size are two settings (never averaged into one
+    curve); the seed and the stitch point are not settings."""
+    base = _robust_trials()
+    tlm = base[base["objective"] == "adv"].head(4).copy()
+    tlm["objective"], tlm["alpha"], tlm["lr"], tlm["donor_bn"] = "tlm", None, 1e-3, "frozen"
+    other = tlm.copy()
+    other["lr"], other["seed"] = 1e-2, 7
+    third = tlm.copy()
+    third["donor_bn"] = "update"
+    labels = setting_label(pd.concat([tlm, other, third], ignore_index=True))
+    assert set(labels) == {"tlm lr=0.001 donor_bn=frozen", "tlm lr=0.01 donor_bn=frozen",
+                           "tlm lr=0.001 donor_bn=update"}
+    same = tlm.copy()
+    same["seed"], same["front_point"] = 9, "layer9"
+    assert set(setting_label(pd.concat([tlm, same], ignore_index=True))) == {"tlm"}
