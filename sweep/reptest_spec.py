@@ -2,8 +2,9 @@
 
 Each test entry expands into units; a unit is one Ray Tune trial that probes a set S of representations,
 takes the best-probing one as the reference A (seed 004 Eq. 9) and measures every B in S against it:
-- sensitivity: one unit per (donor, layer); S = the layer at full rank and at each requested rank (SVD
-  low-rank approximations of the flattened representation);
+- sensitivity: one unit per (donor, layer); S = the layer at full rank and at each requested rank: SVD
+  low-rank approximations in the channel space (every position's channel vector, as seed 004's reference
+  code reshapes to (N*H*W, C)); a listed rank equal to the channel count is the full-rank member itself;
 - specificity: one unit per entry; S = every listed layer of every listed donor (different seeds).
 """
 
@@ -55,7 +56,7 @@ class RepTestSpec:
     @property
     def label(self) -> str:
         first = self.members[0]
-        what = f"{first[0]} @{first[2]}, {len(self.members) - 1} ranks" if self.test == "sensitivity" \
+        what = f"{first[0]} @{first[2]}, {len(self.members)} ranks" if self.test == "sensitivity" \
             else f"{len({m[0] for m in self.members})} donors x {len({m[2] for m in self.members})} layers"
         prefix = f"{self.name} ({self.test})" if self.name and self.name != self.test else self.test
         return f"{prefix}: {what}"
@@ -103,12 +104,10 @@ def parse_reptests(raw: Any, data: DataSpec, donors: dict[str, DonorSpec], used:
         if test == "sensitivity":
             ranks = sorted(set(s.get_list("ranks", "integer", low=1)), reverse=True)
             for layer in layers:
-                dim = math.prod(shapes[layer])
-                limit = min(dim, probe_train) - 1
-                if ranks[0] > limit:
-                    raise SpecError(f"{path}.ranks", f"ranks below the full rank of {layer}: at most {limit}"
-                                    f" (the representation has {dim} dimensions, {probe_train} probe images)",
-                                    ranks[0])
+                channels = shapes[layer][0] if len(shapes[layer]) == 3 else shapes[layer][-1]
+                if ranks[0] > channels:
+                    raise SpecError(f"{path}.ranks", f"channel ranks of {layer}: at most its {channels} channels"
+                                    " (the approximation is in the channel space)", ranks[0])
         elif "ranks" in s.raw:
             raise SpecError(f"{path}.ranks", "no ranks for a specificity test", s.raw["ranks"],
                             "ranks apply to test: sensitivity")
@@ -135,8 +134,9 @@ def parse_reptests(raw: Any, data: DataSpec, donors: dict[str, DonorSpec], used:
         if test == "sensitivity":
             for d in chosen:
                 for layer in layers:
+                    channels = shapes[layer][0] if len(shapes[layer]) == 3 else shapes[layer][-1]
                     members = ((d.ref, d.donor_key, layer, None),) + tuple(
-                        (d.ref, d.donor_key, layer, k) for k in ranks)
+                        (d.ref, d.donor_key, layer, k) for k in ranks if k < channels)
                     units.append(RepTestSpec(members=members, **common))
         else:
             members = tuple((d.ref, d.donor_key, layer, None) for d in chosen for layer in layers)

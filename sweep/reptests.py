@@ -1,6 +1,7 @@
 """One representation-test unit (seed 004 Section 5, Ding et al.'s framework), pure PyTorch, idempotent.
 
-For every member B of the unit's set S: the linear probing accuracy F(B) (sweep/probing.py). The reference
+For every member B of the unit's set S: the linear probing accuracy F(B) (sweep/probing.py); sensitivity
+members are channel-space low-rank approximations (LowRank). The reference
 A = argmax F (Eq. 9; ties: the first member, i.e. full rank). Then for every B the dissimilarities d(A, B):
 1 - CKA, 1 - PWCCA, OPD, the structural DM distance, and, with `dm_functional`, 1 - the relative accuracy of
 the network stitched from B into A's network by direct matching (low-rank sources stay low-rank while
@@ -32,23 +33,35 @@ from .zoo import load_donor
 
 
 class LowRank(nn.Module):
-    """Project each example's flattened representation onto the top-`rank` principal directions of a
-    training sample (centred SVD), and reshape back: the low-rank approximation used in the sensitivity
-    test, applied consistently to training, test and stitched inputs."""
+    """The low-rank approximation of seed 004's sensitivity test, in the channel space: every position's
+    channel vector (rows of (N*H*W, C), or (N*T, D) for tokens, as the reference code reshapes) is projected
+    onto the top-`rank` principal directions of a training sample (centred SVD) and the maps are reshaped
+    back. Applied consistently to training, test and stitched inputs."""
 
     def __init__(self, train_acts: torch.Tensor, rank: int) -> None:
         super().__init__()
-        flat = train_acts.flatten(1).double()
-        mean = flat.mean(0, keepdim=True)
-        _, _, vh = torch.linalg.svd(flat - mean, full_matrices=False)
+        rows = _channel_rows(train_acts).double()
+        mean = rows.mean(0, keepdim=True)
+        _, _, vh = torch.linalg.svd(rows - mean, full_matrices=False)
         if rank > vh.shape[0]:
-            raise ValueError(f"rank {rank} exceeds the {vh.shape[0]} directions the training sample spans")
+            raise ValueError(f"rank {rank} exceeds the {vh.shape[0]} channel directions the training sample spans")
         self.register_buffer("mean", mean.float())
-        self.register_buffer("basis", vh[:rank].T.contiguous().float())  # (D, rank)
+        self.register_buffer("basis", vh[:rank].T.contiguous().float())  # (C, rank)
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
-        flat = a.flatten(1) - self.mean
-        return ((flat @ self.basis) @ self.basis.T + self.mean).view_as(a)
+        rows = _channel_rows(a) - self.mean
+        approx = (rows @ self.basis) @ self.basis.T + self.mean
+        if a.dim() == 4:
+            n, c, h, w = a.shape
+            return approx.reshape(n, h, w, c).permute(0, 3, 1, 2).contiguous()
+        return approx.reshape(a.shape)
+
+
+def _channel_rows(a: torch.Tensor) -> torch.Tensor:
+    """(N, C, H, W) -> (N*H*W, C); (N, T, D) -> (N*T, D); (N, D) as it is."""
+    if a.dim() == 4:
+        return a.permute(0, 2, 3, 1).reshape(-1, a.shape[1])
+    return a.reshape(-1, a.shape[-1])
 
 
 def _acts(module: nn.Module, x: torch.Tensor, device: torch.device, batch_size: int = 250) -> torch.Tensor:

@@ -39,13 +39,16 @@ def test_units_expand_per_donor_and_layer_with_ranks_largest_first():
     assert sweep.trials == () and set(sweep.donors) == {"plain_a", "plain_b"}
     sens = [u for u in sweep.reptests if u.test == "sensitivity"]
     assert len(sens) == 2 and [m[3] for m in sens[0].members] == [None, 8, 4, 1]
+    # a listed rank equal to the layer's channel count (layer2.1: 16) is the full-rank member, not a second one
+    listed = parse_space(_space([dict(SENS, ranks=[16, 8, 1])]))
+    assert [[m[3] for m in u.members] for u in listed.reptests] == [[None, 8, 1], [None, 16, 8, 1]]
     spec = next(u for u in sweep.reptests if u.test == "specificity")
     assert len(spec.members) == 4 and {m[0] for m in spec.members} == {"zoo:plain_a", "zoo:plain_b"}
     assert len({u.unit_id for u in sweep.reptests}) == 3
 
 
 @pytest.mark.parametrize("change,field,found", [
-    ({"ranks": [10_000]}, "representation_tests[0].ranks", "10000"),
+    ({"ranks": [33]}, "representation_tests[0].ranks", "at most its 16 channels"),
     ({"indices": ["cka", "svcca"]}, "representation_tests[0].indices[1]", "svcca"),
     ({"dm_samples": 1}, "representation_tests[0].dm_samples", "K >= "),
     ({"test": "specificity", "donors": ["zoo:plain_a", "zoo:plain_b"]}, "representation_tests[0].ranks", "no ranks"),
@@ -72,12 +75,25 @@ def test_linear_probe_learns_separable_labels_and_refuses_nan():
         linear_probe_accuracy(x[:400] * float("nan"), y[:400], x[400:], y[400:], 3)
 
 
-def test_low_rank_map_is_exact_on_low_rank_data_and_reduces_rank():
-    base = torch.randn(300, 3) @ torch.randn(3, 2 * 4 * 4)
-    acts = (base + 5.0).view(300, 2, 4, 4)
+def test_low_rank_map_works_in_the_channel_space():
+    """Seed 004 5.1's approximation as its reference code computes it: every position's channel vector is
+    projected onto the top-k channel directions. Exact on maps whose channel vectors span k dimensions; the
+    (N*H*W, C) matrix of the rank-1 output has rank 1; and it equals the independent centred-SVD projection
+    of that matrix."""
+    gen = torch.Generator().manual_seed(0)
+    codes = torch.randn(300 * 4 * 4, 3, generator=gen)
+    rows = codes @ torch.randn(3, 6, generator=gen) + 5.0  # 6 channels whose vectors span 3 directions
+    acts = rows.reshape(300, 4, 4, 6).permute(0, 3, 1, 2).contiguous()
     assert torch.allclose(LowRank(acts, 3)(acts), acts, atol=1e-4)
-    one = LowRank(acts, 1)(acts).flatten(1)
-    assert torch.linalg.matrix_rank(one - one.mean(0)) == 1
+    one = LowRank(acts, 1)(acts)
+    one_rows = one.permute(0, 2, 3, 1).reshape(-1, 6)
+    assert torch.linalg.matrix_rank(one_rows - one_rows.mean(0)) == 1
+    full = torch.randn(300, 6, 4, 4, generator=gen)
+    r = full.permute(0, 2, 3, 1).reshape(-1, 6).double()
+    u, s, vh = np.linalg.svd((r - r.mean(0)).numpy(), full_matrices=False)
+    expected = (u[:, :2] * s[:2]) @ vh[:2] + r.mean(0).numpy()
+    got = LowRank(full, 2)(full).permute(0, 2, 3, 1).reshape(-1, 6).double().numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-4)
 
 
 @pytest.fixture(scope="module")
@@ -126,3 +142,20 @@ def test_rank_correlation_math_and_constant_inputs():
     assert per.loc["cka", "tau"] == pytest.approx(1.0) and per.loc["cka", "rho"] == pytest.approx(1.0)
     assert per.loc["opd", "tau"] == pytest.approx(-1.0) and per.loc["opd", "tau_p"] > 0.9  # one-sided
     assert np.isnan(per.loc["pwcca", "tau"]) and per.loc["pwcca", "note"] == "constant"
+
+
+def test_paper_scale_sensitivity_test_plans_13_and_14_channel_ranks():
+    """Seed 004 5.1: 13 ranks for blocks 5-6 (256 channels) and 14 for blocks 7-8 (512), full rank to 1."""
+    from sweep.spec import load_space
+
+    from .conftest import REPO
+
+    sweep = load_space(REPO / "search_spaces" / "ding_tests_cifar10.yaml")
+    sens = [u for u in sweep.reptests if u.test == "sensitivity"]
+    counts = {}
+    for u in sens:
+        ranks = [m[3] for m in u.members]
+        assert ranks[0] is None and ranks[-1] == 1 and len(set(ranks)) == len(ranks)
+        counts.setdefault(u.members[0][2], set()).add(len(ranks))
+    assert counts == {"layer3.0": {13}, "layer3.1": {13}, "layer4.0": {14}, "layer4.1": {14}}
+    assert max(m[3] or 0 for u in sens for m in u.members) < 512
