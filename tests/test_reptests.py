@@ -114,10 +114,14 @@ def test_sensitivity_unit_measures_every_rank_against_the_best_probe(unit_result
     assert len(sens) == 4 and sens["reference"].sum() == 1
     ref = sens[sens["reference"]].iloc[0]
     assert ref["probe_acc"] == sens["probe_acc"].max() and ref["probe_gap"] == 0.0
-    for col in ("d_cka", "d_opd", "d_dm", "d_dm_func"):
+    for col in ("d_cka", "d_pwcca", "d_opd", "d_dm", "d_dm_func"):
         assert abs(ref[col]) < 1e-6, col  # A against itself
     rank1 = sens[sens["rank"] == 1].iloc[0]
     assert rank1["probe_acc"] < ref["probe_acc"] and rank1["d_cka"] > 0.05 and rank1["d_dm_func"] > 0.05
+    # a rank-1 B matches one of A's canonical directions: PWCCA well below 1 (the zero-padded definition)
+    assert rank1["d_pwcca"] > 0.3 and rank1["d_opd"] > 0.05
+    by_rank = sens[sens["rank"].notna()].sort_values("rank")
+    assert by_rank["d_pwcca"].is_monotonic_decreasing  # more of A matched as the rank grows
 
 
 def test_specificity_unit_covers_every_layer_of_every_donor(unit_results):
