@@ -1,0 +1,47 @@
+"""Print (or, with --write, store) the golden identities of every shipped search space: a digest of its
+sorted trial ids, representation-test unit ids and donor keys, with their counts.
+
+`tests/test_golden_ids.py` compares the shipped spaces with `tests/golden_ids.json`, so a refactor that
+changes an identity (and so makes every recorded result rerun) fails a test. When a change of identity is on
+purpose, bump `analysis.schema.SCHEMA_VERSION` if rows change meaning, say so in docs/, and run
+`.venv/bin/python tests/scripts/golden_ids.py --write`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "golden_ids.json"
+
+
+def identities(path: Path) -> dict:
+    from sweep.spec import load_space
+
+    sweep = load_space(path)
+
+    def digest(ids) -> dict:
+        ids = sorted(ids)
+        return {"count": len(ids), "sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]}
+
+    return {"trials": digest(t.trial_id for t in sweep.trials),
+            "reptests": digest(u.unit_id for u in sweep.reptests),
+            "donors": {name: d.donor_key for name, d in sorted(sweep.donors.items())}}
+
+
+def all_identities() -> dict:
+    return {p.name: identities(p) for p in sorted((REPO / "search_spaces").glob("*.yaml"))}
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    found = all_identities()
+    text = json.dumps(found, indent=1, sort_keys=True) + "\n"
+    if "--write" in sys.argv:
+        GOLDEN.write_text(text)
+        print(f"wrote {GOLDEN}")
+    else:
+        print(text)
