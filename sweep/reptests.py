@@ -3,7 +3,8 @@
 For every member B of the unit's set S: the linear probing accuracy F(B) (sweep/probing.py); sensitivity
 members are channel-space low-rank approximations (LowRank). The reference
 A = argmax F (Eq. 9; ties: the first member, i.e. full rank). Then for every B the dissimilarities d(A, B):
-1 - CKA, 1 - PWCCA, OPD, the structural DM distance, and, with `dm_functional`, 1 - the relative accuracy of
+1 - CKA, 1 - PWCCA, OPD, the structural DM distance (the DM map from B to A fitted on K training images, its
+squared relative error on the test sample, as in stitching trials), and, with `dm_functional`, 1 - the relative accuracy of
 the network stitched from B into A's network by direct matching (low-rank sources stay low-rank while
 stitched, as seed 004 5.1 describes). One Parquet part per unit, one row per member.
 """
@@ -27,7 +28,7 @@ from .objectives import FitContext, direct_match
 from .probing import linear_probe_accuracy
 from .reptest_spec import RepTestSpec
 from .results import SweepDir, write_rows
-from .similarity import dm_distance, linear_cka, opd, pwcca, to_2d
+from .similarity import dm_error, dm_fit, linear_cka, opd, pwcca, to_2d
 from .stitching import StitchedNet, Stitcher
 from .zoo import load_donor
 
@@ -122,6 +123,8 @@ def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, do
     _, ref_key, ref_layer, ref_rank = spec.members[ref_m]
     a_front = fronts[(ref_key, ref_layer, ref_rank)]
     a = _acts(a_front, xte, device).cpu()
+    xfit = splits.train_x[:spec.dm_samples]  # the DM fits' K training images (as the dm objective's)
+    a_fit = _acts(a_front, xfit, device).cpu()
     a_end = split(models[ref_key], ref_layer)[1].eval()
     a_acc = float((predict(models[ref_key], xte, device) == yte).float().mean())
 
@@ -139,8 +142,10 @@ def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, do
             row["d_pwcca"] = 1.0 - pwcca(to_2d(a, "pooled"), to_2d(b, "pooled"))
         if "opd" in spec.indices:
             row["d_opd"] = opd(to_2d(b), to_2d(a))
-        if "dm" in spec.indices:
-            row["d_dm"] = dm_distance(to_2d(stitcher.resize(b), "positions"), to_2d(a, "positions"))
+        if "dm" in spec.indices:  # structural DM: the K-image map from B to A, its error out of sample
+            theta = dm_fit(to_2d(stitcher.resize(_acts(f, xfit, device).cpu()), "positions"),
+                           to_2d(a_fit, "positions"))
+            row["d_dm"] = dm_error(theta, to_2d(stitcher.resize(b), "positions"), to_2d(a, "positions"))
         if spec.dm_functional:
             stitcher = stitcher.to(device)
             ctx = FitContext(front=f, end=a_end, stitcher=stitcher, splits=splits, device=device,
