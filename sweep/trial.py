@@ -20,7 +20,7 @@ from . import __version__
 from .data import Splits, make_splits
 from .evaluate import most_frequent_class, predict, robust_accuracy
 from .models import split
-from .objectives import OBJECTIVES, FitContext
+from .objectives import OBJECTIVES, FitContext, eval_mode
 from .results import SweepDir, write_rows
 from .spec import TrialSpec
 from .stitching import Stitcher, StitchedNet
@@ -147,8 +147,9 @@ def _stitch_and_evaluate(spec: TrialSpec, splits: Splits, sweep: SweepDir, devic
     out["time_eval_robust_s"] = t4 - t3
     if "receiver_rank" in spec.indices:
         x = splits.test_x[:spec.similarity_samples]
-        out["rank_receiver"] = receiver_rank(lambda b: stitcher(front(b)), end, x, device)
-        out["rank_receiver_end"] = receiver_rank(end_front, end, x, device)
+        with eval_mode(front, stitcher, end_front):
+            out["rank_receiver"] = receiver_rank(lambda b: stitcher(front(b)), end, x, device)
+            out["rank_receiver_end"] = receiver_rank(end_front, end, x, device)
     if spec.ood_outliers:
         out["ood_auroc"] = ood_auroc(spec, sweep, front, end_front, stitcher, splits, device, data_root,
                                      download)
