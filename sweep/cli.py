@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import SpecError
+from sweep.config.errors import SpecError
 
 EXIT_INCOMPLETE = 1  # run/resume ended with failed or pending trials (all recorded; see `status`)
 EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT): stopped after the running trials were handed back
@@ -21,7 +21,7 @@ EXIT_BAD_INPUT = 2
 
 
 def _load_space(path: str):
-    from .spec import load_space
+    from sweep.config.space import load_space
 
     return load_space(path)
 
@@ -55,8 +55,8 @@ def _open_results(path: str):
     """A results directory is `<root>/<sweep>` holding the `space.yaml` that `run` copied there."""
     from analysis.schema import SPACE_FILE
 
-    from .results import SweepDir
-    from .spec import load_space
+    from sweep.results import SweepDir
+    from sweep.config.space import load_space
 
     p = _storage("RESULTS", path)
     _check_results(p, path, SPACE_FILE, f"a results directory holding {SPACE_FILE} (made by `stitchsweep run`)")
@@ -93,7 +93,7 @@ def _statuses(parts: list) -> dict:
     (renamed `*.corrupt`, reported) and counts as absent, as does a missing one (None)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .results import read_status, set_aside
+    from sweep.results import read_status, set_aside
 
     if not parts:
         return {}
@@ -125,7 +125,7 @@ def _pending_units(sweep, sweep_dir, retry_failed: bool) -> list[str]:
 
 def _pending(sweep, sweep_dir, retry_failed: bool) -> tuple[list[str], list[str], int]:
     """Donors to (re)run, trial ids to run, and how many trials are already done."""
-    from .zoo import donor_part
+    from sweep.kinds.donor import donor_part
 
     donor_parts = {name: [donor_part(sweep_dir, d, ev) for ev in sweep.donor_evals[name]]
                    for name, d in sweep.donors.items()}
@@ -159,7 +159,7 @@ def _cluster_auth(address: str | None) -> None:
 
 
 def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
-    from .results import remove_stale_tmp, writable_or_error
+    from sweep.results import remove_stale_tmp, writable_or_error
 
     problem = writable_or_error(sweep_dir.path)
     if problem:
@@ -178,7 +178,7 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
     args.sweep_uri = sweep_dir.uri  # for the Ctrl+C hint
     if donors or todo or units:
         _cluster_auth(args.address)
-        from . import ray_backend  # the only Ray import, and only for commands that schedule work
+        from sweep.backends import ray as ray_backend  # the only Ray import, only where work is scheduled
 
         ray_backend.run_stages(sweep, sweep_dir, donors, todo, units, address=args.address,
                                num_cpus=args.num_cpus, max_concurrent=args.max_concurrent)
@@ -187,9 +187,9 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
 
 
 def cmd_run(args) -> int:
-    from .results import SweepDir
+    from sweep.results import SweepDir
 
-    from .results import writable_or_error
+    from sweep.results import writable_or_error
 
     sweep = _load_space(args.space)
     _storage("--storage", args.storage)

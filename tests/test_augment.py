@@ -5,9 +5,9 @@ import copy
 import pytest
 import torch
 
-from sweep.augment import AUGMENTATIONS, augment, random_affine, random_crop, random_flip
-from sweep.errors import SpecError
-from sweep.spec import parse_space
+from sweep.data.augment import AUGMENTATIONS, augment, random_affine, random_crop, random_flip
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
 
 from .conftest import TINY_SPACE
 
@@ -62,8 +62,8 @@ def test_augment_is_part_of_the_donor_identity_and_validated():
 
 
 def test_a_donor_trains_with_augmentation():
-    from sweep.data import make_splits
-    from sweep.zoo import train_donor
+    from sweep.data.core import make_splits
+    from sweep.train.donors import train_donor
 
     space = copy.deepcopy(TINY_SPACE)
     space["donors"]["plain_a"].update(augment=["affine"], epochs=1)

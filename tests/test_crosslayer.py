@@ -5,12 +5,12 @@ import copy
 import pytest
 import torch
 
-from sweep.errors import SpecError
+from sweep.config.errors import SpecError
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.stitching import Stitcher
-from sweep.trial import run_trial
-from sweep.zoo import run_donor
+from sweep.config.space import parse_space
+from sweep.stitching.stitcher import Stitcher
+from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor import run_donor
 
 from .conftest import TINY_SPACE
 
@@ -123,9 +123,9 @@ def test_requested_similarity_indices_are_recorded_per_trial(tmp_path):
     # its squared relative error on the 300 test images (seed 004's reference code, out of sample)
     import numpy as np
 
-    from sweep.data import make_splits
-    from sweep.models import split
-    from sweep.zoo import load_donor
+    from sweep.data.core import make_splits
+    from sweep.models.base import split
+    from sweep.kinds.donor import load_donor
 
     (spec,) = [t for t in sweep.trials if t.end_point == "layer3.1"]
     splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size)

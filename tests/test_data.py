@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from sweep import data
+from sweep.data import core as data
 
 
 def _write_idx(path, array: np.ndarray) -> None:

@@ -10,9 +10,9 @@ import scipy.io
 import torchvision.datasets
 import torchvision.datasets.cifar
 
-from sweep import data
-from sweep.errors import SpecError
-from sweep.spec import parse_space
+from sweep.data import core as data
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
 
 from .conftest import TINY_SPACE
 

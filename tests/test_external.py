@@ -8,15 +8,15 @@ import pytest
 import torch
 
 import pyautoattack
-from sweep.errors import SpecError
-from sweep.external import load_checkpoint, read_state_dict
-from sweep.models import build, split
-from sweep.objectives import OBJECTIVES, FitContext
+from sweep.config.errors import SpecError
+from sweep.models.external import load_checkpoint, read_state_dict
+from sweep.models.base import build, split
+from sweep.stitching.objectives import OBJECTIVES, FitContext
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.stitching import Stitcher
-from sweep.trial import run_trial
-from sweep.zoo import run_donor
+from sweep.config.space import parse_space
+from sweep.stitching.stitcher import Stitcher
+from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor import run_donor
 
 from .conftest import TINY_SPACE
 
@@ -127,7 +127,7 @@ def _robustbench_space(model_dir: Path, name: str = "Sehwag2021Proxy_R18") -> di
 
 
 def test_robustbench_donor_loads_by_name_from_a_local_model_dir(tmp_path, autoattack_resnet18):
-    from sweep.external import load_robustbench
+    from sweep.models.external import load_robustbench
 
     # RobustBench keeps checkpoints at MODEL_DIR/<dataset>/<threat>/<name>.pt and downloads only if absent:
     # stand in the AutoAttack ResNet-18 weights (the same architecture) for the real Sehwag2021Proxy_R18.
@@ -153,7 +153,7 @@ def test_unknown_robustbench_name_says_how_to_list_them(tmp_path):
 
 def test_robustbench_resnet50_with_its_own_normalisation_buffers_maps_exactly(tmp_path):
     """Engstrom2019Robustness (seed 000's f_R5) keeps its input normalisation as `mu`/`sigma` buffers."""
-    from sweep.external import _import_robustbench, load_robustbench
+    from sweep.models.external import _import_robustbench, load_robustbench
 
     _import_robustbench()
     from robustbench.model_zoo import model_dicts
@@ -174,7 +174,7 @@ def test_robustbench_resnet50_with_its_own_normalisation_buffers_maps_exactly(tm
 def test_robustbench_deepmind_layouts_map_exactly(tmp_path, name, arch):
     """Seed 000's f_R4 and f_R6: DeepMind's PreActResNet / WideResNet layouts, Swish, normalisation constants
     outside the state dict. `load_robustbench` raises unless the mapped net computes what RobustBench's does."""
-    from sweep.external import _import_robustbench, load_robustbench
+    from sweep.models.external import _import_robustbench, load_robustbench
 
     _import_robustbench()
     from robustbench.model_zoo import model_dicts

@@ -14,7 +14,7 @@ from analysis.report import write_report
 from analysis.schema import TRIAL_SCHEMA
 from sweep.cli import _pending, main
 from sweep.results import SweepDir, write_rows
-from sweep.spec import parse_space
+from sweep.config.space import parse_space
 
 
 def test_unwritable_storage_is_refused_before_anything_runs(tiny_space, write_space, tmp_path, capsys):
@@ -80,8 +80,8 @@ def test_run_sets_an_unreadable_trial_part_aside_and_reruns_the_trial(tmp_path, 
 def test_storage_that_a_node_cannot_see_is_refused_on_a_multi_node_cluster(tmp_path, monkeypatch):
     import ray
 
-    from sweep import ray_backend
-    from sweep.errors import SpecError
+    from sweep.backends import ray as ray_backend
+    from sweep.config.errors import SpecError
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:

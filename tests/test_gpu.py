@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.trial import run_trial
-from sweep.zoo import run_donor
+from sweep.config.space import parse_space
+from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor import run_donor
 
 from .conftest import TINY_SPACE
 

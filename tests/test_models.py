@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from sweep.models import ARCHITECTURES, build, register_architecture, split, stitch_points
-from sweep.stitching import Stitcher, StitchedNet, positions
+from sweep.models.base import ARCHITECTURES, build, register_architecture, split, stitch_points
+from sweep.stitching.stitcher import Stitcher, StitchedNet, positions
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))

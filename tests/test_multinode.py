@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 import analysis
-from sweep.spec import parse_space
+from sweep.config.space import parse_space
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -5,12 +5,12 @@ import copy
 import pytest
 import torch
 
-from sweep.errors import SpecError
-from sweep.ood import auroc, energy, train_detector
+from sweep.config.errors import SpecError
+from sweep.measures.ood import auroc, energy, train_detector
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.trial import run_trial
-from sweep.zoo import run_donor
+from sweep.config.space import parse_space
+from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor import run_donor
 
 from .conftest import TINY_SPACE
 

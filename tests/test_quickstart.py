@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 import analysis
-from sweep.spec import load_space
+from sweep.config.space import load_space
 
 from .conftest import REPO
 

@@ -17,7 +17,7 @@ import pytest
 import analysis
 from analysis.schema import TRIAL_SCHEMA
 from sweep.results import write_rows
-from sweep.spec import parse_space
+from sweep.config.space import parse_space
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -9,12 +9,12 @@ import torch
 
 import analysis
 from analysis.stats import correlation_table, rank_correlations
-from sweep.errors import SpecError
-from sweep.probing import linear_probe_accuracy
-from sweep.reptests import LowRank, run_reptest
+from sweep.config.errors import SpecError
+from sweep.measures.probing import linear_probe_accuracy
+from sweep.kinds.reptest import LowRank, run_reptest
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.zoo import run_donor
+from sweep.config.space import parse_space
+from sweep.kinds.donor import run_donor
 
 from .conftest import TINY_SPACE
 
@@ -150,7 +150,7 @@ def test_rank_correlation_math_and_constant_inputs():
 
 def test_paper_scale_sensitivity_test_plans_13_and_14_channel_ranks():
     """Seed 004 5.1: 13 ranks for blocks 5-6 (256 channels) and 14 for blocks 7-8 (512), full rank to 1."""
-    from sweep.spec import load_space
+    from sweep.config.space import load_space
 
     from .conftest import REPO
 

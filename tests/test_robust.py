@@ -8,17 +8,17 @@ import pytest
 import torch
 from torch import nn
 
-from sweep.attacks import kl_divergence, pgd_linf, trades_linf
-from sweep.data import make_splits
-from sweep.errors import SpecError
-from sweep.models import build, split, stitch_points
-from sweep.objectives import (OBJECTIVES, FitContext, adv_loss, adv_mix_count, adv_mix_loss, direct_match,
+from sweep.train.attacks import kl_divergence, pgd_linf, trades_linf
+from sweep.data.core import make_splits
+from sweep.config.errors import SpecError
+from sweep.models.base import build, split, stitch_points
+from sweep.stitching.objectives import (OBJECTIVES, FitContext, adv_loss, adv_mix_count, adv_mix_loss, direct_match,
                               trades_loss)
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.stitching import Stitcher
-from sweep.trial import run_trial
-from sweep.zoo import run_donor
+from sweep.config.space import parse_space
+from sweep.stitching.stitcher import Stitcher
+from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor import run_donor
 
 from .conftest import TINY_SPACE
 
@@ -167,11 +167,11 @@ def test_direct_matching_refuses_too_few_samples_and_says_how_many():
 def test_adv_with_alpha_one_trains_on_the_pgd_examples(monkeypatch):
     """alpha > 0 really trains on PGD's output: with PGD replaced by one that returns the clean batch, adv
     with alpha 1 trains exactly tlm's stitcher (and PGD ran once per batch); with the real PGD it does not."""
-    import sweep.objectives as objectives
+    import sweep.stitching.objectives as objectives
 
     splits = make_splits("digits", 300, 100, None)
     fields = dict(epochs=1, lr=0.01, batch_size=64, init="random", donor_bn="frozen", seed=3,
-                  stitcher="affine", objective="x", precision="fp32", channels_last=False, alpha=1.0,
+                  stitcher="affine", objective="tlm", precision="fp32", channels_last=False, alpha=1.0,
                   adv_eps=0.3, adv_step_size=0.1, adv_steps=2, adv_random_start=True, optimizer="adam",
                   weight_decay=1e-4, momentum=None, lr_schedule="step")
 
@@ -197,7 +197,7 @@ def test_adv_with_alpha_one_trains_on_the_pgd_examples(monkeypatch):
 def test_adv_with_alpha_zero_trains_the_same_stitcher_as_tlm():
     splits = make_splits("digits", 300, 100, None)
     fields = dict(epochs=1, lr=0.01, batch_size=64, init="random", donor_bn="frozen", seed=3,
-                  stitcher="affine", objective="x", precision="fp32", channels_last=False, alpha=0.0,
+                  stitcher="affine", objective="tlm", precision="fp32", channels_last=False, alpha=0.0,
                   adv_eps=0.3, adv_step_size=0.1, adv_steps=2, adv_random_start=True, optimizer="adam",
                   weight_decay=1e-4, momentum=None, lr_schedule="step")
     weights = {}
@@ -413,7 +413,7 @@ def test_autoattack_step_size_schedule_follows_the_configured_iterations(iterati
     """pyautoattack's APGD fixes its step-size checkpoints in __init__ from n_iter (Croce & Hein 2020: the
     first check after 22% of the iterations, then shrinking by 3% down to 6%). Built for 100 and then set
     to 20, the step size never halves: the checkpoints must come from the configured budget."""
-    from sweep.attacks import build_autoattack
+    from sweep.train.attacks import build_autoattack
 
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
     adversary = build_autoattack(model, eps=0.1, attacks=("apgd-ce", "apgd-dlr"), iterations=iterations,

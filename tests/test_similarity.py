@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from sweep.similarity import (cca, dm_distance, linear_cka, low_rank, minibatch_cka, numerical_rank, opd,
+from sweep.measures.similarity import (cca, dm_distance, linear_cka, low_rank, minibatch_cka, numerical_rank, opd,
                               pwcca, to_2d)
 
 

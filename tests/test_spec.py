@@ -1,14 +1,15 @@
 """Search-space validation and expansion, and trial identity."""
 
 import dataclasses
+import re
 import subprocess
 import sys
 
 import pytest
 
 from sweep.cli import main
-from sweep.errors import SpecError
-from sweep.spec import load_space, parse_space
+from sweep.config.errors import SpecError
+from sweep.config.space import load_space, parse_space
 
 from .conftest import REPO
 
@@ -257,9 +258,26 @@ def test_every_trial_spec_field_is_a_results_column():
     """A setting without a column would vanish from the results: config_row refuses it, and this lists the
     contract (the two donors-table lookups and the '+'-joined attacks are the only exceptions)."""
     from analysis.schema import TRIAL_SCHEMA
-    from sweep.spec import TrialSpec
-    from sweep.trial import NOT_COLUMNS
+    from sweep.config.stitching import TrialSpec
+    from sweep.kinds.stitch import NOT_COLUMNS
 
     fields = {f.name for f in dataclasses.fields(TrialSpec)}
     assert NOT_COLUMNS <= fields and fields - NOT_COLUMNS <= set(TRIAL_SCHEMA.names)
     assert "attack" in TRIAL_SCHEMA.names
+
+
+@pytest.mark.parametrize("where,value,suggestion", [
+    (("stitching", "objectives"), ["tlmm"], "did you mean 'tlm'?"),
+    (("stitching", "indices"), ["ckaa"], "did you mean 'cka'?"),
+    (("stitching", "stitcher"), "bn_affine", "did you mean 'bn_affine_bn'?"),
+    (("donors", "plain_a", "arch"), "resnet_tinny", "did you mean 'resnet_tiny'?"),
+    (("data", "dataset"), "fashion-mnist", "did you mean 'fashion_mnist'?"),
+    (("stitching", "pairs"), [{"front": "zoo:plain_aa", "end": "zoo:plain_a"}], "did you mean 'plain_a'?"),
+])
+def test_unknown_names_get_a_did_you_mean_suggestion(tiny_space, where, value, suggestion):
+    node = tiny_space
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    with pytest.raises(SpecError, match=re.escape(suggestion)):
+        parse_space(tiny_space)

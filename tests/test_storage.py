@@ -19,7 +19,7 @@ import analysis
 from analysis.schema import TRIAL_SCHEMA
 from analysis.storage import StorageError, child_uri, open_root
 from sweep.results import SweepDir, read_status, remove_stale_tmp, writable_or_error, write_rows
-from sweep.spec import parse_space
+from sweep.config.space import parse_space
 
 BUCKET = "stitchsweep-test"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}

@@ -30,7 +30,7 @@ import analysis  # noqa: E402
 from analysis.schema import TRIAL_SCHEMA  # noqa: E402
 from sweep.cli import _pending  # noqa: E402
 from sweep.results import SweepDir, write_rows  # noqa: E402
-from sweep.spec import load_space  # noqa: E402
+from sweep.config.space import load_space  # noqa: E402
 
 
 def _timed(fn):

@@ -19,7 +19,7 @@ GOLDEN = REPO / "tests" / "golden_ids.json"
 
 
 def identities(path: Path) -> dict:
-    from sweep.spec import load_space
+    from sweep.config.space import load_space
 
     sweep = load_space(path)
 

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import analysis  # noqa: E402
-from sweep.spec import parse_space  # noqa: E402
+from sweep.config.space import parse_space  # noqa: E402
 from tests.conftest import TINY_SPACE  # noqa: E402
 
 CLI = [sys.executable, "-m", "sweep"]

@@ -24,9 +24,9 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
-from .errors import SpecError  # noqa: E402
-from .results import Loc, SweepDir  # noqa: E402
-from .spec import Sweep  # noqa: E402
+from sweep.config.errors import SpecError  # noqa: E402
+from sweep.results import Loc, SweepDir  # noqa: E402
+from sweep.config.space import Sweep  # noqa: E402
 
 # With the logger callbacks off, Tune's result grid warns once per trial that it found no result.json:
 # expected, and our record is the Parquet parts.
@@ -52,8 +52,8 @@ def _threads(cpus: float) -> int:
 def _donor_trainable(config: dict, sweep: Sweep, root: Loc) -> None:
     import torch
 
-    from .trial import pick_device
-    from .zoo import run_donor
+    from sweep.kinds.stitch import pick_device
+    from sweep.kinds.donor import run_donor
 
     torch.set_num_threads(_threads(sweep.cpus_per_trial))
     donor = sweep.donors[config["donor"]]
@@ -67,7 +67,7 @@ def _stitch_trainable(config: dict, specs: dict, root: Loc, sweep_name: str, cpu
                       gpu: bool, data_root: str | None, download: bool) -> None:
     import torch
 
-    from .trial import pick_device, run_trial
+    from sweep.kinds.stitch import pick_device, run_trial
 
     torch.set_num_threads(_threads(cpus))
     spec = specs[config["trial_id"]]
@@ -81,8 +81,8 @@ def _reptest_trainable(config: dict, units: dict, root: Loc, sweep_name: str, cp
                        data_root: str | None, download: bool) -> None:
     import torch
 
-    from .reptests import run_reptest
-    from .trial import pick_device
+    from sweep.kinds.reptest import run_reptest
+    from sweep.kinds.stitch import pick_device
 
     torch.set_num_threads(_threads(cpus))
     out = run_reptest(units[config["unit_id"]], SweepDir(root, sweep_name), pick_device(gpu), data_root=data_root,

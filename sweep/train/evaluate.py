@@ -7,9 +7,9 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .attacks import autoattack_accuracy
-from .data import batches
-from .training import autocast, to_device
+from sweep.train.attacks import autoattack_accuracy
+from sweep.data.core import batches
+from sweep.train.loops import autocast, to_device
 
 
 def predict(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, device: torch.device,

@@ -11,6 +11,12 @@ import logging
 import torch
 from torch import nn
 
+from sweep.registry import ATTACKS
+
+# The attacks of robust accuracy: AutoAttack's components that seed 000 A.4 uses.
+ATTACKS.add("apgd-ce", "APGD on the cross-entropy (Croce & Hein 2020)")
+ATTACKS.add("apgd-dlr", "APGD on the difference-of-logits ratio (Croce & Hein 2020)")
+
 
 def pgd_linf(
     model: nn.Module,

@@ -10,18 +10,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import SpecError
-from .fields import NAME_RE, Section, stable_hash
+from sweep.registry import ARCHITECTURES, AUGMENTATIONS, DATASETS, TRAINING_METHODS, did_you_mean, lazy
+from sweep.config.errors import SpecError
+from sweep.config.fields import NAME_RE, Section, stable_hash
 
-from .dataspec import DataSpec, parse_data
+from sweep.config.data import DataSpec, parse_data
 
 if TYPE_CHECKING:
-    from .spec import EvalSpec
+    from sweep.config.evaluation import EvalSpec
 
-TRAINING_METHODS = ("plain", "pgd", "trades")
 # The version in every donor key. Kept apart from the results schema's version: a change of how trials or
 # rows are identified must not retrain the zoo. Bump it only when what shapes a donor's weights changes.
 DONOR_KEY_VERSION = 1
+robustbench_models = lazy("sweep.models.external:robustbench_models")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,9 +102,6 @@ class DonorEval:
 
 def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root: str | None = None,
                 download: bool = True) -> DonorSpec:
-    from .augment import AUGMENTATIONS
-    from .data import DATASETS
-    from .models import ARCHITECTURES
 
     path = f"donors.{name}"
     if not isinstance(name, str) or not NAME_RE.match(name):
@@ -124,15 +122,14 @@ def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root:
         )
     s = Section(raw, path, {"arch", "training", "epochs", "lr", "batch_size", "seed", "eps", "step_size",
                              "steps", "adv_fraction", "beta", "augment", "data"})
-    training = s.get("training", "string", "plain", choices=TRAINING_METHODS)
-    adv = training != "plain"
-    applies = {"eps": adv, "step_size": adv, "steps": adv, "adv_fraction": training == "pgd",
-               "beta": training == "trades"}
-    for k, ok in applies.items():
-        if k in raw and not ok:
-            needs = "pgd" if k == "adv_fraction" else "trades" if k == "beta" else "pgd or trades"
+    training = s.get("training", "string", "plain", choices=sorted(TRAINING_METHODS))
+    reads = TRAINING_METHODS[training].fields
+    for k in sorted(set().union(*(m.fields for m in TRAINING_METHODS.values())) - reads):
+        if k in raw:
+            needs = " or ".join(n for n, m in TRAINING_METHODS.items() if k in m.fields)
             raise SpecError(f"{path}.{k}", f"no {k} field for training: {training}", raw[k],
                             f"{k} applies to training: {needs}")
+    adv = bool(reads & {"eps"})
     if raw.get("data") is not None:  # the donor trains on its own data (cross-task stitching, seed 000 5.1)
         data = parse_data(raw["data"], f"{path}.data", root, download)
     eps_default, step_default = DATASETS[data.dataset].threat
@@ -152,16 +149,14 @@ def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root:
         step_size=s.get("step_size", "number", scaled_step(eps, eps_default, step_default), low=0.0)
         if adv else None,
         steps=s.get("steps", "integer", 10, low=1) if adv else None,
-        adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if training == "pgd" else None,
-        beta=s.get("beta", "number", 10.0, low=0.0) if training == "trades" else None,
+        adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if "adv_fraction" in reads else None,
+        beta=s.get("beta", "number", 10.0, low=0.0) if "beta" in reads else None,
         augment=tuple(s.get_list("augment", "string", choices=sorted(AUGMENTATIONS))) if raw.get("augment")
         else (),
     )
 
 
 def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, path: str) -> DonorSpec:
-    from .external import robustbench_models
-    from .models import ARCHITECTURES
 
     s = Section(raw, path, {"robustbench", "arch", "model_dir"})
     model_id = s.get("robustbench", "string")
@@ -178,7 +173,7 @@ def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, path: str) ->
     if model not in known:
         close = difflib.get_close_matches(model, known, n=5, cutoff=0.5)
         raise SpecError(f"{path}.robustbench", f"a model RobustBench lists for {dataset}/{threat}", model,
-                        f"e.g. {close or known[:5]}; list all with: python -c \"from sweep.external import"
+                        f"e.g. {close or known[:5]}; list all with: python -c \"from sweep.models.external import"
                         f" robustbench_models; print(robustbench_models('{dataset}', '{threat}'))\"")
     model_dir = Path(s.get("model_dir", "string", "models")).expanduser().absolute()
     return DonorSpec(name=name, source="robustbench", robustbench_id=model_id, path=str(model_dir),
@@ -204,7 +199,8 @@ def resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
     if kind not in ("zoo", "file", "robustbench") or not name:
         raise SpecError(path, "a donor reference 'zoo:<name>', 'file:<name>' or 'robustbench:<name>'", ref)
     if name not in donors:
-        raise SpecError(path, f"a donor defined under donors: one of {sorted(donors)}", ref)
+        raise SpecError(path, f"a donor defined under donors: one of {sorted(donors)}", ref,
+                        did_you_mean(name, donors))
     if donors[name].source != kind:
         raise SpecError(path, f"'{donors[name].source}:{name}' (donors.{name} is a {donors[name].source} donor)",
                         ref)

@@ -15,64 +15,19 @@ from datetime import datetime, timezone
 from typing import Callable
 
 import torch
-from torch import nn
 
 from analysis.schema import DONOR_SCHEMA, SCHEMA_VERSION
 
-from . import __version__
-from .attacks import kl_divergence, pgd_linf, trades_linf
-from .augment import augment
-from .data import Splits, batches, make_splits, test_images
-from .evaluate import predict, robust_accuracy
-from .external import load_checkpoint, load_robustbench
-from .models import StagedNet, build
-from .results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
-from .donors import DonorEval, DonorSpec
-from .spec import EvalSpec
-from .training import optimiser_step, step_schedule
+from sweep import __version__
+from sweep.data.core import Splits, make_splits, test_images
+from sweep.train.donors import train_donor
+from sweep.train.evaluate import predict, robust_accuracy
+from sweep.models.external import load_checkpoint, load_robustbench
+from sweep.models.base import StagedNet, build
+from sweep.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
+from sweep.config.donors import DonorEval, DonorSpec
 
 CHECKPOINT = "model.pt"
-
-
-def train_donor(donor: DonorSpec, splits: Splits, device: torch.device,
-                progress: Callable[[dict], None] | None = None) -> StagedNet:
-    torch.manual_seed(donor.seed)
-    model = build(donor.arch, splits.in_channels, splits.num_classes, splits.mean, splits.std,
-                  image_size=splits.image_size).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=donor.lr, momentum=0.9, nesterov=True, weight_decay=1e-4)
-    sched = step_schedule(opt, donor.epochs)
-    gen = torch.Generator().manual_seed(donor.seed)
-    loss_fn = nn.CrossEntropyLoss()
-    for epoch in range(1, donor.epochs + 1):
-        total, n = 0.0, 0
-        for xb, yb in batches(splits.train_x, splits.train_y, donor.batch_size, gen):
-            if donor.augment:
-                xb = augment(xb, donor.augment, gen)
-            xb, yb = xb.to(device), yb.to(device)
-            if donor.training == "pgd":
-                model.eval()  # craft the attack with frozen BatchNorm statistics, then train on it
-                x_adv = pgd_linf(model, xb, yb, donor.eps, donor.step_size, donor.steps, generator=gen)
-                model.train()
-                loss = donor.adv_fraction * loss_fn(model(x_adv), yb)
-                if donor.adv_fraction < 1.0:
-                    loss = loss + (1 - donor.adv_fraction) * loss_fn(model(xb), yb)
-            elif donor.training == "trades":  # seed 000 Eq. 4 (A.3), beta = 10 there
-                model.eval()
-                x_adv = trades_linf(model, xb, donor.eps, donor.step_size, donor.steps, generator=gen)
-                model.train()
-                logits = model(xb)
-                loss = loss_fn(logits, yb) + donor.beta * kl_divergence(torch.softmax(logits, dim=1),
-                                                                         model(x_adv))
-            else:
-                model.train()
-                loss = loss_fn(model(xb), yb)
-            total += optimiser_step(opt, loss, f"donor {donor.name}, epoch {epoch}") * len(yb)
-            n += len(yb)
-        sched.step()
-        if progress is not None:
-            progress({"phase": "zoo", "epoch": epoch, "epochs": donor.epochs, "train_loss": total / n})
-    model.eval()
-    return model
 
 
 def save_donor(path: Loc, model: StagedNet, donor: DonorSpec, splits: Splits, mean, std) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SpecError
-from .fields import Section
+from sweep.registry import DATASETS
+from sweep.config.errors import SpecError
+from sweep.config.fields import Section
 
 DATA_FIELDS = {"dataset", "train_size", "val_size", "test_size"}
 
@@ -20,7 +21,6 @@ class DataSpec:
 
     def sizes(self) -> tuple[int, int]:
         """(training images, test images) this spec takes."""
-        from .data import DATASETS
 
         info = DATASETS[self.dataset]
         return (self.train_size or info.train_pool - self.val_size,
@@ -30,7 +30,6 @@ class DataSpec:
 def parse_data(raw: object, path: str, root: str | None, download: bool, extra: set[str] = frozenset()
                ) -> DataSpec:
     """Validate a data mapping against the registered dataset's sizes (and its files when download is off)."""
-    from .data import DATASETS, missing_files
 
     d = Section(raw, path, DATA_FIELDS | set(extra))
     dataset = d.get("dataset", "string", choices=sorted(DATASETS))
@@ -42,7 +41,7 @@ def parse_data(raw: object, path: str, root: str | None, download: bool, extra: 
         test_size=d.get("test_size", "integer", None, low=1, high=info.test, nullable=True),
     )
     if not download:
-        missing = missing_files(dataset, Path(root) if root else None)
+        missing = DATASETS[dataset].missing_files(Path(root) if root else None)
         if missing:
             raise SpecError(f"{path}.root" if path == "data" else f"{path}.dataset",
                             f"the {dataset} files under the data root (download is off)",

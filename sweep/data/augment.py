@@ -13,17 +13,11 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-AUGMENTATIONS: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] = {}
-
+from sweep.registry import AUGMENTATIONS
 
 def register_augmentation(name: str):
-    def wrap(fn):
-        if name in AUGMENTATIONS:
-            raise ValueError(f"augmentation {name!r} is registered twice")
-        AUGMENTATIONS[name] = fn
-        return fn
-
-    return wrap
+    """Decorator: register `fn(x, generator) -> x'`, applied to whole batches of [0, 1] pixels."""
+    return AUGMENTATIONS.register(name)
 
 
 def _uniform(n: int, low: float, high: float, gen: torch.Generator) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 Every architecture is a `StagedNet`: an ordered list of named stages run one after the other. A stitch point
 is the name of a stage after which the representation may be cut. Inputs are pixels in [0, 1];
-normalisation is the first stage. The registered architectures live in `sweep.archs`.
+normalisation is the first stage. The registered architectures live in `sweep.models.families`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from typing import Callable
 
 import torch
 from torch import nn
+
+from sweep.registry import ARCHITECTURES
 
 
 class Normalize(nn.Module):
@@ -49,36 +51,35 @@ class StagedNet(nn.Module):
 
 @dataclass(frozen=True)
 class Architecture:
+    """A registered architecture: its builder, and the metadata that validating a search space needs (its
+    stitch points and activation shapes, computed once from a freshly built model)."""
+
     name: str
     build: Callable[..., StagedNet]
     description: str
 
+    def stitch_points(self) -> list[str]:
+        """The stitch point names, input to output."""
+        return list(_points(self.name))
 
-ARCHITECTURES: dict[str, Architecture] = {}
+    def activation_shapes(self, in_channels: int, image_size: int, num_classes: int = 10
+                          ) -> dict[str, tuple[int, ...]]:
+        """The activation shape (without the batch dimension) at every stitch point: (C, H, W) for conv
+        stages, (tokens, dim) for transformer ones."""
+        return _shapes(self.name, in_channels, image_size, num_classes)
 
 
 def register_architecture(name: str, description: str):
     """Decorator: add a builder `fn(*, in_channels, num_classes, mean, std, image_size) -> StagedNet`."""
-
-    def wrap(fn: Callable[..., StagedNet]) -> Callable[..., StagedNet]:
-        if name in ARCHITECTURES:
-            raise ValueError(f"architecture {name!r} is registered twice")
-        ARCHITECTURES[name] = Architecture(name, fn, description)
-        return fn
-
-    return wrap
+    return ARCHITECTURES.register(name, lambda fn: Architecture(name, fn, description))
 
 
 def build(arch: str, in_channels: int, num_classes: int, mean, std, image_size: int = 32) -> StagedNet:
     """Build a registered architecture with fresh weights for `image_size` x `image_size` inputs."""
-    if arch not in ARCHITECTURES:
-        raise ValueError(
-            f"unknown architecture {arch!r}; registered: {sorted(ARCHITECTURES)}"
-        )
+    entry = ARCHITECTURES.get_entry(arch)
     mean = tuple(mean) if len(mean) == in_channels else tuple(mean) * in_channels
     std = tuple(std) if len(std) == in_channels else tuple(std) * in_channels
-    return ARCHITECTURES[arch].build(in_channels=in_channels, num_classes=num_classes, mean=mean, std=std,
-                                     image_size=image_size)
+    return entry.build(in_channels=in_channels, num_classes=num_classes, mean=mean, std=std, image_size=image_size)
 
 
 @functools.lru_cache(maxsize=None)
@@ -88,16 +89,11 @@ def _points(arch: str) -> tuple[str, ...]:
 
 def stitch_points(arch: str) -> list[str]:
     """The stitch point names of a registered architecture, input to output."""
-    return list(_points(arch))
+    return ARCHITECTURES.get_entry(arch).stitch_points()
 
 
 @functools.lru_cache(maxsize=None)
-def activation_shapes(arch: str, in_channels: int, image_size: int, num_classes: int = 10
-                      ) -> dict[str, tuple[int, ...]]:
-    """The activation shape (without the batch dimension) at every stitch point, from one forward pass of a
-    freshly built model on a blank image: (C, H, W) for conv stages, (tokens, dim) for transformer ones."""
-    import torch
-
+def _shapes(arch: str, in_channels: int, image_size: int, num_classes: int) -> dict[str, tuple[int, ...]]:
     model = build(arch, in_channels, num_classes, (0.5,), (0.5,), image_size=image_size).eval()
     shapes = {}
     x = torch.zeros(1, in_channels, image_size, image_size)
@@ -107,6 +103,13 @@ def activation_shapes(arch: str, in_channels: int, image_size: int, num_classes:
             if name in model.stitch_points:
                 shapes[name] = tuple(x.shape[1:])
     return shapes
+
+
+def activation_shapes(arch: str, in_channels: int, image_size: int, num_classes: int = 10
+                      ) -> dict[str, tuple[int, ...]]:
+    """The activation shape (without the batch dimension) at every stitch point, from one forward pass of a
+    freshly built model on a blank image: (C, H, W) for conv stages, (tokens, dim) for transformer ones."""
+    return ARCHITECTURES.get_entry(arch).activation_shapes(in_channels, image_size, num_classes)
 
 
 def check_point(model: StagedNet, point: str) -> None:
@@ -128,4 +131,3 @@ def split(model: StagedNet, point: str) -> tuple[nn.Sequential, nn.Sequential]:
     return front, end
 
 
-from . import archs as _archs  # noqa: E402,F401  (registers the architectures)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-STITCHERS = ("affine", "bn_affine_bn")
+from sweep.registry import STITCHERS
+
+STITCHERS.add("affine", "an affine map: a 1x1 convolution with bias, or a per-token linear map")
+STITCHERS.add("bn_affine_bn", "BatchNorm -> affine map -> BatchNorm (Bansal et al.; seed 003)")
 
 
 class _TokenBatchNorm(nn.BatchNorm1d):
@@ -32,7 +35,7 @@ class Stitcher(nn.Module):
         super().__init__()
         self.size = tuple(size) if size is not None else None
         if kind not in STITCHERS:
-            raise ValueError(f"stitcher: expected one of {list(STITCHERS)}, found {kind!r}")
+            raise ValueError(f"stitcher: expected one of {sorted(STITCHERS)}, found {kind!r}")
         self.tokens = tokens
         self.kind = kind
         if tokens:

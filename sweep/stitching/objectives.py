@@ -25,11 +25,12 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .attacks import kl_divergence, pgd_linf, trades_linf
-from .data import Splits, batches
-from .evaluate import predict
-from .stitching import positions
-from .training import DivergedError, autocast, optimiser_step, step_schedule, to_device
+from sweep.train.attacks import kl_divergence, pgd_linf, trades_linf
+from sweep.data.core import Splits, batches
+from sweep.train.evaluate import predict
+from sweep.stitching.stitcher import positions
+from sweep.train.loops import DivergedError, autocast, optimiser_step, step_schedule, to_device
+from sweep.registry import OBJECTIVES
 
 __all__ = ["OBJECTIVES", "DivergedError", "FitContext", "Objective", "register_objective", "adv_loss",
            "trades_loss", "direct_match"]
@@ -56,23 +57,21 @@ class FitContext:
 
 @dataclass(frozen=True)
 class Objective:
+    """A registered objective: how it fits the stitcher, and what validation needs to know about it."""
+
     name: str
     fit: Callable[[FitContext], dict]
-    fields: frozenset[str]
+    fields: frozenset[str]  # the TrialSpec fields it reads; the others are blanked in its trials
     description: str
+    dm_init: bool = False  # the stitcher is always solved by direct matching first (as `init: dm`)
+    random_start: bool = True  # the default of `adv_random_start` for objectives that read it
 
 
-OBJECTIVES: dict[str, Objective] = {}
-
-
-def register_objective(name: str, fields: set[str], description: str):
-    def wrap(fn: Callable[[FitContext], dict]) -> Callable[[FitContext], dict]:
-        if name in OBJECTIVES:
-            raise ValueError(f"objective {name!r} is registered twice")
-        OBJECTIVES[name] = Objective(name, fn, frozenset(fields), description)
-        return fn
-
-    return wrap
+def register_objective(name: str, fields: set[str], description: str, *, dm_init: bool = False,
+                       random_start: bool = True):
+    """Decorator: register `fit(ctx) -> metrics` as objective `name` (one entry, nothing else to edit)."""
+    return OBJECTIVES.register(name, lambda fn: Objective(name, fn, frozenset(fields), description, dm_init,
+                                                          random_start))
 
 
 def set_donor_mode(ctx: FitContext) -> None:
@@ -184,7 +183,7 @@ def stitcher_optimiser(params, spec) -> torch.optim.Optimizer:
 def _initialise(ctx: FitContext) -> dict:
     """`init: dm` (and `dm+tlm`) solve the stitcher by direct matching before training (random / identity:
     set when the stitcher is built)."""
-    return direct_match(ctx) if ctx.spec.init == "dm" or ctx.spec.objective == "dm+tlm" else {}
+    return direct_match(ctx) if ctx.spec.init == "dm" or OBJECTIVES[ctx.spec.objective].dm_init else {}
 
 
 def _head(ctx: FitContext, a: torch.Tensor) -> torch.Tensor:
@@ -216,7 +215,7 @@ def fit_task_loss(ctx: FitContext) -> dict:
 
 @register_objective(
     "dm+tlm", (GRADIENT_FIELDS - {"init"}) | {"dm_samples"},
-    "direct matching init on K training images, then task loss matching (seed 004 3.1)",
+    "direct matching init on K training images, then task loss matching (seed 004 3.1)", dm_init=True,
 )
 def fit_dm_then_task_loss(ctx: FitContext) -> dict:
     return fit_task_loss(ctx)
@@ -239,6 +238,7 @@ def fit_adversarial(ctx: FitContext) -> dict:
 @register_objective(
     "adv_mix", GRADIENT_FIELDS | ATTACK_FIELDS | {"alpha"},
     "the reference code's adversarial stitching: round(alpha*B) of each batch replaced by PGD examples",
+    random_start=False,  # the reference code's PGD started at x
 )
 def fit_adversarial_mixed(ctx: FitContext) -> dict:
     alpha = ctx.spec.alpha

@@ -20,17 +20,17 @@ from torch import nn
 
 from analysis.schema import REPTEST_SCHEMA, SCHEMA_VERSION
 
-from . import __version__
-from .data import make_splits
-from .evaluate import predict
-from .models import split
-from .objectives import FitContext, direct_match
-from .probing import linear_probe_accuracy
-from .reptest_spec import RepTestSpec
-from .results import SweepDir, write_rows
-from .similarity import dm_error, dm_fit, linear_cka, opd, pwcca, to_2d
-from .stitching import StitchedNet, Stitcher
-from .zoo import load_donor
+from sweep import __version__
+from sweep.data.core import make_splits
+from sweep.train.evaluate import predict
+from sweep.models.base import split
+from sweep.stitching.objectives import FitContext, direct_match
+from sweep.measures.probing import linear_probe_accuracy
+from sweep.config.reptests import RepTestSpec
+from sweep.results import SweepDir, write_rows
+from sweep.measures.similarity import dm_error, dm_fit, linear_cka, opd, pwcca, to_2d
+from sweep.stitching.stitcher import StitchedNet, Stitcher
+from sweep.kinds.donor import load_donor
 
 
 class LowRank(nn.Module):

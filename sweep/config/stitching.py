@@ -1,43 +1,28 @@
-"""Search space YAML -> validated, expanded, frozen trial specs with stable ids.
-
-The whole space is validated before anything runs: any error is a `SpecError` naming the field, what was
-expected and what was found. See README "Search spaces" for the format.
-"""
+"""Stitching blocks of a search space: `TrialSpec` (one configuration, hashed into its `trial_id`) and the
+expansion of a block into trials (pairs x data x objectives x alphas x betas x seeds x stitch points x end
+points). Names of objectives, indices, stitchers and architectures are looked up in their registries."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from analysis.schema import SCHEMA_VERSION
-from analysis.storage import Loc
 
-from .dataspec import DataSpec, parse_data
-from .donors import DonorEval, DonorSpec, parse_donor, resolve_ref, scaled_step
-from .errors import MISSING, SpecError
-from .fields import NAME_RE, Section, stable_hash
-from .stitching import STITCHERS
+from sweep.config.data import DataSpec
+from sweep.config.donors import DonorEval, DonorSpec, resolve_ref, scaled_step
+from sweep.config.evaluation import EvalSpec
+from sweep.config.errors import SpecError
+from sweep.config.fields import Section, stable_hash
+from sweep.registry import ARCHITECTURES, DATASETS, INDICES, OBJECTIVES, STITCHERS
 
 INITS = ("random", "identity", "dm")
 OPTIMIZERS = ("adam", "sgd")
 LR_SCHEDULES = ("step", "constant")
 DONOR_BN = ("frozen", "update")
 PRECISIONS = ("fp32", "bf16")
-ATTACKS = ("apgd-ce", "apgd-dlr")
-
-
-@dataclass(frozen=True, kw_only=True)
-class EvalSpec:
-    attacks: tuple[str, ...]
-    eps: float
-    iterations: int
-    restarts: int
-    n_eval_robust: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,25 +114,6 @@ class TrialSpec:
         return stable_hash({"kind": "stitch-trial", "v": SCHEMA_VERSION, **fields})
 
 
-@dataclass(frozen=True, kw_only=True)
-class Sweep:
-    name: str
-    data: DataSpec
-    evaluation: EvalSpec
-    donors: dict[str, DonorSpec]
-    trials: tuple[TrialSpec, ...]
-    cpus_per_trial: float
-    gpus_per_trial: float
-    raw: dict
-    data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
-    download: bool = True
-    reptests: tuple = ()  # RepTestSpec units (sweep/reptest_spec.py)
-    # donor name -> the evaluations the zoo stage records for it: its own test set first, then those of the
-    # trials it serves (see DonorEval)
-    donor_evals: dict = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------------------------------- parsing
 
 BLOCK_FIELDS = {"pairs", "stitch_points", "end_points", "objectives", "alphas", "betas", "seeds", "epochs", "lr",
                 "batch_size", "dm_samples", "init", "donor_bn", "precision", "channels_last", "stitcher",
@@ -157,126 +123,16 @@ BLOCK_FIELDS = {"pairs", "stitch_points", "end_points", "objectives", "alphas", 
 STITCH_DATA = ("front", "end")
 
 
-def load_space(path: str | Path | Loc) -> Sweep:
-    """Read, validate and expand a search-space YAML file (a local path, or a `Loc` on any storage)."""
-    p = path if isinstance(path, Loc) else Path(path)
-    if not p.is_file():
-        raise SpecError("SPACE", "a search-space YAML file", str(path), "no such file")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(str(path), "valid YAML", f"{problem}{where}") from None
-    if not isinstance(raw, dict):
-        raise SpecError(str(path), "a mapping of search-space fields (name, data, donors, ...)",
-                        raw if raw is not None else "an empty file")
-    return parse_space(raw)
-
-
-def parse_space(raw: Any) -> Sweep:
-    """Validate a search space given as a mapping and expand it into trials."""
-    from .data import DATASETS
-
-    if not isinstance(raw, dict):
-        raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
-    top = Section(raw, "", {"name", "data", "donors", "stitching", "representation_tests", "evaluation",
-                            "resources"})
-    name = top.get("name", "string")
-    if not NAME_RE.match(name):
-        raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
-
-    d = top.get("data", "mapping")
-    root = d.get("root")
-    if root is not None and (not isinstance(root, str) or not root):
-        raise SpecError("data.root", "a folder path (string) or null", root)
-    root = str(Path(root).expanduser().absolute()) if root else None
-    download = Section(d, "data", {"download"} | {"dataset", "train_size", "val_size", "test_size", "root"}
-                       ).get("download", "bool", True)
-    data = parse_data(d, "data", root, download, extra={"root", "download"})
-    info = DATASETS[data.dataset]
-    n_test = data.sizes()[1]
-
-    e = Section(top.raw.get("evaluation", {}), "evaluation",
-                 {"attacks", "eps", "iterations", "restarts", "n_eval_robust"})
-    evaluation = EvalSpec(
-        attacks=tuple(e.get_list("attacks", "string", ["apgd-ce", "apgd-dlr"], choices=ATTACKS)),
-        eps=e.get("eps", "number", info.threat[0], low=0.0, high=1.0),
-        iterations=e.get("iterations", "integer", 20, low=1),
-        restarts=e.get("restarts", "integer", 1, low=1),
-        n_eval_robust=e.get("n_eval_robust", "integer", min(1000, n_test), low=0, high=n_test),
-    )
-
-    donors_raw = top.get("donors", "mapping")
-    if not donors_raw:
-        raise SpecError("donors", "a non-empty mapping of donor name -> training config", donors_raw)
-    donors = {dname: parse_donor(dname, draw, data, evaluation, root, download)
-              for dname, draw in donors_raw.items()}
-    seen: dict[str, str] = {}
-    for dname, donor in donors.items():
-        if donor.donor_key in seen:
-            raise SpecError(f"donors.{dname}", "donors that differ in what shapes their weights",
-                            f"the same donor as donors.{seen[donor.donor_key]}",
-                            f"use one name for it: {seen[donor.donor_key]} or {dname}")
-        seen[donor.donor_key] = dname
-        if donor.data.sizes()[1] < evaluation.n_eval_robust:
-            raise SpecError("evaluation.n_eval_robust",
-                            f"at most the {donor.data.sizes()[1]} test images of donor {dname}'s data",
-                            evaluation.n_eval_robust)
-
-    if "stitching" not in raw and "representation_tests" not in raw:
-        raise SpecError("stitching", "a stitching section (or representation_tests)", MISSING,
-                        "the field is required")
-    blocks_raw = raw.get("stitching", [])
-    if not isinstance(blocks_raw, (dict, list)):
-        raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", blocks_raw)
-    if isinstance(blocks_raw, dict):
-        blocks = [(blocks_raw, "stitching")]
-    else:
-        if not blocks_raw and "stitching" in raw:
-            raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", blocks_raw)
-        blocks = [(b, f"stitching[{i}]") for i, b in enumerate(blocks_raw)]
-    trials: dict[str, TrialSpec] = {}
-    used: set[str] = set()
-    for block, path in blocks:
-        for spec in _expand_block(block, path, data, evaluation, donors, used):
-            trials.setdefault(spec.trial_id, spec)  # identical configs (e.g. alpha unused) collapse
-
-    reptests: list = []
-    if "representation_tests" in raw:
-        from .reptest_spec import parse_reptests
-
-        reptests = parse_reptests(raw["representation_tests"], data, donors, used)
-    r = Section(top.raw.get("resources", {}), "resources", {"cpus_per_trial", "gpus_per_trial"})
-    donor_evals = {n: {DonorEval.of(d.data, evaluation): None} for n, d in donors.items() if n in used}
-    for t in trials.values():
-        for ref, ev in ((t.front, t.front_eval), (t.end, t.end_eval)):
-            donor_evals[ref.partition(":")[2]][ev] = None
-    return Sweep(
-        donor_evals={n: tuple(evs) for n, evs in donor_evals.items()},
-        name=name, data=data, evaluation=evaluation,
-        donors={k: v for k, v in donors.items() if k in used},
-        trials=tuple(trials.values()),
-        cpus_per_trial=r.get("cpus_per_trial", "number", 1.0, low=0.0),
-        gpus_per_trial=r.get("gpus_per_trial", "number", 0.0, low=0.0),
-        raw=raw, data_root=root, download=download,
-        reptests=tuple({u.unit_id: u for u in reptests}.values()),
-    )
-
-
 def _check_dm_samples(field: str, k: int, dataset: str, front_arch: str, point: str, end_arch: str,
                       end_point: str) -> None:
     """Direct matching solves C_in + 1 unknowns per output channel from K images x the target's positions:
     refuse a K that leaves the least-squares fit undetermined, saying which K is needed."""
     import math
 
-    from .data import DATASETS
-    from .models import activation_shapes
 
     info = DATASETS[dataset]
-    src = activation_shapes(front_arch, info.channels, info.image_size, info.num_classes)[point]
-    tgt = activation_shapes(end_arch, info.channels, info.image_size, info.num_classes)[end_point]
+    src = ARCHITECTURES[front_arch].activation_shapes(info.channels, info.image_size, info.num_classes)[point]
+    tgt = ARCHITECTURES[end_arch].activation_shapes(info.channels, info.image_size, info.num_classes)[end_point]
     channels = src[0] if len(src) == 3 else src[1]
     positions = math.prod(tgt[1:]) if len(tgt) == 3 else tgt[0]
     needed = math.ceil((channels + 1) / positions)
@@ -294,12 +150,10 @@ def _layout(setting: str, dataset: str, front_arch: str, point: str, end_arch: s
     tokens) when the two activation shapes match, pooled rows (N x C) otherwise."""
     if setting != "auto":
         return setting
-    from .data import DATASETS
-    from .models import activation_shapes
 
     info = DATASETS[dataset]
-    src = activation_shapes(front_arch, info.channels, info.image_size, info.num_classes)[point]
-    tgt = activation_shapes(end_arch, info.channels, info.image_size, info.num_classes)[end_point]
+    src = ARCHITECTURES[front_arch].activation_shapes(info.channels, info.image_size, info.num_classes)[point]
+    tgt = ARCHITECTURES[end_arch].activation_shapes(info.channels, info.image_size, info.num_classes)[end_point]
     return "positions" if tuple(src) == tuple(tgt) else "pooled"
 
 
@@ -315,12 +169,9 @@ def _optimiser_fields(st: Section, path: str) -> dict:
                 lr_schedule=st.get("lr_schedule", "string", "step", choices=LR_SCHEDULES))
 
 
-def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, donors: dict[str, DonorSpec],
+def expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, donors: dict[str, DonorSpec],
                   used: set[str]) -> list[TrialSpec]:
     """One stitching block: pairs x stitch data x objectives x alphas x betas x seeds x stitch points."""
-    from .data import DATASETS
-    from .models import stitch_points
-    from .objectives import OBJECTIVES
 
     st = Section(raw, path, BLOCK_FIELDS)
     objectives = st.get_list("objectives", "string", choices=sorted(OBJECTIVES))
@@ -337,8 +188,9 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
     if ("dm_samples" in st.raw and "dm_samples" not in reads and not (init == "dm" and "init" in reads)
             and "dm" not in (st.raw.get("indices") or [])):
         raise SpecError(f"{path}.dm_samples", f"an option of the chosen objectives {objectives}",
-                        st.raw["dm_samples"], "dm_samples applies to objectives dm, dm+tlm, to init: dm and to"
-                        " the dm index")
+                        st.raw["dm_samples"], "dm_samples applies to objectives "
+                        f"{sorted(n for n, o in OBJECTIVES.items() if 'dm_samples' in o.fields)}, to init: dm"
+                        " and to the dm index")
     alphas = st.get_list("alphas", "number", [0.5], low=0.0, high=1.0)
     betas = st.get_list("betas", "number", [1.0], low=0.0)
     seeds = st.get_list("seeds", "integer", [0], low=0)
@@ -358,8 +210,8 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
     dm_samples_raw = st.get("dm_samples", "integer", None, low=1, nullable=True)
     numerics = dict(precision=st.get("precision", "string", "fp32", choices=PRECISIONS),
                     channels_last=st.get("channels_last", "bool", False))
+
     stitcher = st.get("stitcher", "string", "affine", choices=STITCHERS)
-    from .similarity import INDICES
 
     indices = tuple(st.get_list("indices", "string", [], choices=sorted(INDICES))) if st.raw.get("indices") \
         else ()
@@ -400,7 +252,7 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
         # Same-layer stitching (end_points: same) needs the same stitch points on both sides: the same
         # architecture, or two layouts of one (preact_resnet18 and RobustBench's dm_preact_resnet18, say).
         if (end_points_raw == "same" and front.arch != end.arch
-                and stitch_points(front.arch) != stitch_points(end.arch)):
+                and ARCHITECTURES[front.arch].stitch_points() != ARCHITECTURES[end.arch].stitch_points()):
             raise SpecError(ppath, "front and end with the same stitch points (end_points: same)",
                             f"{front.arch} -> {end.arch}",
                             "set end_points: all (or a list) to stitch across layers and architectures")
@@ -425,7 +277,7 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
     combos = ((front, end, role, *rest) for front, end, roles in pairs for role in roles
               for rest in itertools.product(objectives, alphas, betas, seeds))
     for front, end, role, objective, alpha, beta, seed in combos:
-        valid = stitch_points(front.arch)
+        valid = ARCHITECTURES[front.arch].stitch_points()
         if points_raw == "all":
             points = valid
         else:
@@ -479,9 +331,10 @@ def _expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, don
             adv_step_size=adv_step if adv_step is not None else scaled_step(adv_eps, paper_eps, paper_step),
             adv_steps=adv_steps,
             # Madry et al. start PGD at a random point; the reference code's batch-mixing variant did not.
-            adv_random_start=adv_random_start if adv_random_start is not None else objective != "adv_mix",
+            adv_random_start=(adv_random_start if adv_random_start is not None
+                              else OBJECTIVES[objective].random_start),
         )
-        end_valid = stitch_points(end.arch)
+        end_valid = ARCHITECTURES[end.arch].stitch_points()
         if end_points_raw == "same":
             layer_pairs = [(p, p) for p in points]
         else:

@@ -13,10 +13,13 @@ before comparison.
 
 from __future__ import annotations
 
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
+
+from sweep.registry import INDICES
 
 __all__ = ["to_2d", "linear_cka", "minibatch_cka", "unbiased_hsic", "pwcca", "cca", "opd", "dm_distance",
            "numerical_rank", "low_rank", "INDICES"]
@@ -287,16 +290,37 @@ def low_rank(a, rank: int) -> torch.Tensor:
     return (u[:, :rank] * s[:rank]) @ vh[:rank] + mean
 
 
-# The indices a search space may request per trial: name -> (function, layout of both representations,
-# "similarity" (higher: more alike) | "distance" (lower: more alike) | "rank"). `rank` is per donor side (the
-# channel covariance at the stitch points); `receiver_rank` is seed 003's: the receiver's first layer after the
-# stitch, on stitched activations (flattened, at most 8,000 sampled features), next to the unstitched end
-# model's. PWCCA's and OPD's layouts here are the fallbacks; a trial records the layout it used.
-INDICES = {
-    "cka": (linear_cka, "flatten", "similarity"),
-    "pwcca": (pwcca, "pooled", "similarity"),
-    "opd": (opd, "flatten", "distance"),
-    "dm": (dm_distance, "positions", "distance"),
-    "rank": (numerical_rank, "positions", "rank"),
-    "receiver_rank": (numerical_rank, "flatten", "rank"),
-}
+@dataclass(frozen=True)
+class Index:
+    """A similarity index a search space may request per trial (`indices:`), with what the engine and the
+    reports need to know about it."""
+
+    name: str
+    fn: Callable
+    layout: str  # how activations become 2-D (`to_2d`); PWCCA's and OPD's are per-trial settings
+    kind: str  # "similarity" (larger: more alike) | "distance" (smaller: more alike) | "rank" (per side)
+    columns: tuple[str, ...]  # the trial columns it writes
+    symmetric: bool = True
+    after_fit: bool = False  # measured on the stitched network, after the fit (else on the donors, before)
+    description: str = ""
+
+    @property
+    def larger_is_more_similar(self) -> bool | None:
+        return {"similarity": True, "distance": False}.get(self.kind)
+
+
+def register_index(index: Index) -> Index:
+    return INDICES.add(index.name, index)
+
+
+register_index(Index("cka", linear_cka, "flatten", "similarity", ("sim_cka",), description="linear CKA (Eq. 4)"))
+register_index(Index("pwcca", pwcca, "pooled", "similarity", ("sim_pwcca",), symmetric=False,
+                     description="projection-weighted CCA (Eq. 5-6), weights from the front's directions"))
+register_index(Index("opd", opd, "flatten", "distance", ("sim_opd",), description="orthogonal Procrustes (Eq. 8)"))
+register_index(Index("dm", dm_distance, "positions", "distance", ("sim_dm",), symmetric=False,
+                     description="the K-image DM map's squared relative error out of sample (Section 2.3)"))
+register_index(Index("rank", numerical_rank, "positions", "rank", ("rank_front", "rank_end"),
+                     description="numerical rank of each donor side's channel covariance (seed 003 B.2.1)"))
+register_index(Index("receiver_rank", numerical_rank, "flatten", "rank", ("rank_receiver", "rank_receiver_end"),
+                     after_fit=True, description="rank of the receiver's first layer after the stitch, and"
+                     " unstitched (seed 003 B.2.1)"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data import MNIST_FILES, Pool, load_mnist_like, register_dataset
+from sweep.data.core import MNIST_FILES, Pool, load_mnist_like, register_dataset
 
 CIFAR_THREAT = (8 / 255, 2 / 255)  # seed 000 A.3: eps and PGD step for CIFAR-10 and SVHN
 

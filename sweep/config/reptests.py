@@ -17,10 +17,11 @@ from typing import Any
 
 from analysis.schema import SCHEMA_VERSION
 
-from .dataspec import DataSpec
-from .donors import DonorSpec, resolve_ref
-from .errors import SpecError
-from .fields import NAME_RE, Section, check_value, stable_hash
+from sweep.config.data import DataSpec
+from sweep.config.donors import DonorSpec, resolve_ref
+from sweep.registry import ARCHITECTURES, DATASETS
+from sweep.config.errors import SpecError
+from sweep.config.fields import NAME_RE, Section, check_value, stable_hash
 
 TESTS = ("sensitivity", "specificity")
 TEST_INDICES = ("cka", "pwcca", "opd", "dm")
@@ -64,8 +65,6 @@ class RepTestSpec:
 
 def parse_reptests(raw: Any, data: DataSpec, donors: dict[str, DonorSpec], used: set[str]
                    ) -> list[RepTestSpec]:
-    from .data import DATASETS
-    from .models import activation_shapes, stitch_points
 
     if not isinstance(raw, list) or not raw:
         raise SpecError("representation_tests", "a non-empty list of tests", raw)
@@ -92,12 +91,12 @@ def parse_reptests(raw: Any, data: DataSpec, donors: dict[str, DonorSpec], used:
         if test == "specificity" and len(chosen) < 2:
             raise SpecError(f"{path}.donors", "at least two donors (instances with different seeds)", refs)
         arch = chosen[0].arch
-        valid = stitch_points(arch)
+        valid = ARCHITECTURES[arch].stitch_points()
         layers_raw = s.raw.get("layers", "all")
         layers = valid if layers_raw == "all" else [
             check_value(v, f"{path}.layers[{k}]", "string", choices=valid) for k, v in enumerate(
                 layers_raw if isinstance(layers_raw, list) and layers_raw else [None])]
-        shapes = activation_shapes(arch, info.channels, info.image_size, info.num_classes)
+        shapes = ARCHITECTURES[arch].activation_shapes(info.channels, info.image_size, info.num_classes)
         probe = Section(s.raw.get("probe", {}), f"{path}.probe", {"train_size", "epochs", "lr"})
         probe_train = probe.get("train_size", "integer", min(2000, n_train), low=10, high=n_train)
         ranks: list[int] = []

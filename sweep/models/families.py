@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .models import Normalize, StagedNet, register_architecture
+from sweep.models.base import Normalize, StagedNet, register_architecture
 
 # ----------------------------------------------------------------------------------------------- ResNets
 

@@ -22,7 +22,7 @@ import json
 import torch
 from torch import nn
 
-from .results import Loc, load_torch, save_torch
+from sweep.results import Loc, load_torch, save_torch
 
 M_IN, M_OUT, OE_WEIGHT = -25.0, -7.0, 0.1  # Liu et al.'s margins and weight for CIFAR-10
 

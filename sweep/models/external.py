@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from .models import Normalize, StagedNet, build
+from sweep.models.base import Normalize, StagedNet, build
 
 WRAPPERS = ("state_dict", "model", "net", "model_state_dict")
 

@@ -7,7 +7,8 @@ import json
 import re
 from typing import Any
 
-from .errors import MISSING, SpecError
+from sweep.config.errors import MISSING, SpecError
+from sweep.registry import did_you_mean
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -74,7 +75,7 @@ def check_value(value: Any, path: str, kind: str, *, low=None, high=None, choice
     if not ok:
         raise SpecError(path, _a(kind) + (" or null" if nullable else ""), value)
     if choices is not None and value not in choices:
-        raise SpecError(path, f"one of {list(choices)}", value)
+        raise SpecError(path, f"one of {list(choices)}", value, did_you_mean(value, choices))
     if low is not None and value < low or high is not None and value > high:
         if high is None:
             raise SpecError(path, f"{_a(kind)} >= {low}", value)

@@ -25,6 +25,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from sweep.registry import DATASETS
+
 SPLIT_SEED = 0  # the split is part of the data, not of a trial: one fixed permutation per dataset
 
 
@@ -92,26 +94,22 @@ class DatasetInfo:
     # MNIST family (digits included), 8/255 and 2/255 for the 32x32 colour datasets.
     threat: tuple[float, float] = (0.3, 0.1)
 
-
-DATASETS: dict[str, DatasetInfo] = {}
+    def missing_files(self, root: Path | None) -> list[Path]:
+        """The files this dataset lacks under `root` (default: the data root): what it would download."""
+        return [p for p in self.required(root or data_root()) if not p.exists()]
 
 
 def register_dataset(name: str, train_pool: int, test: int, channels: int = 1, image_size: int = 28,
                      required: Callable[[Path], list[Path]] | None = None, num_classes: int = 10,
                      threat: tuple[float, float] = (0.3, 0.1)):
-    def wrap(fn: Callable[[Path, bool], Pool]) -> Callable[[Path, bool], Pool]:
-        if name in DATASETS:
-            raise ValueError(f"dataset {name!r} is registered twice")
-        DATASETS[name] = DatasetInfo(fn, train_pool, test, channels, image_size,
-                                     required or (lambda root: []), num_classes, threat)
-        return fn
-
-    return wrap
+    """Decorator: register a loader `fn(root, download) -> Pool` with what validation needs to know."""
+    return DATASETS.register(name, lambda fn: DatasetInfo(fn, train_pool, test, channels, image_size,
+                                                          required or (lambda root: []), num_classes, threat))
 
 
 def missing_files(name: str, root: Path | None) -> list[Path]:
     """The files dataset `name` lacks under `root` (what it would have to download)."""
-    return [p for p in DATASETS[name].required(root or data_root()) if not p.exists()]
+    return DATASETS.get_entry(name).missing_files(root)
 
 
 def _read_idx(path: Path) -> np.ndarray:
@@ -215,15 +213,14 @@ def digits(root: Path, download: bool) -> Pool:
 def load_pool(name: str, root: str | None = None, download: bool = True) -> Pool:
     """Load a registered dataset from `root` (default: $STITCHSWEEP_DATA or ~/.cache/stitchsweep/data),
     downloading what is missing when `download` is on (cached per process)."""
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; registered: {sorted(DATASETS)}")
+    info = DATASETS.get_entry(name)
     base = Path(root) if root else data_root()
     if not download:
         missing = missing_files(name, base)
         if missing:
             raise FileNotFoundError(f"dataset {name!r}: missing {[str(m) for m in missing[:4]]} under {base};"
                                     " set data.download: true, or copy the files there")
-    return DATASETS[name].load(base, download)
+    return info.load(base, download)
 
 
 def test_images(name: str, test_size: int, root: str | None = None, download: bool = True
@@ -279,4 +276,3 @@ def batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.
         yield x[idx], y[idx]
 
 
-from . import datasets as _datasets  # noqa: E402,F401  (registers the torchvision datasets)

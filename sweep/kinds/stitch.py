@@ -16,16 +16,17 @@ import torch
 
 from analysis.schema import CURVE_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
 
-from . import __version__
-from .data import Splits, make_splits
-from .evaluate import most_frequent_class, predict, robust_accuracy
-from .models import split
-from .objectives import OBJECTIVES, FitContext, eval_mode
-from .results import SweepDir, write_rows
-from .spec import TrialSpec
-from .stitching import Stitcher, StitchedNet
-from .donors import DonorEval
-from .zoo import donor_row, load_donor
+from sweep import __version__
+from sweep.data.core import Splits, make_splits
+from sweep.train.evaluate import most_frequent_class, predict, robust_accuracy
+from sweep.models.base import split
+from sweep.stitching.objectives import OBJECTIVES, FitContext, eval_mode
+from sweep.results import SweepDir, write_rows
+from sweep.config.stitching import TrialSpec
+from sweep.stitching.stitcher import Stitcher, StitchedNet
+from sweep.config.donors import DonorEval
+from sweep.kinds.donor import donor_row, load_donor
+from sweep.registry import INDICES
 
 Report = Callable[[dict], None]
 
@@ -193,7 +194,7 @@ def outlier_images(names: tuple[str, ...], n: int, like: torch.Tensor, data_root
                    seed: int = 0) -> torch.Tensor:
     """The auxiliary outlier set: the first `n` training images of each named dataset and/or `n` images of
     uniform noise, shaped like `like` (one image)."""
-    from .data import load_pool
+    from sweep.data.core import load_pool
 
     parts = []
     for name in names:
@@ -210,7 +211,7 @@ def ood_auroc(spec: TrialSpec, sweep: SweepDir, front, end_front, stitcher, spli
     """AUROC of the end layer's energy detector between target activations g<=j(x) and stitched ones
     T(f<=i(x)) on test images (seed 004 Section 4); the detector is trained once per end donor, layer and
     OOD setting and cached in the zoo."""
-    from .ood import auroc, detector_path, energy, load_or_train, train_detector
+    from sweep.measures.ood import auroc, detector_path, energy, load_or_train, train_detector
 
     for m in (front, end_front, stitcher):
         m.eval()
@@ -238,24 +239,25 @@ def similarities(spec: TrialSpec, front, end_front, stitcher: Stitcher, x: torch
     flattened; PWCCA and OPD: the spec's layouts; DM: per position, the source resized to the target's size as
     the stitcher sees it). `dm` is the structural DM distance of seed 004 2.3 as its reference code computes
     it: the DM stitcher fitted on the K training images `x_fit`, its squared relative error on `x`."""
-    from .similarity import INDICES, dm_error, dm_fit, to_2d
+    from sweep.measures.similarity import dm_error, dm_fit, to_2d
 
     a, b = _acts(front, x, device).cpu(), _acts(end_front, x, device).cpu()
     layouts = {"pwcca": spec.pwcca_layout, "opd": spec.opd_layout}
     out = {}
     for name in spec.indices:
-        fn, layout, kind = INDICES[name]
-        layout = layouts.get(name) or layout
-        if name == "receiver_rank":
-            continue  # after the fit, on the stitched network (see receiver_rank)
-        if kind == "rank":
-            out["rank_front"], out["rank_end"] = fn(to_2d(a, layout)), fn(to_2d(b, layout))
-        elif name == "dm":
+        index = INDICES[name]
+        layout = layouts.get(name) or index.layout
+        if index.after_fit:
+            continue  # measured on the stitched network (see receiver_rank)
+        if index.kind == "rank":
+            out.update(zip(index.columns, (index.fn(to_2d(a, layout)), index.fn(to_2d(b, layout)))))
+        elif name == "dm":  # fitted on training images, scored out of sample (not the pair-function form)
             fit_a, fit_b = _acts(front, x_fit, device).cpu(), _acts(end_front, x_fit, device).cpu()
             theta = dm_fit(to_2d(stitcher.resize(fit_a), layout), to_2d(fit_b, layout))
             out["sim_dm"] = dm_error(theta, to_2d(stitcher.resize(a), layout), to_2d(b, layout))
         else:
-            out[f"sim_{name}"] = fn(to_2d(a, layout), to_2d(b, layout))
+            (column,) = index.columns
+            out[column] = index.fn(to_2d(a, layout), to_2d(b, layout))
     return out
 
 
@@ -264,7 +266,7 @@ def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_featur
     convolution or linear layer that `end` runs), on what `sender` feeds it for the images `x`: flattened,
     at most `max_features` features sampled with a fixed seed, covariance singular values above 1e-3 of the
     largest."""
-    from .similarity import numerical_rank
+    from sweep.measures.similarity import numerical_rank
 
     first = next((m for m in end.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))), None)
     if first is None:
