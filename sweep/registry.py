@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Iterator, Mapping
-from typing import Callable, Generic, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -67,8 +67,9 @@ class Registry(Mapping[str, T], Generic[T]):
         self._load()
         if name not in self._entries:
             hint = did_you_mean(name, self._entries)
-            raise UnknownName(f"unknown {self.kind} {name!r}; registered: {sorted(self._entries)}"
-                              + (f" ({hint})" if hint else ""))
+            raise UnknownName(
+                f"unknown {self.kind} {name!r}; registered: {sorted(self._entries)}" + (f" ({hint})" if hint else "")
+            )
         return self._entries[name]
 
     def names(self) -> list[str]:

@@ -93,7 +93,7 @@ def test_no_import_cycles():
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt):] + [nxt] if nxt in stack else [node, nxt]
+                cycle = stack[stack.index(nxt) :] + [nxt] if nxt in stack else [node, nxt]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if nxt not in state:
                 visit(nxt, stack + [nxt])

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import analysis
-from sweep.stitching import objectives
-from sweep.results import SweepDir
 from sweep.config.space import parse_space
-from sweep.kinds.stitch import run_trial
 from sweep.kinds.donor import run_donor
+from sweep.kinds.stitch import run_trial
+from sweep.results import SweepDir
+from sweep.stitching import objectives
 
 from .conftest import TINY_SPACE
 
@@ -46,7 +46,7 @@ def test_dm_self_stitching_gives_relative_accuracy_one_at_every_point(zoo):
     splits = make_splits(dm[0].dataset, dm[0].train_size, dm[0].val_size, dm[0].test_size)
     with torch.no_grad():
         preds = load_donor(sweep_dir, dm[0].end_key, torch.device("cpu"))(splits.test_x).argmax(1).tolist()
-    (top, count), = Counter(preds).most_common(1)
+    ((top, count),) = Counter(preds).most_common(1)
     for spec in dm:
         row = run_trial(spec, sweep_dir)
         assert row["status"] == "done", row.get("error")
@@ -88,8 +88,9 @@ def test_a_diverging_objective_is_recorded_as_failed(zoo, registered):
     def diverge(ctx):
         raise objectives.DivergedError("task loss became nan in epoch 1")
 
-    registered(objectives.OBJECTIVES, "diverge", dataclasses.replace(objectives.OBJECTIVES["tlm"], name="diverge",
-                                                                     fit=diverge))
+    registered(
+        objectives.OBJECTIVES, "diverge", dataclasses.replace(objectives.OBJECTIVES["tlm"], name="diverge", fit=diverge)
+    )
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer1.1")
     spec = dataclasses.replace(spec, objective="diverge")
     row = run_trial(spec, sweep_dir)
@@ -128,9 +129,9 @@ def test_donors_are_cached_across_sweeps_by_their_training_config(zoo):
 @pytest.mark.parametrize("donor_bn,moves", [("frozen", False), ("update", True)])
 def test_donor_batchnorm_policy(zoo, donor_bn, moves):
     from sweep.data.core import make_splits
+    from sweep.kinds.donor import load_donor
     from sweep.models.base import split
     from sweep.stitching.stitcher import Stitcher
-    from sweep.kinds.donor import load_donor
 
     sweep, sweep_dir = zoo
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
@@ -139,8 +140,9 @@ def test_donor_batchnorm_policy(zoo, donor_bn, moves):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     front, end = split(model, spec.front_point)
     splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size)
-    ctx = objectives.FitContext(front=front, end=end, stitcher=Stitcher(16, 16), splits=splits, spec=spec,
-                                device=torch.device("cpu"))
+    ctx = objectives.FitContext(
+        front=front, end=end, stitcher=Stitcher(16, 16), splits=splits, spec=spec, device=torch.device("cpu")
+    )
     objectives.OBJECTIVES["tlm"].fit(ctx)
     after = model.state_dict()
     stats = [k for k in before if k.endswith("running_mean")]
@@ -237,8 +239,11 @@ def test_a_metric_without_a_column_fails_the_trial_and_leaves_no_curves(zoo, reg
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
     spec = dataclasses.replace(spec, epochs=1, n_eval_robust=0, objective="tlm_extra")
     fit = objectives.OBJECTIVES["tlm"]
-    registered(objectives.OBJECTIVES, "tlm_extra", dataclasses.replace(
-        fit, name="tlm_extra", fit=lambda ctx: {**fit.fit(ctx), "not_a_column": 1.0}))
+    registered(
+        objectives.OBJECTIVES,
+        "tlm_extra",
+        dataclasses.replace(fit, name="tlm_extra", fit=lambda ctx: {**fit.fit(ctx), "not_a_column": 1.0}),
+    )
     row = run_trial(spec, sweep_dir)
     assert row["status"] == "failed" and "not_a_column" in row["error"]
     assert sweep_dir.trial_part(spec.trial_id).exists()
@@ -250,14 +255,16 @@ def test_stitcher_weight_decay_and_schedule_reach_the_optimiser(zoo, optimizer):
     """The stitcher's optimiser is the spec's: its class, momentum and L2 weight decay, and the step
     schedule (lr / 10 at 1/3 and 2/3 of the epochs) or a constant lr."""
     from sweep.data.core import make_splits
+    from sweep.kinds.donor import load_donor
     from sweep.models.base import split
     from sweep.stitching.stitcher import Stitcher
-    from sweep.kinds.donor import load_donor
 
     sweep, sweep_dir = zoo
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
-    opt = objectives.stitcher_optimiser(torch.nn.Linear(2, 2).parameters(), dataclasses.replace(
-        spec, optimizer=optimizer, weight_decay=0.25, momentum=0.5 if optimizer == "sgd" else None))
+    opt = objectives.stitcher_optimiser(
+        torch.nn.Linear(2, 2).parameters(),
+        dataclasses.replace(spec, optimizer=optimizer, weight_decay=0.25, momentum=0.5 if optimizer == "sgd" else None),
+    )
     assert type(opt).__name__ == {"adam": "Adam", "sgd": "SGD"}[optimizer]
     assert opt.param_groups[0]["weight_decay"] == 0.25
     assert optimizer == "adam" or opt.param_groups[0]["momentum"] == 0.5
@@ -267,11 +274,20 @@ def test_stitcher_weight_decay_and_schedule_reach_the_optimiser(zoo, optimizer):
     splits = make_splits(spec.dataset, 200, spec.val_size, spec.test_size)
     norms = {}
     for wd in (0.0, 10.0):  # an L2 penalty this large must shrink the trained map
-        s = dataclasses.replace(spec, optimizer=optimizer, weight_decay=wd, epochs=2, lr=0.05, batch_size=16,
-                                momentum=0.9 if optimizer == "sgd" else None, lr_schedule="constant")
+        s = dataclasses.replace(
+            spec,
+            optimizer=optimizer,
+            weight_decay=wd,
+            epochs=2,
+            lr=0.05,
+            batch_size=16,
+            momentum=0.9 if optimizer == "sgd" else None,
+            lr_schedule="constant",
+        )
         stitcher = Stitcher(16, 16, init="identity")
-        ctx = objectives.FitContext(front=front, end=end, stitcher=stitcher, splits=splits, spec=s,
-                                    device=torch.device("cpu"))
+        ctx = objectives.FitContext(
+            front=front, end=end, stitcher=stitcher, splits=splits, spec=s, device=torch.device("cpu")
+        )
         objectives.OBJECTIVES["tlm"].fit(ctx)
         norms[wd] = stitcher.map.weight.detach().norm().item()
     assert norms[10.0] < 0.8 * norms[0.0]

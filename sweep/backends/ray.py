@@ -25,8 +25,8 @@ import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
 from sweep.config.errors import SpecError  # noqa: E402
-from sweep.results import Loc, SweepDir  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
+from sweep.results import Loc, SweepDir  # noqa: E402
 
 # With the logger callbacks off, Tune's result grid warns once per trial that it found no result.json:
 # expected, and our record is the Parquet parts.
@@ -52,41 +52,74 @@ def _threads(cpus: float) -> int:
 def _donor_trainable(config: dict, sweep: Sweep, root: Loc) -> None:
     import torch
 
-    from sweep.kinds.stitch import pick_device
     from sweep.kinds.donor import run_donor
+    from sweep.kinds.stitch import pick_device
 
     torch.set_num_threads(_threads(sweep.cpus_per_trial))
     donor = sweep.donors[config["donor"]]
-    row = run_donor(donor, sweep.donor_evals[donor.name], SweepDir(root, sweep.name), pick_device(sweep.gpus_per_trial > 0),
-                    progress=lambda m: tune.report(m), data_root=sweep.data_root, download=sweep.download)
-    tune.report({"status": row.get("status", "skipped"), "clean_acc": row.get("clean_acc"),
-                 "robust_acc": row.get("robust_acc"), "error": row.get("error")})
+    row = run_donor(
+        donor,
+        sweep.donor_evals[donor.name],
+        SweepDir(root, sweep.name),
+        pick_device(sweep.gpus_per_trial > 0),
+        progress=lambda m: tune.report(m),
+        data_root=sweep.data_root,
+        download=sweep.download,
+    )
+    tune.report(
+        {
+            "status": row.get("status", "skipped"),
+            "clean_acc": row.get("clean_acc"),
+            "robust_acc": row.get("robust_acc"),
+            "error": row.get("error"),
+        }
+    )
 
 
-def _stitch_trainable(config: dict, specs: dict, root: Loc, sweep_name: str, cpus: float,
-                      gpu: bool, data_root: str | None, download: bool) -> None:
+def _stitch_trainable(
+    config: dict, specs: dict, root: Loc, sweep_name: str, cpus: float, gpu: bool, data_root: str | None, download: bool
+) -> None:
     import torch
 
     from sweep.kinds.stitch import pick_device, run_trial
 
     torch.set_num_threads(_threads(cpus))
     spec = specs[config["trial_id"]]
-    row = run_trial(spec, SweepDir(root, sweep_name), report=lambda m: tune.report(m),
-                    device=pick_device(gpu), data_root=data_root, download=download)
-    tune.report({"status": row["status"], "clean_acc": row.get("clean_acc"),
-                 "robust_acc": row.get("robust_acc"), "error": row.get("error")})
+    row = run_trial(
+        spec,
+        SweepDir(root, sweep_name),
+        report=lambda m: tune.report(m),
+        device=pick_device(gpu),
+        data_root=data_root,
+        download=download,
+    )
+    tune.report(
+        {
+            "status": row["status"],
+            "clean_acc": row.get("clean_acc"),
+            "robust_acc": row.get("robust_acc"),
+            "error": row.get("error"),
+        }
+    )
 
 
-def _reptest_trainable(config: dict, units: dict, root: Loc, sweep_name: str, cpus: float, gpu: bool,
-                       data_root: str | None, download: bool) -> None:
+def _reptest_trainable(
+    config: dict, units: dict, root: Loc, sweep_name: str, cpus: float, gpu: bool, data_root: str | None, download: bool
+) -> None:
     import torch
 
     from sweep.kinds.reptest import run_reptest
     from sweep.kinds.stitch import pick_device
 
     torch.set_num_threads(_threads(cpus))
-    out = run_reptest(units[config["unit_id"]], SweepDir(root, sweep_name), pick_device(gpu), data_root=data_root,
-                      download=download, report=lambda m: tune.report(m))
+    out = run_reptest(
+        units[config["unit_id"]],
+        SweepDir(root, sweep_name),
+        pick_device(gpu),
+        data_root=data_root,
+        download=download,
+        report=lambda m: tune.report(m),
+    )
     tune.report({"status": out["status"], "error": out.get("error")})
 
 
@@ -103,9 +136,12 @@ class _Progress(tune.Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         self.last[trial.trial_id] = result
         if result.get("phase") == "zoo":  # donor training is the long part of a small sweep: show epochs
-            print(f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] "
-                  f"{self.label(trial.config)}: epoch "
-                  f"{result['epoch']}/{result['epochs']} train_loss={result['train_loss']:.3f}", flush=True)
+            print(
+                f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] "
+                f"{self.label(trial.config)}: epoch "
+                f"{result['epoch']}/{result['epochs']} train_loss={result['train_loss']:.3f}",
+                flush=True,
+            )
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.done += 1
@@ -114,20 +150,29 @@ class _Progress(tune.Callback):
         if "status" in r:
             self.finished += 1
         detail = r.get("error") if status == "failed" else _fmt_metrics(r)
-        print(f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] "
-              f"{self.label(trial.config)}: {status} {detail}", flush=True)
+        print(
+            f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] "
+            f"{self.label(trial.config)}: {status} {detail}",
+            flush=True,
+        )
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         # Ray lost the trial (its node or worker died) and schedules it again; the trial is idempotent.
-        print(f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: lost with its worker or"
-              " node; retrying", flush=True)
+        print(
+            f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: lost with its worker or"
+            " node; retrying",
+            flush=True,
+        )
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.done += 1
         self.finished += 1
         self.errored += 1
-        print(f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
-              f"(after retries); rerun with `stitchsweep resume`", flush=True)
+        print(
+            f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
+            f"(after retries); rerun with `stitchsweep resume`",
+            flush=True,
+        )
 
 
 def _fmt_metrics(r: dict) -> str:
@@ -151,19 +196,35 @@ def trials_per_experiment() -> int:
     return n
 
 
-def _fit(name: str, trainable, grid: list[str], key: str, resources: dict, sweep_dir: SweepDir,
-         label, max_concurrent: int | None) -> StageSummary:
+def _fit(
+    name: str,
+    trainable,
+    grid: list[str],
+    key: str,
+    resources: dict,
+    sweep_dir: SweepDir,
+    label,
+    max_concurrent: int | None,
+) -> StageSummary:
     """Run one stage: its trials in consecutive Tune experiments of at most `trials_per_experiment()`."""
     t0 = time.perf_counter()
     size = trials_per_experiment()
     progress = _Progress(name, len(grid), label)
     for start in range(0, len(grid), size):
-        _fit_chunk(name, trainable, grid[start:start + size], key, resources, sweep_dir, progress, max_concurrent)
+        _fit_chunk(name, trainable, grid[start : start + size], key, resources, sweep_dir, progress, max_concurrent)
     return StageSummary(name, len(grid), time.perf_counter() - t0)
 
 
-def _fit_chunk(name: str, trainable, grid: list[str], key: str, resources: dict, sweep_dir: SweepDir,
-               progress: _Progress, max_concurrent: int | None) -> None:
+def _fit_chunk(
+    name: str,
+    trainable,
+    grid: list[str],
+    key: str,
+    resources: dict,
+    sweep_dir: SweepDir,
+    progress: _Progress,
+    max_concurrent: int | None,
+) -> None:
     if grid:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
         finished_before, errored_before = progress.finished, progress.errored
@@ -191,8 +252,10 @@ def _fit_chunk(name: str, trainable, grid: list[str], key: str, resources: dict,
         # stage on missing inputs.
         unfinished = len(grid) - (progress.finished - finished_before)
         if unfinished:
-            raise KeyboardInterrupt(f"the {name} stage was interrupted with"
-                                    f" {progress.total - progress.finished} of {progress.total} trials unfinished")
+            raise KeyboardInterrupt(
+                f"the {name} stage was interrupted with"
+                f" {progress.total - progress.finished} of {progress.total} trials unfinished"
+            )
         if progress.errored == errored_before:  # Ray's records of a clean run duplicate the parts: drop them
             _remove_quietly(sweep_dir.ray / f"{name}-{stamp}")
 
@@ -213,10 +276,11 @@ def start_ray(address: str | None, num_cpus: int | None) -> bool:
         try:
             ray.init(address=address, log_to_driver=False)
         except ConnectionError as exc:
-            hint = ("; if the cluster uses token authentication (the default of `ray start --head` in Ray 2.60),"
-                    " give this machine its token: RAY_AUTH_TOKEN, or the file ~/.ray/auth_token")
-            raise SpecError("--address", "a running Ray cluster", address,
-                            str(exc).splitlines()[0] + hint) from None
+            hint = (
+                "; if the cluster uses token authentication (the default of `ray start --head` in Ray 2.60),"
+                " give this machine its token: RAY_AUTH_TOKEN, or the file ~/.ray/auth_token"
+            )
+            raise SpecError("--address", "a running Ray cluster", address, str(exc).splitlines()[0] + hint) from None
     else:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     return True
@@ -232,19 +296,29 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         with socket.create_connection((host, int(port)), timeout=timeout):
             pass
     except (OSError, ValueError) as exc:
-        raise SpecError("--address", "the host:port of a running Ray cluster's head (GCS)", address,
-                        f"nothing answers there within {timeout:g} s: {exc}") from None
+        raise SpecError(
+            "--address",
+            "the host:port of a running Ray cluster's head (GCS)",
+            address,
+            f"nothing answers there within {timeout:g} s: {exc}",
+        ) from None
 
 
 def check_resources(sweep: Sweep, nodes: list[dict]) -> None:
     """Refuse, before scheduling anything, a per-trial request that no node of this cluster can meet
     (Ray would otherwise leave the trials pending for ever). `nodes` is the resources of each live node."""
-    for field, key, want in (("resources.gpus_per_trial", "GPU", sweep.gpus_per_trial),
-                             ("resources.cpus_per_trial", "CPU", sweep.cpus_per_trial)):
+    for field, key, want in (
+        ("resources.gpus_per_trial", "GPU", sweep.gpus_per_trial),
+        ("resources.cpus_per_trial", "CPU", sweep.cpus_per_trial),
+    ):
         have = max((n.get(key, 0.0) for n in nodes), default=0.0)
         if want > have:
-            raise SpecError(field, f"at most the {have:g} {key}s of the largest node of this Ray cluster",
-                            want, "lower it, or join a cluster that has them with --address")
+            raise SpecError(
+                field,
+                f"at most the {have:g} {key}s of the largest node of this Ray cluster",
+                want,
+                "lower it, or join a cluster that has them with --address",
+            )
 
 
 @ray.remote(num_cpus=0)
@@ -261,8 +335,12 @@ def blind_nodes(path: Loc, nodes: list[dict], timeout: float = 60.0) -> list[str
     zero-CPU task pinned to each node checks. A node that does not answer in time counts as blind."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    refs = {n["NodeManagerAddress"]: _sees.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-        n["NodeID"], soft=False)).remote(path) for n in nodes}
+    refs = {
+        n["NodeManagerAddress"]: _sees.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+        ).remote(path)
+        for n in nodes
+    }
     blind = []
     for ip, ref in refs.items():
         try:
@@ -286,14 +364,26 @@ def check_storage_shared(sweep_dir: SweepDir, nodes: list[dict]) -> None:
     finally:
         marker.unlink(missing_ok=True)
     if blind:
-        raise SpecError("--storage", "storage every node of the cluster sees: a shared folder (NFS, EFS, ...)"
-                        " mounted at the same path, or an object store (s3://, gs://) every node can reach",
-                        str(sweep_dir.root), f"not visible on node(s) {', '.join(blind)}")
+        raise SpecError(
+            "--storage",
+            "storage every node of the cluster sees: a shared folder (NFS, EFS, ...)"
+            " mounted at the same path, or an object store (s3://, gs://) every node can reach",
+            str(sweep_dir.root),
+            f"not visible on node(s) {', '.join(blind)}",
+        )
 
 
-def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: list[str],
-               unit_ids: list[str] = (), *, address: str | None = None, num_cpus: int | None = None,
-               max_concurrent: int | None = None) -> list[StageSummary]:
+def run_stages(
+    sweep: Sweep,
+    sweep_dir: SweepDir,
+    donors: list[str],
+    trial_ids: list[str],
+    unit_ids: list[str] = (),
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    max_concurrent: int | None = None,
+) -> list[StageSummary]:
     """Run the zoo stage for `donors`, the stitching stage for `trial_ids`, then the representation-test
     stage for `unit_ids`, as Ray Tune trials."""
     started = start_ray(address, num_cpus)
@@ -304,26 +394,57 @@ def run_stages(sweep: Sweep, sweep_dir: SweepDir, donors: list[str], trial_ids: 
         resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
         root = sweep_dir.root  # a Loc: its pyarrow filesystem (endpoint, options) travels to the workers
         summaries = [
-            _fit("zoo", tune.with_parameters(_donor_trainable, sweep=sweep, root=root), donors, "donor",
-                 resources, sweep_dir, lambda c: f"donor {c['donor']}", max_concurrent)
+            _fit(
+                "zoo",
+                tune.with_parameters(_donor_trainable, sweep=sweep, root=root),
+                donors,
+                "donor",
+                resources,
+                sweep_dir,
+                lambda c: f"donor {c['donor']}",
+                max_concurrent,
+            )
         ]
         specs = {s.trial_id: s for s in sweep.trials}
         trainable = tune.with_parameters(
-            _stitch_trainable, specs=specs, root=root, sweep_name=sweep.name, cpus=sweep.cpus_per_trial,
-            gpu=sweep.gpus_per_trial > 0, data_root=sweep.data_root, download=sweep.download)
+            _stitch_trainable,
+            specs=specs,
+            root=root,
+            sweep_name=sweep.name,
+            cpus=sweep.cpus_per_trial,
+            gpu=sweep.gpus_per_trial > 0,
+            data_root=sweep.data_root,
+            download=sweep.download,
+        )
 
         def label(c: dict) -> str:
             return specs[c["trial_id"]].label
 
-        summaries.append(_fit("stitch", trainable, trial_ids, "trial_id", resources, sweep_dir, label,
-                              max_concurrent))
+        summaries.append(_fit("stitch", trainable, trial_ids, "trial_id", resources, sweep_dir, label, max_concurrent))
         units = {u.unit_id: u for u in sweep.reptests}
         if unit_ids:
             trainable = tune.with_parameters(
-                _reptest_trainable, units=units, root=root, sweep_name=sweep.name, cpus=sweep.cpus_per_trial,
-                gpu=sweep.gpus_per_trial > 0, data_root=sweep.data_root, download=sweep.download)
-            summaries.append(_fit("reptest", trainable, list(unit_ids), "unit_id", resources, sweep_dir,
-                                  lambda c: units[c["unit_id"]].label, max_concurrent))
+                _reptest_trainable,
+                units=units,
+                root=root,
+                sweep_name=sweep.name,
+                cpus=sweep.cpus_per_trial,
+                gpu=sweep.gpus_per_trial > 0,
+                data_root=sweep.data_root,
+                download=sweep.download,
+            )
+            summaries.append(
+                _fit(
+                    "reptest",
+                    trainable,
+                    list(unit_ids),
+                    "unit_id",
+                    resources,
+                    sweep_dir,
+                    lambda c: units[c["unit_id"]].label,
+                    max_concurrent,
+                )
+            )
         return summaries
     finally:
         if started:

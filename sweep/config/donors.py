@@ -10,11 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweep.registry import ARCHITECTURES, AUGMENTATIONS, DATASETS, TRAINING_METHODS, did_you_mean, lazy
+from sweep.config.data import DataSpec, parse_data
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Section, stable_hash
-
-from sweep.config.data import DataSpec, parse_data
+from sweep.registry import ARCHITECTURES, AUGMENTATIONS, DATASETS, TRAINING_METHODS, did_you_mean, lazy
 
 if TYPE_CHECKING:
     from sweep.config.evaluation import EvalSpec
@@ -86,22 +85,35 @@ class DonorEval:
 
     @classmethod
     def of(cls, data: DataSpec, evaluation: EvalSpec) -> DonorEval:
-        return cls(dataset=data.dataset, test_size=data.sizes()[1], attacks=tuple(evaluation.attacks),
-                   eps=evaluation.eps, iterations=evaluation.iterations, restarts=evaluation.restarts,
-                   n_eval_robust=min(evaluation.n_eval_robust, data.sizes()[1]))
+        return cls(
+            dataset=data.dataset,
+            test_size=data.sizes()[1],
+            attacks=tuple(evaluation.attacks),
+            eps=evaluation.eps,
+            iterations=evaluation.iterations,
+            restarts=evaluation.restarts,
+            n_eval_robust=min(evaluation.n_eval_robust, data.sizes()[1]),
+        )
 
     def eval_id(self, donor_key: str) -> str:
         return stable_hash({"kind": "donor-eval", "donor_key": donor_key, **dataclasses.asdict(self)})
 
     def row_fields(self) -> dict:
         """The donors-table columns that record this evaluation (a row is used only where they all match)."""
-        return {"eval_dataset": self.dataset, "test_size": self.test_size, "attack": "+".join(self.attacks),
-                "eps": self.eps, "attack_iterations": self.iterations, "attack_restarts": self.restarts,
-                "n_eval_robust": self.n_eval_robust}
+        return {
+            "eval_dataset": self.dataset,
+            "test_size": self.test_size,
+            "attack": "+".join(self.attacks),
+            "eps": self.eps,
+            "attack_iterations": self.iterations,
+            "attack_restarts": self.restarts,
+            "n_eval_robust": self.n_eval_robust,
+        }
 
 
-def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root: str | None = None,
-                download: bool = True) -> DonorSpec:
+def parse_donor(
+    name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root: str | None = None, download: bool = True
+) -> DonorSpec:
 
     path = f"donors.{name}"
     if not isinstance(name, str) or not NAME_RE.match(name):
@@ -112,30 +124,50 @@ def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root:
         s = Section(raw, path, {"file", "arch", "mean", "std"})
         file = Path(s.get("file", "string")).expanduser()
         if not file.is_file():
-            raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file),
-                            "no such file")
+            raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file), "no such file")
         return DonorSpec(
-            name=name, source="file", path=str(file.absolute()), file_sha256=_filestable_hash(file),
-            arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)), data=data,
-            mean=tuple(s.get_list("mean", "number", [0.0])), std=tuple(s.get_list("std", "number", [1.0],
-                                                                                    low=1e-12)),
+            name=name,
+            source="file",
+            path=str(file.absolute()),
+            file_sha256=_filestable_hash(file),
+            arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
+            data=data,
+            mean=tuple(s.get_list("mean", "number", [0.0])),
+            std=tuple(s.get_list("std", "number", [1.0], low=1e-12)),
         )
-    s = Section(raw, path, {"arch", "training", "epochs", "lr", "batch_size", "seed", "eps", "step_size",
-                             "steps", "adv_fraction", "beta", "augment", "data"})
+    s = Section(
+        raw,
+        path,
+        {
+            "arch",
+            "training",
+            "epochs",
+            "lr",
+            "batch_size",
+            "seed",
+            "eps",
+            "step_size",
+            "steps",
+            "adv_fraction",
+            "beta",
+            "augment",
+            "data",
+        },
+    )
     training = s.get("training", "string", "plain", choices=sorted(TRAINING_METHODS))
     reads = TRAINING_METHODS[training].fields
     for k in sorted(set().union(*(m.fields for m in TRAINING_METHODS.values())) - reads):
         if k in raw:
             needs = " or ".join(n for n, m in TRAINING_METHODS.items() if k in m.fields)
-            raise SpecError(f"{path}.{k}", f"no {k} field for training: {training}", raw[k],
-                            f"{k} applies to training: {needs}")
+            raise SpecError(
+                f"{path}.{k}", f"no {k} field for training: {training}", raw[k], f"{k} applies to training: {needs}"
+            )
     adv = bool(reads & {"eps"})
     if raw.get("data") is not None:  # the donor trains on its own data (cross-task stitching, seed 000 5.1)
         data = parse_data(raw["data"], f"{path}.data", root, download)
     eps_default, step_default = DATASETS[data.dataset].threat
     eps = s.get("eps", "number", None, low=0.0, high=1.0, nullable=True) if adv else None
-    eps = (eps if eps is not None else evaluation.eps if evaluation.eps is not None else eps_default) if adv \
-        else None
+    eps = (eps if eps is not None else evaluation.eps if evaluation.eps is not None else eps_default) if adv else None
     return DonorSpec(
         name=name,
         arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
@@ -146,13 +178,11 @@ def parse_donor(name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root:
         batch_size=s.get("batch_size", "integer", 128, low=1),
         seed=s.get("seed", "integer", 0, low=0),
         eps=eps,
-        step_size=s.get("step_size", "number", scaled_step(eps, eps_default, step_default), low=0.0)
-        if adv else None,
+        step_size=s.get("step_size", "number", scaled_step(eps, eps_default, step_default), low=0.0) if adv else None,
         steps=s.get("steps", "integer", 10, low=1) if adv else None,
         adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if "adv_fraction" in reads else None,
         beta=s.get("beta", "number", 10.0, low=0.0) if "beta" in reads else None,
-        augment=tuple(s.get_list("augment", "string", choices=sorted(AUGMENTATIONS))) if raw.get("augment")
-        else (),
+        augment=tuple(s.get_list("augment", "string", choices=sorted(AUGMENTATIONS))) if raw.get("augment") else (),
     )
 
 
@@ -162,22 +192,38 @@ def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, path: str) ->
     model_id = s.get("robustbench", "string")
     parts = model_id.split("/")
     if len(parts) != 3 or not all(parts):
-        raise SpecError(f"{path}.robustbench", "'<dataset>/<threat_model>/<model name>', e.g."
-                        " 'cifar10/Linf/Sehwag2021Proxy_R18'", model_id)
+        raise SpecError(
+            f"{path}.robustbench",
+            "'<dataset>/<threat_model>/<model name>', e.g. 'cifar10/Linf/Sehwag2021Proxy_R18'",
+            model_id,
+        )
     dataset, threat, model = parts
     try:
         known = robustbench_models(dataset, threat)
     except ValueError:
-        raise SpecError(f"{path}.robustbench", "a RobustBench dataset (cifar10, cifar100, imagenet) and threat"
-                        " model (Linf, L2, corruptions)", f"{dataset}/{threat}") from None
+        raise SpecError(
+            f"{path}.robustbench",
+            "a RobustBench dataset (cifar10, cifar100, imagenet) and threat model (Linf, L2, corruptions)",
+            f"{dataset}/{threat}",
+        ) from None
     if model not in known:
         close = difflib.get_close_matches(model, known, n=5, cutoff=0.5)
-        raise SpecError(f"{path}.robustbench", f"a model RobustBench lists for {dataset}/{threat}", model,
-                        f"e.g. {close or known[:5]}; list all with: python -c \"from sweep.models.external import"
-                        f" robustbench_models; print(robustbench_models('{dataset}', '{threat}'))\"")
+        raise SpecError(
+            f"{path}.robustbench",
+            f"a model RobustBench lists for {dataset}/{threat}",
+            model,
+            f'e.g. {close or known[:5]}; list all with: python -c "from sweep.models.external import'
+            f" robustbench_models; print(robustbench_models('{dataset}', '{threat}'))\"",
+        )
     model_dir = Path(s.get("model_dir", "string", "models")).expanduser().absolute()
-    return DonorSpec(name=name, source="robustbench", robustbench_id=model_id, path=str(model_dir),
-                     arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)), data=data)
+    return DonorSpec(
+        name=name,
+        source="robustbench",
+        robustbench_id=model_id,
+        path=str(model_dir),
+        arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
+        data=data,
+    )
 
 
 def scaled_step(eps: float, paper_eps: float, paper_step: float) -> float:
@@ -199,9 +245,7 @@ def resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
     if kind not in ("zoo", "file", "robustbench") or not name:
         raise SpecError(path, "a donor reference 'zoo:<name>', 'file:<name>' or 'robustbench:<name>'", ref)
     if name not in donors:
-        raise SpecError(path, f"a donor defined under donors: one of {sorted(donors)}", ref,
-                        did_you_mean(name, donors))
+        raise SpecError(path, f"a donor defined under donors: one of {sorted(donors)}", ref, did_you_mean(name, donors))
     if donors[name].source != kind:
-        raise SpecError(path, f"'{donors[name].source}:{name}' (donors.{name} is a {donors[name].source} donor)",
-                        ref)
+        raise SpecError(path, f"'{donors[name].source}:{name}' (donors.{name} is a {donors[name].source} donor)", ref)
     return donors[name]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sweep.config.fields import Section
 from sweep.registry import ATTACKS
 
+
 @dataclass(frozen=True, kw_only=True)
 class EvalSpec:
     attacks: tuple[str, ...]
@@ -14,7 +15,6 @@ class EvalSpec:
     iterations: int
     restarts: int
     n_eval_robust: int
-
 
 
 def parse_evaluation(raw: dict, default_eps: float, n_test: int) -> EvalSpec:

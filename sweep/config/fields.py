@@ -27,20 +27,24 @@ class Section:
         self.raw, self.path = raw, path
         unknown = sorted(set(raw) - allowed, key=str)
         if unknown:
-            raise SpecError(self.name(str(unknown[0])), f"one of the fields {sorted(allowed)}", unknown[0],
-                            "unknown field: misspelt?")
+            raise SpecError(
+                self.name(str(unknown[0])),
+                f"one of the fields {sorted(allowed)}",
+                unknown[0],
+                "unknown field: misspelt?",
+            )
 
     def name(self, key: str) -> str:
         return f"{self.path}.{key}" if self.path else key
 
-    def get(self, key: str, kind: str, default: Any = ..., *, low=None, high=None, choices=None,
-            nullable: bool = False) -> Any:
+    def get(
+        self, key: str, kind: str, default: Any = ..., *, low=None, high=None, choices=None, nullable: bool = False
+    ) -> Any:
         if key not in self.raw:
             if default is ...:
                 raise SpecError(self.name(key), _a(kind), MISSING, "the field is required")
             return default
-        return check_value(self.raw[key], self.name(key), kind, low=low, high=high, choices=choices,
-                           nullable=nullable)
+        return check_value(self.raw[key], self.name(key), kind, low=low, high=high, choices=choices, nullable=nullable)
 
     def get_list(self, key: str, kind: str, default: Any = ..., **kw) -> list:
         value = self.raw.get(key, default)
@@ -55,8 +59,7 @@ def _a(kind: str) -> str:
     return ("an " if kind[0] in "aeiou" else "a ") + kind
 
 
-def check_value(value: Any, path: str, kind: str, *, low=None, high=None, choices=None,
-                nullable: bool = False) -> Any:
+def check_value(value: Any, path: str, kind: str, *, low=None, high=None, choices=None, nullable: bool = False) -> Any:
     if value is None and nullable:
         return None
     if kind == "integer":

@@ -13,7 +13,6 @@ from typing import Any
 import yaml
 
 from analysis.storage import Loc
-
 from sweep.config.data import DataSpec, parse_data
 from sweep.config.donors import DonorEval, DonorSpec, parse_donor
 from sweep.config.errors import MISSING, SpecError
@@ -56,8 +55,11 @@ def load_space(path: str | Path | Loc) -> Sweep:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecError(str(path), "valid YAML", f"{problem}{where}") from None
     if not isinstance(raw, dict):
-        raise SpecError(str(path), "a mapping of search-space fields (name, data, donors, ...)",
-                        raw if raw is not None else "an empty file")
+        raise SpecError(
+            str(path),
+            "a mapping of search-space fields (name, data, donors, ...)",
+            raw if raw is not None else "an empty file",
+        )
     return parse_space(raw)
 
 
@@ -66,8 +68,7 @@ def parse_space(raw: Any) -> Sweep:
 
     if not isinstance(raw, dict):
         raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
-    top = Section(raw, "", {"name", "data", "donors", "stitching", "representation_tests", "evaluation",
-                            "resources"})
+    top = Section(raw, "", {"name", "data", "donors", "stitching", "representation_tests", "evaluation", "resources"})
     name = top.get("name", "string")
     if not NAME_RE.match(name):
         raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
@@ -77,8 +78,9 @@ def parse_space(raw: Any) -> Sweep:
     if root is not None and (not isinstance(root, str) or not root):
         raise SpecError("data.root", "a folder path (string) or null", root)
     root = str(Path(root).expanduser().absolute()) if root else None
-    download = Section(d, "data", {"download"} | {"dataset", "train_size", "val_size", "test_size", "root"}
-                       ).get("download", "bool", True)
+    download = Section(d, "data", {"download"} | {"dataset", "train_size", "val_size", "test_size", "root"}).get(
+        "download", "bool", True
+    )
     data = parse_data(d, "data", root, download, extra={"root", "download"})
     info = DATASETS[data.dataset]
     n_test = data.sizes()[1]
@@ -88,23 +90,26 @@ def parse_space(raw: Any) -> Sweep:
     donors_raw = top.get("donors", "mapping")
     if not donors_raw:
         raise SpecError("donors", "a non-empty mapping of donor name -> training config", donors_raw)
-    donors = {dname: parse_donor(dname, draw, data, evaluation, root, download)
-              for dname, draw in donors_raw.items()}
+    donors = {dname: parse_donor(dname, draw, data, evaluation, root, download) for dname, draw in donors_raw.items()}
     seen: dict[str, str] = {}
     for dname, donor in donors.items():
         if donor.donor_key in seen:
-            raise SpecError(f"donors.{dname}", "donors that differ in what shapes their weights",
-                            f"the same donor as donors.{seen[donor.donor_key]}",
-                            f"use one name for it: {seen[donor.donor_key]} or {dname}")
+            raise SpecError(
+                f"donors.{dname}",
+                "donors that differ in what shapes their weights",
+                f"the same donor as donors.{seen[donor.donor_key]}",
+                f"use one name for it: {seen[donor.donor_key]} or {dname}",
+            )
         seen[donor.donor_key] = dname
         if donor.data.sizes()[1] < evaluation.n_eval_robust:
-            raise SpecError("evaluation.n_eval_robust",
-                            f"at most the {donor.data.sizes()[1]} test images of donor {dname}'s data",
-                            evaluation.n_eval_robust)
+            raise SpecError(
+                "evaluation.n_eval_robust",
+                f"at most the {donor.data.sizes()[1]} test images of donor {dname}'s data",
+                evaluation.n_eval_robust,
+            )
 
     if "stitching" not in raw and "representation_tests" not in raw:
-        raise SpecError("stitching", "a stitching section (or representation_tests)", MISSING,
-                        "the field is required")
+        raise SpecError("stitching", "a stitching section (or representation_tests)", MISSING, "the field is required")
     blocks_raw = raw.get("stitching", [])
     if not isinstance(blocks_raw, (dict, list)):
         raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", blocks_raw)
@@ -132,13 +137,15 @@ def parse_space(raw: Any) -> Sweep:
             donor_evals[ref.partition(":")[2]][ev] = None
     return Sweep(
         donor_evals={n: tuple(evs) for n, evs in donor_evals.items()},
-        name=name, data=data, evaluation=evaluation,
+        name=name,
+        data=data,
+        evaluation=evaluation,
         donors={k: v for k, v in donors.items() if k in used},
         trials=tuple(trials.values()),
         cpus_per_trial=r.get("cpus_per_trial", "number", 1.0, low=0.0),
         gpus_per_trial=r.get("gpus_per_trial", "number", 0.0, low=0.0),
-        raw=raw, data_root=root, download=download,
+        raw=raw,
+        data_root=root,
+        download=download,
         reptests=tuple({u.unit_id: u for u in reptests}.values()),
     )
-
-

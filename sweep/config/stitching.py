@@ -10,11 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.schema import SCHEMA_VERSION
-
 from sweep.config.data import DataSpec
 from sweep.config.donors import DonorEval, DonorSpec, resolve_ref, scaled_step
-from sweep.config.evaluation import EvalSpec
 from sweep.config.errors import SpecError
+from sweep.config.evaluation import EvalSpec
 from sweep.config.fields import Section, stable_hash
 from sweep.registry import ARCHITECTURES, DATASETS, INDICES, OBJECTIVES, STITCHERS
 
@@ -93,8 +92,20 @@ class TrialSpec:
 
     # Not part of the identity: labels (the donors' names: front_key / end_key identify them), layout
     # bookkeeping, and settings that do not change the maths (channels_last is a memory format).
-    NON_SCIENTIFIC = ("front", "end", "channels_last", "point_index", "n_points", "end_index", "n_end_points",
-                      "front_dataset", "end_dataset", "stitch_data", "front_eval", "end_eval")
+    NON_SCIENTIFIC = (
+        "front",
+        "end",
+        "channels_last",
+        "point_index",
+        "n_points",
+        "end_index",
+        "n_end_points",
+        "front_dataset",
+        "end_dataset",
+        "stitch_data",
+        "front_eval",
+        "end_eval",
+    )
 
     @property
     def label(self) -> str:
@@ -114,21 +125,45 @@ class TrialSpec:
         return stable_hash({"kind": "stitch-trial", "v": SCHEMA_VERSION, **fields})
 
 
-
-BLOCK_FIELDS = {"pairs", "stitch_points", "end_points", "objectives", "alphas", "betas", "seeds", "epochs", "lr",
-                "batch_size", "dm_samples", "init", "donor_bn", "precision", "channels_last", "stitcher",
-                "optimizer", "weight_decay", "momentum", "lr_schedule",
-                "adv_eps", "adv_step_size", "adv_steps", "adv_random_start", "indices", "similarity_samples", "layouts",
-                "ood"}
+BLOCK_FIELDS = {
+    "pairs",
+    "stitch_points",
+    "end_points",
+    "objectives",
+    "alphas",
+    "betas",
+    "seeds",
+    "epochs",
+    "lr",
+    "batch_size",
+    "dm_samples",
+    "init",
+    "donor_bn",
+    "precision",
+    "channels_last",
+    "stitcher",
+    "optimizer",
+    "weight_decay",
+    "momentum",
+    "lr_schedule",
+    "adv_eps",
+    "adv_step_size",
+    "adv_steps",
+    "adv_random_start",
+    "indices",
+    "similarity_samples",
+    "layouts",
+    "ood",
+}
 STITCH_DATA = ("front", "end")
 
 
-def _check_dm_samples(field: str, k: int, dataset: str, front_arch: str, point: str, end_arch: str,
-                      end_point: str) -> None:
+def _check_dm_samples(
+    field: str, k: int, dataset: str, front_arch: str, point: str, end_arch: str, end_point: str
+) -> None:
     """Direct matching solves C_in + 1 unknowns per output channel from K images x the target's positions:
     refuse a K that leaves the least-squares fit undetermined, saying which K is needed."""
     import math
-
 
     info = DATASETS[dataset]
     src = ARCHITECTURES[front_arch].activation_shapes(info.channels, info.image_size, info.num_classes)[point]
@@ -137,8 +172,12 @@ def _check_dm_samples(field: str, k: int, dataset: str, front_arch: str, point: 
     positions = math.prod(tgt[1:]) if len(tgt) == 3 else tgt[0]
     needed = math.ceil((channels + 1) / positions)
     if k < needed:
-        raise SpecError(field, f"K >= {needed} images for a determined least-squares fit from {point}"
-                        f" ({channels} channels) to {end_point} ({positions} positions per image)", k)
+        raise SpecError(
+            field,
+            f"K >= {needed} images for a determined least-squares fit from {point}"
+            f" ({channels} channels) to {end_point} ({positions} positions per image)",
+            k,
+        )
 
 
 LAYOUT_INDICES = ("pwcca", "opd")
@@ -162,15 +201,23 @@ def _optimiser_fields(st: Section, path: str) -> dict:
     divided by 10 at 1/3 and 2/3 of the epochs). SGD takes a momentum (default 0.9, as seed 003 B.1)."""
     optimizer = st.get("optimizer", "string", "adam", choices=OPTIMIZERS)
     if "momentum" in st.raw and optimizer != "sgd":
-        raise SpecError(f"{path}.momentum", "no momentum with optimizer: adam", st.raw["momentum"],
-                        "momentum applies to optimizer: sgd")
-    return dict(optimizer=optimizer, weight_decay=st.get("weight_decay", "number", 1e-4, low=0.0),
-                momentum=st.get("momentum", "number", 0.9, low=0.0, high=1.0) if optimizer == "sgd" else None,
-                lr_schedule=st.get("lr_schedule", "string", "step", choices=LR_SCHEDULES))
+        raise SpecError(
+            f"{path}.momentum",
+            "no momentum with optimizer: adam",
+            st.raw["momentum"],
+            "momentum applies to optimizer: sgd",
+        )
+    return dict(
+        optimizer=optimizer,
+        weight_decay=st.get("weight_decay", "number", 1e-4, low=0.0),
+        momentum=st.get("momentum", "number", 0.9, low=0.0, high=1.0) if optimizer == "sgd" else None,
+        lr_schedule=st.get("lr_schedule", "string", "step", choices=LR_SCHEDULES),
+    )
 
 
-def expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, donors: dict[str, DonorSpec],
-                  used: set[str]) -> list[TrialSpec]:
+def expand_block(
+    raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, donors: dict[str, DonorSpec], used: set[str]
+) -> list[TrialSpec]:
     """One stitching block: pairs x stitch data x objectives x alphas x betas x seeds x stitch points."""
 
     st = Section(raw, path, BLOCK_FIELDS)
@@ -178,19 +225,37 @@ def expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, dono
     reads = set().union(*(OBJECTIVES[o].fields for o in objectives))
     init = st.get("init", "string", "random", choices=INITS)
     # An option no chosen objective reads is a mistake (a typo'd objective list, say): refuse it.
-    needs = {"alphas": "alpha", "betas": "beta", "adv_eps": "adv_eps", "adv_step_size": "adv_step_size",
-             "adv_steps": "adv_steps", "adv_random_start": "adv_random_start"}
+    needs = {
+        "alphas": "alpha",
+        "betas": "beta",
+        "adv_eps": "adv_eps",
+        "adv_step_size": "adv_step_size",
+        "adv_steps": "adv_steps",
+        "adv_random_start": "adv_random_start",
+    }
     for key, fname in needs.items():
         if key in st.raw and fname not in reads:
             readers = sorted(o for o, obj in OBJECTIVES.items() if fname in obj.fields)
-            raise SpecError(f"{path}.{key}", f"an option of the chosen objectives {objectives}", st.raw[key],
-                            f"{key} applies to objectives {readers}")
-    if ("dm_samples" in st.raw and "dm_samples" not in reads and not (init == "dm" and "init" in reads)
-            and "dm" not in (st.raw.get("indices") or [])):
-        raise SpecError(f"{path}.dm_samples", f"an option of the chosen objectives {objectives}",
-                        st.raw["dm_samples"], "dm_samples applies to objectives "
-                        f"{sorted(n for n, o in OBJECTIVES.items() if 'dm_samples' in o.fields)}, to init: dm"
-                        " and to the dm index")
+            raise SpecError(
+                f"{path}.{key}",
+                f"an option of the chosen objectives {objectives}",
+                st.raw[key],
+                f"{key} applies to objectives {readers}",
+            )
+    if (
+        "dm_samples" in st.raw
+        and "dm_samples" not in reads
+        and not (init == "dm" and "init" in reads)
+        and "dm" not in (st.raw.get("indices") or [])
+    ):
+        raise SpecError(
+            f"{path}.dm_samples",
+            f"an option of the chosen objectives {objectives}",
+            st.raw["dm_samples"],
+            "dm_samples applies to objectives "
+            f"{sorted(n for n, o in OBJECTIVES.items() if 'dm_samples' in o.fields)}, to init: dm"
+            " and to the dm index",
+        )
     alphas = st.get_list("alphas", "number", [0.5], low=0.0, high=1.0)
     betas = st.get_list("betas", "number", [1.0], low=0.0)
     seeds = st.get_list("seeds", "integer", [0], low=0)
@@ -208,38 +273,50 @@ def expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, dono
         **_optimiser_fields(st, path),
     )
     dm_samples_raw = st.get("dm_samples", "integer", None, low=1, nullable=True)
-    numerics = dict(precision=st.get("precision", "string", "fp32", choices=PRECISIONS),
-                    channels_last=st.get("channels_last", "bool", False))
+    numerics = dict(
+        precision=st.get("precision", "string", "fp32", choices=PRECISIONS),
+        channels_last=st.get("channels_last", "bool", False),
+    )
 
     stitcher = st.get("stitcher", "string", "affine", choices=STITCHERS)
 
-    indices = tuple(st.get_list("indices", "string", [], choices=sorted(INDICES))) if st.raw.get("indices") \
-        else ()
+    indices = tuple(st.get_list("indices", "string", [], choices=sorted(INDICES))) if st.raw.get("indices") else ()
     similarity_samples = st.get("similarity_samples", "integer", None, low=5, nullable=True)
     ood_raw = st.get("ood", "mapping", None, nullable=True)
     ood = None
     if ood_raw is not None:
         o = Section(ood_raw, f"{path}.ood", {"outliers", "train_size", "epochs", "oe_epochs", "samples"})
-        ood = dict(outliers=tuple(o.get_list("outliers", "string", ["noise"],
-                                             choices=sorted(["noise", *DATASETS]))),
-                   train_size=o.get("train_size", "integer", None, low=10, nullable=True),
-                   epochs=o.get("epochs", "integer", 3, low=1), oe_epochs=o.get("oe_epochs", "integer", 2, low=1),
-                   samples=o.get("samples", "integer", None, low=10, nullable=True))
+        ood = dict(
+            outliers=tuple(o.get_list("outliers", "string", ["noise"], choices=sorted(["noise", *DATASETS]))),
+            train_size=o.get("train_size", "integer", None, low=10, nullable=True),
+            epochs=o.get("epochs", "integer", 3, low=1),
+            oe_epochs=o.get("oe_epochs", "integer", 2, low=1),
+            samples=o.get("samples", "integer", None, low=10, nullable=True),
+        )
     layouts_raw = st.get("layouts", "mapping", {})
     lay = Section(layouts_raw, f"{path}.layouts", set(LAYOUT_INDICES))
     layouts = {k: lay.get(k, "string", "auto", choices=LAYOUTS) for k in LAYOUT_INDICES}
     for k in layouts_raw:
         if k not in indices:
-            raise SpecError(f"{path}.layouts.{k}", f"a layout of an index the block lists ({list(indices)})",
-                            layouts_raw[k], f"add {k} to indices")
+            raise SpecError(
+                f"{path}.layouts.{k}",
+                f"a layout of an index the block lists ({list(indices)})",
+                layouts_raw[k],
+                f"add {k} to indices",
+            )
     if "similarity_samples" in st.raw and not indices:
-        raise SpecError(f"{path}.similarity_samples", "an option of a block that lists indices",
-                        st.raw["similarity_samples"], f"set indices, some of {sorted(INDICES)}")
+        raise SpecError(
+            f"{path}.similarity_samples",
+            "an option of a block that lists indices",
+            st.raw["similarity_samples"],
+            f"set indices, some of {sorted(INDICES)}",
+        )
 
     end_points_raw = st.raw.get("end_points", "same")
     if end_points_raw not in ("same", "all") and (not isinstance(end_points_raw, list) or not end_points_raw):
-        raise SpecError(f"{path}.end_points", "'same', 'all' or a non-empty list of stitch points of the end"
-                        " model", end_points_raw)
+        raise SpecError(
+            f"{path}.end_points", "'same', 'all' or a non-empty list of stitch points of the end model", end_points_raw
+        )
     pairs_raw = st.raw.get("pairs")
     if not isinstance(pairs_raw, list) or not pairs_raw:
         raise SpecError(f"{path}.pairs", "a non-empty list of {front: REF, end: REF}", pairs_raw)
@@ -251,31 +328,45 @@ def expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, dono
         end = resolve_ref(ps.get("end", "string"), f"{ppath}.end", donors)
         # Same-layer stitching (end_points: same) needs the same stitch points on both sides: the same
         # architecture, or two layouts of one (preact_resnet18 and RobustBench's dm_preact_resnet18, say).
-        if (end_points_raw == "same" and front.arch != end.arch
-                and ARCHITECTURES[front.arch].stitch_points() != ARCHITECTURES[end.arch].stitch_points()):
-            raise SpecError(ppath, "front and end with the same stitch points (end_points: same)",
-                            f"{front.arch} -> {end.arch}",
-                            "set end_points: all (or a list) to stitch across layers and architectures")
+        if (
+            end_points_raw == "same"
+            and front.arch != end.arch
+            and ARCHITECTURES[front.arch].stitch_points() != ARCHITECTURES[end.arch].stitch_points()
+        ):
+            raise SpecError(
+                ppath,
+                "front and end with the same stitch points (end_points: same)",
+                f"{front.arch} -> {end.arch}",
+                "set end_points: all (or a list) to stitch across layers and architectures",
+            )
         fi, ei = DATASETS[front.data.dataset], DATASETS[end.data.dataset]
         if (fi.channels, fi.image_size, fi.num_classes) != (ei.channels, ei.image_size, ei.num_classes):
-            raise SpecError(ppath, "front and end trained on data of one input shape and class count",
-                            f"{front.data.dataset} {(fi.channels, fi.image_size, fi.num_classes)} -> "
-                            f"{end.data.dataset} {(ei.channels, ei.image_size, ei.num_classes)}",
-                            "(channels, image size, classes) must agree for cross-task stitching")
+            raise SpecError(
+                ppath,
+                "front and end trained on data of one input shape and class count",
+                f"{front.data.dataset} {(fi.channels, fi.image_size, fi.num_classes)} -> "
+                f"{end.data.dataset} {(ei.channels, ei.image_size, ei.num_classes)}",
+                "(channels, image size, classes) must agree for cross-task stitching",
+            )
         roles = ps.raw.get("data", "sweep")
         roles = roles if isinstance(roles, list) and roles else [roles]
         for k, role in enumerate(roles):
             where = f"{ppath}.data" + (f"[{k}]" if isinstance(ps.raw.get("data"), list) else "")
             if role not in STITCH_DATA and not (role == "sweep" and "data" not in ps.raw):
-                raise SpecError(where, "whose data trains and tests the stitcher: 'front', 'end' or a list"
-                                " of both", role)
+                raise SpecError(
+                    where, "whose data trains and tests the stitcher: 'front', 'end' or a list of both", role
+                )
         pairs.append((front, end, roles))
         used.update((front.name, end.name))
 
     points_raw = st.raw.get("stitch_points", "all")
     trials = []
-    combos = ((front, end, role, *rest) for front, end, roles in pairs for role in roles
-              for rest in itertools.product(objectives, alphas, betas, seeds))
+    combos = (
+        (front, end, role, *rest)
+        for front, end, roles in pairs
+        for role in roles
+        for rest in itertools.product(objectives, alphas, betas, seeds)
+    )
     for front, end, role, objective, alpha, beta, seed in combos:
         valid = ARCHITECTURES[front.arch].stitch_points()
         if points_raw == "all":
@@ -286,8 +377,7 @@ def expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, dono
             points = []
             for k, p in enumerate(points_raw):
                 if p not in valid:
-                    raise SpecError(f"{path}.stitch_points[{k}]",
-                                    f"a stitch point of {front.arch}: one of {valid}", p)
+                    raise SpecError(f"{path}.stitch_points[{k}]", f"a stitch point of {front.arch}: one of {valid}", p)
                 points.append(p)
         tdata = {"sweep": data, "front": front.data, "end": end.data}[role]
         n_train = tdata.sizes()[0]
@@ -297,42 +387,61 @@ def expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, dono
             uses.add("dm_samples")
             dm_samples = dm_samples_raw if dm_samples_raw is not None else min(100, n_train)
             if dm_samples > n_train:
-                raise SpecError(f"{path}.dm_samples", f"at most the {n_train} training images of"
-                                f" {tdata.dataset}", dm_samples)
+                raise SpecError(
+                    f"{path}.dm_samples", f"at most the {n_train} training images of {tdata.dataset}", dm_samples
+                )
         else:
             dm_samples = None
         n_test = tdata.sizes()[1]
         ood_fields = {}
         if ood is not None:
             info_t = DATASETS[tdata.dataset]
-            o_t = dict(ood, train_size=ood["train_size"] or min(2000, tdata.sizes()[0]),
-                       samples=ood["samples"] or min(500, n_test))
+            o_t = dict(
+                ood,
+                train_size=ood["train_size"] or min(2000, tdata.sizes()[0]),
+                samples=ood["samples"] or min(500, n_test),
+            )
             for k, name in enumerate(o_t["outliers"]):
                 if name != "noise":
                     oi = DATASETS[name]
                     if (oi.channels, oi.image_size) != (info_t.channels, info_t.image_size) or name == tdata.dataset:
-                        raise SpecError(f"{path}.ood.outliers[{k}]", f"'noise' or a dataset other than"
-                                        f" {tdata.dataset} with {info_t.channels}x{info_t.image_size}x"
-                                        f"{info_t.image_size} images", name)
+                        raise SpecError(
+                            f"{path}.ood.outliers[{k}]",
+                            f"'noise' or a dataset other than"
+                            f" {tdata.dataset} with {info_t.channels}x{info_t.image_size}x"
+                            f"{info_t.image_size} images",
+                            name,
+                        )
             if o_t["train_size"] > tdata.sizes()[0]:
-                raise SpecError(f"{path}.ood.train_size", f"at most the {tdata.sizes()[0]} training images of"
-                                f" {tdata.dataset}", o_t["train_size"])
+                raise SpecError(
+                    f"{path}.ood.train_size",
+                    f"at most the {tdata.sizes()[0]} training images of {tdata.dataset}",
+                    o_t["train_size"],
+                )
             if o_t["samples"] > n_test:
-                raise SpecError(f"{path}.ood.samples", f"at most the {n_test} test images of {tdata.dataset}",
-                                o_t["samples"])
-            ood_fields = dict(ood_outliers=o_t["outliers"], ood_train_size=o_t["train_size"],
-                              ood_epochs=o_t["epochs"], ood_oe_epochs=o_t["oe_epochs"], ood_samples=o_t["samples"])
+                raise SpecError(
+                    f"{path}.ood.samples", f"at most the {n_test} test images of {tdata.dataset}", o_t["samples"]
+                )
+            ood_fields = dict(
+                ood_outliers=o_t["outliers"],
+                ood_train_size=o_t["train_size"],
+                ood_epochs=o_t["epochs"],
+                ood_oe_epochs=o_t["oe_epochs"],
+                ood_samples=o_t["samples"],
+            )
         if indices and (similarity_samples or 0) > n_test:
-            raise SpecError(f"{path}.similarity_samples", f"at most the {n_test} test images of {tdata.dataset}",
-                            similarity_samples)
+            raise SpecError(
+                f"{path}.similarity_samples", f"at most the {n_test} test images of {tdata.dataset}", similarity_samples
+            )
         paper_eps, paper_step = DATASETS[tdata.dataset].threat
         adversarial = dict(
-            alpha=alpha, beta=beta, adv_eps=adv_eps,
+            alpha=alpha,
+            beta=beta,
+            adv_eps=adv_eps,
             adv_step_size=adv_step if adv_step is not None else scaled_step(adv_eps, paper_eps, paper_step),
             adv_steps=adv_steps,
             # Madry et al. start PGD at a random point; the reference code's batch-mixing variant did not.
-            adv_random_start=(adv_random_start if adv_random_start is not None
-                              else OBJECTIVES[objective].random_start),
+            adv_random_start=(adv_random_start if adv_random_start is not None else OBJECTIVES[objective].random_start),
         )
         end_valid = ARCHITECTURES[end.arch].stitch_points()
         if end_points_raw == "same":
@@ -341,32 +450,51 @@ def expand_block(raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, dono
             ends = end_valid if end_points_raw == "all" else end_points_raw
             for k, q in enumerate(ends):
                 if q not in end_valid:
-                    raise SpecError(f"{path}.end_points[{k}]", f"a stitch point of {end.arch}: one of"
-                                    f" {end_valid}", q)
+                    raise SpecError(f"{path}.end_points[{k}]", f"a stitch point of {end.arch}: one of {end_valid}", q)
             layer_pairs = [(p, q) for p in points for q in ends]
         for point, end_point in layer_pairs:
             if dm_samples is not None:
-                _check_dm_samples(f"{path}.dm_samples", dm_samples, tdata.dataset, front.arch, point, end.arch,
-                                  end_point)
+                _check_dm_samples(
+                    f"{path}.dm_samples", dm_samples, tdata.dataset, front.arch, point, end.arch, end_point
+                )
             spec = TrialSpec(
-                dataset=tdata.dataset, train_size=tdata.train_size, val_size=tdata.val_size,
+                dataset=tdata.dataset,
+                train_size=tdata.train_size,
+                val_size=tdata.val_size,
                 test_size=tdata.test_size,
-                front=front.ref, end=end.ref, front_key=front.donor_key, end_key=end.donor_key,
-                front_point=point, end_point=end_point, objective=objective,
+                front=front.ref,
+                end=end.ref,
+                front_key=front.donor_key,
+                end_key=end.donor_key,
+                front_point=point,
+                end_point=end_point,
+                objective=objective,
                 seed=seed if "seed" in uses else 0,  # a deterministic objective (dm) runs once, not per seed
                 dm_samples=dm_samples,
                 **{k: (v if k in uses else None) for k, v in common.items()},
                 **{k: (v if k in uses else None) for k, v in adversarial.items()},
-                stitcher=stitcher, indices=indices, **ood_fields,
-                **{f"{k}_layout": _layout(v, tdata.dataset, front.arch, point, end.arch, end_point)
-                   for k, v in layouts.items() if k in indices},
+                stitcher=stitcher,
+                indices=indices,
+                **ood_fields,
+                **{
+                    f"{k}_layout": _layout(v, tdata.dataset, front.arch, point, end.arch, end_point)
+                    for k, v in layouts.items()
+                    if k in indices
+                },
                 similarity_samples=(similarity_samples or min(1000, n_test)) if indices else None,
-                attacks=evaluation.attacks, eps=evaluation.eps,
-                attack_iterations=evaluation.iterations, attack_restarts=evaluation.restarts,
-                n_eval_robust=evaluation.n_eval_robust, **numerics,
-                point_index=valid.index(point) + 1, n_points=len(valid),
-                end_index=end_valid.index(end_point) + 1, n_end_points=len(end_valid),
-                front_dataset=front.data.dataset, end_dataset=end.data.dataset, stitch_data=role,
+                attacks=evaluation.attacks,
+                eps=evaluation.eps,
+                attack_iterations=evaluation.iterations,
+                attack_restarts=evaluation.restarts,
+                n_eval_robust=evaluation.n_eval_robust,
+                **numerics,
+                point_index=valid.index(point) + 1,
+                n_points=len(valid),
+                end_index=end_valid.index(end_point) + 1,
+                n_end_points=len(end_valid),
+                front_dataset=front.data.dataset,
+                end_dataset=end.data.dataset,
+                stitch_data=role,
                 front_eval=DonorEval.of(tdata if front.data.dataset == tdata.dataset else front.data, evaluation),
                 end_eval=DonorEval.of(tdata if end.data.dataset == tdata.dataset else end.data, evaluation),
             )

@@ -8,12 +8,12 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
 from sweep.registry import AUGMENTATIONS
+
 
 def register_augmentation(name: str):
     """Decorator: register `fn(x, generator) -> x'`, applied to whole batches of [0, 1] pixels."""
@@ -30,7 +30,7 @@ def random_crop(x: torch.Tensor, gen: torch.Generator, pad: int = 4) -> torch.Te
     padded = F.pad(x, (pad, pad, pad, pad))
     dy = torch.randint(0, 2 * pad + 1, (n,), generator=gen).tolist()
     dx = torch.randint(0, 2 * pad + 1, (n,), generator=gen).tolist()
-    return torch.stack([padded[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w] for i in range(n)])
+    return torch.stack([padded[i, :, dy[i] : dy[i] + h, dx[i] : dx[i] + w] for i in range(n)])
 
 
 @register_augmentation("flip")
@@ -40,16 +40,22 @@ def random_flip(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 
 @register_augmentation("affine")
-def random_affine(x: torch.Tensor, gen: torch.Generator, degrees: float = 5.0, shear: float = 5.0,
-                  scale: tuple[float, float] = (0.9, 1.1)) -> torch.Tensor:
+def random_affine(
+    x: torch.Tensor,
+    gen: torch.Generator,
+    degrees: float = 5.0,
+    shear: float = 5.0,
+    scale: tuple[float, float] = (0.9, 1.1),
+) -> torch.Tensor:
     n = len(x)
     angle = _uniform(n, -degrees, degrees, gen) * math.pi / 180
     sh = _uniform(n, -shear, shear, gen) * math.pi / 180
     s = _uniform(n, *scale, gen)
     cos, sin, tan = torch.cos(angle), torch.sin(angle), torch.tan(sh)
     # forward map: scale * rotation @ x-shear; grid_sample needs the inverse (output -> input coordinates)
-    forward = torch.stack([torch.stack([cos, cos * tan - sin], -1), torch.stack([sin, sin * tan + cos], -1)],
-                          -2) * s.view(-1, 1, 1)
+    forward = torch.stack(
+        [torch.stack([cos, cos * tan - sin], -1), torch.stack([sin, sin * tan + cos], -1)], -2
+    ) * s.view(-1, 1, 1)
     theta = torch.cat([torch.linalg.inv(forward), torch.zeros(n, 2, 1)], dim=2).to(x)
     grid = F.affine_grid(theta, list(x.shape), align_corners=False)
     return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")

@@ -12,15 +12,15 @@ Registered datasets:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gzip
 import hashlib
 import json
 import os
-import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -68,13 +68,12 @@ class Splits:
     def image_size(self) -> int:
         return int(self.train_x.shape[-1])
 
-    def to(self, device: torch.device) -> "Splits":
+    def to(self, device: torch.device) -> Splits:
         """The same splits on `device`. On a GPU the papers' datasets fit in memory (CIFAR-10: 0.6 GB), so a
         trial moves them once instead of copying every batch (no DataLoader workers or pinned buffers)."""
         if device.type == "cpu":
             return self
-        moved = {f: getattr(self, f).to(device) for f in ("train_x", "train_y", "val_x", "val_y", "test_x",
-                                                          "test_y")}
+        moved = {f: getattr(self, f).to(device) for f in ("train_x", "train_y", "val_x", "val_y", "test_x", "test_y")}
         return dataclasses.replace(self, **moved)
 
 
@@ -99,12 +98,23 @@ class DatasetInfo:
         return [p for p in self.required(root or data_root()) if not p.exists()]
 
 
-def register_dataset(name: str, train_pool: int, test: int, channels: int = 1, image_size: int = 28,
-                     required: Callable[[Path], list[Path]] | None = None, num_classes: int = 10,
-                     threat: tuple[float, float] = (0.3, 0.1)):
+def register_dataset(
+    name: str,
+    train_pool: int,
+    test: int,
+    channels: int = 1,
+    image_size: int = 28,
+    required: Callable[[Path], list[Path]] | None = None,
+    num_classes: int = 10,
+    threat: tuple[float, float] = (0.3, 0.1),
+):
     """Decorator: register a loader `fn(root, download) -> Pool` with what validation needs to know."""
-    return DATASETS.register(name, lambda fn: DatasetInfo(fn, train_pool, test, channels, image_size,
-                                                          required or (lambda root: []), num_classes, threat))
+    return DATASETS.register(
+        name,
+        lambda fn: DatasetInfo(
+            fn, train_pool, test, channels, image_size, required or (lambda root: []), num_classes, threat
+        ),
+    )
 
 
 def missing_files(name: str, root: Path | None) -> list[Path]:
@@ -176,8 +186,7 @@ def _fashion_required(root: Path) -> list[Path]:
     return [root / "FashionMNIST" / "raw" / f for f in MNIST_FILES]
 
 
-MNIST_FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-               "t10k-labels-idx1-ubyte"]
+MNIST_FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
 
 
 @register_dataset("fashion_mnist", train_pool=60000, test=10000, required=_fashion_required)
@@ -218,20 +227,28 @@ def load_pool(name: str, root: str | None = None, download: bool = True) -> Pool
     if not download:
         missing = missing_files(name, base)
         if missing:
-            raise FileNotFoundError(f"dataset {name!r}: missing {[str(m) for m in missing[:4]]} under {base};"
-                                    " set data.download: true, or copy the files there")
+            raise FileNotFoundError(
+                f"dataset {name!r}: missing {[str(m) for m in missing[:4]]} under {base};"
+                " set data.download: true, or copy the files there"
+            )
     return info.load(base, download)
 
 
-def test_images(name: str, test_size: int, root: str | None = None, download: bool = True
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def test_images(
+    name: str, test_size: int, root: str | None = None, download: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The first `test_size` images of a dataset's official test set (what every split's test part is)."""
     pool = load_pool(name, root, download)
     return pool.test_x[:test_size], pool.test_y[:test_size]
 
 
 def make_splits(
-    name: str, train_size: int | None, val_size: int, test_size: int | None, *, root: str | None = None,
+    name: str,
+    train_size: int | None,
+    val_size: int,
+    test_size: int | None,
+    *,
+    root: str | None = None,
     download: bool = True,
 ) -> Splits:
     """Split a dataset deterministically: val and train come from one fixed permutation of the training pool.
@@ -243,16 +260,13 @@ def make_splits(
     n = len(pool.train_y)
     if val_size + (train_size or 0) > n:
         raise ValueError(
-            f"data: train_size + val_size = {val_size + (train_size or 0)} exceeds the {n} training images"
-            f" of {name!r}"
+            f"data: train_size + val_size = {val_size + (train_size or 0)} exceeds the {n} training images of {name!r}"
         )
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(SPLIT_SEED))
     val_idx = perm[:val_size]
     train_idx = perm[val_size:] if train_size is None else perm[val_size : val_size + train_size]
     n_test = len(pool.test_y) if test_size is None else min(test_size, len(pool.test_y))
-    ident = json.dumps(
-        [name, SPLIT_SEED, len(train_idx), len(val_idx), n_test, n], separators=(",", ":")
-    )
+    ident = json.dumps([name, SPLIT_SEED, len(train_idx), len(val_idx), n_test, n], separators=(",", ":"))
     return Splits(
         train_x=pool.train_x[train_idx],
         train_y=pool.train_y[train_idx],
@@ -274,5 +288,3 @@ def batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.
     for i in range(0, n, batch_size):
         idx = order[i : i + batch_size]
         yield x[idx], y[idx]
-
-

@@ -22,8 +22,9 @@ def _cifar_required(root: Path) -> list[Path]:
     return [root / "cifar-10-batches-py" / f for f in CIFAR_FILES]
 
 
-@register_dataset("cifar10", train_pool=50000, test=10000, channels=3, image_size=32, required=_cifar_required,
-                  threat=CIFAR_THREAT)
+@register_dataset(
+    "cifar10", train_pool=50000, test=10000, channels=3, image_size=32, required=_cifar_required, threat=CIFAR_THREAT
+)
 def cifar10(root: Path, download: bool) -> Pool:
     from torchvision.datasets import CIFAR10
 
@@ -40,8 +41,9 @@ def _svhn_required(root: Path) -> list[Path]:
     return [root / "train_32x32.mat", root / "test_32x32.mat"]
 
 
-@register_dataset("svhn", train_pool=73257, test=26032, channels=3, image_size=32, required=_svhn_required,
-                  threat=CIFAR_THREAT)
+@register_dataset(
+    "svhn", train_pool=73257, test=26032, channels=3, image_size=32, required=_svhn_required, threat=CIFAR_THREAT
+)
 def svhn(root: Path, download: bool) -> Pool:
     """SVHN's cropped single digits (seed 000 A.1: "the single-class version"); the extra split is unused."""
     from torchvision.datasets import SVHN

@@ -11,31 +11,35 @@ A donor may train on its own `data` (cross-task stitching); `train_size` there s
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Callable
 
 import torch
 
 from analysis.schema import DONOR_SCHEMA, SCHEMA_VERSION
-
 from sweep import __version__
+from sweep.config.donors import DonorEval, DonorSpec
 from sweep.data.core import Splits, make_splits, test_images
+from sweep.models.base import StagedNet, build
+from sweep.models.external import load_checkpoint, load_robustbench
+from sweep.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
 from sweep.train.donors import train_donor
 from sweep.train.evaluate import predict, robust_accuracy
-from sweep.models.external import load_checkpoint, load_robustbench
-from sweep.models.base import StagedNet, build
-from sweep.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
-from sweep.config.donors import DonorEval, DonorSpec
 
 CHECKPOINT = "model.pt"
 
 
 def save_donor(path: Loc, model: StagedNet, donor: DonorSpec, splits: Splits, mean, std) -> None:
     payload = {
-        "arch": donor.arch, "in_channels": splits.in_channels, "num_classes": splits.num_classes,
-        "mean": tuple(mean), "std": tuple(std), "image_size": splits.image_size,
+        "arch": donor.arch,
+        "in_channels": splits.in_channels,
+        "num_classes": splits.num_classes,
+        "mean": tuple(mean),
+        "std": tuple(std),
+        "image_size": splits.image_size,
         "state_dict": model.state_dict(),
-        "donor": {k: v for k, v in donor.__dict__.items() if k != "data"}, "donor_key": donor.donor_key,
+        "donor": {k: v for k, v in donor.__dict__.items() if k != "data"},
+        "donor_key": donor.donor_key,
     }
     save_torch(path, payload)
 
@@ -46,8 +50,14 @@ def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedN
     if not path.exists():
         raise FileNotFoundError(f"zoo donor {donor_key} has no checkpoint at {path}: run the zoo stage first")
     ckpt = load_torch(path, map_location=device)
-    model = build(ckpt["arch"], ckpt["in_channels"], ckpt["num_classes"], ckpt["mean"], ckpt["std"],
-                  image_size=ckpt.get("image_size", 32))
+    model = build(
+        ckpt["arch"],
+        ckpt["in_channels"],
+        ckpt["num_classes"],
+        ckpt["mean"],
+        ckpt["std"],
+        image_size=ckpt.get("image_size", 32),
+    )
     model.load_state_dict(ckpt["state_dict"])
     return model.to(device).eval()
 
@@ -68,9 +78,15 @@ def donor_row(sweep: SweepDir, donor_name: str, donor_key: str, ev: DonorEval) -
     return row if all(row.get(k) == v for k, v in wanted.items()) else None
 
 
-def run_donor(donor: DonorSpec, evaluations: tuple[DonorEval, ...], sweep: SweepDir, device: torch.device,
-              progress: Callable[[dict], None] | None = None, data_root: str | None = None,
-              download: bool = True) -> dict:
+def run_donor(
+    donor: DonorSpec,
+    evaluations: tuple[DonorEval, ...],
+    sweep: SweepDir,
+    device: torch.device,
+    progress: Callable[[dict], None] | None = None,
+    data_root: str | None = None,
+    download: bool = True,
+) -> dict:
     """Train (or take from the cache) one donor and evaluate it once per evaluation; write one `donors` row
     each. Idempotent. Returns the row of the first evaluation (the donor's own test set)."""
     parts = [donor_part(sweep, donor, ev) for ev in evaluations]
@@ -80,17 +96,27 @@ def run_donor(donor: DonorSpec, evaluations: tuple[DonorEval, ...], sweep: Sweep
     d = donor.data
     ckpt = sweep.zoo(donor.donor_key) / CHECKPOINT
     base = {
-        "donor": donor.name, "ref": donor.ref, "donor_key": donor.donor_key, "sweep": sweep.name,
-        "arch": donor.arch, "dataset": d.dataset, "training": donor.training or donor.source,
-        "epochs": donor.epochs, "beta": donor.beta, "adv_fraction": donor.adv_fraction,
-        "train_size": d.train_size, "seed": donor.seed,
-        "stitchsweep_version": __version__, "schema_version": SCHEMA_VERSION,
+        "donor": donor.name,
+        "ref": donor.ref,
+        "donor_key": donor.donor_key,
+        "sweep": sweep.name,
+        "arch": donor.arch,
+        "dataset": d.dataset,
+        "training": donor.training or donor.source,
+        "epochs": donor.epochs,
+        "beta": donor.beta,
+        "adv_fraction": donor.adv_fraction,
+        "train_size": d.train_size,
+        "seed": donor.seed,
+        "stitchsweep_version": __version__,
+        "schema_version": SCHEMA_VERSION,
     }
     t0 = time.perf_counter()
     rows = []
     try:
-        splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size, root=data_root,
-                             download=download).to(device)
+        splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size, root=data_root, download=download).to(
+            device
+        )
         trained_now = not ckpt.exists() and donor.source == "zoo"
         if not ckpt.exists():
             _make_checkpoint(donor, splits, ckpt, device, progress)
@@ -98,45 +124,80 @@ def run_donor(donor: DonorSpec, evaluations: tuple[DonorEval, ...], sweep: Sweep
         train_s = time.perf_counter() - t0
     except Exception as exc:  # recorded for every evaluation; the stitching trials that need it fail
         error = f"{type(exc).__name__}: {exc}"
-        rows = [dict(base, **ev.row_fields(), eval_id=ev.eval_id(donor.donor_key), status="failed", error=error)
-                for ev, _ in todo]
+        rows = [
+            dict(base, **ev.row_fields(), eval_id=ev.eval_id(donor.donor_key), status="failed", error=error)
+            for ev, _ in todo
+        ]
     else:
         for ev, _ in todo:
-            rows.append(dict(base, **ev.row_fields(), eval_id=ev.eval_id(donor.donor_key), trained_now=trained_now,
-                             time_train_s=train_s, **_evaluate(model, ev, device, data_root, download)))
+            rows.append(
+                dict(
+                    base,
+                    **ev.row_fields(),
+                    eval_id=ev.eval_id(donor.donor_key),
+                    trained_now=trained_now,
+                    time_train_s=train_s,
+                    **_evaluate(model, ev, device, data_root, download),
+                )
+            )
     for row, (_, part) in zip(rows, todo):
         row["finished_at"] = datetime.now(timezone.utc)
         write_rows(part, [row], DONOR_SCHEMA)
     return rows[0]
 
 
-def _make_checkpoint(donor: DonorSpec, splits: Splits, ckpt: Loc, device: torch.device,
-                     progress: Callable[[dict], None] | None) -> None:
+def _make_checkpoint(
+    donor: DonorSpec, splits: Splits, ckpt: Loc, device: torch.device, progress: Callable[[dict], None] | None
+) -> None:
     if donor.source == "file":  # converted once into the zoo's own format, then used like any donor
-        model = load_checkpoint(donor.path, donor.arch, in_channels=splits.in_channels,
-                                num_classes=splits.num_classes, mean=donor.mean, std=donor.std,
-                                image_size=splits.image_size)
+        model = load_checkpoint(
+            donor.path,
+            donor.arch,
+            in_channels=splits.in_channels,
+            num_classes=splits.num_classes,
+            mean=donor.mean,
+            std=donor.std,
+            image_size=splits.image_size,
+        )
         save_donor(ckpt, model, donor, splits, donor.mean, donor.std)
     elif donor.source == "robustbench":
-        model = load_robustbench(donor.robustbench_id, donor.arch, donor.path,
-                                 in_channels=splits.in_channels, num_classes=splits.num_classes,
-                                 image_size=splits.image_size)
+        model = load_robustbench(
+            donor.robustbench_id,
+            donor.arch,
+            donor.path,
+            in_channels=splits.in_channels,
+            num_classes=splits.num_classes,
+            image_size=splits.image_size,
+        )
         save_donor(ckpt, model, donor, splits, (0.0,), (1.0,))
     else:
         model = train_donor(donor, splits, device, progress)
         save_donor(ckpt, model, donor, splits, splits.mean, splits.std)
 
 
-def _evaluate(model: StagedNet, ev: DonorEval, device: torch.device, data_root: str | None,
-              download: bool) -> dict:
+def _evaluate(model: StagedNet, ev: DonorEval, device: torch.device, data_root: str | None, download: bool) -> dict:
     """Clean and robust accuracy on the evaluation's test images; a failure is recorded in the row."""
     t1 = time.perf_counter()
     try:
         x, y = test_images(ev.dataset, ev.test_size, data_root, download)
         pred = predict(model, x, device)
-        rob = robust_accuracy(model, x, y, n_eval=ev.n_eval_robust, eps=ev.eps, attacks=ev.attacks,
-                              iterations=ev.iterations, restarts=ev.restarts, seed=0, device=device)
+        rob = robust_accuracy(
+            model,
+            x,
+            y,
+            n_eval=ev.n_eval_robust,
+            eps=ev.eps,
+            attacks=ev.attacks,
+            iterations=ev.iterations,
+            restarts=ev.restarts,
+            seed=0,
+            device=device,
+        )
     except Exception as exc:
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-    return {"status": "done", "clean_acc": float((pred == y).float().mean()), "robust_acc": rob,
-            "time_eval_s": time.perf_counter() - t1}
+    return {
+        "status": "done",
+        "clean_acc": float((pred == y).float().mean()),
+        "robust_acc": rob,
+        "time_eval_s": time.perf_counter() - t1,
+    }

@@ -34,10 +34,16 @@ class Detector(nn.Module):
         if len(shape) == 3:
             c = shape[0]
             self.net = nn.Sequential(
-                nn.Conv2d(c, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+                nn.Conv2d(c, width, 3, padding=1, bias=False),
+                nn.BatchNorm2d(width),
+                nn.ReLU(),
                 nn.Conv2d(width, width, 3, padding=1, stride=2 if min(shape[1:]) > 2 else 1, bias=False),
-                nn.BatchNorm2d(width), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                nn.Linear(width, num_classes))
+                nn.BatchNorm2d(width),
+                nn.ReLU(),
+                nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(),
+                nn.Linear(width, num_classes),
+            )
         elif len(shape) == 2:
             self.net = _TokenHead(shape[1], width, num_classes)
         else:
@@ -62,9 +68,19 @@ def energy(logits: torch.Tensor) -> torch.Tensor:
     return -torch.logsumexp(logits, dim=1)
 
 
-def train_detector(acts_in: torch.Tensor, y_in: torch.Tensor, acts_out: torch.Tensor, num_classes: int, *,
-                   epochs: int, oe_epochs: int, lr: float = 1e-3, batch_size: int = 128, seed: int = 0,
-                   device: torch.device | str = "cpu") -> Detector:
+def train_detector(
+    acts_in: torch.Tensor,
+    y_in: torch.Tensor,
+    acts_out: torch.Tensor,
+    num_classes: int,
+    *,
+    epochs: int,
+    oe_epochs: int,
+    lr: float = 1e-3,
+    batch_size: int = 128,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> Detector:
     """Pre-train on ID activations with cross-entropy, then fine-tune with the energy outlier-exposure loss."""
     device = torch.device(device)
     torch.manual_seed(seed)
@@ -77,16 +93,17 @@ def train_detector(acts_in: torch.Tensor, y_in: torch.Tensor, acts_out: torch.Te
         order = torch.randperm(len(acts_in), generator=gen)
         out_order = torch.randperm(len(acts_out), generator=gen)
         for k, i in enumerate(range(0, len(order), batch_size)):
-            idx = order[i:i + batch_size]
+            idx = order[i : i + batch_size]
             a, y = acts_in[idx].to(device), y_in[idx].to(device)
             if epoch < epochs:
                 loss = ce(det(a), y)
             else:
-                j = out_order[(k * batch_size) % len(out_order):][:batch_size]
+                j = out_order[(k * batch_size) % len(out_order) :][:batch_size]
                 logits = det(torch.cat([a, acts_out[j].to(device)]))
-                e_in, e_out = energy(logits[:len(a)]), energy(logits[len(a):])
-                loss = ce(logits[:len(a)], y) + OE_WEIGHT * (
-                    torch.relu(e_in - M_IN).pow(2).mean() + torch.relu(M_OUT - e_out).pow(2).mean())
+                e_in, e_out = energy(logits[: len(a)]), energy(logits[len(a) :])
+                loss = ce(logits[: len(a)], y) + OE_WEIGHT * (
+                    torch.relu(e_in - M_IN).pow(2).mean() + torch.relu(M_OUT - e_out).pow(2).mean()
+                )
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"OOD detector training: loss became {loss.item()}")
             opt.zero_grad(set_to_none=True)
@@ -130,7 +147,10 @@ def load_or_train(path: Loc, train) -> Detector:
         det.load_state_dict(blob["state_dict"])
         return det.eval()
     det = train()
-    blob = {"shape": list(det.shape), "num_classes": det.net[-1].out_features if isinstance(det.net, nn.Sequential)
-            else det.net.out.out_features, "state_dict": {k: v.cpu() for k, v in det.state_dict().items()}}
+    blob = {
+        "shape": list(det.shape),
+        "num_classes": det.net[-1].out_features if isinstance(det.net, nn.Sequential) else det.net.out.out_features,
+        "state_dict": {k: v.cpu() for k, v in det.state_dict().items()},
+    }
     save_torch(path, blob)
     return det

@@ -11,14 +11,25 @@ import torch
 from torch import nn
 
 
-def linear_probe_accuracy(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor,
-                          test_y: torch.Tensor, num_classes: int, *, epochs: int = 10, lr: float = 1e-3,
-                          batch_size: int = 256, weight_decay: float = 0.0, seed: int = 0,
-                          device: torch.device | str = "cpu") -> float:
+def linear_probe_accuracy(
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    num_classes: int,
+    *,
+    epochs: int = 10,
+    lr: float = 1e-3,
+    batch_size: int = 256,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> float:
     """Test accuracy of a linear classifier trained with Adam on (train_x, train_y); inputs are (N, D)."""
     if train_x.dim() != 2 or test_x.dim() != 2 or train_x.shape[1] != test_x.shape[1]:
-        raise ValueError(f"probe: expected 2-D features of one width, found {tuple(train_x.shape)} and"
-                         f" {tuple(test_x.shape)}")
+        raise ValueError(
+            f"probe: expected 2-D features of one width, found {tuple(train_x.shape)} and {tuple(test_x.shape)}"
+        )
     if len(train_y) == 0 or len(test_y) == 0:
         raise ValueError("probe: empty training or test set")
     if not (torch.isfinite(train_x).all() and torch.isfinite(test_x).all()):
@@ -37,7 +48,7 @@ def linear_probe_accuracy(train_x: torch.Tensor, train_y: torch.Tensor, test_x: 
     for _ in range(epochs):
         order = torch.randperm(len(ytr), generator=gen).to(device)
         for i in range(0, len(ytr), batch_size):
-            idx = order[i:i + batch_size]
+            idx = order[i : i + batch_size]
             loss = loss_fn(probe(xtr[idx]), ytr[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -13,24 +13,37 @@ before comparison.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import numpy as np
 import torch
 
 from sweep.registry import INDICES
 
-__all__ = ["to_2d", "linear_cka", "minibatch_cka", "unbiased_hsic", "pwcca", "cca", "opd", "dm_distance",
-           "numerical_rank", "low_rank", "INDICES"]
+__all__ = [
+    "to_2d",
+    "linear_cka",
+    "minibatch_cka",
+    "unbiased_hsic",
+    "pwcca",
+    "cca",
+    "opd",
+    "dm_distance",
+    "numerical_rank",
+    "low_rank",
+    "INDICES",
+]
 
 
 def _as_f64(a, name: str) -> torch.Tensor:
     t = torch.as_tensor(np.asarray(a) if not isinstance(a, torch.Tensor) else a)
     t = t.detach().to(torch.float64)
     if t.dim() != 2:
-        raise ValueError(f"{name}: expected a 2-D (examples x neurons) array, found shape {tuple(t.shape)};"
-                         " use to_2d() on activation tensors first")
+        raise ValueError(
+            f"{name}: expected a 2-D (examples x neurons) array, found shape {tuple(t.shape)};"
+            " use to_2d() on activation tensors first"
+        )
     if t.shape[0] == 0 or t.shape[1] == 0:
         raise ValueError(f"{name}: empty representation of shape {tuple(t.shape)}")
     if not torch.isfinite(t).all():
@@ -126,7 +139,7 @@ def minibatch_cka(batches: Iterable[tuple[object, object]]) -> float:
     `batches` yields (A_i, B_i) pairs over the same examples; each batch needs more than 3 examples."""
     kl = kk = ll = 0.0
     seen = 0
-    for i, (a, b) in enumerate(batches):
+    for _i, (a, b) in enumerate(batches):
         a, b = _pair(a, b)
         k, l_ = a @ a.T, b @ b.T
         kl = kl + unbiased_hsic(k, l_)
@@ -235,8 +248,10 @@ def dm_distance(a, b) -> float:
     float64. Rows are whatever the map acts on (for a 1x1-conv stitcher: `to_2d(x, "positions")`)."""
     a, b = _pair(a, b)
     if a.shape[0] < a.shape[1] + 1:
-        raise ValueError(f"dm_distance: {a.shape[0]} rows for {a.shape[1] + 1} unknowns per output: the least"
-                         " squares fit is not determined; give more examples")
+        raise ValueError(
+            f"dm_distance: {a.shape[0]} rows for {a.shape[1] + 1} unknowns per output: the least"
+            " squares fit is not determined; give more examples"
+        )
     a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype, device=a.device)], dim=1)
     theta = torch.linalg.pinv(a1) @ b
     norm_b = torch.linalg.matrix_norm(b)
@@ -250,8 +265,10 @@ def dm_fit(a, b) -> torch.Tensor:
     Eq. 2-3); returns theta, (A's columns + 1) x B's columns."""
     a, b = _pair(a, b)
     if a.shape[0] < a.shape[1] + 1:
-        raise ValueError(f"dm_fit: {a.shape[0]} rows for {a.shape[1] + 1} unknowns per output: the least"
-                         " squares fit is not determined; give more examples")
+        raise ValueError(
+            f"dm_fit: {a.shape[0]} rows for {a.shape[1] + 1} unknowns per output: the least"
+            " squares fit is not determined; give more examples"
+        )
     a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype, device=a.device)], dim=1)
     return torch.linalg.pinv(a1) @ b
 
@@ -283,8 +300,10 @@ def low_rank(a, rank: int) -> torch.Tensor:
     a = _as_f64(a, "A")
     limit = min(a.shape)
     if not isinstance(rank, int) or rank < 1 or rank > limit:
-        raise ValueError(f"rank: expected an integer in [1, {limit}] (the representation is"
-                         f" {a.shape[0]} x {a.shape[1]}), found {rank!r}")
+        raise ValueError(
+            f"rank: expected an integer in [1, {limit}] (the representation is"
+            f" {a.shape[0]} x {a.shape[1]}), found {rank!r}"
+        )
     mean = a.mean(dim=0, keepdim=True)
     u, s, vh = torch.linalg.svd(a - mean, full_matrices=False)
     return (u[:, :rank] * s[:rank]) @ vh[:rank] + mean
@@ -314,13 +333,47 @@ def register_index(index: Index) -> Index:
 
 
 register_index(Index("cka", linear_cka, "flatten", "similarity", ("sim_cka",), description="linear CKA (Eq. 4)"))
-register_index(Index("pwcca", pwcca, "pooled", "similarity", ("sim_pwcca",), symmetric=False,
-                     description="projection-weighted CCA (Eq. 5-6), weights from the front's directions"))
+register_index(
+    Index(
+        "pwcca",
+        pwcca,
+        "pooled",
+        "similarity",
+        ("sim_pwcca",),
+        symmetric=False,
+        description="projection-weighted CCA (Eq. 5-6), weights from the front's directions",
+    )
+)
 register_index(Index("opd", opd, "flatten", "distance", ("sim_opd",), description="orthogonal Procrustes (Eq. 8)"))
-register_index(Index("dm", dm_distance, "positions", "distance", ("sim_dm",), symmetric=False,
-                     description="the K-image DM map's squared relative error out of sample (Section 2.3)"))
-register_index(Index("rank", numerical_rank, "positions", "rank", ("rank_front", "rank_end"),
-                     description="numerical rank of each donor side's channel covariance (seed 003 B.2.1)"))
-register_index(Index("receiver_rank", numerical_rank, "flatten", "rank", ("rank_receiver", "rank_receiver_end"),
-                     after_fit=True, description="rank of the receiver's first layer after the stitch, and"
-                     " unstitched (seed 003 B.2.1)"))
+register_index(
+    Index(
+        "dm",
+        dm_distance,
+        "positions",
+        "distance",
+        ("sim_dm",),
+        symmetric=False,
+        description="the K-image DM map's squared relative error out of sample (Section 2.3)",
+    )
+)
+register_index(
+    Index(
+        "rank",
+        numerical_rank,
+        "positions",
+        "rank",
+        ("rank_front", "rank_end"),
+        description="numerical rank of each donor side's channel covariance (seed 003 B.2.1)",
+    )
+)
+register_index(
+    Index(
+        "receiver_rank",
+        numerical_rank,
+        "flatten",
+        "rank",
+        ("rank_receiver", "rank_receiver_end"),
+        after_fit=True,
+        description="rank of the receiver's first layer after the stitch, and unstitched (seed 003 B.2.1)",
+    )
+)

@@ -8,8 +8,8 @@ normalisation is the first stage. The registered architectures live in `sweep.mo
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
@@ -62,8 +62,7 @@ class Architecture:
         """The stitch point names, input to output."""
         return list(_points(self.name))
 
-    def activation_shapes(self, in_channels: int, image_size: int, num_classes: int = 10
-                          ) -> dict[str, tuple[int, ...]]:
+    def activation_shapes(self, in_channels: int, image_size: int, num_classes: int = 10) -> dict[str, tuple[int, ...]]:
         """The activation shape (without the batch dimension) at every stitch point: (C, H, W) for conv
         stages, (tokens, dim) for transformer ones."""
         return _shapes(self.name, in_channels, image_size, num_classes)
@@ -82,7 +81,7 @@ def build(arch: str, in_channels: int, num_classes: int, mean, std, image_size: 
     return entry.build(in_channels=in_channels, num_classes=num_classes, mean=mean, std=std, image_size=image_size)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _points(arch: str) -> tuple[str, ...]:
     return tuple(build(arch, 1, 10, (0.5,), (0.5,)).stitch_points)
 
@@ -92,7 +91,7 @@ def stitch_points(arch: str) -> list[str]:
     return ARCHITECTURES.get_entry(arch).stitch_points()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _shapes(arch: str, in_channels: int, image_size: int, num_classes: int) -> dict[str, tuple[int, ...]]:
     model = build(arch, in_channels, num_classes, (0.5,), (0.5,), image_size=image_size).eval()
     shapes = {}
@@ -105,8 +104,9 @@ def _shapes(arch: str, in_channels: int, image_size: int, num_classes: int) -> d
     return shapes
 
 
-def activation_shapes(arch: str, in_channels: int, image_size: int, num_classes: int = 10
-                      ) -> dict[str, tuple[int, ...]]:
+def activation_shapes(
+    arch: str, in_channels: int, image_size: int, num_classes: int = 10
+) -> dict[str, tuple[int, ...]]:
     """The activation shape (without the batch dimension) at every stitch point, from one forward pass of a
     freshly built model on a blank image: (C, H, W) for conv stages, (tokens, dim) for transformer ones."""
     return ARCHITECTURES.get_entry(arch).activation_shapes(in_channels, image_size, num_classes)
@@ -114,9 +114,7 @@ def activation_shapes(arch: str, in_channels: int, image_size: int, num_classes:
 
 def check_point(model: StagedNet, point: str) -> None:
     if point not in model.stitch_points:
-        raise ValueError(
-            f"unknown stitch point {point!r}; valid points, input to output: {model.stitch_points}"
-        )
+        raise ValueError(f"unknown stitch point {point!r}; valid points, input to output: {model.stitch_points}")
 
 
 def split(model: StagedNet, point: str) -> tuple[nn.Sequential, nn.Sequential]:
@@ -129,5 +127,3 @@ def split(model: StagedNet, point: str) -> tuple[nn.Sequential, nn.Sequential]:
     front = nn.Sequential(*[model.stage(n) for n in model.stage_names[:k]])
     end = nn.Sequential(*[model.stage(n) for n in model.stage_names[k:]])
     return front, end
-
-

@@ -59,8 +59,10 @@ _CIFAR_LAYOUT = [
 def _from_cifar_layout(sd: dict[str, torch.Tensor], expected: set[str], own: set[str]) -> dict[str, torch.Tensor]:
     out = {}
     # input normalisation stored as `mu` / `sigma` buffers (e.g. RobustBench's Engstrom2019Robustness)
-    names = {"mu": next((k for k in sorted(own) if k.endswith(".mean")), "mu"),
-             "sigma": next((k for k in sorted(own) if k.endswith(".std")), "sigma")}
+    names = {
+        "mu": next((k for k in sorted(own) if k.endswith(".mean")), "mu"),
+        "sigma": next((k for k in sorted(own) if k.endswith(".std")), "sigma"),
+    }
     for key, value in sd.items():
         if key in names:
             out[names[key]] = value
@@ -85,16 +87,34 @@ def _normalisation_keys(model: StagedNet) -> set[str]:
     return {f"{name}.{b}" for name, m in model.named_modules() if isinstance(m, Normalize) for b in ("mean", "std")}
 
 
-def load_checkpoint(path: str | Path, arch: str, *, in_channels: int, num_classes: int, mean, std,
-                    image_size: int) -> StagedNet:
+def load_checkpoint(
+    path: str | Path, arch: str, *, in_channels: int, num_classes: int, mean, std, image_size: int
+) -> StagedNet:
     """Build `arch` and fill it from the checkpoint at `path` (eval mode). Normalisation comes from
     `mean`/`std`: the statistics the checkpoint's weights expect their inputs to be normalised with."""
-    return from_state_dict(read_state_dict(path), arch, source=str(path), in_channels=in_channels,
-                           num_classes=num_classes, mean=mean, std=std, image_size=image_size)
+    return from_state_dict(
+        read_state_dict(path),
+        arch,
+        source=str(path),
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        image_size=image_size,
+    )
 
 
-def from_state_dict(raw: dict[str, torch.Tensor], arch: str, *, source: str, in_channels: int,
-                    num_classes: int, mean, std, image_size: int) -> StagedNet:
+def from_state_dict(
+    raw: dict[str, torch.Tensor],
+    arch: str,
+    *,
+    source: str,
+    in_channels: int,
+    num_classes: int,
+    mean,
+    std,
+    image_size: int,
+) -> StagedNet:
     """Build `arch` and fill it from a state dict in our layout or the CIFAR layout (eval mode)."""
     model = build(arch, in_channels, num_classes, mean, std, image_size=image_size)
     ours = model.state_dict()
@@ -114,13 +134,19 @@ def from_state_dict(raw: dict[str, torch.Tensor], arch: str, *, source: str, in_
     missing = sorted(expected - set(best))[:3]
     unexpected = sorted(set(best) - expected - own)[:3]
     wrong = [k for k in sorted(expected & set(best)) if best[k].shape != ours[k].shape][:3]
-    detail = "; ".join(part for part in (
-        f"missing keys {missing}" if missing else "",
-        f"unexpected keys {unexpected}" if unexpected else "",
-        f"shape mismatch at {[(k, tuple(best[k].shape), tuple(ours[k].shape)) for k in wrong]}" if wrong else "",
-    ) if part)
-    raise ValueError(f"{source}: the checkpoint does not fit architecture {arch!r} ({in_channels} input channels,"
-                     f" {num_classes} classes): {detail}")
+    detail = "; ".join(
+        part
+        for part in (
+            f"missing keys {missing}" if missing else "",
+            f"unexpected keys {unexpected}" if unexpected else "",
+            f"shape mismatch at {[(k, tuple(best[k].shape), tuple(ours[k].shape)) for k in wrong]}" if wrong else "",
+        )
+        if part
+    )
+    raise ValueError(
+        f"{source}: the checkpoint does not fit architecture {arch!r} ({in_channels} input channels,"
+        f" {num_classes} classes): {detail}"
+    )
 
 
 # ------------------------------------------------------------------------------------------- RobustBench
@@ -151,28 +177,37 @@ def _import_robustbench():
     return robustbench.utils
 
 
-def load_robustbench(model_id: str, arch: str, model_dir: str | Path, *, in_channels: int, num_classes: int,
-                     image_size: int) -> StagedNet:
+def load_robustbench(
+    model_id: str, arch: str, model_dir: str | Path, *, in_channels: int, num_classes: int, image_size: int
+) -> StagedNet:
     """Load `dataset/threat_model/name` with RobustBench's own loader from `model_dir` (it downloads into it
     when the checkpoint is missing) and map it onto `arch`; the mapped network must compute what
     RobustBench's does, or this raises."""
     dataset, threat, name = model_id.split("/")
     utils = _import_robustbench()
-    reference = utils.load_model(model_name=name, model_dir=str(model_dir), dataset=dataset,
-                                 threat_model=threat).eval()
+    reference = utils.load_model(model_name=name, model_dir=str(model_dir), dataset=dataset, threat_model=threat).eval()
     # Some models normalise with constants kept out of their state dict (non-persistent buffers).
     mean, std = getattr(reference, "mean", None), getattr(reference, "std", None)
     if isinstance(mean, torch.Tensor) and isinstance(std, torch.Tensor):
         mean, std = tuple(mean.flatten().tolist()), tuple(std.flatten().tolist())
     else:
         mean, std = (0.0,), (1.0,)
-    model = from_state_dict(reference.state_dict(), arch, source=f"robustbench:{model_id}",
-                            in_channels=in_channels, num_classes=num_classes, mean=mean, std=std,
-                            image_size=image_size)
+    model = from_state_dict(
+        reference.state_dict(),
+        arch,
+        source=f"robustbench:{model_id}",
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        image_size=image_size,
+    )
     x = torch.rand(4, in_channels, image_size, image_size, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         gap = (model(x) - reference(x)).abs().max().item()
     if gap > 1e-4:
-        raise ValueError(f"robustbench:{model_id}: mapped onto {arch!r} it computes something else (max logit"
-                         f" difference {gap:.3g}); the model may normalise its inputs or differ in structure")
+        raise ValueError(
+            f"robustbench:{model_id}: mapped onto {arch!r} it computes something else (max logit"
+            f" difference {gap:.3g}); the model may normalise its inputs or differ in structure"
+        )
     return model

@@ -83,11 +83,11 @@ class Head(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
-def _residual_net(block, widths, blocks, *, in_channels, num_classes, mean, std, stem_stride=1,
-                  stem_bn=True, head_bn=False) -> StagedNet:
+def _residual_net(
+    block, widths, blocks, *, in_channels, num_classes, mean, std, stem_stride=1, stem_bn=True, head_bn=False
+) -> StagedNet:
     in_planes = widths[0]
-    stem: list[nn.Module] = [Normalize(mean, std), nn.Conv2d(in_channels, in_planes, 3, stem_stride, 1,
-                                                             bias=False)]
+    stem: list[nn.Module] = [Normalize(mean, std), nn.Conv2d(in_channels, in_planes, 3, stem_stride, 1, bias=False)]
     if stem_bn:
         stem.append(nn.BatchNorm2d(in_planes))
     stages: list[tuple[str, nn.Module]] = [("stem", nn.Sequential(*stem))]
@@ -108,20 +108,42 @@ def _residual_net(block, widths, blocks, *, in_channels, num_classes, mean, std,
 )
 def resnet_tiny(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
     # The stride-2 stem quarters the cost of the first stage: what makes PGD training fit a 2-core budget.
-    return _residual_net(BasicBlock, [8, 16, 32], [2, 2, 2], in_channels=in_channels,
-                         num_classes=num_classes, mean=mean, std=std, stem_stride=2)
+    return _residual_net(
+        BasicBlock,
+        [8, 16, 32],
+        [2, 2, 2],
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        stem_stride=2,
+    )
 
 
 @register_architecture("resnet18", "CIFAR-style ResNet-18 of the papers: 3x3 stem, no max-pool (8 points)")
 def resnet18(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
-    return _residual_net(BasicBlock, [64, 128, 256, 512], [2, 2, 2, 2], in_channels=in_channels,
-                         num_classes=num_classes, mean=mean, std=std)
+    return _residual_net(
+        BasicBlock,
+        [64, 128, 256, 512],
+        [2, 2, 2, 2],
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+    )
 
 
 @register_architecture("resnet50", "CIFAR-style ResNet-50: bottleneck blocks 3/4/6/3 (16 points)")
 def resnet50(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
-    return _residual_net(Bottleneck, [64, 128, 256, 512], [3, 4, 6, 3], in_channels=in_channels,
-                         num_classes=num_classes, mean=mean, std=std)
+    return _residual_net(
+        Bottleneck,
+        [64, 128, 256, 512],
+        [3, 4, 6, 3],
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+    )
 
 
 # ----------------------------------------------------------------------------- pre-activation ResNets
@@ -147,8 +169,9 @@ class PreActBlock(nn.Module):
         return out + skip
 
 
-def _preact_net(widths, blocks, *, in_channels, num_classes, mean, std, stem_width,
-                block=PreActBlock, head=None) -> StagedNet:
+def _preact_net(
+    widths, blocks, *, in_channels, num_classes, mean, std, stem_width, block=PreActBlock, head=None
+) -> StagedNet:
     """Stem conv, pre-activation blocks named layer<group>.<block>, BN-activation head. `block(in, out,
     stride)` builds a block; `head(planes, classes)` the head (default: BN, ReLU, pool, linear)."""
     stages: list[tuple[str, nn.Module]] = [
@@ -168,14 +191,22 @@ def _preact_net(widths, blocks, *, in_channels, num_classes, mean, std, stem_wid
 
 @register_architecture("preact_resnet18", "PreActResNet-18 (He et al. 2016b), CIFAR-style (8 points)")
 def preact_resnet18(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
-    return _preact_net([64, 128, 256, 512], [2, 2, 2, 2], in_channels=in_channels, num_classes=num_classes,
-                       mean=mean, std=std, stem_width=64)
+    return _preact_net(
+        [64, 128, 256, 512],
+        [2, 2, 2, 2],
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        stem_width=64,
+    )
 
 
 @register_architecture("wrn28_10", "WideResNet-28-10 (Zagoruyko & Komodakis), 3 groups of 4 blocks (12 points)")
 def wrn28_10(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
-    return _preact_net([160, 320, 640], [4, 4, 4], in_channels=in_channels, num_classes=num_classes,
-                       mean=mean, std=std, stem_width=16)
+    return _preact_net(
+        [160, 320, 640], [4, 4, 4], in_channels=in_channels, num_classes=num_classes, mean=mean, std=std, stem_width=16
+    )
 
 
 # ------------------------------------------------------------------------------------------------- VGG
@@ -273,8 +304,7 @@ class TokenHead(nn.Module):
 def _vit(*, in_channels, num_classes, mean, std, image_size, dim, depth, heads, patch) -> StagedNet:
     if image_size % patch:
         raise ValueError(f"image size {image_size} is not a multiple of the patch size {patch}")
-    stages: list[tuple[str, nn.Module]] = [("embed", PatchEmbed(in_channels, dim, patch, image_size, mean,
-                                                                 std))]
+    stages: list[tuple[str, nn.Module]] = [("embed", PatchEmbed(in_channels, dim, patch, image_size, mean, std))]
     points = []
     for b in range(depth):
         stages.append((f"blocks.{b}", EncoderBlock(dim, heads)))
@@ -285,14 +315,32 @@ def _vit(*, in_channels, num_classes, mean, std, image_size, dim, depth, heads, 
 
 @register_architecture("vit_ti", "ViT-Ti/4: dim 192, 12 blocks, 3 heads, 4x4 patches; tokens are stitched (12)")
 def vit_ti(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
-    return _vit(in_channels=in_channels, num_classes=num_classes, mean=mean, std=std, image_size=image_size,
-                dim=192, depth=12, heads=3, patch=4)
+    return _vit(
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        image_size=image_size,
+        dim=192,
+        depth=12,
+        heads=3,
+        patch=4,
+    )
 
 
 @register_architecture("vit_tiny_cpu", "CPU-sized ViT: dim 32, 4 blocks, 2 heads, 4x4 patches (4 points)")
 def vit_tiny_cpu(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
-    return _vit(in_channels=in_channels, num_classes=num_classes, mean=mean, std=std, image_size=image_size,
-                dim=32, depth=4, heads=2, patch=4)
+    return _vit(
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        image_size=image_size,
+        dim=32,
+        depth=4,
+        heads=2,
+        patch=4,
+    )
 
 
 # ------------------------------------------------------- DeepMind-layout pre-activation nets (RobustBench)
@@ -344,20 +392,46 @@ class DMHead(Head):
 
 
 def _dm_net(widths, blocks, *, wide, stem_width, in_channels, num_classes, mean, std) -> StagedNet:
-    return _preact_net(widths, blocks, in_channels=in_channels, num_classes=num_classes, mean=mean, std=std,
-                       stem_width=stem_width, block=lambda i, o, s: DMBlock(i, o, s, wide),
-                       head=lambda planes, classes: DMHead(planes, classes, bn=True))
+    return _preact_net(
+        widths,
+        blocks,
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        stem_width=stem_width,
+        block=lambda i, o, s: DMBlock(i, o, s, wide),
+        head=lambda planes, classes: DMHead(planes, classes, bn=True),
+    )
 
 
-@register_architecture("dm_preact_resnet18",
-                       "PreActResNet-18 in DeepMind's layout with Swish (RobustBench Rade2021Helper_R18_*; 8)")
+@register_architecture(
+    "dm_preact_resnet18", "PreActResNet-18 in DeepMind's layout with Swish (RobustBench Rade2021Helper_R18_*; 8)"
+)
 def dm_preact_resnet18(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
-    return _dm_net([64, 128, 256, 512], [2, 2, 2, 2], wide=False, stem_width=64, in_channels=in_channels,
-                   num_classes=num_classes, mean=mean, std=std)
+    return _dm_net(
+        [64, 128, 256, 512],
+        [2, 2, 2, 2],
+        wide=False,
+        stem_width=64,
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+    )
 
 
-@register_architecture("dm_wrn28_10",
-                       "WideResNet-28-10 in DeepMind's layout with Swish (RobustBench Gowal2021Improving_28_10_*; 12)")
+@register_architecture(
+    "dm_wrn28_10", "WideResNet-28-10 in DeepMind's layout with Swish (RobustBench Gowal2021Improving_28_10_*; 12)"
+)
 def dm_wrn28_10(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
-    return _dm_net([160, 320, 640], [4, 4, 4], wide=True, stem_width=16, in_channels=in_channels,
-                   num_classes=num_classes, mean=mean, std=std)
+    return _dm_net(
+        [160, 320, 640],
+        [4, 4, 4],
+        wide=True,
+        stem_width=16,
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+    )

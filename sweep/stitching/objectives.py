@@ -19,24 +19,43 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 from torch import nn
 
-from sweep.train.attacks import kl_divergence, pgd_linf, trades_linf
 from sweep.data.core import Splits, batches
-from sweep.train.evaluate import predict
-from sweep.stitching.stitcher import positions
-from sweep.train.loops import DivergedError, autocast, optimiser_step, step_schedule, to_device
 from sweep.registry import OBJECTIVES
+from sweep.stitching.stitcher import positions
+from sweep.train.attacks import kl_divergence, pgd_linf, trades_linf
+from sweep.train.evaluate import predict
+from sweep.train.loops import DivergedError, autocast, optimiser_step, step_schedule, to_device
 
-__all__ = ["OBJECTIVES", "DivergedError", "FitContext", "Objective", "register_objective", "adv_loss",
-           "trades_loss", "direct_match"]
+__all__ = [
+    "OBJECTIVES",
+    "DivergedError",
+    "FitContext",
+    "Objective",
+    "register_objective",
+    "adv_loss",
+    "trades_loss",
+    "direct_match",
+]
 
-GRADIENT_FIELDS = {"epochs", "lr", "batch_size", "init", "donor_bn", "seed", "stitcher", "optimizer",
-                   "weight_decay", "momentum", "lr_schedule"}
+GRADIENT_FIELDS = {
+    "epochs",
+    "lr",
+    "batch_size",
+    "init",
+    "donor_bn",
+    "seed",
+    "stitcher",
+    "optimizer",
+    "weight_decay",
+    "momentum",
+    "lr_schedule",
+}
 ATTACK_FIELDS = {"adv_eps", "adv_step_size", "adv_steps", "adv_random_start"}
 
 
@@ -46,7 +65,7 @@ class FitContext:
     end: nn.Module
     stitcher: nn.Module
     splits: Splits
-    spec: "object"  # the TrialSpec; typed loosely to keep this module free of spec imports
+    spec: object  # the TrialSpec; typed loosely to keep this module free of spec imports
     device: torch.device
     end_front: nn.Module | None = None  # g<=j: the end model's own front half (needed by direct matching)
     curves: list[tuple[int, str, float]] = field(default_factory=list)
@@ -67,11 +86,13 @@ class Objective:
     random_start: bool = True  # the default of `adv_random_start` for objectives that read it
 
 
-def register_objective(name: str, fields: set[str], description: str, *, dm_init: bool = False,
-                       random_start: bool = True):
+def register_objective(
+    name: str, fields: set[str], description: str, *, dm_init: bool = False, random_start: bool = True
+):
     """Decorator: register `fit(ctx) -> metrics` as objective `name` (one entry, nothing else to edit)."""
-    return OBJECTIVES.register(name, lambda fn: Objective(name, fn, frozenset(fields), description, dm_init,
-                                                          random_start))
+    return OBJECTIVES.register(
+        name, lambda fn: Objective(name, fn, frozenset(fields), description, dm_init, random_start)
+    )
 
 
 def set_donor_mode(ctx: FitContext) -> None:
@@ -103,8 +124,7 @@ def eval_mode(*modules: nn.Module):
 _ce = nn.CrossEntropyLoss()
 
 
-def adv_loss(net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None,
-             alpha: float) -> torch.Tensor:
+def adv_loss(net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None, alpha: float) -> torch.Tensor:
     """Seed 000 Eq. 2 on one batch. A term with weight 0 is not computed (`x_adv` may then be None)."""
     loss = torch.zeros((), device=x.device)
     if alpha < 1.0:
@@ -114,8 +134,9 @@ def adv_loss(net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tenso
     return loss
 
 
-def adv_mix_loss(net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None,
-                 alpha: float) -> torch.Tensor:
+def adv_mix_loss(
+    net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None, alpha: float
+) -> torch.Tensor:
     """The reference code's variant: the first round(alpha * B) examples of the batch replaced by their
     adversarial versions (`x_adv` holds exactly those), one cross-entropy over the mixed batch."""
     k = adv_mix_count(len(y), alpha)
@@ -127,8 +148,9 @@ def adv_mix_count(batch: int, alpha: float) -> int:
     return int(round(alpha * batch))
 
 
-def trades_loss(net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None,
-                beta: float) -> torch.Tensor:
+def trades_loss(
+    net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None, beta: float
+) -> torch.Tensor:
     """Seed 000 Eq. 5 (TRADES): CE(f(x), y) + beta * KL(f(x) || f(x')), gradients through both terms."""
     logits = net(x)
     loss = _ce(logits, y)
@@ -140,8 +162,9 @@ def trades_loss(net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Te
 # ---------------------------------------------------------------------------------------- the fit loop
 
 
-def _fit_by_gradient(ctx: FitContext, batch_loss: Callable[[torch.Tensor, torch.Tensor, torch.Generator],
-                                                           torch.Tensor]) -> dict:
+def _fit_by_gradient(
+    ctx: FitContext, batch_loss: Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
+) -> dict:
     """The spec's optimiser on the stitcher's parameters (default: Adam with A.2's weight decay and step
     schedule, seed 000 A.5); `batch_loss(x, y, generator)` gives the loss."""
     spec = ctx.spec
@@ -165,8 +188,9 @@ def _fit_by_gradient(ctx: FitContext, batch_loss: Callable[[torch.Tensor, torch.
         train_loss = total / n
         ctx.curves.append((epoch, "train_loss", train_loss))
         with eval_mode(ctx.front, ctx.end, ctx.stitcher):
-            val_pred = predict(ctx.stitched, ctx.splits.val_x, ctx.device, precision=spec.precision,
-                               channels_last=spec.channels_last)
+            val_pred = predict(
+                ctx.stitched, ctx.splits.val_x, ctx.device, precision=spec.precision, channels_last=spec.channels_last
+            )
         val_acc = float((val_pred == ctx.splits.val_y).float().mean()) if len(val_pred) else math.nan
         ctx.curves.append((epoch, "val_acc", val_acc))
     out["final_train_loss"] = train_loss
@@ -198,12 +222,21 @@ def _features(ctx: FitContext, x: torch.Tensor) -> torch.Tensor:
 def _pgd(ctx: FitContext, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     spec = ctx.spec
     with eval_mode(ctx.front, ctx.end, ctx.stitcher):
-        return pgd_linf(ctx.stitched, x, y, spec.adv_eps, spec.adv_step_size, spec.adv_steps,
-                        random_start=spec.adv_random_start, generator=gen)
+        return pgd_linf(
+            ctx.stitched,
+            x,
+            y,
+            spec.adv_eps,
+            spec.adv_step_size,
+            spec.adv_steps,
+            random_start=spec.adv_random_start,
+            generator=gen,
+        )
 
 
 @register_objective(
-    "tlm", GRADIENT_FIELDS,
+    "tlm",
+    GRADIENT_FIELDS,
     "task loss matching (seed 000 Eq. 1): cross-entropy of the stitched net, Adam, lr/10 at 1/3 and 2/3",
 )
 def fit_task_loss(ctx: FitContext) -> dict:
@@ -214,15 +247,18 @@ def fit_task_loss(ctx: FitContext) -> dict:
 
 
 @register_objective(
-    "dm+tlm", (GRADIENT_FIELDS - {"init"}) | {"dm_samples"},
-    "direct matching init on K training images, then task loss matching (seed 004 3.1)", dm_init=True,
+    "dm+tlm",
+    (GRADIENT_FIELDS - {"init"}) | {"dm_samples"},
+    "direct matching init on K training images, then task loss matching (seed 004 3.1)",
+    dm_init=True,
 )
 def fit_dm_then_task_loss(ctx: FitContext) -> dict:
     return fit_task_loss(ctx)
 
 
 @register_objective(
-    "adv", GRADIENT_FIELDS | ATTACK_FIELDS | {"alpha"},
+    "adv",
+    GRADIENT_FIELDS | ATTACK_FIELDS | {"alpha"},
     "adversarial stitching (seed 000 Eq. 2): (1-alpha) CE(clean) + alpha CE(PGD) on every batch",
 )
 def fit_adversarial(ctx: FitContext) -> dict:
@@ -236,7 +272,8 @@ def fit_adversarial(ctx: FitContext) -> dict:
 
 
 @register_objective(
-    "adv_mix", GRADIENT_FIELDS | ATTACK_FIELDS | {"alpha"},
+    "adv_mix",
+    GRADIENT_FIELDS | ATTACK_FIELDS | {"alpha"},
     "the reference code's adversarial stitching: round(alpha*B) of each batch replaced by PGD examples",
     random_start=False,  # the reference code's PGD started at x
 )
@@ -252,7 +289,8 @@ def fit_adversarial_mixed(ctx: FitContext) -> dict:
 
 
 @register_objective(
-    "trades", GRADIENT_FIELDS | (ATTACK_FIELDS - {"adv_random_start"}) | {"beta"},  # starts at x + 0.001 N
+    "trades",
+    GRADIENT_FIELDS | (ATTACK_FIELDS - {"adv_random_start"}) | {"beta"},  # starts at x + 0.001 N
     "TRADES stitching (seed 000 Eq. 5): CE(clean) + beta KL(p(x) || p(x')), x' from KL-PGD",
 )
 def fit_trades(ctx: FitContext) -> dict:
@@ -262,8 +300,7 @@ def fit_trades(ctx: FitContext) -> dict:
         x_adv = None
         if spec.beta > 0:
             with eval_mode(ctx.front, ctx.end, ctx.stitcher):
-                x_adv = trades_linf(ctx.stitched, x, spec.adv_eps, spec.adv_step_size, spec.adv_steps,
-                                    generator=gen)
+                x_adv = trades_linf(ctx.stitched, x, spec.adv_eps, spec.adv_step_size, spec.adv_steps, generator=gen)
         return trades_loss(lambda inp: _head(ctx, _features(ctx, inp)), x, y, x_adv, spec.beta)
 
     return _fit_by_gradient(ctx, loss)
@@ -292,16 +329,17 @@ def direct_match(ctx: FitContext) -> dict:
     same_positions = src.shape[2:] == tgt.shape[2:] if src.dim() == 4 else src.shape[1] == tgt.shape[1]
     if src.dim() != tgt.dim() or not same_positions:
         raise ValueError(
-            f"direct matching: source positions {tuple(src.shape[1:])} do not match target"
-            f" {tuple(tgt.shape[1:])}"
+            f"direct matching: source positions {tuple(src.shape[1:])} do not match target {tuple(tgt.shape[1:])}"
         )
     a = positions(src).double()
     b = positions(tgt).double()
     per_image = len(a) // max(1, len(x))
     if len(a) < a.shape[1] + 1:
         needed = math.ceil((a.shape[1] + 1) / per_image)
-        raise ValueError(f"dm_samples: K={k} images give {len(a)} rows for {a.shape[1] + 1} unknowns per output"
-                         f" channel; a determined least-squares fit needs K >= {needed}")
+        raise ValueError(
+            f"dm_samples: K={k} images give {len(a)} rows for {a.shape[1] + 1} unknowns per output"
+            f" channel; a determined least-squares fit needs K >= {needed}"
+        )
     stitcher = ctx.stitcher
     if getattr(stitcher, "kind", "affine") == "bn_affine_bn":
         s_mean, s_var = a.mean(0), a.var(0)

@@ -30,8 +30,15 @@ class Stitcher(nn.Module):
     004 Section 2.1); `size` is that target size (None: no resizing). Token activations must agree in count.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, init: str = "random", tokens: bool = False,
-                 kind: str = "affine", size: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        init: str = "random",
+        tokens: bool = False,
+        kind: str = "affine",
+        size: tuple[int, int] | None = None,
+    ) -> None:
         super().__init__()
         self.size = tuple(size) if size is not None else None
         if kind not in STITCHERS:
@@ -47,9 +54,7 @@ class Stitcher(nn.Module):
         self.bn_out: nn.Module = bn(out_channels) if kind == "bn_affine_bn" else nn.Identity()
         if init == "identity":  # exact for `affine`; BatchNorms at their initial statistics divide by
             if in_channels != out_channels:  # sqrt(1 + eps) each
-                raise ValueError(
-                    f"init: identity needs equal channel counts, found {in_channels} -> {out_channels}"
-                )
+                raise ValueError(f"init: identity needs equal channel counts, found {in_channels} -> {out_channels}")
             self.set_affine(torch.eye(in_channels), torch.zeros(in_channels))
         elif init not in ("random", "dm"):  # "dm": random here, then solved by direct matching
             raise ValueError(f"init: expected 'random', 'identity' or 'dm', found {init!r}")
@@ -57,21 +62,22 @@ class Stitcher(nn.Module):
     @property
     def channels(self) -> tuple[int, int]:
         return self.map.in_features if self.tokens else self.map.in_channels, (
-            self.map.out_features if self.tokens else self.map.out_channels)
+            self.map.out_features if self.tokens else self.map.out_channels
+        )
 
     @classmethod
-    def for_shapes(cls, source: torch.Size, target: torch.Size, init: str = "random",
-                   kind: str = "affine") -> "Stitcher":
+    def for_shapes(cls, source: torch.Size, target: torch.Size, init: str = "random", kind: str = "affine") -> Stitcher:
         """A stitcher from a source activation shape to a target one (batch dimension first)."""
         if len(source) != len(target) or len(source) not in (3, 4):
-            raise ValueError(f"cannot stitch activations of shape {tuple(source)} to {tuple(target)}: expected"
-                             " (N, C, H, W) to (N, C, H, W) or (N, tokens, dim) to (N, tokens, dim)")
+            raise ValueError(
+                f"cannot stitch activations of shape {tuple(source)} to {tuple(target)}: expected"
+                " (N, C, H, W) to (N, C, H, W) or (N, tokens, dim) to (N, tokens, dim)"
+            )
         tokens = len(source) == 3
         if tokens and source[1] != target[1]:
             raise ValueError(f"cannot stitch {source[1]} tokens to {target[1]}: token counts must agree")
         size = None if tokens or tuple(source[2:]) == tuple(target[2:]) else tuple(target[2:])
-        return cls(source[-1] if tokens else source[1], target[-1] if tokens else target[1], init, tokens,
-                   kind, size)
+        return cls(source[-1] if tokens else source[1], target[-1] if tokens else target[1], init, tokens, kind, size)
 
     def set_affine(self, weight: torch.Tensor, bias: torch.Tensor) -> None:
         """Set the map to `a -> weight @ a + bias` at every position (weight: out x in)."""
@@ -79,8 +85,9 @@ class Stitcher(nn.Module):
             self.map.weight.copy_(weight if self.tokens else weight.view(*weight.shape, 1, 1))
             self.map.bias.copy_(bias)
 
-    def set_normalisation(self, source_mean: torch.Tensor, source_var: torch.Tensor,
-                          target_mean: torch.Tensor, target_var: torch.Tensor) -> None:
+    def set_normalisation(
+        self, source_mean: torch.Tensor, source_var: torch.Tensor, target_mean: torch.Tensor, target_var: torch.Tensor
+    ) -> None:
         """For `bn_affine_bn`: make the input BatchNorm standardise with the source statistics and the output
         BatchNorm map standardised values back to the target's mean and variance, so that the affine map in
         between works in standardised coordinates (direct-matching init)."""

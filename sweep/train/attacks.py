@@ -77,8 +77,16 @@ def kl_divergence(p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
     return nn.functional.kl_div(torch.log_softmax(logits_q, dim=1), p, reduction="batchmean")
 
 
-def build_autoattack(model: nn.Module, *, eps: float, attacks: tuple[str, ...], iterations: int, restarts: int,
-                     seed: int, device: torch.device | str):
+def build_autoattack(
+    model: nn.Module,
+    *,
+    eps: float,
+    attacks: tuple[str, ...],
+    iterations: int,
+    restarts: int,
+    seed: int,
+    device: torch.device | str,
+):
     """pyautoattack's AutoAttack restricted to `attacks`, with APGD built for `iterations` iterations.
 
     pyautoattack's APGD derives its step-size checkpoints (`n_iter_2`, `n_iter_min`, `size_decr`) and
@@ -88,11 +96,22 @@ def build_autoattack(model: nn.Module, *, eps: float, attacks: tuple[str, ...], 
     from pyautoattack import AutoAttack  # heavy import: only where robust accuracy is asked for
     from pyautoattack.autopgd_base import APGDAttack, APGDAttack_targeted
 
-    adversary = AutoAttack(model, attacks=list(attacks), device=device, eps=eps, norm="Linf", seed=seed,
-                           version="custom")
+    adversary = AutoAttack(
+        model, attacks=list(attacks), device=device, eps=eps, norm="Linf", seed=seed, version="custom"
+    )
     adversary.verbose = False
-    common = dict(n_iter=iterations, n_restarts=restarts, eps=eps, norm="Linf", eot_iter=1, rho=0.75, seed=seed,
-                  device=device, verbose=False, logger=adversary.logger)
+    common = dict(
+        n_iter=iterations,
+        n_restarts=restarts,
+        eps=eps,
+        norm="Linf",
+        eot_iter=1,
+        rho=0.75,
+        seed=seed,
+        device=device,
+        verbose=False,
+        logger=adversary.logger,
+    )
     adversary.apgd = APGDAttack(model, **common)
     adversary.apgd_targeted = APGDAttack_targeted(model, **common)
     return adversary
@@ -117,8 +136,9 @@ def autoattack_accuracy(
     if len(y) == 0:
         return float("nan")
     logging.getLogger("auto-attack").setLevel(logging.WARNING)
-    adversary = build_autoattack(model, eps=eps, attacks=attacks, iterations=iterations, restarts=restarts,
-                                 seed=seed, device=device)
+    adversary = build_autoattack(
+        model, eps=eps, attacks=attacks, iterations=iterations, restarts=restarts, seed=seed, device=device
+    )
     x_adv, _ = adversary.run_standard_evaluation(x.to(device), y.to(device), batch_size=batch_size)
     correct = 0
     with torch.no_grad():

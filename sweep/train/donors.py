@@ -8,8 +8,8 @@ search space is read).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
@@ -42,9 +42,12 @@ def plain_loss(model, xb, yb, donor, gen):
     return _ce(model(xb), yb)
 
 
-@register_training_method("pgd", {"eps", "step_size", "steps", "adv_fraction"},
-                          "L-inf PGD adversarial training (Madry et al.; seed 000 A.3); adv_fraction weighs the"
-                          " adversarial loss against the clean one")
+@register_training_method(
+    "pgd",
+    {"eps", "step_size", "steps", "adv_fraction"},
+    "L-inf PGD adversarial training (Madry et al.; seed 000 A.3); adv_fraction weighs the"
+    " adversarial loss against the clean one",
+)
 def pgd_loss(model, xb, yb, donor, gen):
     model.eval()  # craft the attack with frozen BatchNorm statistics, then train on it
     x_adv = pgd_linf(model, xb, yb, donor.eps, donor.step_size, donor.steps, generator=gen)
@@ -55,8 +58,11 @@ def pgd_loss(model, xb, yb, donor, gen):
     return loss
 
 
-@register_training_method("trades", {"eps", "step_size", "steps", "beta"},
-                          "TRADES (Zhang et al.; seed 000 Eq. 4): CE + beta KL(p(x) || p(x')), KL-PGD for x'")
+@register_training_method(
+    "trades",
+    {"eps", "step_size", "steps", "beta"},
+    "TRADES (Zhang et al.; seed 000 Eq. 4): CE + beta KL(p(x) || p(x')), KL-PGD for x'",
+)
 def trades_loss(model, xb, yb, donor, gen):
     model.eval()
     x_adv = trades_linf(model, xb, donor.eps, donor.step_size, donor.steps, generator=gen)
@@ -65,12 +71,14 @@ def trades_loss(model, xb, yb, donor, gen):
     return _ce(logits, yb) + donor.beta * kl_divergence(torch.softmax(logits, dim=1), model(x_adv))
 
 
-def train_donor(donor, splits: Splits, device: torch.device,
-                progress: Callable[[dict], None] | None = None) -> StagedNet:
+def train_donor(
+    donor, splits: Splits, device: torch.device, progress: Callable[[dict], None] | None = None
+) -> StagedNet:
     """Train a zoo donor (a `DonorSpec`) from scratch; returns it in eval mode."""
     torch.manual_seed(donor.seed)
-    model = build(donor.arch, splits.in_channels, splits.num_classes, splits.mean, splits.std,
-                  image_size=splits.image_size).to(device)
+    model = build(
+        donor.arch, splits.in_channels, splits.num_classes, splits.mean, splits.std, image_size=splits.image_size
+    ).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=donor.lr, momentum=0.9, nesterov=True, weight_decay=1e-4)
     sched = step_schedule(opt, donor.epochs)
     gen = torch.Generator().manual_seed(donor.seed)
