@@ -15,7 +15,7 @@ from sweep.config.donors import DonorEval, DonorSpec, resolve_ref, scaled_step
 from sweep.config.errors import SpecError
 from sweep.config.evaluation import EvalSpec
 from sweep.config.fields import Section, stable_hash
-from sweep.registry import ARCHITECTURES, DATASETS, INDICES, OBJECTIVES, STITCHERS
+from sweep.registry import ARCHITECTURES, DATASETS, INDICES, OBJECTIVES, STITCHERS, did_you_mean
 
 INITS = ("random", "identity", "dm")
 OPTIMIZERS = ("adam", "sgd")
@@ -156,6 +156,7 @@ BLOCK_FIELDS = {
     "ood",
 }
 STITCH_DATA = ("front", "end")
+ATTACK_OPTIONS = ("adv_eps", "adv_step_size", "adv_steps", "adv_random_start")
 
 
 def _check_dm_samples(
@@ -215,95 +216,57 @@ def _optimiser_fields(st: Section, path: str) -> dict:
     )
 
 
+@dataclass(frozen=True)
+class _Block:
+    """A stitching block's options, read and checked once (before the grid is expanded)."""
+
+    path: str
+    objectives: list[str]
+    alphas: list[float]
+    betas: list[float]
+    seeds: list[int]
+    gradient: dict  # epochs, lr, batch_size, init, donor_bn, optimiser: kept where the objective reads them
+    adversarial: dict  # adv_eps, adv_step_size (None: the dataset's), adv_steps, adv_random_start (None)
+    numerics: dict
+    stitcher: str
+    indices: tuple[str, ...]
+    similarity_samples: int | None
+    ood: dict | None
+    layouts: dict[str, str]
+    dm_samples: int | None  # as written (None: min(100, training images))
+    points: Any  # "all" or a list, checked per front architecture
+    end_points: Any  # "same", "all" or a list
+
+
 def expand_block(
     raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, donors: dict[str, DonorSpec], used: set[str]
 ) -> list[TrialSpec]:
     """One stitching block: pairs x stitch data x objectives x alphas x betas x seeds x stitch points."""
+    block = _read_block(Section(raw, path, BLOCK_FIELDS), path, evaluation)
+    pairs = _read_pairs(raw.get("pairs"), path, donors, block.end_points)
+    used.update(name for front, end, _ in pairs for name in (front.name, end.name))
+    trials = []
+    for front, end, roles in pairs:
+        points = _stitch_points(block.points, front.arch, f"{path}.stitch_points")
+        layer_pairs = _layer_pairs(points, block.end_points, end.arch, f"{path}.end_points")
+        for role in roles:
+            tdata = {"sweep": data, "front": front.data, "end": end.data}[role]
+            for objective, alpha, beta, seed in itertools.product(
+                block.objectives, block.alphas, block.betas, block.seeds
+            ):
+                per_data = _per_data(block, objective, alpha, beta, tdata)
+                for point, end_point in layer_pairs:
+                    trials.append(
+                        _trial(block, per_data, evaluation, front, end, role, tdata, objective, seed, point, end_point)
+                    )
+    return trials
 
-    st = Section(raw, path, BLOCK_FIELDS)
+
+def _read_block(st: Section, path: str, evaluation: EvalSpec) -> _Block:
     objectives = st.get_list("objectives", "string", choices=sorted(OBJECTIVES))
-    reads = set().union(*(OBJECTIVES[o].fields for o in objectives))
     init = st.get("init", "string", "random", choices=INITS)
-    # An option no chosen objective reads is a mistake (a typo'd objective list, say): refuse it.
-    needs = {
-        "alphas": "alpha",
-        "betas": "beta",
-        "adv_eps": "adv_eps",
-        "adv_step_size": "adv_step_size",
-        "adv_steps": "adv_steps",
-        "adv_random_start": "adv_random_start",
-    }
-    for key, fname in needs.items():
-        if key in st.raw and fname not in reads:
-            readers = sorted(o for o, obj in OBJECTIVES.items() if fname in obj.fields)
-            raise SpecError(
-                f"{path}.{key}",
-                f"an option of the chosen objectives {objectives}",
-                st.raw[key],
-                f"{key} applies to objectives {readers}",
-            )
-    if (
-        "dm_samples" in st.raw
-        and "dm_samples" not in reads
-        and not (init == "dm" and "init" in reads)
-        and "dm" not in (st.raw.get("indices") or [])
-    ):
-        raise SpecError(
-            f"{path}.dm_samples",
-            f"an option of the chosen objectives {objectives}",
-            st.raw["dm_samples"],
-            "dm_samples applies to objectives "
-            f"{sorted(n for n, o in OBJECTIVES.items() if 'dm_samples' in o.fields)}, to init: dm"
-            " and to the dm index",
-        )
-    alphas = st.get_list("alphas", "number", [0.5], low=0.0, high=1.0)
-    betas = st.get_list("betas", "number", [1.0], low=0.0)
-    seeds = st.get_list("seeds", "integer", [0], low=0)
-    adv_eps = st.get("adv_eps", "number", None, low=0.0, high=1.0, nullable=True)
-    adv_eps = evaluation.eps if adv_eps is None else adv_eps
-    adv_step = st.get("adv_step_size", "number", None, low=0.0, nullable=True)
-    adv_steps = st.get("adv_steps", "integer", 10, low=1)
-    adv_random_start = st.get("adv_random_start", "bool", None, nullable=True)
-    common = dict(
-        epochs=st.get("epochs", "integer", 30, low=1),
-        lr=st.get("lr", "number", 1e-3, low=0.0),
-        batch_size=st.get("batch_size", "integer", 128, low=1),
-        init=init,
-        donor_bn=st.get("donor_bn", "string", "frozen", choices=DONOR_BN),
-        **_optimiser_fields(st, path),
-    )
-    dm_samples_raw = st.get("dm_samples", "integer", None, low=1, nullable=True)
-    numerics = dict(
-        precision=st.get("precision", "string", "fp32", choices=PRECISIONS),
-        channels_last=st.get("channels_last", "bool", False),
-    )
-
-    stitcher = st.get("stitcher", "string", "affine", choices=STITCHERS)
-
+    _refuse_unread_options(st, path, objectives, init)
     indices = tuple(st.get_list("indices", "string", [], choices=sorted(INDICES))) if st.raw.get("indices") else ()
-    similarity_samples = st.get("similarity_samples", "integer", None, low=5, nullable=True)
-    ood_raw = st.get("ood", "mapping", None, nullable=True)
-    ood = None
-    if ood_raw is not None:
-        o = Section(ood_raw, f"{path}.ood", {"outliers", "train_size", "epochs", "oe_epochs", "samples"})
-        ood = dict(
-            outliers=tuple(o.get_list("outliers", "string", ["noise"], choices=sorted(["noise", *DATASETS]))),
-            train_size=o.get("train_size", "integer", None, low=10, nullable=True),
-            epochs=o.get("epochs", "integer", 3, low=1),
-            oe_epochs=o.get("oe_epochs", "integer", 2, low=1),
-            samples=o.get("samples", "integer", None, low=10, nullable=True),
-        )
-    layouts_raw = st.get("layouts", "mapping", {})
-    lay = Section(layouts_raw, f"{path}.layouts", set(LAYOUT_INDICES))
-    layouts = {k: lay.get(k, "string", "auto", choices=LAYOUTS) for k in LAYOUT_INDICES}
-    for k in layouts_raw:
-        if k not in indices:
-            raise SpecError(
-                f"{path}.layouts.{k}",
-                f"a layout of an index the block lists ({list(indices)})",
-                layouts_raw[k],
-                f"add {k} to indices",
-            )
     if "similarity_samples" in st.raw and not indices:
         raise SpecError(
             f"{path}.similarity_samples",
@@ -311,27 +274,114 @@ def expand_block(
             st.raw["similarity_samples"],
             f"set indices, some of {sorted(INDICES)}",
         )
-
-    end_points_raw = st.raw.get("end_points", "same")
-    if end_points_raw not in ("same", "all") and (not isinstance(end_points_raw, list) or not end_points_raw):
+    end_points = st.raw.get("end_points", "same")
+    if end_points not in ("same", "all") and (not isinstance(end_points, list) or not end_points):
         raise SpecError(
-            f"{path}.end_points", "'same', 'all' or a non-empty list of stitch points of the end model", end_points_raw
+            f"{path}.end_points", "'same', 'all' or a non-empty list of stitch points of the end model", end_points
         )
-    pairs_raw = st.raw.get("pairs")
-    if not isinstance(pairs_raw, list) or not pairs_raw:
-        raise SpecError(f"{path}.pairs", "a non-empty list of {front: REF, end: REF}", pairs_raw)
+    adv_eps = st.get("adv_eps", "number", None, low=0.0, high=1.0, nullable=True)
+    return _Block(
+        path=path,
+        objectives=objectives,
+        alphas=st.get_list("alphas", "number", [0.5], low=0.0, high=1.0),
+        betas=st.get_list("betas", "number", [1.0], low=0.0),
+        seeds=st.get_list("seeds", "integer", [0], low=0),
+        gradient=dict(
+            epochs=st.get("epochs", "integer", 30, low=1),
+            lr=st.get("lr", "number", 1e-3, low=0.0),
+            batch_size=st.get("batch_size", "integer", 128, low=1),
+            init=init,
+            donor_bn=st.get("donor_bn", "string", "frozen", choices=DONOR_BN),
+            **_optimiser_fields(st, path),
+        ),
+        adversarial=dict(
+            adv_eps=evaluation.eps if adv_eps is None else adv_eps,
+            adv_step_size=st.get("adv_step_size", "number", None, low=0.0, nullable=True),
+            adv_steps=st.get("adv_steps", "integer", 10, low=1),
+            adv_random_start=st.get("adv_random_start", "bool", None, nullable=True),
+        ),
+        numerics=dict(
+            precision=st.get("precision", "string", "fp32", choices=PRECISIONS),
+            channels_last=st.get("channels_last", "bool", False),
+        ),
+        stitcher=st.get("stitcher", "string", "affine", choices=sorted(STITCHERS)),
+        indices=indices,
+        similarity_samples=st.get("similarity_samples", "integer", None, low=5, nullable=True),
+        ood=_read_ood(st, path),
+        layouts=_read_layouts(st, path, indices),
+        dm_samples=st.get("dm_samples", "integer", None, low=1, nullable=True),
+        points=st.raw.get("stitch_points", "all"),
+        end_points=end_points,
+    )
+
+
+def _refuse_unread_options(st: Section, path: str, objectives: list[str], init: str) -> None:
+    """An option no chosen objective reads is a mistake (a typo'd objective list, say): refuse it, naming the
+    objectives it applies to."""
+    reads = set().union(*(OBJECTIVES[o].fields for o in objectives))
+    options = {"alphas": "alpha", "betas": "beta"} | {k: k for k in ATTACK_OPTIONS}
+    for key, field_name in options.items():
+        if key in st.raw and field_name not in reads:
+            readers = sorted(o for o, obj in OBJECTIVES.items() if field_name in obj.fields)
+            raise SpecError(
+                f"{path}.{key}",
+                f"an option of the chosen objectives {objectives}",
+                st.raw[key],
+                f"{key} applies to objectives {readers}",
+            )
+    dm_used = "dm_samples" in reads or (init == "dm" and "init" in reads) or "dm" in (st.raw.get("indices") or [])
+    if "dm_samples" in st.raw and not dm_used:
+        readers = sorted(n for n, o in OBJECTIVES.items() if "dm_samples" in o.fields)
+        raise SpecError(
+            f"{path}.dm_samples",
+            f"an option of the chosen objectives {objectives}",
+            st.raw["dm_samples"],
+            f"dm_samples applies to objectives {readers}, to init: dm and to the dm index",
+        )
+
+
+def _read_ood(st: Section, path: str) -> dict | None:
+    raw = st.get("ood", "mapping", None, nullable=True)
+    if raw is None:
+        return None
+    o = Section(raw, f"{path}.ood", {"outliers", "train_size", "epochs", "oe_epochs", "samples"})
+    return dict(
+        outliers=tuple(o.get_list("outliers", "string", ["noise"], choices=sorted(["noise", *DATASETS]))),
+        train_size=o.get("train_size", "integer", None, low=10, nullable=True),
+        epochs=o.get("epochs", "integer", 3, low=1),
+        oe_epochs=o.get("oe_epochs", "integer", 2, low=1),
+        samples=o.get("samples", "integer", None, low=10, nullable=True),
+    )
+
+
+def _read_layouts(st: Section, path: str, indices: tuple[str, ...]) -> dict[str, str]:
+    raw = st.get("layouts", "mapping", {})
+    lay = Section(raw, f"{path}.layouts", set(LAYOUT_INDICES))
+    for k in raw:
+        if k not in indices:
+            raise SpecError(
+                f"{path}.layouts.{k}",
+                f"a layout of an index the block lists ({list(indices)})",
+                raw[k],
+                f"add {k} to indices",
+            )
+    return {k: lay.get(k, "string", "auto", choices=LAYOUTS) for k in LAYOUT_INDICES if k in indices}
+
+
+def _read_pairs(raw: Any, path: str, donors: dict[str, DonorSpec], end_points: Any) -> list:
+    """[(front, end, data roles)] of the block's `pairs`, each checked for a stitchable combination."""
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(f"{path}.pairs", "a non-empty list of {front: REF, end: REF}", raw)
     pairs = []
-    for i, praw in enumerate(pairs_raw):
+    for i, praw in enumerate(raw):
         ppath = f"{path}.pairs[{i}]"
         ps = Section(praw, ppath, {"front", "end", "data"})
         front = resolve_ref(ps.get("front", "string"), f"{ppath}.front", donors)
         end = resolve_ref(ps.get("end", "string"), f"{ppath}.end", donors)
         # Same-layer stitching (end_points: same) needs the same stitch points on both sides: the same
         # architecture, or two layouts of one (preact_resnet18 and RobustBench's dm_preact_resnet18, say).
-        if (
-            end_points_raw == "same"
-            and front.arch != end.arch
-            and ARCHITECTURES[front.arch].stitch_points() != ARCHITECTURES[end.arch].stitch_points()
+        if end_points == "same" and (
+            ARCHITECTURES[front.arch].stitch_points() != ARCHITECTURES[end.arch].stitch_points()
         ):
             raise SpecError(
                 ppath,
@@ -357,146 +407,149 @@ def expand_block(
                     where, "whose data trains and tests the stitcher: 'front', 'end' or a list of both", role
                 )
         pairs.append((front, end, roles))
-        used.update((front.name, end.name))
+    return pairs
 
-    points_raw = st.raw.get("stitch_points", "all")
-    trials = []
-    combos = (
-        (front, end, role, *rest)
-        for front, end, roles in pairs
-        for role in roles
-        for rest in itertools.product(objectives, alphas, betas, seeds)
+
+def _stitch_points(raw: Any, arch: str, path: str) -> list[str]:
+    valid = ARCHITECTURES[arch].stitch_points()
+    if raw == "all":
+        return valid
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(path, "'all' or a non-empty list of names", raw)
+    for k, p in enumerate(raw):
+        if p not in valid:
+            raise SpecError(f"{path}[{k}]", f"a stitch point of {arch}: one of {valid}", p, did_you_mean(p, valid))
+    return list(raw)
+
+
+def _layer_pairs(points: list[str], end_points: Any, end_arch: str, path: str) -> list[tuple[str, str]]:
+    if end_points == "same":
+        return [(p, p) for p in points]
+    valid = ARCHITECTURES[end_arch].stitch_points()
+    ends = valid if end_points == "all" else end_points
+    for k, q in enumerate(ends):
+        if q not in valid:
+            raise SpecError(f"{path}[{k}]", f"a stitch point of {end_arch}: one of {valid}", q, did_you_mean(q, valid))
+    return [(p, q) for p in points for q in ends]
+
+
+def _per_data(block: _Block, objective: str, alpha: float, beta: float, tdata: DataSpec) -> dict:
+    """The fields of one (objective, alpha, beta) on the data that trains and tests the stitcher; the fields
+    the objective does not read are blanked (so editing them neither changes nor reruns its trials)."""
+    path, uses = block.path, set(OBJECTIVES[objective].fields)
+    n_train, n_test = tdata.sizes()
+    # the DM distance index is the K-image DM stitcher's error out of sample: it needs K as well
+    if "dm_samples" in uses or (block.gradient["init"] == "dm" and "init" in uses) or "dm" in block.indices:
+        uses.add("dm_samples")
+    dm_samples = (
+        (block.dm_samples if block.dm_samples is not None else min(100, n_train)) if "dm_samples" in uses else None
     )
-    for front, end, role, objective, alpha, beta, seed in combos:
-        valid = ARCHITECTURES[front.arch].stitch_points()
-        if points_raw == "all":
-            points = valid
-        else:
-            if not isinstance(points_raw, list) or not points_raw:
-                raise SpecError(f"{path}.stitch_points", "'all' or a non-empty list of names", points_raw)
-            points = []
-            for k, p in enumerate(points_raw):
-                if p not in valid:
-                    raise SpecError(f"{path}.stitch_points[{k}]", f"a stitch point of {front.arch}: one of {valid}", p)
-                points.append(p)
-        tdata = {"sweep": data, "front": front.data, "end": end.data}[role]
-        n_train = tdata.sizes()[0]
-        uses = set(OBJECTIVES[objective].fields)
-        # the DM distance index is the K-image DM stitcher's error out of sample: it needs K as well
-        if "dm_samples" in uses or (common["init"] == "dm" and "init" in uses) or "dm" in indices:
-            uses.add("dm_samples")
-            dm_samples = dm_samples_raw if dm_samples_raw is not None else min(100, n_train)
-            if dm_samples > n_train:
-                raise SpecError(
-                    f"{path}.dm_samples", f"at most the {n_train} training images of {tdata.dataset}", dm_samples
-                )
-        else:
-            dm_samples = None
-        n_test = tdata.sizes()[1]
-        ood_fields = {}
-        if ood is not None:
-            info_t = DATASETS[tdata.dataset]
-            o_t = dict(
-                ood,
-                train_size=ood["train_size"] or min(2000, tdata.sizes()[0]),
-                samples=ood["samples"] or min(500, n_test),
-            )
-            for k, name in enumerate(o_t["outliers"]):
-                if name != "noise":
-                    oi = DATASETS[name]
-                    if (oi.channels, oi.image_size) != (info_t.channels, info_t.image_size) or name == tdata.dataset:
-                        raise SpecError(
-                            f"{path}.ood.outliers[{k}]",
-                            f"'noise' or a dataset other than"
-                            f" {tdata.dataset} with {info_t.channels}x{info_t.image_size}x"
-                            f"{info_t.image_size} images",
-                            name,
-                        )
-            if o_t["train_size"] > tdata.sizes()[0]:
-                raise SpecError(
-                    f"{path}.ood.train_size",
-                    f"at most the {tdata.sizes()[0]} training images of {tdata.dataset}",
-                    o_t["train_size"],
-                )
-            if o_t["samples"] > n_test:
-                raise SpecError(
-                    f"{path}.ood.samples", f"at most the {n_test} test images of {tdata.dataset}", o_t["samples"]
-                )
-            ood_fields = dict(
-                ood_outliers=o_t["outliers"],
-                ood_train_size=o_t["train_size"],
-                ood_epochs=o_t["epochs"],
-                ood_oe_epochs=o_t["oe_epochs"],
-                ood_samples=o_t["samples"],
-            )
-        if indices and (similarity_samples or 0) > n_test:
-            raise SpecError(
-                f"{path}.similarity_samples", f"at most the {n_test} test images of {tdata.dataset}", similarity_samples
-            )
-        paper_eps, paper_step = DATASETS[tdata.dataset].threat
-        adversarial = dict(
-            alpha=alpha,
-            beta=beta,
-            adv_eps=adv_eps,
-            adv_step_size=adv_step if adv_step is not None else scaled_step(adv_eps, paper_eps, paper_step),
-            adv_steps=adv_steps,
-            # Madry et al. start PGD at a random point; the reference code's batch-mixing variant did not.
-            adv_random_start=(adv_random_start if adv_random_start is not None else OBJECTIVES[objective].random_start),
+    if dm_samples is not None and dm_samples > n_train:
+        raise SpecError(f"{path}.dm_samples", f"at most the {n_train} training images of {tdata.dataset}", dm_samples)
+    if block.indices and (block.similarity_samples or 0) > n_test:
+        raise SpecError(
+            f"{path}.similarity_samples",
+            f"at most the {n_test} test images of {tdata.dataset}",
+            block.similarity_samples,
         )
-        end_valid = ARCHITECTURES[end.arch].stitch_points()
-        if end_points_raw == "same":
-            layer_pairs = [(p, p) for p in points]
-        else:
-            ends = end_valid if end_points_raw == "all" else end_points_raw
-            for k, q in enumerate(ends):
-                if q not in end_valid:
-                    raise SpecError(f"{path}.end_points[{k}]", f"a stitch point of {end.arch}: one of {end_valid}", q)
-            layer_pairs = [(p, q) for p in points for q in ends]
-        for point, end_point in layer_pairs:
-            if dm_samples is not None:
-                _check_dm_samples(
-                    f"{path}.dm_samples", dm_samples, tdata.dataset, front.arch, point, end.arch, end_point
-                )
-            spec = TrialSpec(
-                dataset=tdata.dataset,
-                train_size=tdata.train_size,
-                val_size=tdata.val_size,
-                test_size=tdata.test_size,
-                front=front.ref,
-                end=end.ref,
-                front_key=front.donor_key,
-                end_key=end.donor_key,
-                front_point=point,
-                end_point=end_point,
-                objective=objective,
-                seed=seed if "seed" in uses else 0,  # a deterministic objective (dm) runs once, not per seed
-                dm_samples=dm_samples,
-                **{k: (v if k in uses else None) for k, v in common.items()},
-                **{k: (v if k in uses else None) for k, v in adversarial.items()},
-                stitcher=stitcher,
-                indices=indices,
-                **ood_fields,
-                **{
-                    f"{k}_layout": _layout(v, tdata.dataset, front.arch, point, end.arch, end_point)
-                    for k, v in layouts.items()
-                    if k in indices
-                },
-                similarity_samples=(similarity_samples or min(1000, n_test)) if indices else None,
-                attacks=evaluation.attacks,
-                eps=evaluation.eps,
-                attack_iterations=evaluation.iterations,
-                attack_restarts=evaluation.restarts,
-                n_eval_robust=evaluation.n_eval_robust,
-                **numerics,
-                point_index=valid.index(point) + 1,
-                n_points=len(valid),
-                end_index=end_valid.index(end_point) + 1,
-                n_end_points=len(end_valid),
-                front_dataset=front.data.dataset,
-                end_dataset=end.data.dataset,
-                stitch_data=role,
-                front_eval=DonorEval.of(tdata if front.data.dataset == tdata.dataset else front.data, evaluation),
-                end_eval=DonorEval.of(tdata if end.data.dataset == tdata.dataset else end.data, evaluation),
+    adv = dict(block.adversarial, alpha=alpha, beta=beta)
+    paper_eps, paper_step = DATASETS[tdata.dataset].threat
+    if adv["adv_step_size"] is None:
+        adv["adv_step_size"] = scaled_step(adv["adv_eps"], paper_eps, paper_step)
+    if adv["adv_random_start"] is None:  # Madry et al. start at a random point; the reference code did not
+        adv["adv_random_start"] = OBJECTIVES[objective].random_start
+    return dict(
+        seed_used="seed" in uses,
+        dm_samples=dm_samples,
+        **{k: (v if k in uses else None) for k, v in {**block.gradient, **adv}.items()},
+        **_ood_fields(block.ood, tdata, f"{path}.ood"),
+        similarity_samples=(block.similarity_samples or min(1000, n_test)) if block.indices else None,
+    )
+
+
+def _ood_fields(ood: dict | None, tdata: DataSpec, path: str) -> dict:
+    if ood is None:
+        return {}
+    n_train, n_test = tdata.sizes()
+    info = DATASETS[tdata.dataset]
+    train_size, samples = ood["train_size"] or min(2000, n_train), ood["samples"] or min(500, n_test)
+    for k, name in enumerate(ood["outliers"]):
+        oi = DATASETS[name] if name != "noise" else info
+        if name != "noise" and (
+            (oi.channels, oi.image_size) != (info.channels, info.image_size) or name == tdata.dataset
+        ):
+            raise SpecError(
+                f"{path}.outliers[{k}]",
+                f"'noise' or a dataset other than {tdata.dataset} with"
+                f" {info.channels}x{info.image_size}x{info.image_size} images",
+                name,
             )
-            trials.append(spec)
-    return trials
+    if train_size > n_train:
+        raise SpecError(f"{path}.train_size", f"at most the {n_train} training images of {tdata.dataset}", train_size)
+    if samples > n_test:
+        raise SpecError(f"{path}.samples", f"at most the {n_test} test images of {tdata.dataset}", samples)
+    return dict(
+        ood_outliers=ood["outliers"],
+        ood_train_size=train_size,
+        ood_epochs=ood["epochs"],
+        ood_oe_epochs=ood["oe_epochs"],
+        ood_samples=samples,
+    )
+
+
+def _trial(
+    block: _Block,
+    per_data: dict,
+    evaluation: EvalSpec,
+    front: DonorSpec,
+    end: DonorSpec,
+    role: str,
+    tdata: DataSpec,
+    objective: str,
+    seed: int,
+    point: str,
+    end_point: str,
+) -> TrialSpec:
+    fields = dict(per_data)
+    seed_used = fields.pop("seed_used")
+    if fields["dm_samples"] is not None:
+        _check_dm_samples(
+            f"{block.path}.dm_samples", fields["dm_samples"], tdata.dataset, front.arch, point, end.arch, end_point
+        )
+    valid, end_valid = ARCHITECTURES[front.arch].stitch_points(), ARCHITECTURES[end.arch].stitch_points()
+    return TrialSpec(
+        dataset=tdata.dataset,
+        train_size=tdata.train_size,
+        val_size=tdata.val_size,
+        test_size=tdata.test_size,
+        front=front.ref,
+        end=end.ref,
+        front_key=front.donor_key,
+        end_key=end.donor_key,
+        front_point=point,
+        end_point=end_point,
+        objective=objective,
+        seed=seed if seed_used else 0,  # a deterministic objective (dm) runs once, not per seed
+        **fields,
+        stitcher=block.stitcher,
+        indices=block.indices,
+        **{
+            f"{k}_layout": _layout(v, tdata.dataset, front.arch, point, end.arch, end_point)
+            for k, v in block.layouts.items()
+        },
+        attacks=evaluation.attacks,
+        eps=evaluation.eps,
+        attack_iterations=evaluation.iterations,
+        attack_restarts=evaluation.restarts,
+        n_eval_robust=evaluation.n_eval_robust,
+        **block.numerics,
+        point_index=valid.index(point) + 1,
+        n_points=len(valid),
+        end_index=end_valid.index(end_point) + 1,
+        n_end_points=len(end_valid),
+        front_dataset=front.data.dataset,
+        end_dataset=end.data.dataset,
+        stitch_data=role,
+        front_eval=DonorEval.of(tdata if front.data.dataset == tdata.dataset else front.data, evaluation),
+        end_eval=DonorEval.of(tdata if end.data.dataset == tdata.dataset else end.data, evaluation),
+    )
