@@ -2,7 +2,7 @@
 
 Every architecture is a `StagedNet`: an ordered list of named stages run one after the other. A stitch point
 is the name of a stage after which the representation may be cut. Inputs are pixels in [0, 1];
-normalisation is the first stage. The registered architectures live in `sweep.models.families`.
+normalisation is the first stage. The registered architectures live in one module per family in `sweep.models`.
 """
 
 from __future__ import annotations
