@@ -114,3 +114,12 @@ def _layer(module: str) -> int:
 def test_each_package_imports_only_its_layer_and_those_below():
     bad = [f"{mod} imports {dep}" for mod, deps in _graph().items() for dep in deps if _layer(dep) > _layer(mod)]
     assert not bad, "\n".join(sorted(bad))
+
+
+def test_only_the_ray_backend_imports_ray():
+    for path in (REPO / "sweep").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0]
+        if any(name == "ray" or name.startswith("ray.") for name in names):
+            assert _module_name(path) == "sweep.backends.ray", f"{path.relative_to(REPO)} imports ray"
