@@ -44,6 +44,8 @@ quickstart: $(STAMP) fashion-mnist
 	$(VENV)/bin/stitchsweep report $(STORAGE)/quickstart --out $(REPORT)
 
 test: $(STAMP) fashion-mnist
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest
 
 clean:

@@ -23,9 +23,30 @@ METRIC_COLORS = {"accuracy": "#1f77b4", "robust accuracy": "#e6a800"}
 
 # Columns that never tell two curves' settings apart: identity and status, the x axis (stitch points), the
 # panel rows (the donor pair), what the seed varies over, per-trial bookkeeping, and the metrics.
-NOT_A_SETTING = {"trial_id", "sweep", "status", "error", "front", "end", "front_key", "end_key", "seed",
-                 "front_point", "end_point", "point_index", "n_points", "end_index", "n_end_points", "split_id",
-                 "dataset", "front_dataset", "end_dataset", "stitch_data", "channels_last", "objective"}
+NOT_A_SETTING = {
+    "trial_id",
+    "sweep",
+    "status",
+    "error",
+    "front",
+    "end",
+    "front_key",
+    "end_key",
+    "seed",
+    "front_point",
+    "end_point",
+    "point_index",
+    "n_points",
+    "end_index",
+    "n_end_points",
+    "split_id",
+    "dataset",
+    "front_dataset",
+    "end_dataset",
+    "stitch_data",
+    "channels_last",
+    "objective",
+}
 
 
 def _config_columns(trials: pd.DataFrame) -> list[str]:
@@ -47,8 +68,11 @@ def setting_label(trials: pd.DataFrame) -> pd.Series:
         return pd.Series([], dtype=str, index=trials.index)
     varying: dict[str, list[str]] = {}
     for objective, group in trials.groupby("objective", dropna=False):
-        varying[objective] = [c for c in _config_columns(group) if c not in ("alpha", "beta", "init", "stitcher")
-                              and group[c].astype(str).nunique(dropna=False) > 1]
+        varying[objective] = [
+            c
+            for c in _config_columns(group)
+            if c not in ("alpha", "beta", "init", "stitcher") and group[c].astype(str).nunique(dropna=False) > 1
+        ]
 
     def one(r) -> str:
         parts = [str(r.get("objective"))]
@@ -87,20 +111,26 @@ def stitching_data(trials: pd.DataFrame, front: str, end: str, setting: str) -> 
     t = _panel(trials, front, end, setting)
     if t.empty:
         return pd.DataFrame(columns=["x", "metric", "value", "n_seeds"]), [END_LABEL, FRONT_LABEL]
-    order = (t[["front_point", "point_index"]].drop_duplicates().sort_values("point_index")["front_point"]
-             .tolist())
+    order = t[["front_point", "point_index"]].drop_duplicates().sort_values("point_index")["front_point"].tolist()
     agg = t.groupby("front_point").agg(
-        accuracy=("clean_acc", "mean"), robust=("robust_acc", "mean"), n_seeds=("seed", "nunique"),
-        end_clean=("end_clean_acc", "first"), end_robust=("end_robust_acc", "first"),
-        front_clean=("front_clean_acc", "first"), front_robust=("front_robust_acc", "first"))
+        accuracy=("clean_acc", "mean"),
+        robust=("robust_acc", "mean"),
+        n_seeds=("seed", "nunique"),
+        end_clean=("end_clean_acc", "first"),
+        end_robust=("end_robust_acc", "first"),
+        front_clean=("front_clean_acc", "first"),
+        front_robust=("front_robust_acc", "first"),
+    )
     rows = []
     for point, r in agg.iterrows():
         rows.append({"x": point, "metric": "accuracy", "value": r["accuracy"], "n_seeds": r["n_seeds"]})
         if pd.notna(r["robust"]):
             rows.append({"x": point, "metric": "robust accuracy", "value": r["robust"], "n_seeds": r["n_seeds"]})
     first = agg.iloc[0]
-    for label, clean, robust in ((END_LABEL, first["end_clean"], first["end_robust"]),
-                                 (FRONT_LABEL, first["front_clean"], first["front_robust"])):
+    for label, clean, robust in (
+        (END_LABEL, first["end_clean"], first["end_robust"]),
+        (FRONT_LABEL, first["front_clean"], first["front_robust"]),
+    ):
         if pd.notna(clean):
             rows.append({"x": label, "metric": "accuracy", "value": clean, "n_seeds": 1})
         if pd.notna(robust):
@@ -117,22 +147,30 @@ def _pair_title(t: pd.DataFrame, front: str, end: str) -> str:
     return f"{front} ({r['front_dataset']}) -> {end} ({r['end_dataset']})"
 
 
-def stitching_plot(trials: pd.DataFrame, front: str, end: str, setting: str,
-                   width: int = 300, height: int = 200) -> alt.LayerChart:
+def stitching_plot(
+    trials: pd.DataFrame, front: str, end: str, setting: str, width: int = 300, height: int = 200
+) -> alt.LayerChart:
     """One stitching plot: stitched accuracies over stitch points with the donors' accuracy bands."""
     points, order = stitching_data(trials, front, end, setting)
-    color = alt.Color("metric:N", title=None,
-                      scale=alt.Scale(domain=list(METRIC_COLORS), range=list(METRIC_COLORS.values())))
+    color = alt.Color(
+        "metric:N", title=None, scale=alt.Scale(domain=list(METRIC_COLORS), range=list(METRIC_COLORS.values()))
+    )
     donors = points[points["x"].isin([END_LABEL, FRONT_LABEL])]
-    bands = (donors.groupby("metric")["value"].agg(lo="min", hi="max").reset_index()
-             if len(donors) else pd.DataFrame(columns=["metric", "lo", "hi"]))
-    band = alt.Chart(bands).mark_rect(opacity=0.18).encode(
-        y=alt.Y("lo:Q"), y2="hi:Q", color=color)
-    lines = alt.Chart(points).mark_line(point=True).encode(
-        x=alt.X("x:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-40)),
-        y=alt.Y("value:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
-        color=color,
-        tooltip=["x:N", "metric:N", alt.Tooltip("value:Q", format=".3f"), "n_seeds:Q"],
+    bands = (
+        donors.groupby("metric")["value"].agg(lo="min", hi="max").reset_index()
+        if len(donors)
+        else pd.DataFrame(columns=["metric", "lo", "hi"])
+    )
+    band = alt.Chart(bands).mark_rect(opacity=0.18).encode(y=alt.Y("lo:Q"), y2="hi:Q", color=color)
+    lines = (
+        alt.Chart(points)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("x:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-40)),
+            y=alt.Y("value:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
+            color=color,
+            tooltip=["x:N", "metric:N", alt.Tooltip("value:Q", format=".3f"), "n_seeds:Q"],
+        )
     )
     title = f"{_pair_title(_panel(trials, front, end, setting), front, end)} ({setting})"
     return alt.layer(band, lines).properties(width=width, height=height, title=title)
@@ -176,27 +214,35 @@ def class_collapse_data(trials: pd.DataFrame, front: str, end: str) -> tuple[pd.
     if t.empty:
         return pd.DataFrame(columns=["x", "setting", "ratio"]), [], None
     order = t[["front_point", "point_index"]].drop_duplicates().sort_values("point_index")["front_point"].tolist()
-    agg = (t.groupby(["setting", "front_point"])["most_frequent_class_ratio"].mean().reset_index()
-           .rename(columns={"front_point": "x", "most_frequent_class_ratio": "ratio"}))
+    agg = (
+        t.groupby(["setting", "front_point"])["most_frequent_class_ratio"]
+        .mean()
+        .reset_index()
+        .rename(columns={"front_point": "x", "most_frequent_class_ratio": "ratio"})
+    )
     classes = t["num_classes"].dropna() if "num_classes" in t else pd.Series(dtype=float)
     return agg, order, (1.0 / classes.iloc[0]) if len(classes) else None
 
 
-def class_collapse_plot(trials: pd.DataFrame, front: str, end: str, width: int = 300,
-                        height: int = 200) -> alt.LayerChart:
+def class_collapse_plot(
+    trials: pd.DataFrame, front: str, end: str, width: int = 300, height: int = 200
+) -> alt.LayerChart:
     """Fig. 4/6: the most-frequent-class ratio of the stitched networks per stitch point, one line per
     setting, and the 1/num_classes line (black) that an unbiased classifier on balanced data sits on."""
     data, order, chance = class_collapse_data(trials, front, end)
-    lines = alt.Chart(data).mark_line(point=True).encode(
-        x=alt.X("x:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-40)),
-        y=alt.Y("ratio:Q", title="most frequent class ratio", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("setting:N", title="setting"),
-        tooltip=["x:N", "setting:N", alt.Tooltip("ratio:Q", format=".3f")],
+    lines = (
+        alt.Chart(data)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("x:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-40)),
+            y=alt.Y("ratio:Q", title="most frequent class ratio", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("setting:N", title="setting"),
+            tooltip=["x:N", "setting:N", alt.Tooltip("ratio:Q", format=".3f")],
+        )
     )
     layers = [lines]
     if chance is not None:
-        layers.append(alt.Chart(pd.DataFrame({"chance": [chance]})).mark_rule(color="black").encode(
-            y="chance:Q"))
+        layers.append(alt.Chart(pd.DataFrame({"chance": [chance]})).mark_rule(color="black").encode(y="chance:Q"))
     return alt.layer(*layers).properties(width=width, height=height, title=f"{front} -> {end}")
 
 
@@ -204,7 +250,7 @@ def class_collapse_grid(trials: pd.DataFrame, per_row: int = 3) -> alt.VConcatCh
     """One class-collapse plot per donor pair, `per_row` to a row."""
     _, pairs, _ = _pairs_and_settings(trials)
     plots = [class_collapse_plot(trials, p.front, p.end) for p in pairs]
-    rows = [alt.hconcat(*plots[i:i + per_row]) for i in range(0, len(plots), per_row)]
+    rows = [alt.hconcat(*plots[i : i + per_row]) for i in range(0, len(plots), per_row)]
     return alt.vconcat(*rows)
 
 
@@ -214,12 +260,17 @@ def layer_heatmap(long: pd.DataFrame, front: str, end: str, measure: str, size: 
     d = long[(long["front"] == front) & (long["end"] == end) & (long["measure"] == measure)]
     rows = d.sort_values("point_index")["front_point"].drop_duplicates().tolist()
     cols = d.sort_values("end_index")["end_point"].drop_duplicates().tolist()
-    return alt.Chart(d).mark_rect().encode(
-        x=alt.X("end_point:N", sort=cols, title=f"{end} layer", axis=alt.Axis(labelAngle=-40)),
-        y=alt.Y("front_point:N", sort=rows, title=f"{front} layer"),
-        color=alt.Color("value:Q", title=None, scale=alt.Scale(scheme="viridis")),
-        tooltip=["front_point:N", "end_point:N", alt.Tooltip("value:Q", format=".3f")],
-    ).properties(width=size, height=size, title=measure)
+    return (
+        alt.Chart(d)
+        .mark_rect()
+        .encode(
+            x=alt.X("end_point:N", sort=cols, title=f"{end} layer", axis=alt.Axis(labelAngle=-40)),
+            y=alt.Y("front_point:N", sort=rows, title=f"{front} layer"),
+            color=alt.Color("value:Q", title=None, scale=alt.Scale(scheme="viridis")),
+            tooltip=["front_point:N", "end_point:N", alt.Tooltip("value:Q", format=".3f")],
+        )
+        .properties(width=size, height=size, title=measure)
+    )
 
 
 def heatmap_grid(long: pd.DataFrame) -> alt.VConcatChart:
@@ -231,6 +282,7 @@ def heatmap_grid(long: pd.DataFrame) -> alt.VConcatChart:
         if mine.groupby(["measure", "front_point"])["end_point"].nunique().max() < 2:
             continue
         maps = [layer_heatmap(long, pair.front, pair.end, m) for m in mine["measure"].drop_duplicates()]
-        rows.append(alt.hconcat(*maps).resolve_scale(color="independent")
-                    .properties(title=f"{pair.front} -> {pair.end}"))
+        rows.append(
+            alt.hconcat(*maps).resolve_scale(color="independent").properties(title=f"{pair.front} -> {pair.end}")
+        )
     return alt.vconcat(*rows)

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 import pyarrow as pa
 
-from .storage import Loc, open_root
 from .schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SCHEMAS, TRIALS_DIR
+from .storage import Loc, open_root
 
 READ_THREADS = 16
 KEY_COLUMN = {TRIALS_DIR: "trial_id", DONORS_DIR: "donor", CURVES_DIR: "trial_id", REPTESTS_DIR: "unit_id"}
@@ -90,8 +90,12 @@ def _latest_donors(df: pd.DataFrame) -> pd.DataFrame:
     if len(df):
         # rows written before `eval_id` existed are told apart by the settings they did record
         key = df["eval_id"].fillna(df["eps"].astype(str) + "/" + df["n_eval_robust"].astype(str))
-        df = (df.assign(_key=key).sort_values("finished_at").drop_duplicates(["donor", "donor_key", "_key"],
-                                                                              keep="last").drop(columns="_key"))
+        df = (
+            df.assign(_key=key)
+            .sort_values("finished_at")
+            .drop_duplicates(["donor", "donor_key", "_key"], keep="last")
+            .drop(columns="_key")
+        )
     return df.reset_index(drop=True)
 
 
@@ -115,5 +119,10 @@ def load(results: str | os.PathLike | Loc) -> dict[str, pd.DataFrame]:
         donors = _latest_donors(read_table(results, DONORS_DIR, problems).to_pandas())
         curves = read_table(results, CURVES_DIR, problems).to_pandas()
         reptests = read_table(results, REPTESTS_DIR, problems).to_pandas()
-    return {"trials": trials, "donors": donors, "curves": curves, "reptests": reptests,
-            "problems": pd.DataFrame(problems, columns=["path", "kind", "error"])}
+    return {
+        "trials": trials,
+        "donors": donors,
+        "curves": curves,
+        "reptests": reptests,
+        "problems": pd.DataFrame(problems, columns=["path", "kind", "error"]),
+    }

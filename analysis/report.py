@@ -9,17 +9,44 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from .charts import (class_collapse_grid, cross_task_grid, heatmap_grid, is_cross_task, setting_label,
-                     stitching_grid)
+from .charts import class_collapse_grid, cross_task_grid, heatmap_grid, is_cross_task, setting_label, stitching_grid
 from .load import load
-from .storage import Loc, open_root
 from .stats import correlation_table, rank_correlations
+from .storage import Loc, open_root
 from .tables import layer_identification, long_matrices
 
-TRIAL_COLUMNS = ["front", "end", "dataset", "front_point", "setting", "seed", "clean_acc", "relative_acc",
-                 "robust_acc", "most_frequent_class_ratio", "dm_residual", "time_fit_s", "time_total_s"]
-DONOR_COLUMNS = ["donor", "arch", "dataset", "training", "beta", "epochs", "train_size", "eval_dataset",
-                 "test_size", "clean_acc", "robust_acc", "n_eval_robust", "eps", "attack_iterations", "trained_now"]
+TRIAL_COLUMNS = [
+    "front",
+    "end",
+    "dataset",
+    "front_point",
+    "setting",
+    "seed",
+    "clean_acc",
+    "relative_acc",
+    "robust_acc",
+    "most_frequent_class_ratio",
+    "dm_residual",
+    "time_fit_s",
+    "time_total_s",
+]
+DONOR_COLUMNS = [
+    "donor",
+    "arch",
+    "dataset",
+    "training",
+    "beta",
+    "epochs",
+    "train_size",
+    "eval_dataset",
+    "test_size",
+    "clean_acc",
+    "robust_acc",
+    "n_eval_robust",
+    "eps",
+    "attack_iterations",
+    "trained_now",
+]
 
 
 def _table(df: pd.DataFrame, columns: list[str]) -> str:
@@ -65,9 +92,13 @@ def write_report(results: str | Path | Loc, out: str | Path) -> Path:
         " point; bands span the two donors' accuracies. One row per donor pair, one column per setting"
         " (objective, alpha, beta, init, stitcher). Class collapse: the share of the most often predicted"
         " class (black line: 1/number of classes)."
-        + (" Cross-task: donors trained on different datasets; 'on D' names the data the stitcher was"
-           " trained and tested on; each band spans the donors' accuracies on their own tasks." if len(cross_task)
-           else "") + "</p>",
+        + (
+            " Cross-task: donors trained on different datasets; 'on D' names the data the stitcher was"
+            " trained and tested on; each band spans the donors' accuracies on their own tasks."
+            if len(cross_task)
+            else ""
+        )
+        + "</p>",
     ]
     sections = []
     if len(same_task):
@@ -104,33 +135,42 @@ def write_report(results: str | Path | Loc, out: str | Path) -> Path:
         corr = correlation_table(per_unit)
         corr.to_csv(out / "rank_correlations.csv", index=False)
         (out / "rank_correlations.md").write_text(markdown_table(corr))
-        rest.append("<h2>Rank-correlation tests (seed 004 Tables 2-3)</h2><p>Kendall's tau and Spearman's rho"
-                    " between the probing gap |F(A) - F(B)| and each dissimilarity d(A, B), mean over units;"
-                    " <i>significant</i>: units with both one-sided p-values below 0.05.</p>"
-                    + _table(corr, list(corr.columns)))
+        rest.append(
+            "<h2>Rank-correlation tests (seed 004 Tables 2-3)</h2><p>Kendall's tau and Spearman's rho"
+            " between the probing gap |F(A) - F(B)| and each dissimilarity d(A, B), mean over units;"
+            " <i>significant</i>: units with both one-sided p-values below 0.05.</p>" + _table(corr, list(corr.columns))
+        )
     if len(problems):
         problems.to_csv(out / "problems.csv", index=False)
-        rest.append("<h2>Unreadable results parts</h2><p>Skipped: these files could not be read as results"
-                    " (rerun <code>stitchsweep resume</code> to recompute their trials).</p>"
-                    + _table(problems, ["path", "kind", "error"]))
+        rest.append(
+            "<h2>Unreadable results parts</h2><p>Skipped: these files could not be read as results"
+            " (rerun <code>stitchsweep resume</code> to recompute their trials).</p>"
+            + _table(problems, ["path", "kind", "error"])
+        )
     if len(identification):
-        rest.append("<h2>Layer identification (seed 004 Table 1)</h2><p>Share of front layers whose most"
-                    " similar end layer, by each measure, is the corresponding one (intra: a donor with itself;"
-                    " inter: two donors of one architecture).</p>"
-                    + _table(identification, list(identification.columns)))
+        rest.append(
+            "<h2>Layer identification (seed 004 Table 1)</h2><p>Share of front layers whose most"
+            " similar end layer, by each measure, is the corresponding one (intra: a donor with itself;"
+            " inter: two donors of one architecture).</p>" + _table(identification, list(identification.columns))
+        )
     rest.append("<h2>Donors</h2>" + _table(donors, DONOR_COLUMNS))
     if len(failed):
-        rest.append("<h2>Failed trials</h2>" + _table(failed, ["trial_id", "front", "end", "front_point",
-                                                               "setting", "error"]))
-    rest.append("<h2>Trials</h2>" + _table(done.sort_values(["front", "end", "setting", "point_index"]),
-                                           TRIAL_COLUMNS))
+        rest.append(
+            "<h2>Failed trials</h2>" + _table(failed, ["trial_id", "front", "end", "front_point", "setting", "error"])
+        )
+    rest.append("<h2>Trials</h2>" + _table(done.sort_values(["front", "end", "setting", "point_index"]), TRIAL_COLUMNS))
     marker = '<div class="vega-visualization" id="vis"></div>'
     if sections:
         chart_html = alt.vconcat(*sections, spacing=40).resolve_scale(color="independent").to_html(inline=True)
         page = chart_html.replace(marker, "".join(intro) + "<h2>Charts</h2>" + marker + "\n".join(rest), 1)
     else:
-        page = ("<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>" + "".join(intro)
-                + "<p>No finished trials to plot yet.</p>" + "\n".join(rest) + "</body></html>")
+        page = (
+            "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
+            + "".join(intro)
+            + "<p>No finished trials to plot yet.</p>"
+            + "\n".join(rest)
+            + "</body></html>"
+        )
     index = out / "index.html"
     index.write_text(page)
     return index

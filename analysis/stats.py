@@ -12,8 +12,13 @@ import warnings
 
 import pandas as pd
 
-DISSIMILARITIES = {"cka": "d_cka", "pwcca": "d_pwcca", "opd": "d_opd", "dm (struct.)": "d_dm",
-                   "dm (func.)": "d_dm_func"}
+DISSIMILARITIES = {
+    "cka": "d_cka",
+    "pwcca": "d_pwcca",
+    "opd": "d_opd",
+    "dm (struct.)": "d_dm",
+    "dm (func.)": "d_dm_func",
+}
 
 
 def rank_correlations(reptests: pd.DataFrame) -> pd.DataFrame:
@@ -28,21 +33,31 @@ def rank_correlations(reptests: pd.DataFrame) -> pd.DataFrame:
             if col not in g or g[col].isna().all():
                 continue
             x, y = g["probe_gap"].astype(float), g[col].astype(float)
-            row = dict(unit_id=unit_id, test=first["test"], name=first.get("name"), arch=first["arch"],
-                       dataset=first["dataset"], index=name, n=len(g), note="")
+            row = dict(
+                unit_id=unit_id,
+                test=first["test"],
+                name=first.get("name"),
+                arch=first["arch"],
+                dataset=first["dataset"],
+                index=name,
+                n=len(g),
+                note="",
+            )
             if x.nunique() < 2 or y.nunique() < 2:
-                row.update(tau=float("nan"), tau_p=float("nan"), rho=float("nan"), rho_p=float("nan"),
-                           note="constant")
+                row.update(tau=float("nan"), tau_p=float("nan"), rho=float("nan"), rho_p=float("nan"), note="constant")
             else:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     tau = kendalltau(x, y, alternative="greater")
                     rho = spearmanr(x, y, alternative="greater")
-                row.update(tau=float(tau.statistic), tau_p=float(tau.pvalue), rho=float(rho.statistic),
-                           rho_p=float(rho.pvalue))
+                row.update(
+                    tau=float(tau.statistic), tau_p=float(tau.pvalue), rho=float(rho.statistic), rho_p=float(rho.pvalue)
+                )
             rows.append(row)
-    return pd.DataFrame(rows, columns=["unit_id", "test", "name", "arch", "dataset", "index", "n", "tau",
-                                       "tau_p", "rho", "rho_p", "note"])
+    return pd.DataFrame(
+        rows,
+        columns=["unit_id", "test", "name", "arch", "dataset", "index", "n", "tau", "tau_p", "rho", "rho_p", "note"],
+    )
 
 
 def correlation_table(per_unit: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
@@ -52,10 +67,12 @@ def correlation_table(per_unit: pd.DataFrame, alpha: float = 0.05) -> pd.DataFra
         return pd.DataFrame(columns=["test", "dataset", "arch", "index", "units", "tau", "rho", "significant"])
     g = per_unit.assign(sig=(per_unit["tau_p"] < alpha) & (per_unit["rho_p"] < alpha))
     order = {k: i for i, k in enumerate(DISSIMILARITIES)}
-    table = (g.groupby(["test", "dataset", "arch", "index"], sort=False)
-             .agg(units=("unit_id", "nunique"), tau=("tau", "mean"), rho=("rho", "mean"),
-                  significant=("sig", "sum"))
-             .reset_index())
+    table = (
+        g.groupby(["test", "dataset", "arch", "index"], sort=False)
+        .agg(units=("unit_id", "nunique"), tau=("tau", "mean"), rho=("rho", "mean"), significant=("sig", "sum"))
+        .reset_index()
+    )
     table["significant"] = table["significant"].astype(int)
-    return table.sort_values(["test", "dataset", "arch", "index"],
-                             key=lambda s: s.map(order) if s.name == "index" else s).reset_index(drop=True)
+    return table.sort_values(
+        ["test", "dataset", "arch", "index"], key=lambda s: s.map(order) if s.name == "index" else s
+    ).reset_index(drop=True)

@@ -138,20 +138,32 @@ class Loc:
 
     def glob(self, pattern: str) -> list[Loc]:
         """Direct children whose name matches `pattern` (fnmatch), sorted by name."""
-        return sorted((Loc(self.fs, i.path) for i in self._children() if fnmatch.fnmatch(i.base_name, pattern)),
-                      key=lambda loc: loc.path)
+        return sorted(
+            (Loc(self.fs, i.path) for i in self._children() if fnmatch.fnmatch(i.base_name, pattern)),
+            key=lambda loc: loc.path,
+        )
 
     def rglob(self, pattern: str) -> list[Loc]:
         """Files anywhere below whose name matches `pattern`."""
-        return sorted((Loc(self.fs, i.path) for i in self._children(recursive=True)
-                       if i.type == pafs.FileType.File and fnmatch.fnmatch(i.base_name, pattern)),
-                      key=lambda loc: loc.path)
+        return sorted(
+            (
+                Loc(self.fs, i.path)
+                for i in self._children(recursive=True)
+                if i.type == pafs.FileType.File and fnmatch.fnmatch(i.base_name, pattern)
+            ),
+            key=lambda loc: loc.path,
+        )
 
     def files(self, suffix: str) -> list[Loc]:
         """Direct child files ending in `suffix`, hidden ones (".tmp-*", ...) left out, sorted by name."""
-        return sorted((Loc(self.fs, i.path) for i in self._children()
-                       if i.type == pafs.FileType.File and i.base_name.endswith(suffix)
-                       and not i.base_name.startswith(".")), key=lambda loc: loc.path)
+        return sorted(
+            (
+                Loc(self.fs, i.path)
+                for i in self._children()
+                if i.type == pafs.FileType.File and i.base_name.endswith(suffix) and not i.base_name.startswith(".")
+            ),
+            key=lambda loc: loc.path,
+        )
 
     # reading --------------------------------------------------------------------------------------------
     def read_bytes(self) -> bytes:

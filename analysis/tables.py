@@ -68,10 +68,21 @@ def long_matrices(trials: pd.DataFrame) -> pd.DataFrame:
             for i, fp in enumerate(m.index, start=1):
                 for j, ep in enumerate(m.columns, start=1):
                     if pd.notna(m.loc[fp, ep]):
-                        rows.append(dict(front=pair.front, end=pair.end, measure=measure, front_point=fp,
-                                         end_point=ep, point_index=i, end_index=j, value=float(m.loc[fp, ep])))
-    return pd.DataFrame(rows, columns=["front", "end", "measure", "front_point", "end_point", "point_index",
-                                       "end_index", "value"])
+                        rows.append(
+                            dict(
+                                front=pair.front,
+                                end=pair.end,
+                                measure=measure,
+                                front_point=fp,
+                                end_point=ep,
+                                point_index=i,
+                                end_index=j,
+                                value=float(m.loc[fp, ep]),
+                            )
+                        )
+    return pd.DataFrame(
+        rows, columns=["front", "end", "measure", "front_point", "end_point", "point_index", "end_index", "value"]
+    )
 
 
 def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:
@@ -95,14 +106,25 @@ def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:
                 best = row.idxmax() if higher else row.idxmin()
                 hits.append(best == fp)
             if hits:
-                results.append(dict(measure=measure, kind=kind, front=pair.front, end=pair.end,
-                                    layers=len(hits), accuracy=sum(hits) / len(hits)))
+                results.append(
+                    dict(
+                        measure=measure,
+                        kind=kind,
+                        front=pair.front,
+                        end=pair.end,
+                        layers=len(hits),
+                        accuracy=sum(hits) / len(hits),
+                    )
+                )
     per_pair = pd.DataFrame(results, columns=["measure", "kind", "front", "end", "layers", "accuracy"])
     if per_pair.empty:
         return pd.DataFrame(columns=["measure", "kind", "pairs", "layers", "accuracy"])
-    table = (per_pair.groupby(["measure", "kind"], sort=False)
-             .agg(pairs=("front", "size"), layers=("layers", "sum"), accuracy=("accuracy", "mean"))
-             .reset_index())
+    table = (
+        per_pair.groupby(["measure", "kind"], sort=False)
+        .agg(pairs=("front", "size"), layers=("layers", "sum"), accuracy=("accuracy", "mean"))
+        .reset_index()
+    )
     order = {m: i for i, m in enumerate(MEASURES)}
-    return table.sort_values(["kind", "measure"], key=lambda s: s.map(order) if s.name == "measure" else s,
-                             ascending=[False, True]).reset_index(drop=True)
+    return table.sort_values(
+        ["kind", "measure"], key=lambda s: s.map(order) if s.name == "measure" else s, ascending=[False, True]
+    ).reset_index(drop=True)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from .errors import SpecError
+from sweep import planning
+from sweep.config.errors import SpecError
 
 EXIT_INCOMPLETE = 1  # run/resume ended with failed or pending trials (all recorded; see `status`)
 EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT): stopped after the running trials were handed back
@@ -21,7 +22,7 @@ EXIT_BAD_INPUT = 2
 
 
 def _load_space(path: str):
-    from .spec import load_space
+    from sweep.config.space import load_space
 
     return load_space(path)
 
@@ -33,8 +34,9 @@ def _storage(field: str, where: str):
     try:
         return open_root(where)
     except StorageError as exc:
-        raise SpecError(field, "a local folder or a pyarrow.fs URI (s3://bucket/prefix, gs://bucket/prefix, ...)",
-                        where, str(exc)) from None
+        raise SpecError(
+            field, "a local folder or a pyarrow.fs URI (s3://bucket/prefix, gs://bucket/prefix, ...)", where, str(exc)
+        ) from None
 
 
 def _check_results(p, path: str, marker: str, expected: str) -> None:
@@ -54,9 +56,8 @@ def _check_results(p, path: str, marker: str, expected: str) -> None:
 def _open_results(path: str):
     """A results directory is `<root>/<sweep>` holding the `space.yaml` that `run` copied there."""
     from analysis.schema import SPACE_FILE
-
-    from .results import SweepDir
-    from .spec import load_space
+    from sweep.config.space import load_space
+    from sweep.results import SweepDir
 
     p = _storage("RESULTS", path)
     _check_results(p, path, SPACE_FILE, f"a results directory holding {SPACE_FILE} (made by `stitchsweep run`)")
@@ -66,9 +67,11 @@ def _open_results(path: str):
 
 def cmd_plan(args) -> int:
     sweep = _load_space(args.space)
-    print(f"sweep {sweep.name}: {len(sweep.trials)} trials, {len(sweep.donors)} donors"
-          + (f", {len(sweep.reptests)} representation-test units" if sweep.reptests else ""))
-    for name, d in sweep.donors.items():
+    print(
+        f"sweep {sweep.name}: {len(sweep.trials)} trials, {len(sweep.donors)} donors"
+        + (f", {len(sweep.reptests)} representation-test units" if sweep.reptests else "")
+    )
+    for _name, d in sweep.donors.items():
         if d.source != "zoo":
             origin = d.path if d.source == "file" else f"RobustBench {d.robustbench_id} in {d.path}"
             print(f"  donor {d.ref}: {d.arch} from {origin} key={d.donor_key}")
@@ -76,8 +79,10 @@ def cmd_plan(args) -> int:
         extra = f" eps={d.eps:g} step={d.step_size:g} steps={d.steps}" if d.training != "plain" else ""
         extra += f" beta={d.beta:g}" if d.beta is not None else ""
         data = d.data
-        print(f"  donor {d.ref}: {d.arch} {d.training} on {data.dataset} (train_size={data.train_size})"
-              f" epochs={d.epochs} seed={d.seed}{extra} key={d.donor_key}")
+        print(
+            f"  donor {d.ref}: {d.arch} {d.training} on {data.dataset} (train_size={data.train_size})"
+            f" epochs={d.epochs} seed={d.seed}{extra} key={d.donor_key}"
+        )
     for s in sweep.trials:
         print(f"  {s.trial_id}  {s.label}")
     if sweep.reptests:
@@ -85,66 +90,6 @@ def cmd_plan(args) -> int:
         for u in sweep.reptests:
             print(f"  {u.unit_id}  {u.label}")
     return 0
-
-
-def _statuses(parts: list) -> dict:
-    """The status of each of `parts` (all in one folder): one listing of the folder, then a read of each part
-    that exists (in parallel: on an object store each read is a request). An unreadable part is set aside
-    (renamed `*.corrupt`, reported) and counts as absent, as does a missing one (None)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .results import read_status, set_aside
-
-    if not parts:
-        return {}
-    present = {p.name for p in parts[0].parent.files(".parquet")}
-    existing = [p for p in parts if p.name in present]
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        found = dict(zip(existing, pool.map(read_status, existing)))
-    for part, status in found.items():
-        if status is None:
-            print(f"warning: unreadable results part {part}: set aside as {set_aside(part).name}; it will be"
-                  " recomputed", flush=True)
-    return {p: found.get(p) for p in parts}
-
-
-def _pending_units(sweep, sweep_dir, retry_failed: bool) -> list[str]:
-    """Representation-test units without a (usable) part."""
-    parts = {u.unit_id: sweep_dir.reptest_part(u.unit_id) for u in sweep.reptests}
-    statuses = _statuses(list(parts.values()))
-    todo = []
-    for unit_id, part in parts.items():
-        status = statuses[part]
-        if status == "failed" and retry_failed:
-            part.unlink()
-            status = None
-        if status is None:
-            todo.append(unit_id)
-    return todo
-
-
-def _pending(sweep, sweep_dir, retry_failed: bool) -> tuple[list[str], list[str], int]:
-    """Donors to (re)run, trial ids to run, and how many trials are already done."""
-    from .zoo import donor_part
-
-    donor_parts = {name: [donor_part(sweep_dir, d, ev) for ev in sweep.donor_evals[name]]
-                   for name, d in sweep.donors.items()}
-    statuses = _statuses([p for parts in donor_parts.values() for p in parts])
-    donors = [name for name, parts in donor_parts.items() if any(statuses[p] != "done" for p in parts)]
-    parts = {s.trial_id: sweep_dir.trial_part(s.trial_id) for s in sweep.trials}
-    statuses = _statuses(list(parts.values()))
-    todo, done = [], 0
-    for trial_id, part in parts.items():
-        status = statuses[part]
-        if status is not None:
-            if status == "failed" and retry_failed:
-                part.unlink()
-                todo.append(trial_id)
-            else:
-                done += 1
-        else:
-            todo.append(trial_id)
-    return donors, todo, done
 
 
 def _cluster_auth(address: str | None) -> None:
@@ -159,7 +104,7 @@ def _cluster_auth(address: str | None) -> None:
 
 
 def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
-    from .results import remove_stale_tmp, writable_or_error
+    from sweep.results import remove_stale_tmp, writable_or_error
 
     problem = writable_or_error(sweep_dir.path)
     if problem:
@@ -168,28 +113,36 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
     stale = remove_stale_tmp(sweep_dir)
     if stale:
         print(f"removed {stale} partial file(s) left by an interrupted run")
-    donors, todo, done = _pending(sweep, sweep_dir, retry_failed)
-    units = _pending_units(sweep, sweep_dir, retry_failed)
-    print(f"sweep {sweep.name}: {len(sweep.trials)} trials, {done} already recorded, {len(todo)} to run;"
-          f" {len(donors)} of {len(sweep.donors)} donors to train or evaluate"
-          + (f"; {len(units)} of {len(sweep.reptests)} representation-test units to run" if sweep.reptests
-             else ""), flush=True)
+    donors, todo, done = planning.pending(sweep, sweep_dir, retry_failed)
+    units = planning.pending_units(sweep, sweep_dir, retry_failed)
+    print(
+        f"sweep {sweep.name}: {len(sweep.trials)} trials, {done} already recorded, {len(todo)} to run;"
+        f" {len(donors)} of {len(sweep.donors)} donors to train or evaluate"
+        + (f"; {len(units)} of {len(sweep.reptests)} representation-test units to run" if sweep.reptests else ""),
+        flush=True,
+    )
     print(f"results: {sweep_dir.uri}", flush=True)
     args.sweep_uri = sweep_dir.uri  # for the Ctrl+C hint
     if donors or todo or units:
         _cluster_auth(args.address)
-        from . import ray_backend  # the only Ray import, and only for commands that schedule work
+        from sweep.backends import ray as ray_backend  # the only Ray import, only where work is scheduled
 
-        ray_backend.run_stages(sweep, sweep_dir, donors, todo, units, address=args.address,
-                               num_cpus=args.num_cpus, max_concurrent=args.max_concurrent)
+        ray_backend.run_stages(
+            sweep,
+            sweep_dir,
+            donors,
+            todo,
+            units,
+            address=args.address,
+            num_cpus=args.num_cpus,
+            max_concurrent=args.max_concurrent,
+        )
     complete = _print_status(sweep, sweep_dir)
     return 0 if complete else EXIT_INCOMPLETE
 
 
 def cmd_run(args) -> int:
-    from .results import SweepDir
-
-    from .results import writable_or_error
+    from sweep.results import SweepDir, writable_or_error
 
     sweep = _load_space(args.space)
     _storage("--storage", args.storage)
@@ -223,8 +176,7 @@ def _print_status(sweep, sweep_dir) -> bool:
     pending = len(ids) - len(trials)
     print(f"sweep {sweep.name}: {len(ids)} trials: {n_done} done, {len(failed)} failed, {pending} pending")
     for _, r in failed.head(20).iterrows():
-        print(f"  failed {r['trial_id']} {r['front']}->{r['end']} @{r['front_point']} {r['objective']}:"
-              f" {r['error']}")
+        print(f"  failed {r['trial_id']} {r['front']}->{r['end']} @{r['front_point']} {r['objective']}: {r['error']}")
     if len(failed) > 20:
         print(f"  ... and {len(failed) - 20} more failed (see the trials table)")
     if sweep.reptests:
@@ -233,8 +185,10 @@ def _print_status(sweep, sweep_dir) -> bool:
         reps = reps[reps["unit_id"].isin(units)].drop_duplicates("unit_id")
         u_failed = reps[reps["status"] == "failed"]
         u_pending = len(units) - len(reps)
-        print(f"representation tests: {len(units)} units: {len(reps) - len(u_failed)} done, {len(u_failed)}"
-              f" failed, {u_pending} pending")
+        print(
+            f"representation tests: {len(units)} units: {len(reps) - len(u_failed)} done, {len(u_failed)}"
+            f" failed, {u_pending} pending"
+        )
         for _, r in u_failed.head(20).iterrows():
             print(f"  failed unit {r['unit_id']} ({r['test']}): {r['error']}")
         pending += u_pending
@@ -269,12 +223,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_plan)
 
     def ray_options(p):
-        p.add_argument("--address", default=None,
-                       help="Ray cluster to join (e.g. 'auto'); default: start an embedded local Ray")
-        p.add_argument("--num-cpus", type=int, default=None,
-                       help="CPUs of the embedded local Ray (default: all)")
-        p.add_argument("--max-concurrent", type=int, default=None,
-                       help="at most this many trials at once (default: as resources allow)")
+        p.add_argument(
+            "--address", default=None, help="Ray cluster to join (e.g. 'auto'); default: start an embedded local Ray"
+        )
+        p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the embedded local Ray (default: all)")
+        p.add_argument(
+            "--max-concurrent",
+            type=int,
+            default=None,
+            help="at most this many trials at once (default: as resources allow)",
+        )
         p.add_argument("--failed", action="store_true", help="also rerun trials recorded as failed")
 
     p = sub.add_parser("run", help="run a sweep (trials already recorded are skipped)")
@@ -311,8 +269,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt as exc:
         where = getattr(args, "sweep_uri", None) or "RESULTS"
-        print(f"stitchsweep: interrupted{f' ({exc})' if str(exc) else ''}; every finished trial is recorded."
-              f" Finish with: stitchsweep resume {where}", file=sys.stderr)
+        print(
+            f"stitchsweep: interrupted{f' ({exc})' if str(exc) else ''}; every finished trial is recorded."
+            f" Finish with: stitchsweep resume {where}",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
 
 

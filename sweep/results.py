@@ -19,8 +19,18 @@ import pyarrow as pa
 from analysis.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TRIALS_DIR
 from analysis.storage import TMP_PREFIX, Loc, StorageError, child_uri, open_root
 
-__all__ = ["SweepDir", "Loc", "StorageError", "open_root", "write_rows", "read_status", "set_aside",
-           "writable_or_error", "remove_stale_tmp", "TMP_PREFIX"]
+__all__ = [
+    "SweepDir",
+    "Loc",
+    "StorageError",
+    "open_root",
+    "write_rows",
+    "read_status",
+    "set_aside",
+    "writable_or_error",
+    "remove_stale_tmp",
+    "TMP_PREFIX",
+]
 
 
 class SweepDir:

@@ -5,9 +5,9 @@ import copy
 import pytest
 import torch
 
-from sweep.augment import AUGMENTATIONS, augment, random_affine, random_crop, random_flip
-from sweep.errors import SpecError
-from sweep.spec import parse_space
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
+from sweep.data.augment import AUGMENTATIONS, augment, random_affine, random_crop, random_flip
 
 from .conftest import TINY_SPACE
 
@@ -30,7 +30,7 @@ def test_crop_is_a_shift_of_the_padded_image():
     y = random_crop(x, _gen(), pad=4)
     for i in range(32):  # every output is some 8x8 window of the zero-padded input
         padded = torch.nn.functional.pad(x[i], (4, 4, 4, 4))
-        assert any(torch.equal(padded[:, a:a + 8, b:b + 8], y[i]) for a in range(9) for b in range(9))
+        assert any(torch.equal(padded[:, a : a + 8, b : b + 8], y[i]) for a in range(9) for b in range(9))
 
 
 def test_flip_flips_some_images_and_leaves_the_rest():
@@ -62,8 +62,8 @@ def test_augment_is_part_of_the_donor_identity_and_validated():
 
 
 def test_a_donor_trains_with_augmentation():
-    from sweep.data import make_splits
-    from sweep.zoo import train_donor
+    from sweep.data.core import make_splits
+    from sweep.train.donors import train_donor
 
     space = copy.deepcopy(TINY_SPACE)
     space["donors"]["plain_a"].update(augment=["affine"], epochs=1)

@@ -2,8 +2,18 @@
 
 import pandas as pd
 
-from analysis.charts import (END_LABEL, FRONT_LABEL, class_collapse_data, class_collapse_plot, cross_task_grid,
-                             is_cross_task, setting_label, stitching_data, stitching_grid, stitching_plot)
+from analysis.charts import (
+    END_LABEL,
+    FRONT_LABEL,
+    class_collapse_data,
+    class_collapse_plot,
+    cross_task_grid,
+    is_cross_task,
+    setting_label,
+    stitching_data,
+    stitching_grid,
+    stitching_plot,
+)
 
 
 def _trials() -> pd.DataFrame:
@@ -11,12 +21,28 @@ def _trials() -> pd.DataFrame:
     for obj in ("tlm", "dm"):
         for i, point in enumerate(["layer1.0", "layer1.1", "layer2.0"], start=1):
             for seed in (0, 1):
-                rows.append(dict(status="done", front="zoo:r", end="zoo:p", objective=obj, front_point=point,
-                                 point_index=i, seed=seed, clean_acc=0.5 + 0.1 * i + 0.01 * seed,
-                                 robust_acc=0.1 * i, end_clean_acc=0.9, end_robust_acc=0.0,
-                                 front_clean_acc=0.8, front_robust_acc=0.4))
-    rows.append(dict(status="failed", front="zoo:r", end="zoo:p", objective="tlm", front_point="layer2.0",
-                     point_index=3, seed=5))
+                rows.append(
+                    dict(
+                        status="done",
+                        front="zoo:r",
+                        end="zoo:p",
+                        objective=obj,
+                        front_point=point,
+                        point_index=i,
+                        seed=seed,
+                        clean_acc=0.5 + 0.1 * i + 0.01 * seed,
+                        robust_acc=0.1 * i,
+                        end_clean_acc=0.9,
+                        end_robust_acc=0.0,
+                        front_clean_acc=0.8,
+                        front_robust_acc=0.4,
+                    )
+                )
+    rows.append(
+        dict(
+            status="failed", front="zoo:r", end="zoo:p", objective="tlm", front_point="layer2.0", point_index=3, seed=5
+        )
+    )
     return pd.DataFrame(rows)
 
 
@@ -46,28 +72,74 @@ def test_grid_has_a_row_per_pair_and_a_column_per_objective():
 
 def _robust_trials() -> pd.DataFrame:
     rows = []
-    settings = [dict(objective="adv", alpha=0.5), dict(objective="adv", alpha=1.0),
-                dict(objective="trades", beta=1.0), dict(objective="tlm", init="identity")]
+    settings = [
+        dict(objective="adv", alpha=0.5),
+        dict(objective="adv", alpha=1.0),
+        dict(objective="trades", beta=1.0),
+        dict(objective="tlm", init="identity"),
+    ]
     for extra in settings:
         for i, point in enumerate(["layer1.0", "layer2.0"], start=1):
-            rows.append(dict(status="done", front="zoo:p", end="zoo:q", front_point=point, point_index=i, seed=0,
-                             clean_acc=0.5, robust_acc=0.1, most_frequent_class_ratio=0.1 * i, num_classes=10,
-                             end_clean_acc=0.9, end_robust_acc=0.0, front_clean_acc=0.8, front_robust_acc=0.4,
-                             dataset="fashion_mnist", front_dataset="fashion_mnist", end_dataset="fashion_mnist",
-                             stitch_data="sweep", stitcher="affine", **{"init": "random", **extra}))
+            rows.append(
+                dict(
+                    status="done",
+                    front="zoo:p",
+                    end="zoo:q",
+                    front_point=point,
+                    point_index=i,
+                    seed=0,
+                    clean_acc=0.5,
+                    robust_acc=0.1,
+                    most_frequent_class_ratio=0.1 * i,
+                    num_classes=10,
+                    end_clean_acc=0.9,
+                    end_robust_acc=0.0,
+                    front_clean_acc=0.8,
+                    front_robust_acc=0.4,
+                    dataset="fashion_mnist",
+                    front_dataset="fashion_mnist",
+                    end_dataset="fashion_mnist",
+                    stitch_data="sweep",
+                    stitcher="affine",
+                    **{"init": "random", **extra},
+                )
+            )
     for data in ("fashion_mnist", "digits"):
-        rows.append(dict(status="done", front="zoo:p", end="zoo:d", objective="tlm", front_point="layer1.0",
-                         point_index=1, seed=0, clean_acc=0.7, robust_acc=0.0, most_frequent_class_ratio=0.2,
-                         num_classes=10, end_clean_acc=0.95, front_clean_acc=0.8, dataset=data,
-                         front_dataset="fashion_mnist", end_dataset="digits",
-                         stitch_data="front" if data == "fashion_mnist" else "end", init="random"))
+        rows.append(
+            dict(
+                status="done",
+                front="zoo:p",
+                end="zoo:d",
+                objective="tlm",
+                front_point="layer1.0",
+                point_index=1,
+                seed=0,
+                clean_acc=0.7,
+                robust_acc=0.0,
+                most_frequent_class_ratio=0.2,
+                num_classes=10,
+                end_clean_acc=0.95,
+                front_clean_acc=0.8,
+                dataset=data,
+                front_dataset="fashion_mnist",
+                end_dataset="digits",
+                stitch_data="front" if data == "fashion_mnist" else "end",
+                init="random",
+            )
+        )
     return pd.DataFrame(rows)
 
 
 def test_settings_name_the_options_that_distinguish_runs():
     labels = set(setting_label(_robust_trials()))
-    assert labels == {"adv alpha=0.5", "adv alpha=1", "trades beta=1", "tlm init=identity",
-                      "tlm on fashion_mnist", "tlm on digits"}
+    assert labels == {
+        "adv alpha=0.5",
+        "adv alpha=1",
+        "trades beta=1",
+        "tlm init=identity",
+        "tlm on fashion_mnist",
+        "tlm on digits",
+    }
 
 
 def test_grid_has_one_panel_per_pair_and_setting_and_alpha():
@@ -79,8 +151,12 @@ def test_grid_has_one_panel_per_pair_and_setting_and_alpha():
 def test_class_collapse_plot_draws_the_one_over_classes_line():
     data, order, chance = class_collapse_data(_robust_trials(), "zoo:p", "zoo:q")
     assert chance == 0.1 and order == ["layer1.0", "layer2.0"]
-    assert len(data) == 8 and set(data["setting"]) == {"adv alpha=0.5", "adv alpha=1", "trades beta=1",
-                                                        "tlm init=identity"}
+    assert len(data) == 8 and set(data["setting"]) == {
+        "adv alpha=0.5",
+        "adv alpha=1",
+        "trades beta=1",
+        "tlm init=identity",
+    }
     spec = class_collapse_plot(_robust_trials(), "zoo:p", "zoo:q").to_dict()
     rule = spec["layer"][1]
     assert rule["mark"]["type"] == "rule" and spec["datasets"][rule["data"]["name"]] == [{"chance": 0.1}]
@@ -121,8 +197,11 @@ def test_settings_that_differ_in_any_configuration_column_are_separate_curves():
     third = tlm.copy()
     third["donor_bn"] = "update"
     labels = setting_label(pd.concat([tlm, other, third], ignore_index=True))
-    assert set(labels) == {"tlm lr=0.001 donor_bn=frozen", "tlm lr=0.01 donor_bn=frozen",
-                           "tlm lr=0.001 donor_bn=update"}
+    assert set(labels) == {
+        "tlm lr=0.001 donor_bn=frozen",
+        "tlm lr=0.01 donor_bn=frozen",
+        "tlm lr=0.001 donor_bn=update",
+    }
     same = tlm.copy()
     same["seed"], same["front_point"] = 9, "layer9"
     assert set(setting_label(pd.concat([tlm, same], ignore_index=True))) == {"tlm"}

@@ -52,15 +52,18 @@ def test_rayjob_pins_equal_pyproject_and_ray_version_matches():
     for c in (c for pod in pods for c in pod["spec"]["containers"]):
         env = {e["name"]: e for e in c["env"]}
         assert env["RAY_AUTH_MODE"]["value"] == "token" and "secretKeyRef" in env["RAY_AUTH_TOKEN"]["valueFrom"]
-    assert all(c["resources"]["limits"]["nvidia.com/gpu"] for g in spec["workerGroupSpecs"]
-               for c in g["template"]["spec"]["containers"])
+    assert all(
+        c["resources"]["limits"]["nvidia.com/gpu"]
+        for g in spec["workerGroupSpecs"]
+        for c in g["template"]["spec"]["containers"]
+    )
 
 
 @pytest.mark.parametrize("name", ["submit.sh", "slurm.sbatch"])
 def test_scripts_are_valid_bash_and_run_the_sweep_entry_point(name):
     text = (CLUSTER / name).read_text()
     subprocess.run(["bash", "-n", str(CLUSTER / name)], check=True)
-    assert "run \"$SPACE\" --address auto --storage \"$STORAGE\"" in text
+    assert 'run "$SPACE" --address auto --storage "$STORAGE"' in text
     assert "export RAY_AUTH_MODE=" in text and "token" in text  # Ray 2.60 token auth
     if name == "slurm.sbatch":
         assert "ray symmetric-run" in text and "--min-nodes" in text

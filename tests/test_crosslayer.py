@@ -5,12 +5,12 @@ import copy
 import pytest
 import torch
 
-from sweep.errors import SpecError
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
+from sweep.kinds.donor import run_donor
+from sweep.kinds.stitch import run_trial
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.stitching import Stitcher
-from sweep.trial import run_trial
-from sweep.zoo import run_donor
+from sweep.stitching.stitcher import Stitcher
 
 from .conftest import TINY_SPACE
 
@@ -35,8 +35,7 @@ def test_identity_init_upsampled_is_exact_on_constant_maps():
 
 def _space():
     space = copy.deepcopy(TINY_SPACE)
-    space["stitching"].update(stitch_points=["layer1.0", "layer3.1"], end_points="all",
-                              objectives=["dm", "dm+tlm"])
+    space["stitching"].update(stitch_points=["layer1.0", "layer3.1"], end_points="all", objectives=["dm", "dm+tlm"])
     return space
 
 
@@ -74,7 +73,10 @@ def test_cross_layer_trials_run_and_dm_tlm_records_the_residual(tmp_path):
     sweep = parse_space(space)
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
-    assert run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))["status"] == "done"
+    assert (
+        run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))["status"]
+        == "done"
+    )
     rows = {(t.front_point, t.end_point, t.objective): run_trial(t, sweep_dir) for t in sweep.trials}
     assert all(r["status"] == "done" for r in rows.values()), rows
     # self-stitching the same layer by DM is exact; a different layer is not
@@ -97,12 +99,19 @@ def test_dm_samples_too_small_for_the_points_is_refused_at_plan_with_the_k_neede
 
 def test_requested_similarity_indices_are_recorded_per_trial(tmp_path):
     space = copy.deepcopy(TINY_SPACE)
-    space["stitching"].update(stitch_points=["layer2.0"], end_points=["layer2.0", "layer3.1"], objectives=["dm"],
-                              indices=["cka", "pwcca", "opd", "dm", "rank", "receiver_rank"], similarity_samples=300)
+    space["stitching"].update(
+        stitch_points=["layer2.0"],
+        end_points=["layer2.0", "layer3.1"],
+        objectives=["dm"],
+        indices=["cka", "pwcca", "opd", "dm", "rank", "receiver_rank"],
+        similarity_samples=300,
+    )
     space["evaluation"]["n_eval_robust"] = 0
     sweep = parse_space(space)
-    assert all(t.indices == ("cka", "pwcca", "opd", "dm", "rank", "receiver_rank") and t.similarity_samples == 300
-               for t in sweep.trials)
+    assert all(
+        t.indices == ("cka", "pwcca", "opd", "dm", "rank", "receiver_rank") and t.similarity_samples == 300
+        for t in sweep.trials
+    )
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
     run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
@@ -123,9 +132,9 @@ def test_requested_similarity_indices_are_recorded_per_trial(tmp_path):
     # its squared relative error on the 300 test images (seed 004's reference code, out of sample)
     import numpy as np
 
-    from sweep.data import make_splits
-    from sweep.models import split
-    from sweep.zoo import load_donor
+    from sweep.data.core import make_splits
+    from sweep.kinds.donor import load_donor
+    from sweep.models.base import split
 
     (spec,) = [t for t in sweep.trials if t.end_point == "layer3.1"]
     splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size)
@@ -176,8 +185,9 @@ def test_dm_self_stitching_identifies_every_layer_of_a_zoo_donor(tmp_path):
     from analysis.tables import layer_identification
 
     space = copy.deepcopy(TINY_SPACE)
-    space["stitching"].update(stitch_points="all", end_points="all", objectives=["dm"], indices=["cka", "dm"],
-                              similarity_samples=300)
+    space["stitching"].update(
+        stitch_points="all", end_points="all", objectives=["dm"], indices=["cka", "dm"], similarity_samples=300
+    )
     space["evaluation"]["n_eval_robust"] = 0
     sweep = parse_space(space)
     sweep_dir = SweepDir(tmp_path, sweep.name)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from sweep import data
+from sweep.data import core as data
 
 
 def _write_idx(path, array: np.ndarray) -> None:
@@ -60,9 +60,13 @@ def test_oversized_split_is_refused():
         data.make_splits("digits", train_size=5000, val_size=200, test_size=None)
 
 
-@pytest.mark.skipif(data._find_idx_dir("fashion_mnist", [data.data_root() / "fashion-mnist",
-                    data.Path("/usr/share/datasets/fashion-mnist")]) is None,
-                    reason="Fashion-MNIST files not installed (make installs dataset-fashion-mnist)")
+@pytest.mark.skipif(
+    data._find_idx_dir(
+        "fashion_mnist", [data.data_root() / "fashion-mnist", data.Path("/usr/share/datasets/fashion-mnist")]
+    )
+    is None,
+    reason="Fashion-MNIST files not installed (make installs dataset-fashion-mnist)",
+)
 def test_fashion_mnist_has_all_70000_images():
     pool = data.load_pool("fashion_mnist")
     assert len(pool.train_y) == 60000 and len(pool.test_y) == 10000

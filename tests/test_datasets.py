@@ -10,9 +10,9 @@ import scipy.io
 import torchvision.datasets
 import torchvision.datasets.cifar
 
-from sweep import data
-from sweep.errors import SpecError
-from sweep.spec import parse_space
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
+from sweep.data import core as data
 
 from .conftest import TINY_SPACE
 
@@ -62,8 +62,9 @@ def test_cifar10_from_its_python_pickles(tmp_path, trust_tiny_files):
 def test_svhn_from_its_matlab_files(tmp_path, trust_tiny_files):
     for split, n in (("train", 6), ("test", 2)):
         labels = np.array([[10], [1], [2], [3], [4], [5]][:n], dtype=np.uint8)  # SVHN writes 0 as 10
-        scipy.io.savemat(tmp_path / f"{split}_32x32.mat",
-                         {"X": RNG.integers(0, 256, (32, 32, 3, n), dtype=np.uint8), "y": labels})
+        scipy.io.savemat(
+            tmp_path / f"{split}_32x32.mat", {"X": RNG.integers(0, 256, (32, 32, 3, n), dtype=np.uint8), "y": labels}
+        )
     pool = data.load_pool("svhn", str(tmp_path), download=False)
     assert pool.train_x.shape == (6, 3, 32, 32)
     assert pool.train_y.tolist() == [0, 1, 2, 3, 4, 5]

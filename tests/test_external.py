@@ -4,19 +4,19 @@ import copy
 import dataclasses
 from pathlib import Path
 
+import pyautoattack
 import pytest
 import torch
 
-import pyautoattack
-from sweep.errors import SpecError
-from sweep.external import load_checkpoint, read_state_dict
-from sweep.models import build, split
-from sweep.objectives import OBJECTIVES, FitContext
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
+from sweep.kinds.donor import run_donor
+from sweep.kinds.stitch import run_trial
+from sweep.models.base import build, split
+from sweep.models.external import load_checkpoint, read_state_dict
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.stitching import Stitcher
-from sweep.trial import run_trial
-from sweep.zoo import run_donor
+from sweep.stitching.objectives import OBJECTIVES, FitContext
+from sweep.stitching.stitcher import Stitcher
 
 from .conftest import TINY_SPACE
 
@@ -26,8 +26,9 @@ AUTOATTACK_RESNET18 = Path(pyautoattack.__file__).parent / "examples" / "model_t
 @pytest.fixture(scope="module")
 def autoattack_resnet18():
     """The CIFAR-10 ResNet-18 that the pyautoattack wheel ships (kuangliu layout, no normalisation)."""
-    return load_checkpoint(AUTOATTACK_RESNET18, "resnet18", in_channels=3, num_classes=10, mean=(0.0,),
-                           std=(1.0,), image_size=32)
+    return load_checkpoint(
+        AUTOATTACK_RESNET18, "resnet18", in_channels=3, num_classes=10, mean=(0.0,), std=(1.0,), image_size=32
+    )
 
 
 def test_autoattack_resnet18_loads_and_dm_self_stitches_exactly(autoattack_resnet18):
@@ -47,8 +48,15 @@ def test_autoattack_resnet18_loads_and_dm_self_stitches_exactly(autoattack_resne
         with torch.no_grad():
             shape = front(fit_x[:1]).shape
         stitcher = Stitcher.for_shapes(shape, shape)
-        ctx = FitContext(front=front, end=end, stitcher=stitcher, splits=Splits, device=torch.device("cpu"),
-                         spec=type("Spec", (), {"dm_samples": 64})(), end_front=front)
+        ctx = FitContext(
+            front=front,
+            end=end,
+            stitcher=stitcher,
+            splits=Splits,
+            device=torch.device("cpu"),
+            spec=type("Spec", (), {"dm_samples": 64})(),
+            end_front=front,
+        )
         OBJECTIVES["dm"].fit(ctx)
         with torch.no_grad():
             stitched = end(stitcher(front(eval_x))).argmax(1)
@@ -60,16 +68,16 @@ def test_wrapped_and_data_parallel_checkpoints_load(tmp_path, autoattack_resnet1
     path = tmp_path / "wrapped.pt"
     torch.save({"state_dict": {f"module.{k}": v for k, v in sd.items()}, "epoch": 3}, path)
     assert set(read_state_dict(path)) == set(sd)
-    model = load_checkpoint(path, "resnet18", in_channels=3, num_classes=10, mean=(0.0,), std=(1.0,),
-                            image_size=32)
+    model = load_checkpoint(path, "resnet18", in_channels=3, num_classes=10, mean=(0.0,), std=(1.0,), image_size=32)
     x = torch.rand(2, 3, 32, 32)
     assert torch.equal(model(x), autoattack_resnet18(x))
 
 
 def test_a_checkpoint_that_does_not_fit_names_the_keys():
     with pytest.raises(ValueError) as err:
-        load_checkpoint(AUTOATTACK_RESNET18, "resnet50", in_channels=3, num_classes=10, mean=(0.0,),
-                        std=(1.0,), image_size=32)
+        load_checkpoint(
+            AUTOATTACK_RESNET18, "resnet50", in_channels=3, num_classes=10, mean=(0.0,), std=(1.0,), image_size=32
+        )
     assert "missing keys" in str(err.value) and "resnet50" in str(err.value)
 
 
@@ -120,14 +128,13 @@ def test_file_donor_errors(tmp_path):
 
 def _robustbench_space(model_dir: Path, name: str = "Sehwag2021Proxy_R18") -> dict:
     space = copy.deepcopy(TINY_SPACE)
-    space["donors"] = {"f_r1": {"robustbench": f"cifar10/Linf/{name}", "arch": "resnet18",
-                                "model_dir": str(model_dir)}}
+    space["donors"] = {"f_r1": {"robustbench": f"cifar10/Linf/{name}", "arch": "resnet18", "model_dir": str(model_dir)}}
     space["stitching"]["pairs"] = [{"front": "robustbench:f_r1", "end": "robustbench:f_r1"}]
     return space
 
 
 def test_robustbench_donor_loads_by_name_from_a_local_model_dir(tmp_path, autoattack_resnet18):
-    from sweep.external import load_robustbench
+    from sweep.models.external import load_robustbench
 
     # RobustBench keeps checkpoints at MODEL_DIR/<dataset>/<threat>/<name>.pt and downloads only if absent:
     # stand in the AutoAttack ResNet-18 weights (the same architecture) for the real Sehwag2021Proxy_R18.
@@ -136,8 +143,7 @@ def test_robustbench_donor_loads_by_name_from_a_local_model_dir(tmp_path, autoat
     (folder / "Sehwag2021Proxy_R18.pt").write_bytes(AUTOATTACK_RESNET18.read_bytes())
     donor = parse_space(_robustbench_space(tmp_path)).donors["f_r1"]
     assert donor.ref == "robustbench:f_r1" and donor.robustbench_id == "cifar10/Linf/Sehwag2021Proxy_R18"
-    model = load_robustbench(donor.robustbench_id, donor.arch, donor.path, in_channels=3, num_classes=10,
-                             image_size=32)
+    model = load_robustbench(donor.robustbench_id, donor.arch, donor.path, in_channels=3, num_classes=10, image_size=32)
     x = torch.rand(2, 3, 32, 32)
     assert torch.allclose(model(x), autoattack_resnet18(x), atol=1e-5)
     assert model.stitch_points[0] == "layer1.0"
@@ -153,7 +159,7 @@ def test_unknown_robustbench_name_says_how_to_list_them(tmp_path):
 
 def test_robustbench_resnet50_with_its_own_normalisation_buffers_maps_exactly(tmp_path):
     """Engstrom2019Robustness (seed 000's f_R5) keeps its input normalisation as `mu`/`sigma` buffers."""
-    from sweep.external import _import_robustbench, load_robustbench
+    from sweep.models.external import _import_robustbench, load_robustbench
 
     _import_robustbench()
     from robustbench.model_zoo import model_dicts
@@ -164,17 +170,20 @@ def test_robustbench_resnet50_with_its_own_normalisation_buffers_maps_exactly(tm
     folder = tmp_path / "cifar10" / "Linf"
     folder.mkdir(parents=True)
     torch.save(reference.state_dict(), folder / "Engstrom2019Robustness.pt")
-    model = load_robustbench("cifar10/Linf/Engstrom2019Robustness", "resnet50", tmp_path, in_channels=3,
-                             num_classes=10, image_size=32)  # raises unless it computes what RobustBench's does
+    model = load_robustbench(
+        "cifar10/Linf/Engstrom2019Robustness", "resnet50", tmp_path, in_channels=3, num_classes=10, image_size=32
+    )  # raises unless it computes what RobustBench's does
     assert torch.allclose(model.stages["stem"][0].mean.flatten(), reference.mu.flatten())
 
 
-@pytest.mark.parametrize("name,arch", [("Rade2021Helper_R18_extra", "dm_preact_resnet18"),
-                                       ("Gowal2021Improving_28_10_ddpm_100m", "dm_wrn28_10")])
+@pytest.mark.parametrize(
+    "name,arch",
+    [("Rade2021Helper_R18_extra", "dm_preact_resnet18"), ("Gowal2021Improving_28_10_ddpm_100m", "dm_wrn28_10")],
+)
 def test_robustbench_deepmind_layouts_map_exactly(tmp_path, name, arch):
     """Seed 000's f_R4 and f_R6: DeepMind's PreActResNet / WideResNet layouts, Swish, normalisation constants
     outside the state dict. `load_robustbench` raises unless the mapped net computes what RobustBench's does."""
-    from sweep.external import _import_robustbench, load_robustbench
+    from sweep.models.external import _import_robustbench, load_robustbench
 
     _import_robustbench()
     from robustbench.model_zoo import model_dicts
@@ -185,8 +194,7 @@ def test_robustbench_deepmind_layouts_map_exactly(tmp_path, name, arch):
     folder = tmp_path / "cifar10" / "Linf"
     folder.mkdir(parents=True)
     torch.save(reference.state_dict(), folder / f"{name}.pt")
-    model = load_robustbench(f"cifar10/Linf/{name}", arch, tmp_path, in_channels=3, num_classes=10,
-                             image_size=32)
+    model = load_robustbench(f"cifar10/Linf/{name}", arch, tmp_path, in_channels=3, num_classes=10, image_size=32)
     assert model.stitch_points == build(arch, 3, 10, (0.0,), (1.0,)).stitch_points
 
 
@@ -228,14 +236,21 @@ def test_autoattack_resnet18_as_a_file_donor_on_cifar10_files(tmp_path, autoatta
     space = copy.deepcopy(TINY_SPACE)
     space["data"] = {"dataset": "cifar10", "root": str(tmp_path / "data"), "download": False, "val_size": 10}
     space["donors"] = {"aa": {"file": str(AUTOATTACK_RESNET18), "arch": "resnet18"}}
-    space["stitching"].update(pairs=[{"front": "file:aa", "end": "file:aa"}], objectives=["dm"],
-                              stitch_points="all", dm_samples=90)
+    space["stitching"].update(
+        pairs=[{"front": "file:aa", "end": "file:aa"}], objectives=["dm"], stitch_points="all", dm_samples=90
+    )
     space["evaluation"] = {"eps": 0.03137254901960784, "iterations": 2, "n_eval_robust": 0}
     sweep = parse_space(space)
     sweep_dir = SweepDir(tmp_path / "results", sweep.name)
     sweep_dir.create()
-    row = run_donor(sweep.donors["aa"], sweep.donor_evals["aa"], sweep_dir, torch.device("cpu"),
-                    data_root=sweep.data_root, download=False)
+    row = run_donor(
+        sweep.donors["aa"],
+        sweep.donor_evals["aa"],
+        sweep_dir,
+        torch.device("cpu"),
+        data_root=sweep.data_root,
+        download=False,
+    )
     assert row["status"] == "done" and row["clean_acc"] == 1.0, row.get("error")
     for spec in sweep.trials:
         out = run_trial(spec, sweep_dir, data_root=sweep.data_root, download=False)

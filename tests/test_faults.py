@@ -12,9 +12,10 @@ import pytest
 import analysis
 from analysis.report import write_report
 from analysis.schema import TRIAL_SCHEMA
-from sweep.cli import _pending, main
+from sweep.cli import main
+from sweep.config.space import parse_space
+from sweep.planning import pending
 from sweep.results import SweepDir, write_rows
-from sweep.spec import parse_space
 
 
 def test_unwritable_storage_is_refused_before_anything_runs(tiny_space, write_space, tmp_path, capsys):
@@ -28,9 +29,22 @@ def test_unwritable_storage_is_refused_before_anything_runs(tiny_space, write_sp
 
 def test_an_address_nobody_answers_at_fails_in_seconds_naming_it(tiny_space, write_space, tmp_path):
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "sweep", "run", str(write_space(tiny_space)), "--storage",
-                           str(tmp_path / "r"), "--address", "127.0.0.1:9"], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweep",
+            "run",
+            str(write_space(tiny_space)),
+            "--storage",
+            str(tmp_path / "r"),
+            "--address",
+            "127.0.0.1:9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "--address: expected the host:port of a running Ray cluster" in proc.stderr
     assert "127.0.0.1:9" in proc.stderr and time.perf_counter() - t0 < 60
@@ -41,10 +55,25 @@ def _results_with_bad_parts(tmp_path, tiny_space):
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
     good, bad = sweep.trials[0], sweep.trials[1]
-    write_rows(sweep_dir.trial_part(good.trial_id), [dict(trial_id=good.trial_id, status="done", front="zoo:a",
-                                                          end="zoo:a", objective="dm", front_point="layer1.0",
-                                                          end_point="layer1.0", point_index=1, end_index=1,
-                                                          seed=0, clean_acc=0.9)], TRIAL_SCHEMA)
+    write_rows(
+        sweep_dir.trial_part(good.trial_id),
+        [
+            dict(
+                trial_id=good.trial_id,
+                status="done",
+                front="zoo:a",
+                end="zoo:a",
+                objective="dm",
+                front_point="layer1.0",
+                end_point="layer1.0",
+                point_index=1,
+                end_index=1,
+                seed=0,
+                clean_acc=0.9,
+            )
+        ],
+        TRIAL_SCHEMA,
+    )
     sweep_dir.trial_part(bad.trial_id).write_bytes(b"PAR1 truncated")  # a writer killed without the rename
     pq.write_table(pa.table({"x": [1, 2]}), sweep_dir.trials / "foreign.parquet")  # someone else's file
     return sweep, sweep_dir, good, bad
@@ -59,8 +88,9 @@ def test_readers_skip_bad_parts_by_path_and_never_crash(tmp_path, tiny_space):
         warnings.simplefilter("error")  # load() reports through "problems", not warnings
         tables = analysis.load(sweep_dir.path)
     problems = tables["problems"]
-    assert sorted(p.rsplit("/", 1)[1] for p in problems["path"]) == sorted([f"{bad.trial_id}.parquet",
-                                                                            "foreign.parquet"])
+    assert sorted(p.rsplit("/", 1)[1] for p in problems["path"]) == sorted(
+        [f"{bad.trial_id}.parquet", "foreign.parquet"]
+    )
     assert "no 'trial_id' column" in problems[problems["path"].str.endswith("foreign.parquet")]["error"].iloc[0]
     index = write_report(sweep_dir.path, tmp_path / "report")
     assert "Unreadable results parts" in index.read_text() and (tmp_path / "report" / "problems.csv").exists()
@@ -68,7 +98,7 @@ def test_readers_skip_bad_parts_by_path_and_never_crash(tmp_path, tiny_space):
 
 def test_run_sets_an_unreadable_trial_part_aside_and_reruns_the_trial(tmp_path, tiny_space, capsys):
     sweep, sweep_dir, good, bad = _results_with_bad_parts(tmp_path, tiny_space)
-    _, todo, done = _pending(sweep, sweep_dir, retry_failed=False)
+    _, todo, done = pending(sweep, sweep_dir, retry_failed=False)
     out = capsys.readouterr().out
     assert bad.trial_id in todo and good.trial_id not in todo and done == 1
     assert f"unreadable results part {sweep_dir.trial_part(bad.trial_id)}" in out
@@ -80,8 +110,8 @@ def test_run_sets_an_unreadable_trial_part_aside_and_reruns_the_trial(tmp_path, 
 def test_storage_that_a_node_cannot_see_is_refused_on_a_multi_node_cluster(tmp_path, monkeypatch):
     import ray
 
-    from sweep import ray_backend
-    from sweep.errors import SpecError
+    from sweep.backends import ray as ray_backend
+    from sweep.config.errors import SpecError
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:

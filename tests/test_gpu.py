@@ -6,15 +6,14 @@ import dataclasses
 import pytest
 import torch
 
+from sweep.config.space import parse_space
+from sweep.kinds.donor import run_donor
+from sweep.kinds.stitch import run_trial
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.trial import run_trial
-from sweep.zoo import run_donor
 
 from .conftest import TINY_SPACE
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
 def test_trial_on_cuda_with_bf16_and_channels_last(tmp_path):
@@ -34,10 +33,16 @@ def test_trial_on_cuda_with_bf16_and_channels_last(tmp_path):
 def test_adversarial_objectives_and_trades_donor_on_cuda(tmp_path):
     space = copy.deepcopy(TINY_SPACE)
     space["donors"]["trades_a"] = {"arch": "resnet_tiny", "training": "trades", "epochs": 1, "steps": 2}
-    space["stitching"] = {"pairs": [{"front": "zoo:trades_a", "end": "zoo:plain_a"}],
-                          "stitch_points": ["layer2.0"], "objectives": ["adv", "adv_mix", "trades"],
-                          "alphas": [0.5], "betas": [1.5], "epochs": 1, "adv_steps": 2,
-                          "stitcher": "bn_affine_bn"}
+    space["stitching"] = {
+        "pairs": [{"front": "zoo:trades_a", "end": "zoo:plain_a"}],
+        "stitch_points": ["layer2.0"],
+        "objectives": ["adv", "adv_mix", "trades"],
+        "alphas": [0.5],
+        "betas": [1.5],
+        "epochs": 1,
+        "adv_steps": 2,
+        "stitcher": "bn_affine_bn",
+    }
     sweep = parse_space(space)
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()

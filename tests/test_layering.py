@@ -1,7 +1,30 @@
-"""Ray stays at the edge of the engine; analysis needs neither torch nor Ray."""
+"""The engine's layering: Ray stays at the edge, analysis needs neither torch nor Ray, the search-space
+package imports no torch, no module imports another in a cycle, and each package imports only the layers
+below it.
 
+Layers, bottom to top (a package may import its own layer and those below):
+  sweep.registry, sweep.config                     search spaces to frozen specs (no torch at import)
+  sweep.data, sweep.models, sweep.stitching,
+  sweep.measures, sweep.train, sweep.results       the PyTorch building blocks
+  sweep.kinds                                      kinds of work: one unit each, idempotent
+  sweep.backends, sweep.cli, sweep.planning        scheduling and the command line
+"""
+
+import ast
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+LAYERS = [
+    {"sweep", "sweep.registry", "sweep.config"},
+    {"sweep.data", "sweep.models", "sweep.stitching", "sweep.measures", "sweep.train", "sweep.results"},
+    {"sweep.kinds"},
+    {"sweep.backends", "sweep.cli", "sweep.planning", "sweep.__main__"},
+]
 
 
 def _modules_after(stmt: str) -> set[str]:
@@ -11,10 +34,92 @@ def _modules_after(stmt: str) -> set[str]:
 
 
 def test_import_sweep_does_not_import_ray():
-    mods = _modules_after("import sweep, sweep.spec, sweep.trial, sweep.cli")
+    mods = _modules_after("import sweep, sweep.config.space, sweep.kinds.stitch, sweep.cli")
     assert "ray" not in mods
+
+
+def test_import_config_does_not_import_torch():
+    mods = _modules_after("import sweep.config.space, sweep.config.stitching, sweep.config.reptests")
+    assert "torch" not in mods and "ray" not in mods
 
 
 def test_import_analysis_imports_neither_torch_nor_ray():
     mods = _modules_after("import analysis, analysis.charts, analysis.report")
     assert "torch" not in mods and "ray" not in mods
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every sweep module `path` imports, at any depth (function-level imports count; imports under
+    `if TYPE_CHECKING:` do not)."""
+    tree = ast.parse(path.read_text())
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("sweep"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("sweep"):
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in (REPO / "sweep").rglob("*.py")}
+    return {mod: {m for m in _imports(path) if m in files and m != mod} for mod, path in files.items()}
+
+
+def test_no_relative_imports_in_the_engine():
+    """Absolute imports only, so the graph below sees every edge."""
+    for path in (REPO / "sweep").rglob("*.py"):
+        rel = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ImportFrom) and n.level]
+        assert not rel, f"{path.relative_to(REPO)}: relative import at line {rel[0].lineno}"
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    state: dict[str, int] = {}
+
+    def visit(node, stack):
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt) :] + [nxt] if nxt in stack else [node, nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+
+
+def _layer(module: str) -> int:
+    for i, layer in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in layer if p != "sweep") or module == "sweep":
+            return i
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+
+
+def test_each_package_imports_only_its_layer_and_those_below():
+    bad = [f"{mod} imports {dep}" for mod, deps in _graph().items() for dep in deps if _layer(dep) > _layer(mod)]
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_only_the_ray_backend_imports_ray():
+    for path in (REPO / "sweep").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0]
+        if any(name == "ray" or name.startswith("ray.") for name in names):
+            assert _module_name(path) == "sweep.backends.ray", f"{path.relative_to(REPO)} imports ray"

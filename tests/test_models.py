@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from sweep.models import ARCHITECTURES, build, register_architecture, split, stitch_points
-from sweep.stitching import Stitcher, StitchedNet, positions
+from sweep.models.base import ARCHITECTURES, build, register_architecture, split, stitch_points
+from sweep.stitching.stitcher import StitchedNet, Stitcher, positions
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
@@ -70,8 +70,7 @@ def test_wrong_point_lists_the_valid_ones():
 
 
 def test_stitch_points_are_residual_blocks_in_order():
-    assert stitch_points("resnet_tiny") == ["layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0",
-                                            "layer3.1"]
+    assert stitch_points("resnet_tiny") == ["layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0", "layer3.1"]
     assert len(stitch_points("resnet18")) == 8
     assert len(stitch_points("resnet50")) == 16 and len(stitch_points("wrn28_10")) == 12
     assert stitch_points("vgg11") == [f"conv{k}" for k in range(1, 9)]

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 import analysis
-from sweep.spec import parse_space
+from sweep.config.space import parse_space
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -73,12 +73,26 @@ class Cluster:
         # token mode; the driver (`stitchsweep run --address`) turns that mode on by itself.
         env = {**os.environ, MARK: tag, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
         self.tags.append(tag)
-        subprocess.run([RAY, "start", *args, "--disable-usage-stats"], env=env, check=True,
-                       capture_output=True, text=True, timeout=180)
+        subprocess.run(
+            [RAY, "start", *args, "--disable-usage-stats"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
 
     def start_head(self) -> None:
-        self._start(f"{self.run_id}-head", "--head", "--node-ip-address=127.0.0.1", f"--port={self.port}",
-                    "--num-cpus=1", "--include-dashboard=false", "--temp-dir", self.temp_dir)
+        self._start(
+            f"{self.run_id}-head",
+            "--head",
+            "--node-ip-address=127.0.0.1",
+            f"--port={self.port}",
+            "--num-cpus=1",
+            "--include-dashboard=false",
+            "--temp-dir",
+            self.temp_dir,
+        )
 
     def add_worker(self, name: str) -> str:
         tag = f"{self.run_id}-{name}"
@@ -92,9 +106,18 @@ class Cluster:
         raylet.send_signal(signal.SIGKILL)
 
     def alive_nodes(self) -> int:
-        out = subprocess.run([sys.executable, "-c", "import ray, json; ray.init(address=%r, log_to_driver=False);"
-                              "print(sum(n['Alive'] for n in ray.nodes()))" % self.address],
-                             capture_output=True, text=True, timeout=120, env={**os.environ, "RAY_AUTH_MODE": "token"})
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"import ray, json; ray.init(address={self.address!r}, log_to_driver=False);"
+                "print(sum(n['Alive'] for n in ray.nodes()))",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "RAY_AUTH_MODE": "token"},
+        )
         return int(out.stdout.strip().splitlines()[-1])
 
     def stop(self) -> None:
@@ -128,8 +151,12 @@ def _parts(results: Path) -> set[str]:
 
 
 def _driver(space: Path, storage: Path, address: str, log: Path) -> subprocess.Popen:
-    return subprocess.Popen([*CLI, "run", str(space), "--storage", str(storage), "--address", address],
-                            stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        [*CLI, "run", str(space), "--storage", str(storage), "--address", address],
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def _wait_for_parts(results: Path, n: int, driver: subprocess.Popen, log: Path, timeout: float = 600) -> None:
@@ -208,8 +235,9 @@ def test_losing_a_worker_node_and_then_the_driver_loses_no_trial(cluster, tiny_s
         if driver.poll() is None:
             driver.kill()
     assert 14 <= len(_parts(results)) < 18, "the kill should land mid-sweep"
-    resumed = subprocess.run([*CLI, "resume", str(results), "--address", cluster.address], capture_output=True,
-                             text=True, timeout=900)
+    resumed = subprocess.run(
+        [*CLI, "resume", str(results), "--address", cluster.address], capture_output=True, text=True, timeout=900
+    )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "18 trials: 18 done, 0 failed, 0 pending" in resumed.stdout
     assert _parts(results) == planned

@@ -5,12 +5,12 @@ import copy
 import pytest
 import torch
 
-from sweep.errors import SpecError
-from sweep.ood import auroc, energy, train_detector
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
+from sweep.kinds.donor import run_donor
+from sweep.kinds.stitch import run_trial
+from sweep.measures.ood import auroc, energy, train_detector
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.trial import run_trial
-from sweep.zoo import run_donor
 
 from .conftest import TINY_SPACE
 
@@ -39,10 +39,12 @@ def test_energy_detector_separates_outliers_after_outlier_exposure():
 
 def _space():
     space = copy.deepcopy(TINY_SPACE)
-    space["stitching"].update(stitch_points=["layer2.0"], end_points=["layer2.0", "layer3.1"],
-                              objectives=["dm", "tlm"],
-                              ood={"outliers": ["noise"], "train_size": 600, "epochs": 2, "oe_epochs": 2,
-                                   "samples": 200})
+    space["stitching"].update(
+        stitch_points=["layer2.0"],
+        end_points=["layer2.0", "layer3.1"],
+        objectives=["dm", "tlm"],
+        ood={"outliers": ["noise"], "train_size": 600, "epochs": 2, "oe_epochs": 2, "samples": 200},
+    )
     space["evaluation"]["n_eval_robust"] = 0
     return space
 

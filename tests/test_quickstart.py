@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 import analysis
-from sweep.spec import load_space
+from sweep.config.space import load_space
 
 from .conftest import REPO
 
@@ -15,15 +15,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 def test_make_quickstart_records_every_planned_trial_and_draws_the_plots(tmp_path):
     storage, report = tmp_path / "results", tmp_path / "report"
-    proc = subprocess.run(["make", "-C", str(REPO), "quickstart", f"STORAGE={storage}", f"REPORT={report}"],
-                          capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        ["make", "-C", str(REPO), "quickstart", f"STORAGE={storage}", f"REPORT={report}"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert re.search(r"^report: .*index\.html$", proc.stdout, re.M)
 
     sweep = load_space(REPO / "search_spaces" / "quickstart.yaml")
-    plan = subprocess.run([str(REPO / ".venv" / "bin" / "stitchsweep"), "plan",
-                           str(REPO / "search_spaces" / "quickstart.yaml")],
-                          capture_output=True, text=True, check=True).stdout
+    plan = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "stitchsweep"), "plan", str(REPO / "search_spaces" / "quickstart.yaml")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     planned = int(re.match(r"sweep quickstart: (\d+) trials", plan).group(1))
     assert planned == len(sweep.trials)
     parts = list((storage / "quickstart" / "trials").glob("*.parquet"))

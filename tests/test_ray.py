@@ -16,8 +16,8 @@ import pytest
 
 import analysis
 from analysis.schema import TRIAL_SCHEMA
+from sweep.config.space import parse_space
 from sweep.results import write_rows
-from sweep.spec import parse_space
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -25,8 +25,9 @@ CLI = [sys.executable, "-m", "sweep"]
 
 
 def _cli(*args, check=True, timeout=600, env=None) -> subprocess.CompletedProcess:
-    proc = subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"{args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -61,10 +62,21 @@ def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_sp
     # A failed trial: `run` leaves it (exit 1, with the way out), `resume --failed` reruns just that one.
     victim = sorted(planned)[0]
     row = analysis.load_trials(results).set_index("trial_id").loc[victim]
-    write_rows(results / "trials" / f"{victim}.parquet",
-               [{"trial_id": victim, "status": "failed", "error": "RuntimeError: injected",
-                 "front": row["front"], "end": row["end"], "front_point": row["front_point"],
-                 "objective": row["objective"]}], TRIAL_SCHEMA)
+    write_rows(
+        results / "trials" / f"{victim}.parquet",
+        [
+            {
+                "trial_id": victim,
+                "status": "failed",
+                "error": "RuntimeError: injected",
+                "front": row["front"],
+                "end": row["end"],
+                "front_point": row["front_point"],
+                "objective": row["objective"],
+            }
+        ],
+        TRIAL_SCHEMA,
+    )
     failed_run = _cli("run", space, "--storage", storage, "--num-cpus", 2, check=False)
     assert failed_run.returncode == 1
     assert "3 done, 1 failed, 0 pending" in failed_run.stdout and "RuntimeError: injected" in failed_run.stdout
@@ -85,8 +97,15 @@ def test_grown_space_runs_only_the_new_trials(tiny_space, write_space, tmp_path)
     tiny_space["stitching"]["objectives"] = ["dm"]
     storage = tmp_path / "results"
     # One trial per Tune experiment: a stage longer than that runs as consecutive experiments.
-    first = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2,
-                 env={"STITCHSWEEP_TRIALS_PER_EXPERIMENT": "1"}).stdout
+    first = _cli(
+        "run",
+        write_space(tiny_space),
+        "--storage",
+        storage,
+        "--num-cpus",
+        2,
+        env={"STITCHSWEEP_TRIALS_PER_EXPERIMENT": "1"},
+    ).stdout
     assert "[stitch 1/2" in first and "[stitch 2/2" in first and "2 done, 0 failed, 0 pending" in first
     assert not list((storage / "tiny" / "_ray").glob("stitch-*")), "records of clean experiments are removed"
     tiny_space["stitching"]["stitch_points"] = ["layer1.0", "layer2.0", "layer3.1"]
@@ -115,8 +134,12 @@ def test_driver_sigkill_then_resume_leaves_one_row_per_trial(tiny_space, write_s
     assert len(planned) == 12
 
     log = open(tmp_path / "driver.log", "w")
-    driver = subprocess.Popen([*CLI, "run", str(space), "--storage", str(storage), "--num-cpus", "2"],
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    driver = subprocess.Popen(
+        [*CLI, "run", str(space), "--storage", str(storage), "--num-cpus", "2"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     ray_procs: list[psutil.Process] = []
     try:
         deadline = time.time() + 400
@@ -151,19 +174,25 @@ def test_gpu_request_on_a_cluster_without_gpus_is_refused_before_scheduling(tiny
     storage = tmp_path / "results"
     proc = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2, check=False)
     assert proc.returncode == 2
-    assert ("resources.gpus_per_trial: expected at most the 0 GPUs of the largest node of this Ray cluster,"
-            " found 1.0") in proc.stderr
+    assert (
+        "resources.gpus_per_trial: expected at most the 0 GPUs of the largest node of this Ray cluster, found 1.0"
+    ) in proc.stderr
     assert not list((storage / "tiny" / "trials").glob("*.parquet"))
 
 
-def test_ctrl_c_during_the_zoo_stops_the_sweep_instead_of_starting_the_stitching_stage(tiny_space, write_space,
-                                                                                       tmp_path):
+def test_ctrl_c_during_the_zoo_stops_the_sweep_instead_of_starting_the_stitching_stage(
+    tiny_space, write_space, tmp_path
+):
     tiny_space["donors"]["plain_a"]["epochs"] = 30  # long enough to be interrupted mid-training
     space = write_space(tiny_space)
     storage = tmp_path / "results"
     log = open(tmp_path / "driver.log", "w")
-    driver = subprocess.Popen([*CLI, "run", str(space), "--storage", str(storage), "--num-cpus", "2"],
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    driver = subprocess.Popen(
+        [*CLI, "run", str(space), "--storage", str(storage), "--num-cpus", "2"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 300
         while "epoch 2/30" not in (tmp_path / "driver.log").read_text():

@@ -9,12 +9,12 @@ import torch
 
 import analysis
 from analysis.stats import correlation_table, rank_correlations
-from sweep.errors import SpecError
-from sweep.probing import linear_probe_accuracy
-from sweep.reptests import LowRank, run_reptest
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
+from sweep.kinds.donor import run_donor
+from sweep.kinds.reptest import LowRank, run_reptest
+from sweep.measures.probing import linear_probe_accuracy
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.zoo import run_donor
 
 from .conftest import TINY_SPACE
 
@@ -28,10 +28,21 @@ def _space(tests):
     return space
 
 
-SENS = {"test": "sensitivity", "donors": ["zoo:plain_a"], "layers": ["layer2.1", "layer3.1"],
-        "ranks": [1, 8, 4], "samples": 200, "probe": {"train_size": 600, "epochs": 15, "lr": 0.01}}
-SPEC = {"test": "specificity", "donors": ["zoo:plain_a", "zoo:plain_b"], "layers": ["layer2.1", "layer3.1"],
-        "samples": 200, "probe": {"train_size": 600, "epochs": 15, "lr": 0.01}}
+SENS = {
+    "test": "sensitivity",
+    "donors": ["zoo:plain_a"],
+    "layers": ["layer2.1", "layer3.1"],
+    "ranks": [1, 8, 4],
+    "samples": 200,
+    "probe": {"train_size": 600, "epochs": 15, "lr": 0.01},
+}
+SPEC = {
+    "test": "specificity",
+    "donors": ["zoo:plain_a", "zoo:plain_b"],
+    "layers": ["layer2.1", "layer3.1"],
+    "samples": 200,
+    "probe": {"train_size": 600, "epochs": 15, "lr": 0.01},
+}
 
 
 def test_units_expand_per_donor_and_layer_with_ranks_largest_first():
@@ -47,13 +58,20 @@ def test_units_expand_per_donor_and_layer_with_ranks_largest_first():
     assert len({u.unit_id for u in sweep.reptests}) == 3
 
 
-@pytest.mark.parametrize("change,field,found", [
-    ({"ranks": [33]}, "representation_tests[0].ranks", "at most its 16 channels"),
-    ({"indices": ["cka", "svcca"]}, "representation_tests[0].indices[1]", "svcca"),
-    ({"dm_samples": 1}, "representation_tests[0].dm_samples", "K >= "),
-    ({"test": "specificity", "donors": ["zoo:plain_a", "zoo:plain_b"]}, "representation_tests[0].ranks", "no ranks"),
-    ({"layers": ["layer9"]}, "representation_tests[0].layers[0]", "layer9"),
-])
+@pytest.mark.parametrize(
+    "change,field,found",
+    [
+        ({"ranks": [33]}, "representation_tests[0].ranks", "at most its 16 channels"),
+        ({"indices": ["cka", "svcca"]}, "representation_tests[0].indices[1]", "svcca"),
+        ({"dm_samples": 1}, "representation_tests[0].dm_samples", "K >= "),
+        (
+            {"test": "specificity", "donors": ["zoo:plain_a", "zoo:plain_b"]},
+            "representation_tests[0].ranks",
+            "no ranks",
+        ),
+        ({"layers": ["layer9"]}, "representation_tests[0].layers[0]", "layer9"),
+    ],
+)
 def test_bad_representation_tests_are_refused_naming_the_field(change, field, found):
     with pytest.raises(SpecError) as err:
         parse_space(_space([dict(SENS, **change)]))
@@ -150,7 +168,7 @@ def test_rank_correlation_math_and_constant_inputs():
 
 def test_paper_scale_sensitivity_test_plans_13_and_14_channel_ranks():
     """Seed 004 5.1: 13 ranks for blocks 5-6 (256 channels) and 14 for blocks 7-8 (512), full rank to 1."""
-    from sweep.spec import load_space
+    from sweep.config.space import load_space
 
     from .conftest import REPO
 

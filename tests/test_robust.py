@@ -8,17 +8,24 @@ import pytest
 import torch
 from torch import nn
 
-from sweep.attacks import kl_divergence, pgd_linf, trades_linf
-from sweep.data import make_splits
-from sweep.errors import SpecError
-from sweep.models import build, split, stitch_points
-from sweep.objectives import (OBJECTIVES, FitContext, adv_loss, adv_mix_count, adv_mix_loss, direct_match,
-                              trades_loss)
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
+from sweep.data.core import make_splits
+from sweep.kinds.donor import run_donor
+from sweep.kinds.stitch import run_trial
+from sweep.models.base import build, split, stitch_points
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.stitching import Stitcher
-from sweep.trial import run_trial
-from sweep.zoo import run_donor
+from sweep.stitching.objectives import (
+    OBJECTIVES,
+    FitContext,
+    adv_loss,
+    adv_mix_count,
+    adv_mix_loss,
+    direct_match,
+    trades_loss,
+)
+from sweep.stitching.stitcher import Stitcher
+from sweep.train.attacks import kl_divergence, pgd_linf, trades_linf
 
 from .conftest import TINY_SPACE
 
@@ -41,8 +48,16 @@ def batch():
 def test_pgd_stays_in_the_eps_ball_and_in_pixel_range_and_raises_the_loss(batch, random_start):
     x, y = batch
     net = _net()
-    x_adv = pgd_linf(net, x, y, eps=0.3, step_size=0.1, steps=10, random_start=random_start,
-                     generator=torch.Generator().manual_seed(0))
+    x_adv = pgd_linf(
+        net,
+        x,
+        y,
+        eps=0.3,
+        step_size=0.1,
+        steps=10,
+        random_start=random_start,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert (x_adv - x).abs().max() <= 0.3 + 1e-6
     assert x_adv.min() >= 0.0 and x_adv.max() <= 1.0
     ce = nn.CrossEntropyLoss()
@@ -139,8 +154,15 @@ def _ctx(net, point, spec_fields, splits):
         shape = front(splits.train_x[:2]).shape
     spec = type("Spec", (), dict(spec_fields))()
     stitcher = Stitcher.for_shapes(shape, shape, "random", spec.stitcher)
-    return FitContext(front=front, end=end, stitcher=stitcher, splits=splits, spec=spec,
-                      device=torch.device("cpu"), end_front=end_front)
+    return FitContext(
+        front=front,
+        end=end,
+        stitcher=stitcher,
+        splits=splits,
+        spec=spec,
+        device=torch.device("cpu"),
+        end_front=end_front,
+    )
 
 
 @pytest.mark.parametrize("kind", ["affine", "bn_affine_bn"])
@@ -167,13 +189,30 @@ def test_direct_matching_refuses_too_few_samples_and_says_how_many():
 def test_adv_with_alpha_one_trains_on_the_pgd_examples(monkeypatch):
     """alpha > 0 really trains on PGD's output: with PGD replaced by one that returns the clean batch, adv
     with alpha 1 trains exactly tlm's stitcher (and PGD ran once per batch); with the real PGD it does not."""
-    import sweep.objectives as objectives
+    import sweep.stitching.objectives as objectives
 
     splits = make_splits("digits", 300, 100, None)
-    fields = dict(epochs=1, lr=0.01, batch_size=64, init="random", donor_bn="frozen", seed=3,
-                  stitcher="affine", objective="x", precision="fp32", channels_last=False, alpha=1.0,
-                  adv_eps=0.3, adv_step_size=0.1, adv_steps=2, adv_random_start=True, optimizer="adam",
-                  weight_decay=1e-4, momentum=None, lr_schedule="step")
+    fields = dict(
+        epochs=1,
+        lr=0.01,
+        batch_size=64,
+        init="random",
+        donor_bn="frozen",
+        seed=3,
+        stitcher="affine",
+        objective="tlm",
+        precision="fp32",
+        channels_last=False,
+        alpha=1.0,
+        adv_eps=0.3,
+        adv_step_size=0.1,
+        adv_steps=2,
+        adv_random_start=True,
+        optimizer="adam",
+        weight_decay=1e-4,
+        momentum=None,
+        lr_schedule="step",
+    )
 
     def fit(name):
         torch.manual_seed(0)
@@ -196,10 +235,27 @@ def test_adv_with_alpha_one_trains_on_the_pgd_examples(monkeypatch):
 
 def test_adv_with_alpha_zero_trains_the_same_stitcher_as_tlm():
     splits = make_splits("digits", 300, 100, None)
-    fields = dict(epochs=1, lr=0.01, batch_size=64, init="random", donor_bn="frozen", seed=3,
-                  stitcher="affine", objective="x", precision="fp32", channels_last=False, alpha=0.0,
-                  adv_eps=0.3, adv_step_size=0.1, adv_steps=2, adv_random_start=True, optimizer="adam",
-                  weight_decay=1e-4, momentum=None, lr_schedule="step")
+    fields = dict(
+        epochs=1,
+        lr=0.01,
+        batch_size=64,
+        init="random",
+        donor_bn="frozen",
+        seed=3,
+        stitcher="affine",
+        objective="tlm",
+        precision="fp32",
+        channels_last=False,
+        alpha=0.0,
+        adv_eps=0.3,
+        adv_step_size=0.1,
+        adv_steps=2,
+        adv_random_start=True,
+        optimizer="adam",
+        weight_decay=1e-4,
+        momentum=None,
+        lr_schedule="step",
+    )
     weights = {}
     for name in ("tlm", "adv"):
         torch.manual_seed(0)
@@ -234,8 +290,12 @@ def robust_space():
 def test_adversarial_fields_are_recorded_per_objective(robust_space):
     trials = parse_space(robust_space).trials
     assert sorted((t.objective, t.alpha, t.beta) for t in trials) == [
-        ("adv", 0.5, None), ("adv", 1.0, None), ("adv_mix", 0.5, None), ("adv_mix", 1.0, None),
-        ("trades", None, 1.0)]
+        ("adv", 0.5, None),
+        ("adv", 1.0, None),
+        ("adv_mix", 0.5, None),
+        ("adv_mix", 1.0, None),
+        ("trades", None, 1.0),
+    ]
     adv = next(t for t in trials if t.objective == "adv")
     assert (adv.adv_eps, adv.adv_step_size, adv.adv_steps, adv.adv_random_start) == (0.3, 0.1, 2, True)
     assert next(t for t in trials if t.objective == "adv_mix").adv_random_start is False  # as their code
@@ -259,8 +319,12 @@ BAD = [
     ("stitching.stitcher", "bn", "stitching.stitcher", "bn"),
     ("donors.plain_a.beta", 10, "donors.plain_a.beta", "training: trades"),
     ("donors.plain_a.data", {"dataset": "imagenet"}, "donors.plain_a.data.dataset", "imagenet"),
-    ("stitching.pairs", [{"front": "zoo:plain_a", "end": "zoo:plain_a", "data": "middle"}],
-     "stitching.pairs[0].data", "middle"),
+    (
+        "stitching.pairs",
+        [{"front": "zoo:plain_a", "end": "zoo:plain_a", "data": "middle"}],
+        "stitching.pairs[0].data",
+        "middle",
+    ),
 ]
 
 
@@ -297,13 +361,25 @@ def test_cross_task_pairs_need_one_input_shape(robust_space):
 def test_stitching_blocks_and_cross_task_data_roles():
     space = copy.deepcopy(TINY_SPACE)
     space["data"] = {"dataset": "fashion_mnist", "train_size": 500, "val_size": 100, "test_size": 200}
-    space["donors"]["digits_a"] = {"arch": "resnet_tiny", "epochs": 1, "lr": 0.1,
-                                   "data": {"dataset": "digits", "val_size": 200}}
+    space["donors"]["digits_a"] = {
+        "arch": "resnet_tiny",
+        "epochs": 1,
+        "lr": 0.1,
+        "data": {"dataset": "digits", "val_size": 200},
+    }
     space["stitching"] = [
-        {"pairs": [{"front": "zoo:plain_a", "end": "zoo:digits_a", "data": ["front", "end"]}],
-         "objectives": ["tlm"], "epochs": 1},
-        {"pairs": [{"front": "zoo:plain_a", "end": "zoo:plain_a"}], "stitch_points": ["layer1.0"],
-         "objectives": ["trades"], "betas": [1.0, 6.0], "epochs": 1},
+        {
+            "pairs": [{"front": "zoo:plain_a", "end": "zoo:digits_a", "data": ["front", "end"]}],
+            "objectives": ["tlm"],
+            "epochs": 1,
+        },
+        {
+            "pairs": [{"front": "zoo:plain_a", "end": "zoo:plain_a"}],
+            "stitch_points": ["layer1.0"],
+            "objectives": ["trades"],
+            "betas": [1.0, 6.0],
+            "epochs": 1,
+        },
     ]
     sweep = parse_space(space)
     cross = [t for t in sweep.trials if t.end == "zoo:digits_a"]
@@ -325,8 +401,14 @@ def test_stitching_blocks_and_cross_task_data_roles():
 def robust_zoo(tmp_path_factory):
     """A plain and a TRADES donor on the digits (tiny), trained once for this module."""
     space = copy.deepcopy(ROBUST_SPACE)
-    space["donors"]["trades_a"] = {"arch": "resnet_tiny", "training": "trades", "epochs": 1, "lr": 0.1,
-                                   "steps": 2, "seed": 0}
+    space["donors"]["trades_a"] = {
+        "arch": "resnet_tiny",
+        "training": "trades",
+        "epochs": 1,
+        "lr": 0.1,
+        "steps": 2,
+        "seed": 0,
+    }
     space["stitching"]["pairs"] = [{"front": "zoo:trades_a", "end": "zoo:plain_a"}]
     space["evaluation"]["n_eval_robust"] = 16
     sweep = parse_space(space)
@@ -359,23 +441,42 @@ def test_adversarial_objectives_run_end_to_end_and_record_their_settings(robust_
     assert row["robust_acc"] * 16 == round(row["robust_acc"] * 16) and row["n_eval_robust"] == 16
     # the adversarial term is really in the loss: the same stitcher set-up trained by task loss alone ends
     # with a lower training loss than the adversarial objective (PGD at eps 0.3 on the digits is strong)
-    tlm = dataclasses.replace(spec, objective="tlm", alpha=None, beta=None, adv_eps=None, adv_step_size=None,
-                              adv_steps=None, adv_random_start=None, n_eval_robust=0)
+    tlm = dataclasses.replace(
+        spec,
+        objective="tlm",
+        alpha=None,
+        beta=None,
+        adv_eps=None,
+        adv_step_size=None,
+        adv_steps=None,
+        adv_random_start=None,
+        n_eval_robust=0,
+    )
     run_trial(tlm, sweep_dir)  # once for the three objectives: later calls find it recorded
     base = sweep_dir.trial_part(tlm.trial_id).read_parquet().to_pylist()[0]
     assert base["status"] == "done" and row["final_train_loss"] > base["final_train_loss"] + 0.05
 
 
-@pytest.mark.parametrize("stitcher,init", [("bn_affine_bn", "random"), ("affine", "dm"),
-                                           ("bn_affine_bn", "dm")])
+@pytest.mark.parametrize("stitcher,init", [("bn_affine_bn", "random"), ("affine", "dm"), ("bn_affine_bn", "dm")])
 def test_stitcher_options_run_and_are_part_of_the_identity(robust_zoo, stitcher, init):
     sweep, sweep_dir = robust_zoo
     base = next(t for t in sweep.trials if t.objective == "adv" and t.alpha == 0.5)
-    spec = dataclasses.replace(base, objective="tlm", alpha=None, adv_eps=None, adv_step_size=None,
-                               adv_steps=None, adv_random_start=None, stitcher=stitcher, init=init,
-                               dm_samples=100 if init == "dm" else None)
-    assert spec.trial_id != dataclasses.replace(spec, stitcher="affine" if stitcher != "affine"
-                                                else "bn_affine_bn").trial_id
+    spec = dataclasses.replace(
+        base,
+        objective="tlm",
+        alpha=None,
+        adv_eps=None,
+        adv_step_size=None,
+        adv_steps=None,
+        adv_random_start=None,
+        stitcher=stitcher,
+        init=init,
+        dm_samples=100 if init == "dm" else None,
+    )
+    assert (
+        spec.trial_id
+        != dataclasses.replace(spec, stitcher="affine" if stitcher != "affine" else "bn_affine_bn").trial_id
+    )
     row = run_trial(spec, sweep_dir)
     assert row["status"] == "done", row.get("error")
     assert row["stitcher"] == stitcher and row["init"] == init
@@ -386,22 +487,36 @@ def test_stitcher_options_run_and_are_part_of_the_identity(robust_zoo, stitcher,
 def test_cross_task_trials_run_on_either_donors_data(tmp_path):
     space = copy.deepcopy(TINY_SPACE)
     space["data"] = {"dataset": "fashion_mnist", "train_size": 600, "val_size": 100, "test_size": 300}
-    space["donors"]["digits_a"] = {"arch": "resnet_tiny", "epochs": 2, "lr": 0.1,
-                                   "data": {"dataset": "digits", "val_size": 200}}
-    space["stitching"] = {"pairs": [{"front": "zoo:plain_a", "end": "zoo:digits_a", "data": ["front", "end"]}],
-                          "stitch_points": ["layer3.1"], "objectives": ["tlm"], "epochs": 1, "lr": 0.01}
+    space["donors"]["digits_a"] = {
+        "arch": "resnet_tiny",
+        "epochs": 2,
+        "lr": 0.1,
+        "data": {"dataset": "digits", "val_size": 200},
+    }
+    space["stitching"] = {
+        "pairs": [{"front": "zoo:plain_a", "end": "zoo:digits_a", "data": ["front", "end"]}],
+        "stitch_points": ["layer3.1"],
+        "objectives": ["tlm"],
+        "epochs": 1,
+        "lr": 0.01,
+    }
     space["evaluation"]["n_eval_robust"] = 0
     sweep = parse_space(space)
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
-    donors = {d.name: run_donor(d, sweep.donor_evals[d.name], sweep_dir, torch.device("cpu"))
-              for d in sweep.donors.values()}
+    donors = {
+        d.name: run_donor(d, sweep.donor_evals[d.name], sweep_dir, torch.device("cpu")) for d in sweep.donors.values()
+    }
     assert all(r["status"] == "done" for r in donors.values())
     rows = {t.stitch_data: run_trial(t, sweep_dir) for t in sweep.trials}
     assert all(r["status"] == "done" for r in rows.values()), rows
     front, end = rows["front"], rows["end"]
     assert (front["dataset"], front["test_size"], end["dataset"], end["test_size"]) == (
-        "fashion_mnist", 300, "digits", 359)
+        "fashion_mnist",
+        300,
+        "digits",
+        359,
+    )
     assert (front["front_dataset"], front["end_dataset"]) == ("fashion_mnist", "digits")
     # relative to the donor trained on the data the stitched network is tested on
     assert front["relative_acc"] == pytest.approx(front["clean_acc"] / donors["plain_a"]["clean_acc"])
@@ -413,11 +528,12 @@ def test_autoattack_step_size_schedule_follows_the_configured_iterations(iterati
     """pyautoattack's APGD fixes its step-size checkpoints in __init__ from n_iter (Croce & Hein 2020: the
     first check after 22% of the iterations, then shrinking by 3% down to 6%). Built for 100 and then set
     to 20, the step size never halves: the checkpoints must come from the configured budget."""
-    from sweep.attacks import build_autoattack
+    from sweep.train.attacks import build_autoattack
 
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
-    adversary = build_autoattack(model, eps=0.1, attacks=("apgd-ce", "apgd-dlr"), iterations=iterations,
-                                 restarts=2, seed=0, device="cpu")
+    adversary = build_autoattack(
+        model, eps=0.1, attacks=("apgd-ce", "apgd-dlr"), iterations=iterations, restarts=2, seed=0, device="cpu"
+    )
     for attack in (adversary.apgd, adversary.apgd_targeted):
         assert attack.n_iter == attack.n_iter_orig == iterations and attack.n_restarts == 2
         assert attack.n_iter_2 == max(int(0.22 * iterations), 1)

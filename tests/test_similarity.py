@@ -4,8 +4,17 @@ import numpy as np
 import pytest
 import torch
 
-from sweep.similarity import (cca, dm_distance, linear_cka, low_rank, minibatch_cka, numerical_rank, opd,
-                              pwcca, to_2d)
+from sweep.measures.similarity import (
+    cca,
+    dm_distance,
+    linear_cka,
+    low_rank,
+    minibatch_cka,
+    numerical_rank,
+    opd,
+    pwcca,
+    to_2d,
+)
 
 
 def _rng(seed=0):
@@ -58,9 +67,11 @@ def _cca_by_covariance(a, b):
     """Canonical correlations and A's canonical variates from whitened cross-covariance (an independent
     formulation: matrix square roots of the covariances instead of orthonormal bases)."""
     a, b = a - a.mean(0), b - b.mean(0)
+
     def inv_sqrt(c):
         w, v = np.linalg.eigh(c)
-        return v @ np.diag(w ** -0.5) @ v.T
+        return v @ np.diag(w**-0.5) @ v.T
+
     saa, sbb, sab = a.T @ a, b.T @ b, a.T @ b
     m = inv_sqrt(saa) @ sab @ inv_sqrt(sbb)
     u, s, _ = np.linalg.svd(m, full_matrices=False)
@@ -111,7 +122,7 @@ def test_minibatch_cka_converges_to_the_full_batch_value():
     a = rng.standard_normal((n, 16))
     b = a @ rng.standard_normal((16, 16)) + 2.0 * rng.standard_normal((n, 16))
     full = linear_cka(a, b)
-    estimates = [minibatch_cka((a[i:i + m], b[i:i + m]) for i in range(0, n, m)) for m in (50, 200, 1000)]
+    estimates = [minibatch_cka((a[i : i + m], b[i : i + m]) for i in range(0, n, m)) for m in (50, 200, 1000)]
     assert abs(estimates[-1] - full) < 0.01
     assert all(abs(e - full) < 0.03 for e in estimates)
     with pytest.raises(ValueError, match="more than 3 examples"):

@@ -1,14 +1,15 @@
 """Search-space validation and expansion, and trial identity."""
 
 import dataclasses
+import re
 import subprocess
 import sys
 
 import pytest
 
 from sweep.cli import main
-from sweep.errors import SpecError
-from sweep.spec import load_space, parse_space
+from sweep.config.errors import SpecError
+from sweep.config.space import load_space, parse_space
 
 from .conftest import REPO
 
@@ -119,8 +120,12 @@ def test_cli_not_a_results_dir_exits_2(tmp_path, capsys):
 
 
 def test_plan_prints_the_trial_count(tiny_space, write_space):
-    out = subprocess.run([sys.executable, "-m", "sweep", "plan", str(write_space(tiny_space))],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "sweep", "plan", str(write_space(tiny_space))],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.splitlines()[0] == "sweep tiny: 4 trials, 1 donors"
     assert len(out.splitlines()) == 1 + 1 + 4
 
@@ -150,8 +155,7 @@ def test_required_field_message_reads_naturally(tiny_space):
     del tiny_space["donors"]["plain_a"]["epochs"]
     with pytest.raises(SpecError) as err:
         parse_space(tiny_space)
-    assert str(err.value) == ("donors.plain_a.epochs: expected an integer, found nothing "
-                              "(the field is required)")
+    assert str(err.value) == ("donors.plain_a.epochs: expected an integer, found nothing (the field is required)")
 
 
 def test_empty_and_broken_yaml_name_the_file(tmp_path):
@@ -210,16 +214,20 @@ def test_donor_names_and_memory_format_are_not_identity(tiny_space):
     channels_last (a memory format) does not change the maths."""
     before = [t.trial_id for t in parse_space(tiny_space).trials]
     renamed = dict(tiny_space, donors={"a_b": tiny_space["donors"]["plain_a"]})
-    renamed["stitching"] = dict(tiny_space["stitching"], pairs=[{"front": "zoo:a_b", "end": "zoo:a_b"}],
-                                channels_last=True)
+    renamed["stitching"] = dict(
+        tiny_space["stitching"], pairs=[{"front": "zoo:a_b", "end": "zoo:a_b"}], channels_last=True
+    )
     after = parse_space(renamed).trials
     assert [t.trial_id for t in after] == before and after[0].front == "zoo:a_b" and after[0].channels_last
 
 
 def test_two_names_for_one_donor_are_refused_naming_both(tiny_space):
     tiny_space["donors"]["copy"] = dict(tiny_space["donors"]["plain_a"])
-    with pytest.raises(SpecError, match=r"^donors.copy: expected donors that differ in what shapes their"
-                       r" weights, found 'the same donor as donors.plain_a' \(use one name for it: plain_a or copy\)"):
+    with pytest.raises(
+        SpecError,
+        match=r"^donors.copy: expected donors that differ in what shapes their"
+        r" weights, found 'the same donor as donors.plain_a' \(use one name for it: plain_a or copy\)",
+    ):
         parse_space(tiny_space)
 
 
@@ -240,8 +248,12 @@ def test_stitcher_optimiser_defaults_follow_seed_000_and_are_identity(tiny_space
 
 
 def test_pwcca_and_opd_layouts_resolve_like_the_reference_code(tiny_space):
-    tiny_space["stitching"].update(indices=["pwcca", "opd", "cka"], end_points=["layer1.0", "layer3.1"],
-                                   stitch_points=["layer1.0"], objectives=["dm"])
+    tiny_space["stitching"].update(
+        indices=["pwcca", "opd", "cka"],
+        end_points=["layer1.0", "layer3.1"],
+        stitch_points=["layer1.0"],
+        objectives=["dm"],
+    )
     trials = {t.end_point: t for t in parse_space(tiny_space).trials}
     assert (trials["layer1.0"].pwcca_layout, trials["layer1.0"].opd_layout) == ("positions", "positions")
     assert (trials["layer3.1"].pwcca_layout, trials["layer3.1"].opd_layout) == ("pooled", "pooled")
@@ -257,9 +269,29 @@ def test_every_trial_spec_field_is_a_results_column():
     """A setting without a column would vanish from the results: config_row refuses it, and this lists the
     contract (the two donors-table lookups and the '+'-joined attacks are the only exceptions)."""
     from analysis.schema import TRIAL_SCHEMA
-    from sweep.spec import TrialSpec
-    from sweep.trial import NOT_COLUMNS
+    from sweep.config.stitching import TrialSpec
+    from sweep.kinds.stitch import NOT_COLUMNS
 
     fields = {f.name for f in dataclasses.fields(TrialSpec)}
     assert NOT_COLUMNS <= fields and fields - NOT_COLUMNS <= set(TRIAL_SCHEMA.names)
     assert "attack" in TRIAL_SCHEMA.names
+
+
+@pytest.mark.parametrize(
+    "where,value,suggestion",
+    [
+        (("stitching", "objectives"), ["tlmm"], "did you mean 'tlm'?"),
+        (("stitching", "indices"), ["ckaa"], "did you mean 'cka'?"),
+        (("stitching", "stitcher"), "bn_affine", "did you mean 'bn_affine_bn'?"),
+        (("donors", "plain_a", "arch"), "resnet_tinny", "did you mean 'resnet_tiny'?"),
+        (("data", "dataset"), "fashion-mnist", "did you mean 'fashion_mnist'?"),
+        (("stitching", "pairs"), [{"front": "zoo:plain_aa", "end": "zoo:plain_a"}], "did you mean 'plain_a'?"),
+    ],
+)
+def test_unknown_names_get_a_did_you_mean_suggestion(tiny_space, where, value, suggestion):
+    node = tiny_space
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    with pytest.raises(SpecError, match=re.escape(suggestion)):
+        parse_space(tiny_space)

@@ -18,8 +18,8 @@ import pytest
 import analysis
 from analysis.schema import TRIAL_SCHEMA
 from analysis.storage import StorageError, child_uri, open_root
+from sweep.config.space import parse_space
 from sweep.results import SweepDir, read_status, remove_stale_tmp, writable_or_error, write_rows
-from sweep.spec import parse_space
 
 BUCKET = "stitchsweep-test"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -38,8 +38,9 @@ def s3():
     if server is None:
         pytest.fail("moto_server is not installed: `make test` installs it with the test extras")
     port = _free_port()
-    proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     saved = {k: os.environ.get(k) for k in CREDENTIALS}
     os.environ.update(CREDENTIALS)
     try:

@@ -13,14 +13,26 @@ def _trials():
     for front, end in (("zoo:a", "zoo:a"), ("zoo:a", "zoo:b")):
         for i, fp in enumerate(POINTS, start=1):
             for j, ep in enumerate(POINTS, start=1):
-                base = dict(status="done", front=front, end=end, front_point=fp, end_point=ep, point_index=i,
-                            end_index=j, seed=0)
+                base = dict(
+                    status="done",
+                    front=front,
+                    end=end,
+                    front_point=fp,
+                    end_point=ep,
+                    point_index=i,
+                    end_index=j,
+                    seed=0,
+                )
                 # cka peaks on the diagonal; opd is a distance that is smallest there; tlm prefers the last layer
                 cka = 1.0 - 0.2 * abs(i - j)
-                rows.append(dict(base, objective="dm", relative_acc=1.0 - 0.1 * abs(i - j), sim_cka=cka,
-                                 sim_opd=0.1 * abs(i - j)))
-                rows.append(dict(base, objective="tlm", relative_acc=0.5 + 0.1 * j, sim_cka=cka,
-                                 sim_opd=0.1 * abs(i - j)))
+                rows.append(
+                    dict(
+                        base, objective="dm", relative_acc=1.0 - 0.1 * abs(i - j), sim_cka=cka, sim_opd=0.1 * abs(i - j)
+                    )
+                )
+                rows.append(
+                    dict(base, objective="tlm", relative_acc=0.5 + 0.1 * j, sim_cka=cka, sim_opd=0.1 * abs(i - j))
+                )
     return pd.DataFrame(rows)
 
 

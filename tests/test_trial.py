@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import analysis
-from sweep import objectives
+from sweep.config.space import parse_space
+from sweep.kinds.donor import run_donor
+from sweep.kinds.stitch import run_trial
 from sweep.results import SweepDir
-from sweep.spec import parse_space
-from sweep.trial import run_trial
-from sweep.zoo import run_donor
+from sweep.stitching import objectives
 
 from .conftest import TINY_SPACE
 
@@ -39,14 +39,14 @@ def test_dm_self_stitching_gives_relative_accuracy_one_at_every_point(zoo):
     assert len(dm) == 6
     from collections import Counter
 
-    from sweep.data import make_splits
-    from sweep.zoo import load_donor
+    from sweep.data.core import make_splits
+    from sweep.kinds.donor import load_donor
 
     # the most frequent class of the end model's own predictions, counted independently of the engine
     splits = make_splits(dm[0].dataset, dm[0].train_size, dm[0].val_size, dm[0].test_size)
     with torch.no_grad():
         preds = load_donor(sweep_dir, dm[0].end_key, torch.device("cpu"))(splits.test_x).argmax(1).tolist()
-    (top, count), = Counter(preds).most_common(1)
+    ((top, count),) = Counter(preds).most_common(1)
     for spec in dm:
         row = run_trial(spec, sweep_dir)
         assert row["status"] == "done", row.get("error")
@@ -82,15 +82,17 @@ def test_random_init_tlm_learns_a_useful_stitch(zoo):
     assert row["relative_acc"] > 0.8, row
 
 
-def test_a_diverging_objective_is_recorded_as_failed(zoo, monkeypatch):
+def test_a_diverging_objective_is_recorded_as_failed(zoo, registered):
     sweep, sweep_dir = zoo
 
     def diverge(ctx):
         raise objectives.DivergedError("task loss became nan in epoch 1")
 
-    monkeypatch.setitem(objectives.OBJECTIVES, "tlm", dataclasses.replace(objectives.OBJECTIVES["tlm"],
-                                                                          fit=diverge))
+    registered(
+        objectives.OBJECTIVES, "diverge", dataclasses.replace(objectives.OBJECTIVES["tlm"], name="diverge", fit=diverge)
+    )
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer1.1")
+    spec = dataclasses.replace(spec, objective="diverge")
     row = run_trial(spec, sweep_dir)
     assert row["status"] == "failed" and "nan" in row["error"]
     trials = analysis.load_trials(sweep_dir.path).set_index("trial_id")
@@ -126,10 +128,10 @@ def test_donors_are_cached_across_sweeps_by_their_training_config(zoo):
 
 @pytest.mark.parametrize("donor_bn,moves", [("frozen", False), ("update", True)])
 def test_donor_batchnorm_policy(zoo, donor_bn, moves):
-    from sweep.data import make_splits
-    from sweep.models import split
-    from sweep.stitching import Stitcher
-    from sweep.zoo import load_donor
+    from sweep.data.core import make_splits
+    from sweep.kinds.donor import load_donor
+    from sweep.models.base import split
+    from sweep.stitching.stitcher import Stitcher
 
     sweep, sweep_dir = zoo
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
@@ -138,8 +140,9 @@ def test_donor_batchnorm_policy(zoo, donor_bn, moves):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     front, end = split(model, spec.front_point)
     splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size)
-    ctx = objectives.FitContext(front=front, end=end, stitcher=Stitcher(16, 16), splits=splits, spec=spec,
-                                device=torch.device("cpu"))
+    ctx = objectives.FitContext(
+        front=front, end=end, stitcher=Stitcher(16, 16), splits=splits, spec=spec, device=torch.device("cpu")
+    )
     objectives.OBJECTIVES["tlm"].fit(ctx)
     after = model.state_dict()
     stats = [k for k in before if k.endswith("running_mean")]
@@ -229,15 +232,18 @@ def test_similarity_indices_describe_the_unmodified_donors(zoo):
     assert rows[0]["relative_acc"] == pytest.approx(rows[0]["clean_acc"] / rows[1]["clean_acc"], abs=1e-12)
 
 
-def test_a_metric_without_a_column_fails_the_trial_and_leaves_no_curves(zoo, monkeypatch):
+def test_a_metric_without_a_column_fails_the_trial_and_leaves_no_curves(zoo, registered):
     """Writing cannot fail silently: a result the schema has no column for is a recorded failure (not a Ray
     error that kills the trial and leaves its curves behind)."""
     sweep, sweep_dir = zoo
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
-    spec = dataclasses.replace(spec, epochs=1, n_eval_robust=0, lr=0.123)  # an id no other test writes
+    spec = dataclasses.replace(spec, epochs=1, n_eval_robust=0, objective="tlm_extra")
     fit = objectives.OBJECTIVES["tlm"]
-    monkeypatch.setitem(objectives.OBJECTIVES, "tlm", dataclasses.replace(
-        fit, fit=lambda ctx: {**fit.fit(ctx), "not_a_column": 1.0}))
+    registered(
+        objectives.OBJECTIVES,
+        "tlm_extra",
+        dataclasses.replace(fit, name="tlm_extra", fit=lambda ctx: {**fit.fit(ctx), "not_a_column": 1.0}),
+    )
     row = run_trial(spec, sweep_dir)
     assert row["status"] == "failed" and "not_a_column" in row["error"]
     assert sweep_dir.trial_part(spec.trial_id).exists()
@@ -248,15 +254,17 @@ def test_a_metric_without_a_column_fails_the_trial_and_leaves_no_curves(zoo, mon
 def test_stitcher_weight_decay_and_schedule_reach_the_optimiser(zoo, optimizer):
     """The stitcher's optimiser is the spec's: its class, momentum and L2 weight decay, and the step
     schedule (lr / 10 at 1/3 and 2/3 of the epochs) or a constant lr."""
-    from sweep.data import make_splits
-    from sweep.models import split
-    from sweep.stitching import Stitcher
-    from sweep.zoo import load_donor
+    from sweep.data.core import make_splits
+    from sweep.kinds.donor import load_donor
+    from sweep.models.base import split
+    from sweep.stitching.stitcher import Stitcher
 
     sweep, sweep_dir = zoo
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
-    opt = objectives.stitcher_optimiser(torch.nn.Linear(2, 2).parameters(), dataclasses.replace(
-        spec, optimizer=optimizer, weight_decay=0.25, momentum=0.5 if optimizer == "sgd" else None))
+    opt = objectives.stitcher_optimiser(
+        torch.nn.Linear(2, 2).parameters(),
+        dataclasses.replace(spec, optimizer=optimizer, weight_decay=0.25, momentum=0.5 if optimizer == "sgd" else None),
+    )
     assert type(opt).__name__ == {"adam": "Adam", "sgd": "SGD"}[optimizer]
     assert opt.param_groups[0]["weight_decay"] == 0.25
     assert optimizer == "adam" or opt.param_groups[0]["momentum"] == 0.5
@@ -266,11 +274,20 @@ def test_stitcher_weight_decay_and_schedule_reach_the_optimiser(zoo, optimizer):
     splits = make_splits(spec.dataset, 200, spec.val_size, spec.test_size)
     norms = {}
     for wd in (0.0, 10.0):  # an L2 penalty this large must shrink the trained map
-        s = dataclasses.replace(spec, optimizer=optimizer, weight_decay=wd, epochs=2, lr=0.05, batch_size=16,
-                                momentum=0.9 if optimizer == "sgd" else None, lr_schedule="constant")
+        s = dataclasses.replace(
+            spec,
+            optimizer=optimizer,
+            weight_decay=wd,
+            epochs=2,
+            lr=0.05,
+            batch_size=16,
+            momentum=0.9 if optimizer == "sgd" else None,
+            lr_schedule="constant",
+        )
         stitcher = Stitcher(16, 16, init="identity")
-        ctx = objectives.FitContext(front=front, end=end, stitcher=stitcher, splits=splits, spec=s,
-                                    device=torch.device("cpu"))
+        ctx = objectives.FitContext(
+            front=front, end=end, stitcher=stitcher, splits=splits, spec=s, device=torch.device("cpu")
+        )
         objectives.OBJECTIVES["tlm"].fit(ctx)
         norms[wd] = stitcher.map.weight.detach().norm().item()
     assert norms[10.0] < 0.8 * norms[0.0]
@@ -281,7 +298,7 @@ def test_receiver_rank_of_a_known_low_rank_activation_is_its_rank(rank):
     """Seed 003 B.2.1: what the receiver's first layer sees of a sender whose activations span `rank`
     dimensions has that rank (the first layer is an invertible 1x1 convolution here; layers after it must not
     matter, and the features are subsampled to at most 8,000 without losing rank)."""
-    from sweep.trial import receiver_rank
+    from sweep.kinds.stitch import receiver_rank
 
     gen = torch.Generator().manual_seed(0)
     basis = torch.randn(rank, 8 * 6 * 6, generator=gen)

@@ -1,7 +1,7 @@
 """Driver memory over a long sweep: Ray Tune's default logger callbacks versus stitchsweep's settings.
 
-Runs N trivial Tune trials (each reports one metric and returns; 0.25 CPU each) in a fresh process per variant and samples
-the driver's resident memory (RSS) every 0.2 s:
+Runs N trivial Tune trials (each reports one metric and returns; 0.25 CPU each) in a fresh process per variant
+and samples the driver's resident memory (RSS) every 0.2 s:
   defaults   : a plain tune.Tuner with Ray 2.60's defaults (JSON / CSV / TensorBoard logger callbacks on)
   stitchsweep: the engine's own stage runner (`ray_backend._fit`: TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1,
                verbose 0, our one-line progress callback)
@@ -19,13 +19,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-VARIANT = r'''
+VARIANT = r"""
 import json, os, sys, threading, time
 import psutil
 import torch  # both variants: the engine's driver imports it too, so baselines compare
 variant, n, storage = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 if variant == "stitchsweep":
-    from sweep import ray_backend  # sets the logger switches before Tune is imported
+    from sweep.backends import ray as ray_backend  # sets the logger switches before Tune is imported
     from sweep.results import SweepDir
 import ray
 from ray import tune
@@ -65,7 +65,7 @@ end = proc.memory_info().rss
 print(json.dumps({"variant": variant, "trials": n, "wall_s": round(wall, 1), "rss_start_mb": start / 2**20,
                   "rss_peak_mb": max(samples + [end]) / 2**20, "rss_end_mb": end / 2**20}))
 ray.shutdown()
-'''
+"""
 
 
 def main() -> None:
@@ -76,17 +76,24 @@ def main() -> None:
             env.pop("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", None)
             log = Path(tempfile.gettempdir()) / f"driver_memory-{variant}-{n}.log"  # the child's output, live
             with open(log, "w") as fh:
-                rc = subprocess.run([sys.executable, "-c", VARIANT, variant, str(n), storage], env=env,
-                                    stdout=fh, stderr=subprocess.STDOUT).returncode
+                rc = subprocess.run(
+                    [sys.executable, "-c", VARIANT, variant, str(n), storage],
+                    env=env,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                ).returncode
             out = log.read_text()
             if rc != 0:
                 sys.exit(f"{variant} failed ({rc}); its output is in {log}:\n{out[-3000:]}")
             out = "\n".join(line for line in out.splitlines() if line.startswith('{"variant"'))
             r = json.loads(out.strip().splitlines()[-1])
             growth = (r["rss_end_mb"] - r["rss_start_mb"]) / n * 1000
-            print(f"{variant:12s} trials={r['trials']} wall={r['wall_s']}s rss start={r['rss_start_mb']:.0f} MB"
-                  f" peak={r['rss_peak_mb']:.0f} MB end={r['rss_end_mb']:.0f} MB"
-                  f" growth={growth:.1f} MB per 1000 trials", flush=True)
+            print(
+                f"{variant:12s} trials={r['trials']} wall={r['wall_s']}s rss start={r['rss_start_mb']:.0f} MB"
+                f" peak={r['rss_peak_mb']:.0f} MB end={r['rss_end_mb']:.0f} MB"
+                f" growth={growth:.1f} MB per 1000 trials",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

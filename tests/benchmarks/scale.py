@@ -28,9 +28,9 @@ sys.path.insert(0, str(REPO))
 
 import analysis  # noqa: E402
 from analysis.schema import TRIAL_SCHEMA  # noqa: E402
-from sweep.cli import _pending  # noqa: E402
+from sweep.config.space import load_space  # noqa: E402
+from sweep.planning import pending  # noqa: E402
 from sweep.results import SweepDir, write_rows  # noqa: E402
-from sweep.spec import load_space  # noqa: E402
 
 
 def _timed(fn):
@@ -46,16 +46,23 @@ def measure(space, root: str, label: str) -> None:
 
     def write_all():
         with ThreadPoolExecutor(max_workers=16) as pool:
-            list(pool.map(lambda i: write_rows(sweep_dir.trial_part(i), [{"trial_id": i, "status": "done"}],
-                                               TRIAL_SCHEMA), ids))
+            list(
+                pool.map(
+                    lambda i: write_rows(sweep_dir.trial_part(i), [{"trial_id": i, "status": "done"}], TRIAL_SCHEMA),
+                    ids,
+                )
+            )
 
     _, t_write = _timed(write_all)
-    (donors, todo, done), t_pending = _timed(lambda: _pending(space, sweep_dir, retry_failed=False))
+    (donors, todo, done), t_pending = _timed(lambda: pending(space, sweep_dir, retry_failed=False))
     assert done == len(ids) and not todo, (done, len(todo))
     trials, t_load = _timed(lambda: analysis.load_trials(sweep_dir.path))
     assert len(trials) == len(ids)
-    print(f"{label:6s} trials={len(ids)} write={t_write:.1f}s (16 threads) pending-scan={t_pending:.1f}s"
-          f" load_trials={t_load:.1f}s", flush=True)
+    print(
+        f"{label:6s} trials={len(ids)} write={t_write:.1f}s (16 threads) pending-scan={t_pending:.1f}s"
+        f" load_trials={t_load:.1f}s",
+        flush=True,
+    )
 
 
 def _moto() -> tuple[subprocess.Popen, str]:
@@ -63,8 +70,9 @@ def _moto() -> tuple[subprocess.Popen, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = shutil.which("moto_server", path=os.path.dirname(sys.executable))
-    proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     for _ in range(300):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -74,8 +82,9 @@ def _moto() -> tuple[subprocess.Popen, str]:
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
     import pyarrow.fs as pafs
 
-    pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http",
-                      allow_bucket_creation=True).create_dir("bench")
+    pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", allow_bucket_creation=True).create_dir(
+        "bench"
+    )
     return proc, f"s3://bench/scale?endpoint_override=127.0.0.1:{port}&scheme=http"
 
 
@@ -85,8 +94,10 @@ def main() -> None:
     ap.add_argument("--s3", action="store_true", help="also measure on a moto S3 server on loopback")
     args = ap.parse_args()
     space, t_plan = _timed(lambda: load_space(args.space))
-    print(f"plan   {Path(args.space).name}: {len(space.trials)} trials, {len(space.donors)} donors in {t_plan:.1f}s",
-          flush=True)
+    print(
+        f"plan   {Path(args.space).name}: {len(space.trials)} trials, {len(space.donors)} donors in {t_plan:.1f}s",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         measure(space, tmp, "local")
     if args.s3:

@@ -19,7 +19,7 @@ GOLDEN = REPO / "tests" / "golden_ids.json"
 
 
 def identities(path: Path) -> dict:
-    from sweep.spec import load_space
+    from sweep.config.space import load_space
 
     sweep = load_space(path)
 
@@ -27,9 +27,11 @@ def identities(path: Path) -> dict:
         ids = sorted(ids)
         return {"count": len(ids), "sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]}
 
-    return {"trials": digest(t.trial_id for t in sweep.trials),
-            "reptests": digest(u.unit_id for u in sweep.reptests),
-            "donors": {name: d.donor_key for name, d in sorted(sweep.donors.items())}}
+    return {
+        "trials": digest(t.trial_id for t in sweep.trials),
+        "reptests": digest(u.unit_id for u in sweep.reptests),
+        "donors": {name: d.donor_key for name, d in sorted(sweep.donors.items())},
+    }
 
 
 def all_identities() -> dict:

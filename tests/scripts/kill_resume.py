@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import analysis  # noqa: E402
-from sweep.spec import parse_space  # noqa: E402
+from sweep.config.space import parse_space  # noqa: E402
 from tests.conftest import TINY_SPACE  # noqa: E402
 
 CLI = [sys.executable, "-m", "sweep"]
@@ -79,8 +79,13 @@ def repetition(space_file: Path, planned: set[str], kill_at: float | None, workd
     log_path = workdir / "driver.log"
     t0 = time.perf_counter()
     with open(log_path, "w") as log:
-        driver = subprocess.Popen([*CLI, "run", str(space_file), "--storage", str(storage), "--num-cpus", "2"],
-                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+        driver = subprocess.Popen(
+            [*CLI, "run", str(space_file), "--storage", str(storage), "--num-cpus", "2"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=REPO,
+        )
         if kill_at is None:
             rc = driver.wait()
             return {"wall_s": time.perf_counter() - t0, "rc": rc}
@@ -89,11 +94,16 @@ def repetition(space_file: Path, planned: set[str], kill_at: float | None, workd
         finished_first = driver.poll() is not None
         if not finished_first:
             _kill_driver(driver)
-    at_kill = {"parts": len(list((results / "trials").glob("*.parquet"))),
-               "tmp": len(_files(storage, ".tmp-*")) if storage.exists() else 0,
-               "stage": "finished" if finished_first else _stage(log_path.read_text())}
-    resume_args = ([*CLI, "resume", str(results), "--num-cpus", "2"] if (results / "space.yaml").exists()
-                   else [*CLI, "run", str(space_file), "--storage", str(storage), "--num-cpus", "2"])
+    at_kill = {
+        "parts": len(list((results / "trials").glob("*.parquet"))),
+        "tmp": len(_files(storage, ".tmp-*")) if storage.exists() else 0,
+        "stage": "finished" if finished_first else _stage(log_path.read_text()),
+    }
+    resume_args = (
+        [*CLI, "resume", str(results), "--num-cpus", "2"]
+        if (results / "space.yaml").exists()
+        else [*CLI, "run", str(space_file), "--storage", str(storage), "--num-cpus", "2"]
+    )
     resumed = subprocess.run(resume_args, capture_output=True, text=True, cwd=REPO)
     trials = analysis.load_trials(results)
     donors = analysis.read_table(results, "donors").to_pandas()
@@ -105,8 +115,14 @@ def repetition(space_file: Path, planned: set[str], kill_at: float | None, workd
         "no partial file": not _files(storage, ".tmp-*"),
         "no corrupt part": not _files(storage, "*.corrupt"),
     }
-    return {"kill_at": kill_at, **at_kill, "rows": len(trials), "checks": checks,
-            "resume_cmd": resume_args[3], "resume_tail": (resumed.stdout + resumed.stderr)[-2000:]}
+    return {
+        "kill_at": kill_at,
+        **at_kill,
+        "rows": len(trials),
+        "checks": checks,
+        "resume_cmd": resume_args[3],
+        "resume_tail": (resumed.stdout + resumed.stderr)[-2000:],
+    }
 
 
 def main() -> int:
@@ -123,8 +139,11 @@ def main() -> int:
         space_file.write_text(yaml.safe_dump(s, sort_keys=False))
         base = repetition(space_file, planned, None, Path(tmp) / "baseline")
         total = base["wall_s"]
-        print(f"uninterrupted sweep: {len(planned)} trials + 1 donor in {total:.1f} s (exit {base['rc']});"
-              f" kill moments drawn from U(0.5, {total:.1f}) s, seed {args.seed}", flush=True)
+        print(
+            f"uninterrupted sweep: {len(planned)} trials + 1 donor in {total:.1f} s (exit {base['rc']});"
+            f" kill moments drawn from U(0.5, {total:.1f}) s, seed {args.seed}",
+            flush=True,
+        )
         kills, attempt = 0, 0
         while kills < args.repeats and attempt < 3 * args.repeats:
             attempt += 1
@@ -134,9 +153,12 @@ def main() -> int:
             failed += bool(bad)
             counted = r["stage"] != "finished"  # the sweep ended before the kill: not a repetition
             kills += counted
-            print(f"{f'rep {kills}' if counted else 'not counted'}: SIGKILL at {kill_at:5.1f} s ({r['stage']:8s})"
-                  f" parts={r['parts']:2d} tmp={r['tmp']} -> {r['resume_cmd']}: rows={r['rows']}/{len(planned)} "
-                  + ("all checks passed" if not bad else f"FAILED: {', '.join(bad)}\n{r['resume_tail']}"), flush=True)
+            print(
+                f"{f'rep {kills}' if counted else 'not counted'}: SIGKILL at {kill_at:5.1f} s ({r['stage']:8s})"
+                f" parts={r['parts']:2d} tmp={r['tmp']} -> {r['resume_cmd']}: rows={r['rows']}/{len(planned)} "
+                + ("all checks passed" if not bad else f"FAILED: {', '.join(bad)}\n{r['resume_tail']}"),
+                flush=True,
+            )
     print(f"{kills - failed} of {kills} repetitions left exactly one row per trial and no partial file")
     return 1 if failed or kills < args.repeats else 0
 

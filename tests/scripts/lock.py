@@ -24,8 +24,22 @@ def main() -> int:
     out = REPO / "requirements.lock"
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                        "--disable-pip-version-check", "--report", str(report), f"{REPO}[test]"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--dry-run",
+                "--ignore-installed",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--report",
+                str(report),
+                f"{REPO}[test]",
+            ],
+            check=True,
+        )
         items = json.loads(report.read_text())["install"]
     lines = [
         "# The whole test environment, resolved by pip on Python"

@@ -1,0 +1,452 @@
+"""The one module that imports Ray: it schedules donor and stitching trials as Ray Tune trials.
+
+Two Tune experiments per run: the zoo stage (one trial per donor that lacks a `donors` row) and then the
+stitching stage (one trial per configuration without a Parquet part). Ray's own experiment state is not what
+`resume` relies on: the parts are. A resumed or grown sweep is simply a new run that skips every trial whose
+part exists, which is correct after a driver crash, a node loss or an edited search space alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+# The JSON/CSV/TensorBoard logger callbacks grow the driver's memory per trial and duplicate our Parquet
+# parts; must be set before ray.tune is imported.
+os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+import ray  # noqa: E402
+from ray import tune  # noqa: E402
+
+from sweep.config.errors import SpecError  # noqa: E402
+from sweep.config.space import Sweep  # noqa: E402
+from sweep.results import Loc, SweepDir  # noqa: E402
+
+# With the logger callbacks off, Tune's result grid warns once per trial that it found no result.json:
+# expected, and our record is the Parquet parts.
+logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+
+
+# Tune keeps every trial of an experiment in the driver (and in its experiment-state snapshots): a stage
+# longer than this runs as several experiments, one after the other.
+TRIALS_PER_EXPERIMENT = 2000
+
+
+@dataclass
+class StageSummary:
+    stage: str
+    scheduled: int
+    wall_s: float
+
+
+def _threads(cpus: float) -> int:
+    return max(1, int(cpus))
+
+
+def _donor_trainable(config: dict, sweep: Sweep, root: Loc) -> None:
+    import torch
+
+    from sweep.kinds.donor import run_donor
+    from sweep.kinds.stitch import pick_device
+
+    torch.set_num_threads(_threads(sweep.cpus_per_trial))
+    donor = sweep.donors[config["donor"]]
+    row = run_donor(
+        donor,
+        sweep.donor_evals[donor.name],
+        SweepDir(root, sweep.name),
+        pick_device(sweep.gpus_per_trial > 0),
+        progress=lambda m: tune.report(m),
+        data_root=sweep.data_root,
+        download=sweep.download,
+    )
+    tune.report(
+        {
+            "status": row.get("status", "skipped"),
+            "clean_acc": row.get("clean_acc"),
+            "robust_acc": row.get("robust_acc"),
+            "error": row.get("error"),
+        }
+    )
+
+
+def _stitch_trainable(
+    config: dict, specs: dict, root: Loc, sweep_name: str, cpus: float, gpu: bool, data_root: str | None, download: bool
+) -> None:
+    import torch
+
+    from sweep.kinds.stitch import pick_device, run_trial
+
+    torch.set_num_threads(_threads(cpus))
+    spec = specs[config["trial_id"]]
+    row = run_trial(
+        spec,
+        SweepDir(root, sweep_name),
+        report=lambda m: tune.report(m),
+        device=pick_device(gpu),
+        data_root=data_root,
+        download=download,
+    )
+    tune.report(
+        {
+            "status": row["status"],
+            "clean_acc": row.get("clean_acc"),
+            "robust_acc": row.get("robust_acc"),
+            "error": row.get("error"),
+        }
+    )
+
+
+def _reptest_trainable(
+    config: dict, units: dict, root: Loc, sweep_name: str, cpus: float, gpu: bool, data_root: str | None, download: bool
+) -> None:
+    import torch
+
+    from sweep.kinds.reptest import run_reptest
+    from sweep.kinds.stitch import pick_device
+
+    torch.set_num_threads(_threads(cpus))
+    out = run_reptest(
+        units[config["unit_id"]],
+        SweepDir(root, sweep_name),
+        pick_device(gpu),
+        data_root=data_root,
+        download=download,
+        report=lambda m: tune.report(m),
+    )
+    tune.report({"status": out["status"], "error": out.get("error")})
+
+
+class _Progress(tune.Callback):
+    """One line per finished trial on the driver's stdout (the Parquet parts are the real record)."""
+
+    def __init__(self, stage: str, total: int, label) -> None:
+        self.stage, self.total, self.label, self.done = stage, total, label, 0
+        self.finished = 0  # trials whose trainable returned its final status, or that Ray gave up on
+        self.errored = 0  # trials Ray gave up on (their logs under _ray/ are kept)
+        self.last: dict = {}
+        self.t0 = time.perf_counter()
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.last[trial.trial_id] = result
+        if result.get("phase") == "zoo":  # donor training is the long part of a small sweep: show epochs
+            print(
+                f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] "
+                f"{self.label(trial.config)}: epoch "
+                f"{result['epoch']}/{result['epochs']} train_loss={result['train_loss']:.3f}",
+                flush=True,
+            )
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.done += 1
+        r = self.last.pop(trial.trial_id, {})
+        status = r.get("status", "?")
+        if "status" in r:
+            self.finished += 1
+        detail = r.get("error") if status == "failed" else _fmt_metrics(r)
+        print(
+            f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] "
+            f"{self.label(trial.config)}: {status} {detail}",
+            flush=True,
+        )
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        # Ray lost the trial (its node or worker died) and schedules it again; the trial is idempotent.
+        print(
+            f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: lost with its worker or"
+            " node; retrying",
+            flush=True,
+        )
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.done += 1
+        self.finished += 1
+        self.errored += 1
+        print(
+            f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
+            f"(after retries); rerun with `stitchsweep resume`",
+            flush=True,
+        )
+
+
+def _fmt_metrics(r: dict) -> str:
+    parts = []
+    for k in ("clean_acc", "robust_acc"):
+        if r.get(k) is not None:
+            parts.append(f"{k}={r[k]:.3f}")
+    return " ".join(parts)
+
+
+def trials_per_experiment() -> int:
+    """How many trials one Tune experiment holds at most (env STITCHSWEEP_TRIALS_PER_EXPERIMENT). A longer
+    stage runs as consecutive experiments of this size, so the driver's Tune state stays bounded."""
+    raw = os.environ.get("STITCHSWEEP_TRIALS_PER_EXPERIMENT", str(TRIALS_PER_EXPERIMENT))
+    try:
+        n = int(raw)
+        if n < 1:
+            raise ValueError
+    except ValueError:
+        raise SpecError("STITCHSWEEP_TRIALS_PER_EXPERIMENT", "a whole number >= 1", raw) from None
+    return n
+
+
+def _fit(
+    name: str,
+    trainable,
+    grid: list[str],
+    key: str,
+    resources: dict,
+    sweep_dir: SweepDir,
+    label,
+    max_concurrent: int | None,
+) -> StageSummary:
+    """Run one stage: its trials in consecutive Tune experiments of at most `trials_per_experiment()`."""
+    t0 = time.perf_counter()
+    size = trials_per_experiment()
+    progress = _Progress(name, len(grid), label)
+    for start in range(0, len(grid), size):
+        _fit_chunk(name, trainable, grid[start : start + size], key, resources, sweep_dir, progress, max_concurrent)
+    return StageSummary(name, len(grid), time.perf_counter() - t0)
+
+
+def _fit_chunk(
+    name: str,
+    trainable,
+    grid: list[str],
+    key: str,
+    resources: dict,
+    sweep_dir: SweepDir,
+    progress: _Progress,
+    max_concurrent: int | None,
+) -> None:
+    if grid:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+        finished_before, errored_before = progress.finished, progress.errored
+        tuner = tune.Tuner(
+            tune.with_resources(trainable, resources),
+            param_space={key: tune.grid_search(grid)},
+            tune_config=tune.TuneConfig(
+                max_concurrent_trials=max_concurrent,
+                trial_name_creator=lambda t: str(t.config[key]),
+                trial_dirname_creator=lambda t: str(t.config[key]),
+            ),
+            run_config=tune.RunConfig(
+                name=f"{name}-{stamp}",
+                storage_path=sweep_dir.ray.path,
+                storage_filesystem=None if sweep_dir.ray.is_local else sweep_dir.ray.fs,
+                verbose=0,
+                callbacks=[progress],
+                # A trial lost with its node is retried; a trial's own errors are caught and recorded.
+                failure_config=tune.FailureConfig(max_failures=2),
+            ),
+        )
+        tuner.fit()
+        # Tune handles Ctrl+C itself: it stops the running trials and returns normally. A trial that never
+        # reported its final status was cut short; stop the whole sweep then instead of starting the next
+        # stage on missing inputs.
+        unfinished = len(grid) - (progress.finished - finished_before)
+        if unfinished:
+            raise KeyboardInterrupt(
+                f"the {name} stage was interrupted with"
+                f" {progress.total - progress.finished} of {progress.total} trials unfinished"
+            )
+        if progress.errored == errored_before:  # Ray's records of a clean run duplicate the parts: drop them
+            _remove_quietly(sweep_dir.ray / f"{name}-{stamp}")
+
+
+def _remove_quietly(loc: Loc) -> None:
+    try:
+        loc.delete_tree()
+    except OSError as exc:
+        print(f"note: could not remove Ray's run records at {loc}: {exc}", flush=True)
+
+
+def start_ray(address: str | None, num_cpus: int | None) -> bool:
+    """Join `address`, or start an embedded local Ray. Returns whether we started it."""
+    if ray.is_initialized():
+        return False
+    if address:
+        _check_reachable(address)
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except ConnectionError as exc:
+            hint = (
+                "; if the cluster uses token authentication (the default of `ray start --head` in Ray 2.60),"
+                " give this machine its token: RAY_AUTH_TOKEN, or the file ~/.ray/auth_token"
+            )
+            raise SpecError("--address", "a running Ray cluster", address, str(exc).splitlines()[0] + hint) from None
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    return True
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail in seconds, naming the address, when nothing listens at a host:port address (Ray itself would
+    retry for a minute or more). "auto" and ray:// client addresses are left to Ray."""
+    if address == "auto" or "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except (OSError, ValueError) as exc:
+        raise SpecError(
+            "--address",
+            "the host:port of a running Ray cluster's head (GCS)",
+            address,
+            f"nothing answers there within {timeout:g} s: {exc}",
+        ) from None
+
+
+def check_resources(sweep: Sweep, nodes: list[dict]) -> None:
+    """Refuse, before scheduling anything, a per-trial request that no node of this cluster can meet
+    (Ray would otherwise leave the trials pending for ever). `nodes` is the resources of each live node."""
+    for field, key, want in (
+        ("resources.gpus_per_trial", "GPU", sweep.gpus_per_trial),
+        ("resources.cpus_per_trial", "CPU", sweep.cpus_per_trial),
+    ):
+        have = max((n.get(key, 0.0) for n in nodes), default=0.0)
+        if want > have:
+            raise SpecError(
+                field,
+                f"at most the {have:g} {key}s of the largest node of this Ray cluster",
+                want,
+                "lower it, or join a cluster that has them with --address",
+            )
+
+
+@ray.remote(num_cpus=0)
+def _sees(path: Loc) -> tuple[str, bool]:
+    try:
+        seen = path.exists()
+    except Exception:  # no credentials, endpoint unreachable from this node, ...
+        seen = False
+    return ray.util.get_node_ip_address(), seen
+
+
+def blind_nodes(path: Loc, nodes: list[dict], timeout: float = 60.0) -> list[str]:
+    """The IPs of live nodes that do not see `path` (a file the driver just wrote, on any storage): one
+    zero-CPU task pinned to each node checks. A node that does not answer in time counts as blind."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    refs = {
+        n["NodeManagerAddress"]: _sees.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+        ).remote(path)
+        for n in nodes
+    }
+    blind = []
+    for ip, ref in refs.items():
+        try:
+            _, seen = ray.get(ref, timeout=timeout)
+        except Exception:
+            seen = False
+        if not seen:
+            blind.append(ip)
+    return blind
+
+
+def check_storage_shared(sweep_dir: SweepDir, nodes: list[dict]) -> None:
+    """On a cluster of several nodes, refuse storage that some node cannot see (a local folder of the
+    head, say): their trials could read no donor and their results would be lost to the driver."""
+    if len(nodes) < 2:
+        return
+    marker = sweep_dir.path / f".stitchsweep-visible-{os.getpid()}"
+    marker.write_text("written by the driver to check that every node sees the storage\n")
+    try:
+        blind = blind_nodes(marker, nodes)
+    finally:
+        marker.unlink(missing_ok=True)
+    if blind:
+        raise SpecError(
+            "--storage",
+            "storage every node of the cluster sees: a shared folder (NFS, EFS, ...)"
+            " mounted at the same path, or an object store (s3://, gs://) every node can reach",
+            str(sweep_dir.root),
+            f"not visible on node(s) {', '.join(blind)}",
+        )
+
+
+def run_stages(
+    sweep: Sweep,
+    sweep_dir: SweepDir,
+    donors: list[str],
+    trial_ids: list[str],
+    unit_ids: list[str] = (),
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    max_concurrent: int | None = None,
+) -> list[StageSummary]:
+    """Run the zoo stage for `donors`, the stitching stage for `trial_ids`, then the representation-test
+    stage for `unit_ids`, as Ray Tune trials."""
+    started = start_ray(address, num_cpus)
+    try:
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        check_resources(sweep, [n["Resources"] for n in alive])
+        check_storage_shared(sweep_dir, alive)
+        resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
+        root = sweep_dir.root  # a Loc: its pyarrow filesystem (endpoint, options) travels to the workers
+        summaries = [
+            _fit(
+                "zoo",
+                tune.with_parameters(_donor_trainable, sweep=sweep, root=root),
+                donors,
+                "donor",
+                resources,
+                sweep_dir,
+                lambda c: f"donor {c['donor']}",
+                max_concurrent,
+            )
+        ]
+        specs = {s.trial_id: s for s in sweep.trials}
+        trainable = tune.with_parameters(
+            _stitch_trainable,
+            specs=specs,
+            root=root,
+            sweep_name=sweep.name,
+            cpus=sweep.cpus_per_trial,
+            gpu=sweep.gpus_per_trial > 0,
+            data_root=sweep.data_root,
+            download=sweep.download,
+        )
+
+        def label(c: dict) -> str:
+            return specs[c["trial_id"]].label
+
+        summaries.append(_fit("stitch", trainable, trial_ids, "trial_id", resources, sweep_dir, label, max_concurrent))
+        units = {u.unit_id: u for u in sweep.reptests}
+        if unit_ids:
+            trainable = tune.with_parameters(
+                _reptest_trainable,
+                units=units,
+                root=root,
+                sweep_name=sweep.name,
+                cpus=sweep.cpus_per_trial,
+                gpu=sweep.gpus_per_trial > 0,
+                data_root=sweep.data_root,
+                download=sweep.download,
+            )
+            summaries.append(
+                _fit(
+                    "reptest",
+                    trainable,
+                    list(unit_ids),
+                    "unit_id",
+                    resources,
+                    sweep_dir,
+                    lambda c: units[c["unit_id"]].label,
+                    max_concurrent,
+                )
+            )
+        return summaries
+    finally:
+        if started:
+            ray.shutdown()
+        sys.stdout.flush()

@@ -1,0 +1,251 @@
+"""Donor specs: where a donor's weights come from (zoo training, a checkpoint file, RobustBench) and its key."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweep.config.data import DataSpec, parse_data
+from sweep.config.errors import SpecError
+from sweep.config.fields import NAME_RE, Section, stable_hash
+from sweep.registry import ARCHITECTURES, AUGMENTATIONS, DATASETS, TRAINING_METHODS, did_you_mean, lazy
+
+if TYPE_CHECKING:
+    from sweep.config.evaluation import EvalSpec
+
+# The version in every donor key. Kept apart from the results schema's version: a change of how trials or
+# rows are identified must not retrain the zoo. Bump it only when what shapes a donor's weights changes.
+DONOR_KEY_VERSION = 1
+robustbench_models = lazy("sweep.models.external:robustbench_models")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DonorSpec:
+    """A donor: trained by the engine (`zoo:<name>`) or read from a checkpoint file (`file:<name>`).
+
+    `donor_key` hashes everything that shapes its weights (for a file: its content, not its path). `data` is
+    the sweep's data unless the donor names its own (cross-task stitching).
+    """
+
+    name: str
+    arch: str
+    data: DataSpec
+    source: str = "zoo"  # "zoo" | "file" | "robustbench"
+    training: str | None = None
+    epochs: int | None = None
+    lr: float | None = None
+    batch_size: int | None = None
+    seed: int | None = None
+    eps: float | None = None
+    step_size: float | None = None
+    steps: int | None = None
+    adv_fraction: float | None = None
+    beta: float | None = None  # TRADES' trade-off (seed 000 A.3: 10)
+    augment: tuple[str, ...] = ()
+    path: str | None = None  # file: the checkpoint; robustbench: the model folder (not part of the identity)
+    file_sha256: str | None = None
+    robustbench_id: str | None = None  # "dataset/threat_model/name"
+    mean: tuple[float, ...] | None = None  # file donors: the normalisation their weights expect
+    std: tuple[float, ...] | None = None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.source}:{self.name}"
+
+    @property
+    def donor_key(self) -> str:
+        fields = dataclasses.asdict(self)
+        fields.pop("name")  # a label: two donors with the same config share one checkpoint
+        fields.pop("path")  # a location, not content
+        fields["data"].pop("test_size")  # evaluation only: it does not shape the weights
+        if fields["beta"] is None:  # added after the first release: absent keys keep the old hashes
+            fields.pop("beta")
+        return stable_hash({"kind": "donor", "v": DONOR_KEY_VERSION, **fields})
+
+
+@dataclass(frozen=True, kw_only=True)
+class DonorEval:
+    """One evaluation of a donor: its clean and robust accuracy on the first `test_size` images of
+    `dataset`'s official test split, under one robust-accuracy protocol. A donor is evaluated once per
+    evaluation that the sweep uses (its own test set for the donors table, and the test images of every
+    trial it serves), and a trial reads the row of exactly its own images and settings."""
+
+    dataset: str
+    test_size: int  # resolved: the number of test images, not null
+    attacks: tuple[str, ...]
+    eps: float
+    iterations: int
+    restarts: int
+    n_eval_robust: int
+
+    @classmethod
+    def of(cls, data: DataSpec, evaluation: EvalSpec) -> DonorEval:
+        return cls(
+            dataset=data.dataset,
+            test_size=data.sizes()[1],
+            attacks=tuple(evaluation.attacks),
+            eps=evaluation.eps,
+            iterations=evaluation.iterations,
+            restarts=evaluation.restarts,
+            n_eval_robust=min(evaluation.n_eval_robust, data.sizes()[1]),
+        )
+
+    def eval_id(self, donor_key: str) -> str:
+        return stable_hash({"kind": "donor-eval", "donor_key": donor_key, **dataclasses.asdict(self)})
+
+    def row_fields(self) -> dict:
+        """The donors-table columns that record this evaluation (a row is used only where they all match)."""
+        return {
+            "eval_dataset": self.dataset,
+            "test_size": self.test_size,
+            "attack": "+".join(self.attacks),
+            "eps": self.eps,
+            "attack_iterations": self.iterations,
+            "attack_restarts": self.restarts,
+            "n_eval_robust": self.n_eval_robust,
+        }
+
+
+def parse_donor(
+    name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root: str | None = None, download: bool = True
+) -> DonorSpec:
+
+    path = f"donors.{name}"
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise SpecError(path, "a donor name of letters, digits, '_', '-' or '.'", name)
+    if isinstance(raw, dict) and "robustbench" in raw:
+        return _parse_robustbench_donor(name, raw, data, path)
+    if isinstance(raw, dict) and "file" in raw:
+        s = Section(raw, path, {"file", "arch", "mean", "std"})
+        file = Path(s.get("file", "string")).expanduser()
+        if not file.is_file():
+            raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file), "no such file")
+        return DonorSpec(
+            name=name,
+            source="file",
+            path=str(file.absolute()),
+            file_sha256=_filestable_hash(file),
+            arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
+            data=data,
+            mean=tuple(s.get_list("mean", "number", [0.0])),
+            std=tuple(s.get_list("std", "number", [1.0], low=1e-12)),
+        )
+    s = Section(
+        raw,
+        path,
+        {
+            "arch",
+            "training",
+            "epochs",
+            "lr",
+            "batch_size",
+            "seed",
+            "eps",
+            "step_size",
+            "steps",
+            "adv_fraction",
+            "beta",
+            "augment",
+            "data",
+        },
+    )
+    training = s.get("training", "string", "plain", choices=sorted(TRAINING_METHODS))
+    reads = TRAINING_METHODS[training].fields
+    for k in sorted(set().union(*(m.fields for m in TRAINING_METHODS.values())) - reads):
+        if k in raw:
+            needs = " or ".join(n for n, m in TRAINING_METHODS.items() if k in m.fields)
+            raise SpecError(
+                f"{path}.{k}", f"no {k} field for training: {training}", raw[k], f"{k} applies to training: {needs}"
+            )
+    adv = bool(reads & {"eps"})
+    if raw.get("data") is not None:  # the donor trains on its own data (cross-task stitching, seed 000 5.1)
+        data = parse_data(raw["data"], f"{path}.data", root, download)
+    eps_default, step_default = DATASETS[data.dataset].threat
+    eps = s.get("eps", "number", None, low=0.0, high=1.0, nullable=True) if adv else None
+    eps = (eps if eps is not None else evaluation.eps if evaluation.eps is not None else eps_default) if adv else None
+    return DonorSpec(
+        name=name,
+        arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
+        data=data,
+        training=training,
+        epochs=s.get("epochs", "integer", low=1),
+        lr=s.get("lr", "number", 0.1, low=0.0),
+        batch_size=s.get("batch_size", "integer", 128, low=1),
+        seed=s.get("seed", "integer", 0, low=0),
+        eps=eps,
+        step_size=s.get("step_size", "number", scaled_step(eps, eps_default, step_default), low=0.0) if adv else None,
+        steps=s.get("steps", "integer", 10, low=1) if adv else None,
+        adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if "adv_fraction" in reads else None,
+        beta=s.get("beta", "number", 10.0, low=0.0) if "beta" in reads else None,
+        augment=tuple(s.get_list("augment", "string", choices=sorted(AUGMENTATIONS))) if raw.get("augment") else (),
+    )
+
+
+def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, path: str) -> DonorSpec:
+
+    s = Section(raw, path, {"robustbench", "arch", "model_dir"})
+    model_id = s.get("robustbench", "string")
+    parts = model_id.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise SpecError(
+            f"{path}.robustbench",
+            "'<dataset>/<threat_model>/<model name>', e.g. 'cifar10/Linf/Sehwag2021Proxy_R18'",
+            model_id,
+        )
+    dataset, threat, model = parts
+    try:
+        known = robustbench_models(dataset, threat)
+    except ValueError:
+        raise SpecError(
+            f"{path}.robustbench",
+            "a RobustBench dataset (cifar10, cifar100, imagenet) and threat model (Linf, L2, corruptions)",
+            f"{dataset}/{threat}",
+        ) from None
+    if model not in known:
+        close = difflib.get_close_matches(model, known, n=5, cutoff=0.5)
+        raise SpecError(
+            f"{path}.robustbench",
+            f"a model RobustBench lists for {dataset}/{threat}",
+            model,
+            f'e.g. {close or known[:5]}; list all with: python -c "from sweep.models.external import'
+            f" robustbench_models; print(robustbench_models('{dataset}', '{threat}'))\"",
+        )
+    model_dir = Path(s.get("model_dir", "string", "models")).expanduser().absolute()
+    return DonorSpec(
+        name=name,
+        source="robustbench",
+        robustbench_id=model_id,
+        path=str(model_dir),
+        arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
+        data=data,
+    )
+
+
+def scaled_step(eps: float, paper_eps: float, paper_step: float) -> float:
+    """The paper's PGD step for the dataset, scaled when eps differs from the paper's (same eps/step ratio)."""
+    return paper_step if eps == paper_eps else eps * paper_step / paper_eps
+
+
+@functools.lru_cache(maxsize=64)
+def _filestable_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
+    kind, _, name = ref.partition(":")
+    if kind not in ("zoo", "file", "robustbench") or not name:
+        raise SpecError(path, "a donor reference 'zoo:<name>', 'file:<name>' or 'robustbench:<name>'", ref)
+    if name not in donors:
+        raise SpecError(path, f"a donor defined under donors: one of {sorted(donors)}", ref, did_you_mean(name, donors))
+    if donors[name].source != kind:
+        raise SpecError(path, f"'{donors[name].source}:{name}' (donors.{name} is a {donors[name].source} donor)", ref)
+    return donors[name]

@@ -1,0 +1,151 @@
+"""Search space YAML -> validated, expanded, frozen trial specs with stable ids.
+
+The whole space is validated before anything runs: any error is a `SpecError` naming the field, what was
+expected and what was found. See docs/search-spaces.md for the format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from analysis.storage import Loc
+from sweep.config.data import DataSpec, parse_data
+from sweep.config.donors import DonorEval, DonorSpec, parse_donor
+from sweep.config.errors import MISSING, SpecError
+from sweep.config.evaluation import EvalSpec, parse_evaluation
+from sweep.config.fields import NAME_RE, Section
+from sweep.config.stitching import TrialSpec, expand_block
+from sweep.registry import DATASETS
+
+__all__ = ["Sweep", "TrialSpec", "EvalSpec", "load_space", "parse_space"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sweep:
+    name: str
+    data: DataSpec
+    evaluation: EvalSpec
+    donors: dict[str, DonorSpec]
+    trials: tuple[TrialSpec, ...]
+    cpus_per_trial: float
+    gpus_per_trial: float
+    raw: dict
+    data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
+    download: bool = True
+    reptests: tuple = ()  # RepTestSpec units (sweep/reptest_spec.py)
+    # donor name -> the evaluations the zoo stage records for it: its own test set first, then those of the
+    # trials it serves (see DonorEval)
+    donor_evals: dict = field(default_factory=dict)
+
+
+def load_space(path: str | Path | Loc) -> Sweep:
+    """Read, validate and expand a search-space YAML file (a local path, or a `Loc` on any storage)."""
+    p = path if isinstance(path, Loc) else Path(path)
+    if not p.is_file():
+        raise SpecError("SPACE", "a search-space YAML file", str(path), "no such file")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(str(path), "valid YAML", f"{problem}{where}") from None
+    if not isinstance(raw, dict):
+        raise SpecError(
+            str(path),
+            "a mapping of search-space fields (name, data, donors, ...)",
+            raw if raw is not None else "an empty file",
+        )
+    return parse_space(raw)
+
+
+def parse_space(raw: Any) -> Sweep:
+    """Validate a search space given as a mapping and expand it into trials."""
+
+    if not isinstance(raw, dict):
+        raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
+    top = Section(raw, "", {"name", "data", "donors", "stitching", "representation_tests", "evaluation", "resources"})
+    name = top.get("name", "string")
+    if not NAME_RE.match(name):
+        raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
+
+    d = top.get("data", "mapping")
+    root = d.get("root")
+    if root is not None and (not isinstance(root, str) or not root):
+        raise SpecError("data.root", "a folder path (string) or null", root)
+    root = str(Path(root).expanduser().absolute()) if root else None
+    download = Section(d, "data", {"download"} | {"dataset", "train_size", "val_size", "test_size", "root"}).get(
+        "download", "bool", True
+    )
+    data = parse_data(d, "data", root, download, extra={"root", "download"})
+    info = DATASETS[data.dataset]
+    n_test = data.sizes()[1]
+
+    evaluation = parse_evaluation(top.raw.get("evaluation", {}), info.threat[0], n_test)
+
+    donors_raw = top.get("donors", "mapping")
+    if not donors_raw:
+        raise SpecError("donors", "a non-empty mapping of donor name -> training config", donors_raw)
+    donors = {dname: parse_donor(dname, draw, data, evaluation, root, download) for dname, draw in donors_raw.items()}
+    seen: dict[str, str] = {}
+    for dname, donor in donors.items():
+        if donor.donor_key in seen:
+            raise SpecError(
+                f"donors.{dname}",
+                "donors that differ in what shapes their weights",
+                f"the same donor as donors.{seen[donor.donor_key]}",
+                f"use one name for it: {seen[donor.donor_key]} or {dname}",
+            )
+        seen[donor.donor_key] = dname
+        if donor.data.sizes()[1] < evaluation.n_eval_robust:
+            raise SpecError(
+                "evaluation.n_eval_robust",
+                f"at most the {donor.data.sizes()[1]} test images of donor {dname}'s data",
+                evaluation.n_eval_robust,
+            )
+
+    if "stitching" not in raw and "representation_tests" not in raw:
+        raise SpecError("stitching", "a stitching section (or representation_tests)", MISSING, "the field is required")
+    blocks_raw = raw.get("stitching", [])
+    if not isinstance(blocks_raw, (dict, list)):
+        raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", blocks_raw)
+    if isinstance(blocks_raw, dict):
+        blocks = [(blocks_raw, "stitching")]
+    else:
+        if not blocks_raw and "stitching" in raw:
+            raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", blocks_raw)
+        blocks = [(b, f"stitching[{i}]") for i, b in enumerate(blocks_raw)]
+    trials: dict[str, TrialSpec] = {}
+    used: set[str] = set()
+    for block, path in blocks:
+        for spec in expand_block(block, path, data, evaluation, donors, used):
+            trials.setdefault(spec.trial_id, spec)  # identical configs (e.g. alpha unused) collapse
+
+    reptests: list = []
+    if "representation_tests" in raw:
+        from sweep.config.reptests import parse_reptests
+
+        reptests = parse_reptests(raw["representation_tests"], data, donors, used)
+    r = Section(top.raw.get("resources", {}), "resources", {"cpus_per_trial", "gpus_per_trial"})
+    donor_evals = {n: {DonorEval.of(d.data, evaluation): None} for n, d in donors.items() if n in used}
+    for t in trials.values():
+        for ref, ev in ((t.front, t.front_eval), (t.end, t.end_eval)):
+            donor_evals[ref.partition(":")[2]][ev] = None
+    return Sweep(
+        donor_evals={n: tuple(evs) for n, evs in donor_evals.items()},
+        name=name,
+        data=data,
+        evaluation=evaluation,
+        donors={k: v for k, v in donors.items() if k in used},
+        trials=tuple(trials.values()),
+        cpus_per_trial=r.get("cpus_per_trial", "number", 1.0, low=0.0),
+        gpus_per_trial=r.get("gpus_per_trial", "number", 0.0, low=0.0),
+        raw=raw,
+        data_root=root,
+        download=download,
+        reptests=tuple({u.unit_id: u for u in reptests}.values()),
+    )

@@ -1,0 +1,30 @@
+"""Datasets as [0, 1] image tensors and their deterministic splits (`core.py`: the dataset registry, the
+MNIST family and the digits; `torchvision_sets.py`: CIFAR-10, SVHN, MNIST through torchvision;
+`augment.py`: donor training augmentations)."""
+
+from sweep.data import torchvision_sets as _torchvision_sets  # noqa: F401  (registers its datasets)
+from sweep.data.core import (
+    DATASETS,
+    Pool,
+    Splits,
+    batches,
+    data_root,
+    load_pool,
+    make_splits,
+    missing_files,
+    register_dataset,
+    test_images,
+)
+
+__all__ = [
+    "DATASETS",
+    "Pool",
+    "Splits",
+    "batches",
+    "data_root",
+    "load_pool",
+    "make_splits",
+    "missing_files",
+    "register_dataset",
+    "test_images",
+]

@@ -1,0 +1,68 @@
+"""Training-time augmentations of donors (seed 000 A.2), applied to whole batches of [0, 1] pixels.
+
+- `crop`: pad by 4 pixels (zeros) and crop back at a random offset, per image;
+- `flip`: horizontal flip with probability 1/2, per image;
+- `affine`: random rotation and shear of at most 5 degrees and scaling in [0.9, 1.1] (the MNIST setting).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from sweep.registry import AUGMENTATIONS
+
+
+def register_augmentation(name: str):
+    """Decorator: register `fn(x, generator) -> x'`, applied to whole batches of [0, 1] pixels."""
+    return AUGMENTATIONS.register(name)
+
+
+def _uniform(n: int, low: float, high: float, gen: torch.Generator) -> torch.Tensor:
+    return torch.rand(n, generator=gen) * (high - low) + low
+
+
+@register_augmentation("crop")
+def random_crop(x: torch.Tensor, gen: torch.Generator, pad: int = 4) -> torch.Tensor:
+    n, _, h, w = x.shape
+    padded = F.pad(x, (pad, pad, pad, pad))
+    dy = torch.randint(0, 2 * pad + 1, (n,), generator=gen).tolist()
+    dx = torch.randint(0, 2 * pad + 1, (n,), generator=gen).tolist()
+    return torch.stack([padded[i, :, dy[i] : dy[i] + h, dx[i] : dx[i] + w] for i in range(n)])
+
+
+@register_augmentation("flip")
+def random_flip(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    flip = (torch.rand(len(x), generator=gen) < 0.5).to(x.device)
+    return torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
+
+
+@register_augmentation("affine")
+def random_affine(
+    x: torch.Tensor,
+    gen: torch.Generator,
+    degrees: float = 5.0,
+    shear: float = 5.0,
+    scale: tuple[float, float] = (0.9, 1.1),
+) -> torch.Tensor:
+    n = len(x)
+    angle = _uniform(n, -degrees, degrees, gen) * math.pi / 180
+    sh = _uniform(n, -shear, shear, gen) * math.pi / 180
+    s = _uniform(n, *scale, gen)
+    cos, sin, tan = torch.cos(angle), torch.sin(angle), torch.tan(sh)
+    # forward map: scale * rotation @ x-shear; grid_sample needs the inverse (output -> input coordinates)
+    forward = torch.stack(
+        [torch.stack([cos, cos * tan - sin], -1), torch.stack([sin, sin * tan + cos], -1)], -2
+    ) * s.view(-1, 1, 1)
+    theta = torch.cat([torch.linalg.inv(forward), torch.zeros(n, 2, 1)], dim=2).to(x)
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    return F.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
+
+
+def augment(x: torch.Tensor, names: tuple[str, ...], gen: torch.Generator) -> torch.Tensor:
+    """Apply the named augmentations in order."""
+    for name in names:
+        x = AUGMENTATIONS[name](x, gen)
+    return x

@@ -1,0 +1,290 @@
+"""Datasets as tensors of pixels in [0, 1] (N, C, H, W), with deterministic, recorded splits.
+
+Registered datasets:
+- `fashion_mnist`: the 70,000 images of Fashion-MNIST, read from the IDX files of the Debian package
+  `dataset-fashion-mnist` (/usr/share/datasets/fashion-mnist), from `$STITCHSWEEP_DATA/fashion-mnist`, or,
+  failing both, through torchvision's `FashionMNIST(root, download=True)` (needs the network once).
+- `digits`: scikit-learn's 1,797 8x8 digits (shipped inside scikit-learn), scaled to [0, 1] and resized
+  bilinearly to 28x28 so that they fit the same networks as Fashion-MNIST.
+- `cifar10`, `svhn`, `mnist`: through torchvision (`sweep.datasets`), from a root folder, downloading
+  there when allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gzip
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sweep.registry import DATASETS
+
+SPLIT_SEED = 0  # the split is part of the data, not of a trial: one fixed permutation per dataset
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A dataset before splitting: a training pool and the official test set."""
+
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    num_classes: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    @property
+    def in_channels(self) -> int:
+        return int(self.train_x.shape[1])
+
+
+@dataclass(frozen=True)
+class Splits:
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    val_x: torch.Tensor
+    val_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    num_classes: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    split_id: str
+
+    @property
+    def in_channels(self) -> int:
+        return int(self.train_x.shape[1])
+
+    @property
+    def image_size(self) -> int:
+        return int(self.train_x.shape[-1])
+
+    def to(self, device: torch.device) -> Splits:
+        """The same splits on `device`. On a GPU the papers' datasets fit in memory (CIFAR-10: 0.6 GB), so a
+        trial moves them once instead of copying every batch (no DataLoader workers or pinned buffers)."""
+        if device.type == "cpu":
+            return self
+        moved = {f: getattr(self, f).to(device) for f in ("train_x", "train_y", "val_x", "val_y", "test_x", "test_y")}
+        return dataclasses.replace(self, **moved)
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What a search space is validated against without loading any image."""
+
+    load: Callable[[Path, bool], Pool]  # (root, download) -> Pool
+    train_pool: int  # images available for train + val
+    test: int  # images of the official test split
+    channels: int
+    image_size: int
+    # The files `load` needs under a root when it may not download (empty: nothing to fetch).
+    required: Callable[[Path], list[Path]] = lambda root: []
+    num_classes: int = 10
+    # The L-inf threat model of seed 000 A.3/A.4 for this dataset: (eps, PGD step size). 0.3 and 0.1 for the
+    # MNIST family (digits included), 8/255 and 2/255 for the 32x32 colour datasets.
+    threat: tuple[float, float] = (0.3, 0.1)
+
+    def missing_files(self, root: Path | None) -> list[Path]:
+        """The files this dataset lacks under `root` (default: the data root): what it would download."""
+        return [p for p in self.required(root or data_root()) if not p.exists()]
+
+
+def register_dataset(
+    name: str,
+    train_pool: int,
+    test: int,
+    channels: int = 1,
+    image_size: int = 28,
+    required: Callable[[Path], list[Path]] | None = None,
+    num_classes: int = 10,
+    threat: tuple[float, float] = (0.3, 0.1),
+):
+    """Decorator: register a loader `fn(root, download) -> Pool` with what validation needs to know."""
+    return DATASETS.register(
+        name,
+        lambda fn: DatasetInfo(
+            fn, train_pool, test, channels, image_size, required or (lambda root: []), num_classes, threat
+        ),
+    )
+
+
+def missing_files(name: str, root: Path | None) -> list[Path]:
+    """The files dataset `name` lacks under `root` (what it would have to download)."""
+    return DATASETS.get_entry(name).missing_files(root)
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    """Read an IDX file (the MNIST family's format), gzipped or not."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        raw = fh.read()
+    if raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
+        raise ValueError(f"{path}: not an IDX file of unsigned bytes")
+    ndim = raw[3]
+    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(shape)):
+        raise ValueError(f"{path}: header says {shape}, file holds {data.size} values")
+    return data.reshape(shape)
+
+
+def _find_idx_dir(name: str, candidates: list[Path]) -> Path | None:
+    for d in candidates:
+        if (d / "train-images-idx3-ubyte.gz").exists() or (d / "train-images-idx3-ubyte").exists():
+            return d
+    return None
+
+
+def _idx_file(d: Path, stem: str) -> Path:
+    gz = d / f"{stem}.gz"
+    return gz if gz.exists() else d / stem
+
+
+def data_root() -> Path:
+    return Path(os.environ.get("STITCHSWEEP_DATA", Path.home() / ".cache" / "stitchsweep" / "data"))
+
+
+def load_mnist_like(directory: Path, mean: float, std: float) -> Pool:
+    """Load an MNIST-format dataset (four IDX files) from a directory."""
+
+    def images(stem: str) -> torch.Tensor:
+        return torch.from_numpy(_read_idx(_idx_file(directory, stem)).copy()).unsqueeze(1)
+
+    def labels(stem: str) -> torch.Tensor:
+        return torch.from_numpy(_read_idx(_idx_file(directory, stem)).astype(np.int64))
+
+    return Pool(
+        train_x=images("train-images-idx3-ubyte").float().div_(255),
+        train_y=labels("train-labels-idx1-ubyte"),
+        test_x=images("t10k-images-idx3-ubyte").float().div_(255),
+        test_y=labels("t10k-labels-idx1-ubyte"),
+        num_classes=10,
+        mean=(mean,),
+        std=(std,),
+    )
+
+
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+
+def _fashion_candidates(root: Path) -> list[Path]:
+    return [root / "fashion-mnist", root / "FashionMNIST" / "raw", DEBIAN_FASHION_MNIST]
+
+
+def _fashion_required(root: Path) -> list[Path]:
+    if _find_idx_dir("fashion_mnist", _fashion_candidates(root)) is not None:
+        return []
+    return [root / "FashionMNIST" / "raw" / f for f in MNIST_FILES]
+
+
+MNIST_FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
+
+
+@register_dataset("fashion_mnist", train_pool=60000, test=10000, required=_fashion_required)
+def fashion_mnist(root: Path, download: bool) -> Pool:
+    """Fashion-MNIST from ROOT/fashion-mnist, ROOT/FashionMNIST/raw or Debian's package, else torchvision."""
+    found = _find_idx_dir("fashion_mnist", _fashion_candidates(root))
+    if found is None:
+        from torchvision.datasets import FashionMNIST
+
+        FashionMNIST(str(root), train=True, download=download)  # raises with the missing path if absent
+        found = root / "FashionMNIST" / "raw"
+    return load_mnist_like(found, mean=0.2860, std=0.3530)
+
+
+@register_dataset("digits", train_pool=1797 - 1797 // 5, test=1797 // 5)
+def digits(root: Path, download: bool) -> Pool:
+    """scikit-learn's digits (shipped inside scikit-learn: root and download do not apply)."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = torch.from_numpy(bunch.images.astype(np.float32) / 16.0).unsqueeze(1)
+    x = torch.nn.functional.interpolate(x, size=(28, 28), mode="bilinear", align_corners=False)
+    x = x.clamp_(0.0, 1.0)
+    y = torch.from_numpy(bunch.target.astype(np.int64))
+    # sklearn ships no official test split: a fixed permutation holds out 20%.
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(SPLIT_SEED))
+    n_test = len(y) // 5
+    test, train = perm[:n_test], perm[n_test:]
+    return Pool(x[train], y[train], x[test], y[test], 10, (0.1,), (0.25,))
+
+
+@functools.lru_cache(maxsize=4)
+def load_pool(name: str, root: str | None = None, download: bool = True) -> Pool:
+    """Load a registered dataset from `root` (default: $STITCHSWEEP_DATA or ~/.cache/stitchsweep/data),
+    downloading what is missing when `download` is on (cached per process)."""
+    info = DATASETS.get_entry(name)
+    base = Path(root) if root else data_root()
+    if not download:
+        missing = missing_files(name, base)
+        if missing:
+            raise FileNotFoundError(
+                f"dataset {name!r}: missing {[str(m) for m in missing[:4]]} under {base};"
+                " set data.download: true, or copy the files there"
+            )
+    return info.load(base, download)
+
+
+def test_images(
+    name: str, test_size: int, root: str | None = None, download: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first `test_size` images of a dataset's official test set (what every split's test part is)."""
+    pool = load_pool(name, root, download)
+    return pool.test_x[:test_size], pool.test_y[:test_size]
+
+
+def make_splits(
+    name: str,
+    train_size: int | None,
+    val_size: int,
+    test_size: int | None,
+    *,
+    root: str | None = None,
+    download: bool = True,
+) -> Splits:
+    """Split a dataset deterministically: val and train come from one fixed permutation of the training pool.
+
+    `train_size=None` takes every pool image not in val; `test_size=None` the whole official test set (its
+    first `test_size` images otherwise).
+    """
+    pool = load_pool(name, root, download)
+    n = len(pool.train_y)
+    if val_size + (train_size or 0) > n:
+        raise ValueError(
+            f"data: train_size + val_size = {val_size + (train_size or 0)} exceeds the {n} training images of {name!r}"
+        )
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(SPLIT_SEED))
+    val_idx = perm[:val_size]
+    train_idx = perm[val_size:] if train_size is None else perm[val_size : val_size + train_size]
+    n_test = len(pool.test_y) if test_size is None else min(test_size, len(pool.test_y))
+    ident = json.dumps([name, SPLIT_SEED, len(train_idx), len(val_idx), n_test, n], separators=(",", ":"))
+    return Splits(
+        train_x=pool.train_x[train_idx],
+        train_y=pool.train_y[train_idx],
+        val_x=pool.train_x[val_idx],
+        val_y=pool.train_y[val_idx],
+        test_x=pool.test_x[:n_test],
+        test_y=pool.test_y[:n_test],
+        num_classes=pool.num_classes,
+        mean=pool.mean,
+        std=pool.std,
+        split_id=hashlib.sha256(ident.encode()).hexdigest()[:12],
+    )
+
+
+def batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.Generator | None = None):
+    """Yield (x, y) mini-batches; shuffled when a generator is given."""
+    n = len(y)
+    order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
+    for i in range(0, n, batch_size):
+        idx = order[i : i + batch_size]
+        yield x[idx], y[idx]

@@ -1,0 +1,203 @@
+"""The donor zoo: donors the engine trains itself, cached by the hash of their training config, and `file:`
+donors converted once into the same cache (keyed by the checkpoint's content).
+
+Plain training follows seed 000 A.2 (SGD, Nesterov momentum 0.9, weight decay 1e-4, learning rate divided
+by 10 at 1/3 and 2/3 of the epochs, optional crop / flip / affine augmentation); adversarial training A.3
+(L-inf PGD inner maximisation; `adv_fraction` weighs the adversarial loss: 1.0 is Madry et al.'s pure PGD
+training) or TRADES (Eq. 4: CE + beta * KL with TRADES' KL inner maximisation, beta = 10 in the paper).
+A donor may train on its own `data` (cross-task stitching); `train_size` there sets its data fraction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+import torch
+
+from analysis.schema import DONOR_SCHEMA, SCHEMA_VERSION
+from sweep import __version__
+from sweep.config.donors import DonorEval, DonorSpec
+from sweep.data.core import Splits, make_splits, test_images
+from sweep.models.base import StagedNet, build
+from sweep.models.external import load_checkpoint, load_robustbench
+from sweep.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
+from sweep.train.donors import train_donor
+from sweep.train.evaluate import predict, robust_accuracy
+
+CHECKPOINT = "model.pt"
+
+
+def save_donor(path: Loc, model: StagedNet, donor: DonorSpec, splits: Splits, mean, std) -> None:
+    payload = {
+        "arch": donor.arch,
+        "in_channels": splits.in_channels,
+        "num_classes": splits.num_classes,
+        "mean": tuple(mean),
+        "std": tuple(std),
+        "image_size": splits.image_size,
+        "state_dict": model.state_dict(),
+        "donor": {k: v for k, v in donor.__dict__.items() if k != "data"},
+        "donor_key": donor.donor_key,
+    }
+    save_torch(path, payload)
+
+
+def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedNet:
+    """Load a cached zoo donor in eval mode."""
+    path = sweep.zoo(donor_key) / CHECKPOINT
+    if not path.exists():
+        raise FileNotFoundError(f"zoo donor {donor_key} has no checkpoint at {path}: run the zoo stage first")
+    ckpt = load_torch(path, map_location=device)
+    model = build(
+        ckpt["arch"],
+        ckpt["in_channels"],
+        ckpt["num_classes"],
+        ckpt["mean"],
+        ckpt["std"],
+        image_size=ckpt.get("image_size", 32),
+    )
+    model.load_state_dict(ckpt["state_dict"])
+    return model.to(device).eval()
+
+
+def donor_part(sweep: SweepDir, donor: DonorSpec, ev: DonorEval) -> Loc:
+    return sweep.donors / f"{donor.name}-{ev.eval_id(donor.donor_key)}.parquet"
+
+
+def donor_row(sweep: SweepDir, donor_name: str, donor_key: str, ev: DonorEval) -> dict | None:
+    """The donors-table row of exactly this donor and evaluation (same images, same attack settings), or
+    None when there is none (or it failed, or records other settings)."""
+    part = sweep.donors / f"{donor_name}-{ev.eval_id(donor_key)}.parquet"
+    try:
+        row = part.read_parquet().to_pylist()[0]
+    except Exception:  # missing or unreadable: the caller measures what it needs itself
+        return None
+    wanted = {"donor_key": donor_key, "status": "done", **ev.row_fields()}
+    return row if all(row.get(k) == v for k, v in wanted.items()) else None
+
+
+def run_donor(
+    donor: DonorSpec,
+    evaluations: tuple[DonorEval, ...],
+    sweep: SweepDir,
+    device: torch.device,
+    progress: Callable[[dict], None] | None = None,
+    data_root: str | None = None,
+    download: bool = True,
+) -> dict:
+    """Train (or take from the cache) one donor and evaluate it once per evaluation; write one `donors` row
+    each. Idempotent. Returns the row of the first evaluation (the donor's own test set)."""
+    parts = [donor_part(sweep, donor, ev) for ev in evaluations]
+    todo = [(ev, part) for ev, part in zip(evaluations, parts) if not (part.exists() and read_status(part) == "done")]
+    if not todo:
+        return {"donor": donor.name, "skipped": True}  # a failed evaluation is tried again
+    d = donor.data
+    ckpt = sweep.zoo(donor.donor_key) / CHECKPOINT
+    base = {
+        "donor": donor.name,
+        "ref": donor.ref,
+        "donor_key": donor.donor_key,
+        "sweep": sweep.name,
+        "arch": donor.arch,
+        "dataset": d.dataset,
+        "training": donor.training or donor.source,
+        "epochs": donor.epochs,
+        "beta": donor.beta,
+        "adv_fraction": donor.adv_fraction,
+        "train_size": d.train_size,
+        "seed": donor.seed,
+        "stitchsweep_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+    }
+    t0 = time.perf_counter()
+    rows = []
+    try:
+        splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size, root=data_root, download=download).to(
+            device
+        )
+        trained_now = not ckpt.exists() and donor.source == "zoo"
+        if not ckpt.exists():
+            _make_checkpoint(donor, splits, ckpt, device, progress)
+        model = load_donor(sweep, donor.donor_key, device)
+        train_s = time.perf_counter() - t0
+    except Exception as exc:  # recorded for every evaluation; the stitching trials that need it fail
+        error = f"{type(exc).__name__}: {exc}"
+        rows = [
+            dict(base, **ev.row_fields(), eval_id=ev.eval_id(donor.donor_key), status="failed", error=error)
+            for ev, _ in todo
+        ]
+    else:
+        for ev, _ in todo:
+            rows.append(
+                dict(
+                    base,
+                    **ev.row_fields(),
+                    eval_id=ev.eval_id(donor.donor_key),
+                    trained_now=trained_now,
+                    time_train_s=train_s,
+                    **_evaluate(model, ev, device, data_root, download),
+                )
+            )
+    for row, (_, part) in zip(rows, todo):
+        row["finished_at"] = datetime.now(timezone.utc)
+        write_rows(part, [row], DONOR_SCHEMA)
+    return rows[0]
+
+
+def _make_checkpoint(
+    donor: DonorSpec, splits: Splits, ckpt: Loc, device: torch.device, progress: Callable[[dict], None] | None
+) -> None:
+    if donor.source == "file":  # converted once into the zoo's own format, then used like any donor
+        model = load_checkpoint(
+            donor.path,
+            donor.arch,
+            in_channels=splits.in_channels,
+            num_classes=splits.num_classes,
+            mean=donor.mean,
+            std=donor.std,
+            image_size=splits.image_size,
+        )
+        save_donor(ckpt, model, donor, splits, donor.mean, donor.std)
+    elif donor.source == "robustbench":
+        model = load_robustbench(
+            donor.robustbench_id,
+            donor.arch,
+            donor.path,
+            in_channels=splits.in_channels,
+            num_classes=splits.num_classes,
+            image_size=splits.image_size,
+        )
+        save_donor(ckpt, model, donor, splits, (0.0,), (1.0,))
+    else:
+        model = train_donor(donor, splits, device, progress)
+        save_donor(ckpt, model, donor, splits, splits.mean, splits.std)
+
+
+def _evaluate(model: StagedNet, ev: DonorEval, device: torch.device, data_root: str | None, download: bool) -> dict:
+    """Clean and robust accuracy on the evaluation's test images; a failure is recorded in the row."""
+    t1 = time.perf_counter()
+    try:
+        x, y = test_images(ev.dataset, ev.test_size, data_root, download)
+        pred = predict(model, x, device)
+        rob = robust_accuracy(
+            model,
+            x,
+            y,
+            n_eval=ev.n_eval_robust,
+            eps=ev.eps,
+            attacks=ev.attacks,
+            iterations=ev.iterations,
+            restarts=ev.restarts,
+            seed=0,
+            device=device,
+        )
+    except Exception as exc:
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    return {
+        "status": "done",
+        "clean_acc": float((pred == y).float().mean()),
+        "robust_acc": rob,
+        "time_eval_s": time.perf_counter() - t1,
+    }

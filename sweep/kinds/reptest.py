@@ -1,0 +1,195 @@
+"""One representation-test unit (seed 004 Section 5, Ding et al.'s framework), pure PyTorch, idempotent.
+
+For every member B of the unit's set S: the linear probing accuracy F(B) (sweep/probing.py); sensitivity
+members are channel-space low-rank approximations (LowRank). The reference
+A = argmax F (Eq. 9; ties: the first member, i.e. full rank). Then for every B the dissimilarities d(A, B):
+1 - CKA, 1 - PWCCA, OPD, the structural DM distance (the DM map from B to A fitted on K training images, its
+squared relative error on the test sample, as in stitching trials), and, with `dm_functional`, 1 - the
+relative accuracy of the network stitched from B into A's network by direct matching (low-rank sources stay
+low-rank while stitched, as seed 004 5.1 describes). One Parquet part per unit, one row per member.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+from analysis.schema import REPTEST_SCHEMA, SCHEMA_VERSION
+from sweep import __version__
+from sweep.config.reptests import RepTestSpec
+from sweep.data.core import make_splits
+from sweep.kinds.donor import load_donor
+from sweep.measures.probing import linear_probe_accuracy
+from sweep.measures.similarity import dm_error, dm_fit, linear_cka, opd, pwcca, to_2d
+from sweep.models.base import split
+from sweep.results import SweepDir, write_rows
+from sweep.stitching.objectives import FitContext, direct_match
+from sweep.stitching.stitcher import StitchedNet, Stitcher
+from sweep.train.evaluate import predict
+
+
+class LowRank(nn.Module):
+    """The low-rank approximation of seed 004's sensitivity test, in the channel space: every position's
+    channel vector (rows of (N*H*W, C), or (N*T, D) for tokens, as the reference code reshapes) is projected
+    onto the top-`rank` principal directions of a training sample (centred SVD) and the maps are reshaped
+    back. Applied consistently to training, test and stitched inputs."""
+
+    def __init__(self, train_acts: torch.Tensor, rank: int) -> None:
+        super().__init__()
+        rows = _channel_rows(train_acts).double()
+        mean = rows.mean(0, keepdim=True)
+        _, _, vh = torch.linalg.svd(rows - mean, full_matrices=False)
+        if rank > vh.shape[0]:
+            raise ValueError(f"rank {rank} exceeds the {vh.shape[0]} channel directions the training sample spans")
+        self.register_buffer("mean", mean.float())
+        self.register_buffer("basis", vh[:rank].T.contiguous().float())  # (C, rank)
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        rows = _channel_rows(a) - self.mean
+        approx = (rows @ self.basis) @ self.basis.T + self.mean
+        if a.dim() == 4:
+            n, c, h, w = a.shape
+            return approx.reshape(n, h, w, c).permute(0, 3, 1, 2).contiguous()
+        return approx.reshape(a.shape)
+
+
+def _channel_rows(a: torch.Tensor) -> torch.Tensor:
+    """(N, C, H, W) -> (N*H*W, C); (N, T, D) -> (N*T, D); (N, D) as it is."""
+    if a.dim() == 4:
+        return a.permute(0, 2, 3, 1).reshape(-1, a.shape[1])
+    return a.reshape(-1, a.shape[-1])
+
+
+def _acts(module: nn.Module, x: torch.Tensor, device: torch.device, batch_size: int = 250) -> torch.Tensor:
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(x), batch_size):
+            out.append(module(x[i : i + batch_size].to(device)).float())
+    return torch.cat(out)
+
+
+def run_reptest(
+    spec: RepTestSpec,
+    sweep: SweepDir,
+    device: torch.device,
+    data_root: str | None = None,
+    download: bool = True,
+    report=None,
+) -> dict:
+    part = sweep.reptest_part(spec.unit_id)
+    if part.exists():
+        return {"unit_id": spec.unit_id, "status": "skipped"}
+    report = report or (lambda m: None)
+    base = dict(
+        unit_id=spec.unit_id,
+        sweep=sweep.name,
+        name=spec.name or None,
+        test=spec.test,
+        arch=spec.arch,
+        dataset=spec.dataset,
+        samples=spec.samples,
+        probe_train_size=spec.probe_train_size,
+        stitchsweep_version=__version__,
+        schema_version=SCHEMA_VERSION,
+    )
+    t0 = time.perf_counter()
+    try:
+        rows = _run(spec, sweep, device, data_root, download, report)
+        for r in rows:
+            r.update(base, status="done", time_unit_s=time.perf_counter() - t0)
+    except Exception as exc:  # recorded; the sweep goes on
+        rows = [dict(base, status="failed", error=f"{type(exc).__name__}: {exc}", time_unit_s=time.perf_counter() - t0)]
+    now = datetime.now(timezone.utc)
+    for r in rows:
+        r["finished_at"] = now
+    write_rows(part, rows, REPTEST_SCHEMA)
+    return {"unit_id": spec.unit_id, "status": rows[0]["status"], "error": rows[0].get("error")}
+
+
+def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, download, report) -> list[dict]:
+    splits = make_splits(
+        spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=data_root, download=download
+    )
+    xtr, ytr = splits.train_x[: spec.probe_train_size], splits.train_y[: spec.probe_train_size]
+    xte, yte = splits.test_x[: spec.samples], splits.test_y[: spec.samples].to(device)
+    models = {key: load_donor(sweep, key, device) for _, key, _, _ in spec.members}
+    fronts: dict[tuple, nn.Module] = {}
+    for _ref, key, layer, rank in spec.members:  # B's front half, low-rank when the member has a rank
+        if (key, layer, None) not in fronts:
+            fronts[(key, layer, None)] = split(models[key], layer)[0].eval()
+        if rank is not None:
+            base = fronts[(key, layer, None)]
+            fronts[(key, layer, rank)] = nn.Sequential(base, LowRank(_acts(base, xtr, device), rank)).eval()
+
+    probe = {}
+    for m, (_ref, key, layer, rank) in enumerate(spec.members):
+        f = fronts[(key, layer, rank)]
+        probe[m] = linear_probe_accuracy(
+            _acts(f, xtr, device).flatten(1),
+            ytr.to(device),
+            _acts(f, xte, device).flatten(1),
+            yte,
+            splits.num_classes,
+            epochs=spec.probe_epochs,
+            lr=spec.probe_lr,
+            seed=spec.seed,
+            device=device,
+        )
+        report({"phase": "probe", "member": m, "probe_acc": probe[m]})
+    ref_m = max(probe, key=lambda m: (probe[m], -m))  # argmax F; ties go to the first member
+    _, ref_key, ref_layer, ref_rank = spec.members[ref_m]
+    a_front = fronts[(ref_key, ref_layer, ref_rank)]
+    a = _acts(a_front, xte, device).cpu()
+    xfit = splits.train_x[: spec.dm_samples]  # the DM fits' K training images (as the dm objective's)
+    a_fit = _acts(a_front, xfit, device).cpu()
+    a_end = split(models[ref_key], ref_layer)[1].eval()
+    a_acc = float((predict(models[ref_key], xte, device) == yte).float().mean())
+
+    rows = []
+    for m, (ref, key, layer, rank) in enumerate(spec.members):
+        f = fronts[(key, layer, rank)]
+        b = _acts(f, xte, device).cpu()
+        row = dict(
+            donor=ref,
+            donor_key=key,
+            layer=layer,
+            rank=rank,
+            probe_acc=probe[m],
+            reference=m == ref_m,
+            ref_donor=spec.members[ref_m][0],
+            ref_layer=ref_layer,
+            ref_rank=ref_rank,
+            probe_gap=abs(probe[ref_m] - probe[m]),
+        )
+        stitcher = Stitcher.for_shapes(torch.Size((1, *b.shape[1:])), torch.Size((1, *a.shape[1:])))
+        if "cka" in spec.indices:
+            row["d_cka"] = 1.0 - linear_cka(to_2d(b), to_2d(a))
+        if "pwcca" in spec.indices:
+            row["d_pwcca"] = 1.0 - pwcca(to_2d(a, "pooled"), to_2d(b, "pooled"))
+        if "opd" in spec.indices:
+            row["d_opd"] = opd(to_2d(b), to_2d(a))
+        if "dm" in spec.indices:  # structural DM: the K-image map from B to A, its error out of sample
+            theta = dm_fit(to_2d(stitcher.resize(_acts(f, xfit, device).cpu()), "positions"), to_2d(a_fit, "positions"))
+            row["d_dm"] = dm_error(theta, to_2d(stitcher.resize(b), "positions"), to_2d(a, "positions"))
+        if spec.dm_functional:
+            stitcher = stitcher.to(device)
+            ctx = FitContext(
+                front=f,
+                end=a_end,
+                stitcher=stitcher,
+                splits=splits,
+                device=device,
+                spec=SimpleNamespace(dm_samples=spec.dm_samples),
+                end_front=a_front,
+            )
+            direct_match(ctx)
+            stitched = StitchedNet(f, stitcher.eval(), a_end).eval()
+            acc = float((predict(stitched, xte, device) == yte).float().mean())
+            row["dm_func_acc"] = acc
+            row["d_dm_func"] = 1.0 - (acc / a_acc if a_acc else 0.0)
+        rows.append(row)
+    return rows

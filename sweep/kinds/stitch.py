@@ -1,0 +1,372 @@
+"""One stitching trial, pure PyTorch (no Ray): donors -> split -> fit the stitcher -> evaluate -> one row.
+
+`run_trial` is idempotent: if the trial's Parquet part exists it returns at once. Any exception (or a
+non-finite loss) becomes a row with status "failed" and the reason, so a sweep always goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+import torch
+
+from analysis.schema import CURVE_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
+from sweep import __version__
+from sweep.config.donors import DonorEval
+from sweep.config.stitching import TrialSpec
+from sweep.data.core import Splits, make_splits
+from sweep.kinds.donor import donor_row, load_donor
+from sweep.models.base import split
+from sweep.registry import INDICES
+from sweep.results import SweepDir, write_rows
+from sweep.stitching.objectives import OBJECTIVES, FitContext, eval_mode
+from sweep.stitching.stitcher import StitchedNet, Stitcher
+from sweep.train.evaluate import most_frequent_class, predict, robust_accuracy
+
+Report = Callable[[dict], None]
+
+
+def pick_device(want_gpu: bool = True) -> torch.device:
+    return torch.device("cuda" if want_gpu and torch.cuda.is_available() else "cpu")
+
+
+def donor_accuracies(
+    sweep: SweepDir, ref: str, donor_key: str, ev: DonorEval | None
+) -> tuple[float | None, float | None]:
+    """The donor's (clean, robust) accuracy from the sweep's donors table: the row of exactly `ev` (this
+    trial's test images and evaluation settings, or the donor's own test set in cross-task stitching)."""
+    row = donor_row(sweep, ref.partition(":")[2], donor_key, ev) if ev is not None else None
+    return (row["clean_acc"], row["robust_acc"]) if row else (None, None)
+
+
+# TrialSpec fields that are not columns of the trials table: the donors-table rows a trial reads (recorded
+# as the donors' accuracies instead). `attacks` and the tuple fields are written "+"-joined below.
+NOT_COLUMNS = {"front_eval", "end_eval", "attacks"}
+
+
+def config_row(spec: TrialSpec, sweep_name: str) -> dict:
+    """The configuration columns of a trial's row: every TrialSpec field (a field with no schema column is
+    an error here, not a silently dropped setting)."""
+    fields = {k: v for k, v in dataclasses.asdict(spec).items() if k not in NOT_COLUMNS}
+    missing = sorted(set(fields) - set(TRIAL_SCHEMA.names))
+    if missing:
+        raise KeyError(f"TrialSpec fields without a column in the trials schema: {missing}")
+    row = dict(
+        fields,
+        trial_id=spec.trial_id,
+        sweep=sweep_name,
+        attack="+".join(spec.attacks),
+        indices="+".join(spec.indices) or None,
+        ood_outliers="+".join(spec.ood_outliers) or None,
+    )
+    return row
+
+
+def run_trial(
+    spec: TrialSpec,
+    sweep: SweepDir,
+    report: Report | None = None,
+    device: torch.device | None = None,
+    data_root: str | None = None,
+    download: bool = True,
+) -> dict:
+    """Run one stitching trial and write its row (and curves). Returns the row."""
+    part = sweep.trial_part(spec.trial_id)
+    if part.exists():
+        return {"trial_id": spec.trial_id, "status": "skipped"}
+    device = device or pick_device()
+    report = report or (lambda metrics: None)
+    row = config_row(spec, sweep.name)
+    row.update(
+        device=str(device),
+        hostname=socket.gethostname(),
+        torch_version=torch.__version__,
+        stitchsweep_version=__version__,
+        schema_version=SCHEMA_VERSION,
+    )
+    curves: list[tuple[int, str, float]] = []
+    t0 = time.perf_counter()
+    try:
+        splits = make_splits(
+            spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=data_root, download=download
+        ).to(device)
+        metrics = _stitch_and_evaluate(spec, splits, sweep, device, curves, report, t0, data_root, download)
+        unknown = sorted(set(metrics) - set(TRIAL_SCHEMA.names))
+        if unknown:
+            raise KeyError(f"metrics without a column in the trials schema: {unknown}")
+        row.update(metrics, status="done")
+        if curves:
+            write_rows(
+                sweep.curves / f"{spec.trial_id}.parquet",
+                [{"trial_id": spec.trial_id, "epoch": e, "metric": m, "value": v} for e, m, v in curves],
+                CURVE_SCHEMA,
+            )
+    except Exception as exc:  # recorded with its reason; the sweep goes on
+        row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+    row["time_total_s"] = time.perf_counter() - t0
+    row["finished_at"] = datetime.now(timezone.utc)
+    write_rows(part, [row], TRIAL_SCHEMA)  # last: the trial part is the commit marker
+    return row
+
+
+def _stitch_and_evaluate(
+    spec: TrialSpec,
+    splits: Splits,
+    sweep: SweepDir,
+    device: torch.device,
+    curves: list,
+    report: Report,
+    t0: float,
+    data_root: str | None = None,
+    download: bool = True,
+) -> dict:
+    out: dict = {}
+    out["split_id"] = splits.split_id
+    out["train_size"], out["val_size"], out["test_size"] = (len(splits.train_y), len(splits.val_y), len(splits.test_y))
+    front_model = load_donor(sweep, spec.front_key, device)
+    end_model = load_donor(sweep, spec.end_key, device)
+    front, _ = split(front_model, spec.front_point)
+    end_front, end = split(end_model, spec.end_point)
+    with torch.no_grad():
+        probe = splits.train_x[:2].to(device)
+        source, target = front(probe).shape, end_front(probe).shape
+    torch.manual_seed(spec.seed)
+    stitcher = Stitcher.for_shapes(source, target, spec.init or "random", spec.stitcher).to(device)
+    if spec.channels_last:
+        for m in (front_model, end_model, stitcher):
+            m.to(memory_format=torch.channels_last)
+    # Everything that describes the donors is measured before the fit: with `donor_bn: update` the fit moves
+    # their BatchNorm statistics, and the indices and the reference accuracy are about the donors as trained.
+    out.update(_reference_accuracies(spec, sweep, front_model, end_model, splits, device))
+    if spec.indices:
+        t_sim = time.perf_counter()
+        out.update(
+            similarities(
+                spec,
+                front,
+                end_front,
+                stitcher,
+                splits.test_x[: spec.similarity_samples],
+                splits.train_x[: spec.dm_samples or 0],
+                device,
+            )
+        )
+        out["time_similarity_s"] = time.perf_counter() - t_sim
+    ctx = FitContext(
+        front=front, end=end, stitcher=stitcher, splits=splits, spec=spec, device=device, end_front=end_front
+    )
+    t1 = time.perf_counter()
+    out["time_setup_s"] = t1 - t0 - out.get("time_similarity_s", 0.0)
+    out.update(OBJECTIVES[spec.objective].fit(ctx))
+    curves.extend(ctx.curves)
+    t2 = time.perf_counter()
+    out["time_fit_s"] = t2 - t1
+    report({"phase": "fit_done", "time_fit_s": out["time_fit_s"]})
+
+    stitched = StitchedNet(front, stitcher, end).eval()
+    pred = predict(stitched, splits.test_x, device, precision=spec.precision, channels_last=spec.channels_last)
+    out["clean_acc"] = float((pred == splits.test_y).float().mean())
+    out["most_frequent_class"], out["most_frequent_class_ratio"] = most_frequent_class(pred, splits.num_classes)
+    out["num_classes"] = splits.num_classes
+    ref_acc = out.pop("_ref_acc")
+    out["relative_acc"] = out["clean_acc"] / ref_acc if ref_acc else None
+    t3 = time.perf_counter()
+    out["time_eval_clean_s"] = t3 - t2
+    out["robust_acc"] = robust_accuracy(
+        stitched,
+        splits.test_x,
+        splits.test_y,
+        n_eval=spec.n_eval_robust,
+        eps=spec.eps,
+        attacks=spec.attacks,
+        iterations=spec.attack_iterations,
+        restarts=spec.attack_restarts,
+        seed=spec.seed,
+        device=device,
+    )
+    t4 = time.perf_counter()
+    out["time_eval_robust_s"] = t4 - t3
+    if "receiver_rank" in spec.indices:
+        x = splits.test_x[: spec.similarity_samples]
+        with eval_mode(front, stitcher, end_front):
+            out["rank_receiver"] = receiver_rank(lambda b: stitcher(front(b)), end, x, device)
+            out["rank_receiver_end"] = receiver_rank(end_front, end, x, device)
+    if spec.ood_outliers:
+        out["ood_auroc"] = ood_auroc(spec, sweep, front, end_front, stitcher, splits, device, data_root, download)
+        out["time_ood_s"] = time.perf_counter() - t4
+    return out
+
+
+def _reference_accuracies(
+    spec: TrialSpec, sweep: SweepDir, front_model, end_model, splits: Splits, device: torch.device
+) -> dict:
+    """The donors' accuracies (from the donors table) and the reference accuracy that `relative_acc`
+    divides by: the end model's on this trial's images, or, in cross-task stitching on the front's data, the
+    front model's (the donor trained on the data the stitched network is tested on)."""
+    front_acc, front_rob = donor_accuracies(sweep, spec.front, spec.front_key, spec.front_eval)
+    end_acc, end_rob = donor_accuracies(sweep, spec.end, spec.end_key, spec.end_eval)
+    if spec.end_dataset in ("", spec.dataset):
+        ref_model, ref_acc = end_model, end_acc
+    elif spec.front_dataset == spec.dataset:
+        ref_model, ref_acc = front_model, front_acc
+    else:  # neither donor trained on this data: the end model's accuracy on it
+        ref_model, ref_acc = end_model, None
+    if ref_acc is None:  # no donors row for these images and settings: measure it here
+        ref_acc = float((predict(ref_model, splits.test_x, device) == splits.test_y).float().mean())
+    return dict(
+        front_clean_acc=front_acc,
+        front_robust_acc=front_rob,
+        end_clean_acc=end_acc,
+        end_robust_acc=end_rob,
+        _ref_acc=ref_acc,
+    )
+
+
+def _acts(module, x: torch.Tensor, device: torch.device, batch_size: int = 250) -> torch.Tensor:
+    """module(x) in eval mode, in batches (the module's train/eval mode is restored)."""
+    was = getattr(module, "training", None)
+    if was is not None:
+        module.eval()
+    try:
+        with torch.no_grad():
+            return torch.cat([module(x[i : i + batch_size].to(device)).float() for i in range(0, len(x), batch_size)])
+    finally:
+        if was is not None:
+            module.train(was)
+
+
+def outlier_images(
+    names: tuple[str, ...], n: int, like: torch.Tensor, data_root: str | None, download: bool, seed: int = 0
+) -> torch.Tensor:
+    """The auxiliary outlier set: the first `n` training images of each named dataset and/or `n` images of
+    uniform noise, shaped like `like` (one image)."""
+    from sweep.data.core import load_pool
+
+    parts = []
+    for name in names:
+        if name == "noise":
+            gen = torch.Generator().manual_seed(seed)
+            parts.append(torch.rand((n, *like.shape), generator=gen))
+        else:
+            parts.append(load_pool(name, data_root, download).train_x[:n])
+    return torch.cat(parts)
+
+
+def ood_auroc(
+    spec: TrialSpec,
+    sweep: SweepDir,
+    front,
+    end_front,
+    stitcher,
+    splits: Splits,
+    device: torch.device,
+    data_root: str | None,
+    download: bool,
+) -> float:
+    """AUROC of the end layer's energy detector between target activations g<=j(x) and stitched ones
+    T(f<=i(x)) on test images (seed 004 Section 4); the detector is trained once per end donor, layer and
+    OOD setting and cached in the zoo."""
+    from sweep.measures.ood import auroc, detector_path, energy, load_or_train, train_detector
+
+    for m in (front, end_front, stitcher):
+        m.eval()
+    setting = {
+        "outliers": list(spec.ood_outliers),
+        "train_size": spec.ood_train_size,
+        "epochs": spec.ood_epochs,
+        "oe_epochs": spec.ood_oe_epochs,
+        "split": splits.split_id,
+        "v": 1,
+    }
+
+    def train():
+        x_in = splits.train_x[: spec.ood_train_size]
+        x_out = outlier_images(spec.ood_outliers, spec.ood_train_size, x_in[0], data_root, download)
+        return train_detector(
+            _acts(end_front, x_in, device).cpu(),
+            splits.train_y[: spec.ood_train_size].cpu(),
+            _acts(end_front, x_out, device).cpu(),
+            splits.num_classes,
+            epochs=spec.ood_epochs,
+            oe_epochs=spec.ood_oe_epochs,
+            device=device,
+        )
+
+    det = load_or_train(detector_path(sweep.zoo(spec.end_key), spec.end_point, setting), train).to(device).eval()
+    x = splits.test_x[: spec.ood_samples]
+    with torch.no_grad():
+        e_target = energy(_acts(lambda b: det(end_front(b)), x, device)).cpu()
+        e_stitched = energy(_acts(lambda b: det(stitcher(front(b))), x, device)).cpu()
+    return auroc(e_target, e_stitched)
+
+
+def similarities(
+    spec: TrialSpec, front, end_front, stitcher: Stitcher, x: torch.Tensor, x_fit: torch.Tensor, device: torch.device
+) -> dict:
+    """The requested indices between f<=i(x) and g<=j(x) on the test images `x`, each on its layout (CKA:
+    flattened; PWCCA and OPD: the spec's layouts; DM: per position, the source resized to the target's size as
+    the stitcher sees it). `dm` is the structural DM distance of seed 004 2.3 as its reference code computes
+    it: the DM stitcher fitted on the K training images `x_fit`, its squared relative error on `x`."""
+    from sweep.measures.similarity import dm_error, dm_fit, to_2d
+
+    a, b = _acts(front, x, device).cpu(), _acts(end_front, x, device).cpu()
+    layouts = {"pwcca": spec.pwcca_layout, "opd": spec.opd_layout}
+    out = {}
+    for name in spec.indices:
+        index = INDICES[name]
+        layout = layouts.get(name) or index.layout
+        if index.after_fit:
+            continue  # measured on the stitched network (see receiver_rank)
+        if index.kind == "rank":
+            out.update(zip(index.columns, (index.fn(to_2d(a, layout)), index.fn(to_2d(b, layout)))))
+        elif name == "dm":  # fitted on training images, scored out of sample (not the pair-function form)
+            fit_a, fit_b = _acts(front, x_fit, device).cpu(), _acts(end_front, x_fit, device).cpu()
+            theta = dm_fit(to_2d(stitcher.resize(fit_a), layout), to_2d(fit_b, layout))
+            out["sim_dm"] = dm_error(theta, to_2d(stitcher.resize(a), layout), to_2d(b, layout))
+        else:
+            (column,) = index.columns
+            out[column] = index.fn(to_2d(a, layout), to_2d(b, layout))
+    return out
+
+
+def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_features: int = 8000) -> int:
+    """Seed 003 B.2.1: the numerical rank of the receiver's first layer after the stitch (the first
+    convolution or linear layer that `end` runs), on what `sender` feeds it for the images `x`: flattened,
+    at most `max_features` features sampled with a fixed seed, covariance singular values above 1e-3 of the
+    largest."""
+    from sweep.measures.similarity import numerical_rank
+
+    first = next((m for m in end.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))), None)
+    if first is None:
+        raise ValueError("receiver_rank: the end model has no convolution or linear layer after the point")
+    captured: list[torch.Tensor] = []
+
+    class _Stop(Exception):
+        pass
+
+    def hook(_module, _inputs, output):
+        captured.append(output.detach().float().flatten(1).cpu())
+        raise _Stop  # nothing after the first layer is needed
+
+    handle = first.register_forward_hook(hook)
+    was = end.training
+    end.eval()
+    try:
+        with torch.no_grad():
+            for i in range(0, len(x), 250):
+                try:
+                    end(sender(x[i : i + 250].to(device)))
+                except _Stop:
+                    pass
+    finally:
+        handle.remove()
+        end.train(was)
+    acts = torch.cat(captured)
+    if acts.shape[1] > max_features:
+        keep = torch.randperm(acts.shape[1], generator=torch.Generator().manual_seed(0))[:max_features]
+        acts = acts[:, keep]
+    return numerical_rank(acts)

@@ -1,0 +1,379 @@
+"""Representation similarity indices: pure math on 2-D arrays (rows = examples, columns = neurons).
+
+No I/O and no device choice: every function takes arrays (torch tensors or numpy arrays) and computes in
+float64 on the device its input is on. Indices follow seed 004 Section 2.2-2.3 and the formulations of Ding,
+Denain and Steinhardt (2021): representations are centred (and, for PWCCA and OPD, Frobenius-normalised)
+before comparison.
+
+- `to_2d`: how an activation tensor becomes an (examples x neurons) matrix.
+- `linear_cka` (Eq. 4), `minibatch_cka` (unbiased HSIC, Nguyen et al. 2021; for n that does not fit).
+- `pwcca` (Eq. 5-6), `opd` (Eq. 7-8), `dm_distance` (Section 2.3: the direct-matching residual).
+- `numerical_rank` (seed 003 B.2.1), `low_rank` (centred SVD approximation, seed 004 sensitivity test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sweep.registry import INDICES
+
+__all__ = [
+    "to_2d",
+    "linear_cka",
+    "minibatch_cka",
+    "unbiased_hsic",
+    "pwcca",
+    "cca",
+    "opd",
+    "dm_distance",
+    "numerical_rank",
+    "low_rank",
+    "INDICES",
+]
+
+
+def _as_f64(a, name: str) -> torch.Tensor:
+    t = torch.as_tensor(np.asarray(a) if not isinstance(a, torch.Tensor) else a)
+    t = t.detach().to(torch.float64)
+    if t.dim() != 2:
+        raise ValueError(
+            f"{name}: expected a 2-D (examples x neurons) array, found shape {tuple(t.shape)};"
+            " use to_2d() on activation tensors first"
+        )
+    if t.shape[0] == 0 or t.shape[1] == 0:
+        raise ValueError(f"{name}: empty representation of shape {tuple(t.shape)}")
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{name}: representation holds NaN or infinite values")
+    return t
+
+
+def _pair(a, b) -> tuple[torch.Tensor, torch.Tensor]:
+    a, b = _as_f64(a, "A"), _as_f64(b, "B")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"A and B must hold the same examples: {a.shape[0]} rows vs {b.shape[0]}")
+    return a, b.to(a.device)
+
+
+def _centre(a: torch.Tensor) -> torch.Tensor:
+    return a - a.mean(dim=0, keepdim=True)
+
+
+def _unit(a: torch.Tensor) -> torch.Tensor:
+    norm = torch.linalg.matrix_norm(a)
+    if norm == 0:
+        raise ValueError("a representation is constant over the examples (zero after centring)")
+    return a / norm
+
+
+def to_2d(activations, layout: str = "flatten") -> torch.Tensor:
+    """Activations -> a 2-D matrix.
+
+    - `"flatten"` (the convention of Kornblith et al. and Ding et al. for comparing layers): one row per
+      example, every (channel, position) a column: (N, C, H, W) -> (N, C*H*W), tokens (N, T, D) -> (N, T*D).
+    - `"positions"` (what a 1x1-conv / per-token stitcher sees, used by direct matching): one row per
+      example and position, channels as columns: (N, C, H, W) -> (N*H*W, C), (N, T, D) -> (N*T, D).
+    - `"pooled"`: one row per example, the mean over positions (or tokens) of every channel: (N, C). Used
+      for PWCCA, which degenerates when neurons outnumber examples.
+    2-D input is returned as is.
+    """
+    a = torch.as_tensor(activations)
+    if a.dim() == 2:
+        return a
+    if layout == "flatten":
+        return a.reshape(a.shape[0], -1)
+    if layout == "pooled" and a.dim() in (3, 4):
+        return a.mean(dim=(2, 3)) if a.dim() == 4 else a.mean(dim=1)
+    if layout == "positions":
+        if a.dim() == 4:
+            return a.permute(0, 2, 3, 1).reshape(-1, a.shape[1])
+        if a.dim() == 3:
+            return a.reshape(-1, a.shape[-1])
+    if layout not in ("flatten", "positions", "pooled"):
+        raise ValueError(f"layout: expected 'flatten', 'positions' or 'pooled', found {layout!r}")
+    raise ValueError(f"expected (N, C, H, W), (N, tokens, dim) or 2-D activations, found {tuple(a.shape)}")
+
+
+def linear_cka(a, b) -> float:
+    """Linear CKA (seed 004 Eq. 4) of column-centred A and B: ||B^T A||_F^2 / (||A^T A||_F ||B^T B||_F).
+
+    Computed in float64 as sums of squares. The feature-space form (p x p products) is used when it is the
+    smaller one; with more neurons than examples the equal Gram form (n x n) is used instead.
+    """
+    a, b = _pair(a, b)
+    a, b = _centre(a), _centre(b)
+    n, pa, pb = a.shape[0], a.shape[1], b.shape[1]
+    if n < max(pa, pb):  # tr(KL) with K = AA^T, L = BB^T: the same number, smaller matrices
+        k, l_ = a @ a.T, b @ b.T
+        num, da, db = (k * l_).sum(), (k * k).sum().sqrt(), (l_ * l_).sum().sqrt()
+    else:
+        num = ((b.T @ a) ** 2).sum()
+        da, db = ((a.T @ a) ** 2).sum().sqrt(), ((b.T @ b) ** 2).sum().sqrt()
+    if da == 0 or db == 0:
+        raise ValueError("a representation is constant over the examples (zero after centring)")
+    return float(num / (da * db))
+
+
+def unbiased_hsic(k: torch.Tensor, l_: torch.Tensor) -> torch.Tensor:
+    """The unbiased HSIC estimator of Song et al. (2012) on two n x n Gram matrices (n > 3)."""
+    n = k.shape[0]
+    if n <= 3:
+        raise ValueError(f"unbiased HSIC needs more than 3 examples per batch, found {n}")
+    k = k.clone()
+    l_ = l_.clone()
+    k.fill_diagonal_(0)
+    l_.fill_diagonal_(0)
+    ones = torch.ones(n, 1, dtype=k.dtype, device=k.device)
+    term1 = (k * l_).sum()
+    term2 = (ones.T @ k @ ones) * (ones.T @ l_ @ ones) / ((n - 1) * (n - 2))
+    term3 = 2.0 / (n - 2) * (ones.T @ k @ l_ @ ones)
+    return ((term1 + term2 - term3) / (n * (n - 3))).squeeze()
+
+
+def minibatch_cka(batches: Iterable[tuple[object, object]]) -> float:
+    """Linear CKA accumulated over minibatches with the unbiased HSIC estimator (Nguyen et al. 2021, as seed
+    002 computes its CKA matrices): sum_i HSIC1(K_i, L_i) / sqrt(sum_i HSIC1(K_i, K_i) sum_i HSIC1(L_i, L_i)).
+    `batches` yields (A_i, B_i) pairs over the same examples; each batch needs more than 3 examples."""
+    kl = kk = ll = 0.0
+    seen = 0
+    for _i, (a, b) in enumerate(batches):
+        a, b = _pair(a, b)
+        k, l_ = a @ a.T, b @ b.T
+        kl = kl + unbiased_hsic(k, l_)
+        kk = kk + unbiased_hsic(k, k)
+        ll = ll + unbiased_hsic(l_, l_)
+        seen += 1
+    if not seen:
+        raise ValueError("minibatch_cka: no batches")
+    den = torch.sqrt(torch.as_tensor(kk) * torch.as_tensor(ll))
+    if den <= 0:
+        raise ValueError("minibatch_cka: a representation has no variance across the batches")
+    return float(kl / den)
+
+
+def _rank_tol(a: torch.Tensor, dtype: torch.dtype) -> float:
+    """The relative singular-value threshold below which a direction of `a` is rounding noise of the precision
+    the data came in (numpy's matrix_rank rule: max(n, p) * machine epsilon of that precision)."""
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else torch.finfo(torch.float64).eps
+    return max(a.shape) * eps
+
+
+def _basis(a: torch.Tensor, rel_tol: float) -> torch.Tensor:
+    """An orthonormal basis of the column space of A (rank-revealing: singular values below rel_tol * the
+    largest dropped)."""
+    u, s, _ = torch.linalg.svd(a, full_matrices=False)
+    keep = s > rel_tol * s[0] if len(s) and s[0] > 0 else torch.zeros_like(s, dtype=torch.bool)
+    if not keep.any():
+        raise ValueError("a representation is constant over the examples (zero after centring)")
+    return u[:, keep]
+
+
+def _dtype(a) -> torch.dtype:
+    return a.dtype if isinstance(a, torch.Tensor) else torch.as_tensor(np.asarray(a)).dtype
+
+
+def cca(a, b) -> tuple[torch.Tensor, torch.Tensor]:
+    """Canonical correlations of A and B (seed 004 Eq. 5), one per canonical direction of A, in decreasing
+    order, and A's canonical variates (unit-norm columns A w_A^i), via orthonormal bases of the centred column
+    spaces and one SVD.
+
+    Every direction of A's column space is returned: the directions B cannot match (beyond B's rank) have
+    rho = 0, as in Ding et al.'s zero-padded PWCCA. The rank of each side is numerical, with a tolerance
+    set from the precision the data came in (float32 rounding noise is not a direction)."""
+    ta, tb = _dtype(a), _dtype(b)
+    a, b = _pair(a, b)
+    return _cca(_centre(a), _centre(b), ta, tb)
+
+
+def _cca(a: torch.Tensor, b: torch.Tensor, ta: torch.dtype, tb: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    qa, qb = _basis(a, _rank_tol(a, ta)), _basis(b, _rank_tol(b, tb))
+    u, s, _ = torch.linalg.svd(qa.T @ qb, full_matrices=True)  # u: every direction of A's column space
+    rho = torch.zeros(qa.shape[1], dtype=qa.dtype, device=qa.device)
+    rho[: len(s)] = s.clamp(0.0, 1.0)
+    return rho, qa @ u
+
+
+def pwcca(a, b) -> float:
+    """Projection-weighted CCA (seed 004 Eq. 6; Morcos et al. 2018) after Ding et al.'s centring and Frobenius
+    normalisation: sum_i alpha_i rho_i / sum_i alpha_i over all of A's canonical directions,
+    alpha_i = sum_j |<A w_A^i, a_j>| over A's neurons, rho_i = 0 for the directions B cannot match.
+    Not symmetric: the weights come from the first argument. With more neurons than examples CCA is
+    degenerate (every correlation 1); reduce the neurons first (pooling, or fewer positions)."""
+    ta, tb = _dtype(a), _dtype(b)
+    a, b = _pair(a, b)
+    a = _unit(_centre(a))
+    rho, h = _cca(a, _centre(b), ta, tb)
+    h = _principal_within_ties(h, rho, a)
+    alpha = (h.T @ a).abs().sum(dim=1)
+    return float((alpha * rho).sum() / alpha.sum())
+
+
+def _principal_within_ties(h: torch.Tensor, rho: torch.Tensor, a: torch.Tensor, tie: float = 1e-6) -> torch.Tensor:
+    """PWCCA's L1 weights depend on the basis chosen inside a subspace of equal correlations: the rho = 0
+    directions B cannot match, and rho = 1 when B contains part of A (a low-rank B, A itself). Inside each
+    run of tied correlations, rotate to A's principal directions there, so the value is unique and does not
+    move with rounding noise (Ding et al.'s code keeps whatever basis its SVD returns)."""
+    h = h.clone()
+    start = 0
+    for i in range(1, len(rho) + 1):
+        if i == len(rho) or abs(float(rho[i] - rho[start])) > tie:
+            if i - start > 1:
+                u, _, _ = torch.linalg.svd(h[:, start:i].T @ a, full_matrices=False)
+                h[:, start:i] = h[:, start:i] @ u
+            start = i
+    return h
+
+
+def opd(a, b) -> float:
+    """Orthogonal Procrustes distance (seed 004 Eq. 8) after centring and Frobenius normalisation:
+    ||A||^2 + ||B||^2 - 2 ||B^T A||_* = 2 - 2 ||B^T A||_*, in [0, 2]. A with fewer columns is zero-padded
+    implicitly (the nuclear norm does not change)."""
+    a, b = _pair(a, b)
+    a, b = _unit(_centre(a)), _unit(_centre(b))
+    if a.shape[0] < max(a.shape[1], b.shape[1]):  # more neurons than examples: work in the n-dim row space
+        ua, sa, _ = torch.linalg.svd(a, full_matrices=False)
+        ub, sb, _ = torch.linalg.svd(b, full_matrices=False)
+        nuclear = torch.linalg.svdvals((ub * sb).T @ (ua * sa)).sum()  # = ||B^T A||_* (orthogonal factors drop)
+    else:
+        nuclear = torch.linalg.svdvals(b.T @ a).sum()
+    return float(max(0.0, 2.0 - 2.0 * nuclear))
+
+
+def dm_distance(a, b) -> float:
+    """The structural direct-matching distance (seed 004 Section 2.3): the normalised residual
+    ||[A 1] theta - B||_F / ||B||_F of the least-squares affine map from A to B, solved by pseudo-inverse in
+    float64. Rows are whatever the map acts on (for a 1x1-conv stitcher: `to_2d(x, "positions")`)."""
+    a, b = _pair(a, b)
+    if a.shape[0] < a.shape[1] + 1:
+        raise ValueError(
+            f"dm_distance: {a.shape[0]} rows for {a.shape[1] + 1} unknowns per output: the least"
+            " squares fit is not determined; give more examples"
+        )
+    a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype, device=a.device)], dim=1)
+    theta = torch.linalg.pinv(a1) @ b
+    norm_b = torch.linalg.matrix_norm(b)
+    if norm_b == 0:
+        raise ValueError("dm_distance: the target representation is zero")
+    return float(torch.linalg.matrix_norm(a1 @ theta - b) / norm_b)
+
+
+def dm_fit(a, b) -> torch.Tensor:
+    """The least-squares affine map [A 1] theta ~ B by pseudo-inverse in float64 (direct matching, seed 004
+    Eq. 2-3); returns theta, (A's columns + 1) x B's columns."""
+    a, b = _pair(a, b)
+    if a.shape[0] < a.shape[1] + 1:
+        raise ValueError(
+            f"dm_fit: {a.shape[0]} rows for {a.shape[1] + 1} unknowns per output: the least"
+            " squares fit is not determined; give more examples"
+        )
+    a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype, device=a.device)], dim=1)
+    return torch.linalg.pinv(a1) @ b
+
+
+def dm_error(theta: torch.Tensor, a, b) -> float:
+    """The squared relative error ||[A 1] theta - B||_F^2 / ||B||_F^2 of a fitted DM map on (A, B): seed 004's
+    structural DM distance when theta was fitted on other (training) images."""
+    a, b = _pair(a, b)
+    a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype, device=a.device)], dim=1)
+    norm_b = (b**2).sum()
+    if norm_b == 0:
+        raise ValueError("dm_error: the target representation is zero")
+    return float(((a1 @ theta.to(a1) - b) ** 2).sum() / norm_b)
+
+
+def numerical_rank(a, rel_tol: float = 1e-3) -> int:
+    """The number of singular values of A's sample covariance above `rel_tol` times the largest (seed 003
+    B.2.1, after Masarczyk et al.). Computed from the singular values s of the centred A (the covariance's are
+    s^2 / (n - 1)), so a wide A (many features) never builds the p x p covariance."""
+    a = _centre(_as_f64(a, "A"))
+    s = torch.linalg.svdvals(a) ** 2
+    if s[0] == 0:
+        return 0
+    return int((s > rel_tol * s[0]).sum())
+
+
+def low_rank(a, rank: int) -> torch.Tensor:
+    """The best rank-`rank` approximation of A around its mean (centred truncated SVD, mean added back)."""
+    a = _as_f64(a, "A")
+    limit = min(a.shape)
+    if not isinstance(rank, int) or rank < 1 or rank > limit:
+        raise ValueError(
+            f"rank: expected an integer in [1, {limit}] (the representation is"
+            f" {a.shape[0]} x {a.shape[1]}), found {rank!r}"
+        )
+    mean = a.mean(dim=0, keepdim=True)
+    u, s, vh = torch.linalg.svd(a - mean, full_matrices=False)
+    return (u[:, :rank] * s[:rank]) @ vh[:rank] + mean
+
+
+@dataclass(frozen=True)
+class Index:
+    """A similarity index a search space may request per trial (`indices:`), with what the engine and the
+    reports need to know about it."""
+
+    name: str
+    fn: Callable
+    layout: str  # how activations become 2-D (`to_2d`); PWCCA's and OPD's are per-trial settings
+    kind: str  # "similarity" (larger: more alike) | "distance" (smaller: more alike) | "rank" (per side)
+    columns: tuple[str, ...]  # the trial columns it writes
+    symmetric: bool = True
+    after_fit: bool = False  # measured on the stitched network, after the fit (else on the donors, before)
+    description: str = ""
+
+    @property
+    def larger_is_more_similar(self) -> bool | None:
+        return {"similarity": True, "distance": False}.get(self.kind)
+
+
+def register_index(index: Index) -> Index:
+    return INDICES.add(index.name, index)
+
+
+register_index(Index("cka", linear_cka, "flatten", "similarity", ("sim_cka",), description="linear CKA (Eq. 4)"))
+register_index(
+    Index(
+        "pwcca",
+        pwcca,
+        "pooled",
+        "similarity",
+        ("sim_pwcca",),
+        symmetric=False,
+        description="projection-weighted CCA (Eq. 5-6), weights from the front's directions",
+    )
+)
+register_index(Index("opd", opd, "flatten", "distance", ("sim_opd",), description="orthogonal Procrustes (Eq. 8)"))
+register_index(
+    Index(
+        "dm",
+        dm_distance,
+        "positions",
+        "distance",
+        ("sim_dm",),
+        symmetric=False,
+        description="the K-image DM map's squared relative error out of sample (Section 2.3)",
+    )
+)
+register_index(
+    Index(
+        "rank",
+        numerical_rank,
+        "positions",
+        "rank",
+        ("rank_front", "rank_end"),
+        description="numerical rank of each donor side's channel covariance (seed 003 B.2.1)",
+    )
+)
+register_index(
+    Index(
+        "receiver_rank",
+        numerical_rank,
+        "flatten",
+        "rank",
+        ("rank_receiver", "rank_receiver_end"),
+        after_fit=True,
+        description="rank of the receiver's first layer after the stitch, and unstitched (seed 003 B.2.1)",
+    )
+)

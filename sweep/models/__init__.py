@@ -1,0 +1,24 @@
+"""Networks as staged modules with named stitch points (`base.py`: `StagedNet`, the architecture registry,
+`split`; one file per family of registered architectures: `resnet.py`, `preact.py`, `vgg.py`, `vit.py`,
+`deepmind.py`; `external.py`: `file:` checkpoints and RobustBench). Placement follows seed 000 A.5.1."""
+
+from sweep.models import deepmind, preact, resnet, vgg, vit  # noqa: F401  (each registers its architectures)
+from sweep.models.base import (
+    ARCHITECTURES,
+    StagedNet,
+    activation_shapes,
+    build,
+    register_architecture,
+    split,
+    stitch_points,
+)
+
+__all__ = [
+    "ARCHITECTURES",
+    "StagedNet",
+    "activation_shapes",
+    "build",
+    "register_architecture",
+    "split",
+    "stitch_points",
+]

@@ -1,0 +1,129 @@
+"""Architecture registry, stitch points and `split`.
+
+Every architecture is a `StagedNet`: an ordered list of named stages run one after the other. A stitch point
+is the name of a stage after which the representation may be cut. Inputs are pixels in [0, 1];
+normalisation is the first stage. The registered architectures live in one module per family in `sweep.models`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from sweep.registry import ARCHITECTURES
+
+
+class Normalize(nn.Module):
+    def __init__(self, mean: tuple[float, ...], std: tuple[float, ...]) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1))
+        self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.std
+
+
+class StagedNet(nn.Module):
+    """A network given as ordered named stages; `stitch_points` names the stages one may cut after."""
+
+    def __init__(self, stages: list[tuple[str, nn.Module]], stitch_points: list[str]) -> None:
+        super().__init__()
+        self.stage_names = [name for name, _ in stages]
+        # ModuleDict keys may not contain dots; the public names keep the dotted form (torchvision style).
+        self.stages = nn.ModuleDict({name.replace(".", "_"): m for name, m in stages})
+        unknown = [p for p in stitch_points if p not in self.stage_names]
+        if unknown:
+            raise ValueError(f"stitch points {unknown} are not stages of this network")
+        self.stitch_points = list(stitch_points)
+
+    def stage(self, name: str) -> nn.Module:
+        return self.stages[name.replace(".", "_")]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for name in self.stage_names:
+            x = self.stage(name)(x)
+        return x
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A registered architecture: its builder, and the metadata that validating a search space needs (its
+    stitch points and activation shapes, computed once from a freshly built model)."""
+
+    name: str
+    build: Callable[..., StagedNet]
+    description: str
+
+    def stitch_points(self) -> list[str]:
+        """The stitch point names, input to output."""
+        return list(_points(self.name))
+
+    def activation_shapes(self, in_channels: int, image_size: int, num_classes: int = 10) -> dict[str, tuple[int, ...]]:
+        """The activation shape (without the batch dimension) at every stitch point: (C, H, W) for conv
+        stages, (tokens, dim) for transformer ones."""
+        return _shapes(self.name, in_channels, image_size, num_classes)
+
+
+def register_architecture(name: str, description: str):
+    """Decorator: add a builder `fn(*, in_channels, num_classes, mean, std, image_size) -> StagedNet`."""
+    return ARCHITECTURES.register(name, lambda fn: Architecture(name, fn, description))
+
+
+def build(arch: str, in_channels: int, num_classes: int, mean, std, image_size: int = 32) -> StagedNet:
+    """Build a registered architecture with fresh weights for `image_size` x `image_size` inputs."""
+    entry = ARCHITECTURES.get_entry(arch)
+    mean = tuple(mean) if len(mean) == in_channels else tuple(mean) * in_channels
+    std = tuple(std) if len(std) == in_channels else tuple(std) * in_channels
+    return entry.build(in_channels=in_channels, num_classes=num_classes, mean=mean, std=std, image_size=image_size)
+
+
+@functools.cache
+def _points(arch: str) -> tuple[str, ...]:
+    return tuple(build(arch, 1, 10, (0.5,), (0.5,)).stitch_points)
+
+
+def stitch_points(arch: str) -> list[str]:
+    """The stitch point names of a registered architecture, input to output."""
+    return ARCHITECTURES.get_entry(arch).stitch_points()
+
+
+@functools.cache
+def _shapes(arch: str, in_channels: int, image_size: int, num_classes: int) -> dict[str, tuple[int, ...]]:
+    model = build(arch, in_channels, num_classes, (0.5,), (0.5,), image_size=image_size).eval()
+    shapes = {}
+    x = torch.zeros(1, in_channels, image_size, image_size)
+    with torch.no_grad():
+        for name in model.stage_names:
+            x = model.stage(name)(x)
+            if name in model.stitch_points:
+                shapes[name] = tuple(x.shape[1:])
+    return shapes
+
+
+def activation_shapes(
+    arch: str, in_channels: int, image_size: int, num_classes: int = 10
+) -> dict[str, tuple[int, ...]]:
+    """The activation shape (without the batch dimension) at every stitch point, from one forward pass of a
+    freshly built model on a blank image: (C, H, W) for conv stages, (tokens, dim) for transformer ones."""
+    return ARCHITECTURES.get_entry(arch).activation_shapes(in_channels, image_size, num_classes)
+
+
+def check_point(model: StagedNet, point: str) -> None:
+    if point not in model.stitch_points:
+        raise ValueError(f"unknown stitch point {point!r}; valid points, input to output: {model.stitch_points}")
+
+
+def split(model: StagedNet, point: str) -> tuple[nn.Sequential, nn.Sequential]:
+    """Cut `model` after stage `point`: front = stages up to and including it, end = the rest.
+
+    Both halves share the model's modules (no copies); `end(front(x)) == model(x)`.
+    """
+    check_point(model, point)
+    k = model.stage_names.index(point) + 1
+    front = nn.Sequential(*[model.stage(n) for n in model.stage_names[:k]])
+    end = nn.Sequential(*[model.stage(n) for n in model.stage_names[k:]])
+    return front, end

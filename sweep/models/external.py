@@ -1,0 +1,213 @@
+"""Donors from outside the zoo: a user's checkpoint file (`file:` donors), mapped onto our architectures.
+
+Input normalisation comes from the donor spec (`mean`, `std`), unless the checkpoint carries its own
+buffers (`mu` / `sigma`), which then win.
+
+A checkpoint is a PyTorch state dict (optionally wrapped as {"state_dict": ...}, {"model": ...} or
+{"net": ...}, optionally with DataParallel's "module." prefixes). Its keys may be in our own layout or in
+the common CIFAR layout of kuangliu/pytorch-cifar (conv1, bn1, layer1.0..., linear), which is also the layout
+of AutoAttack's example ResNet-18 and of several RobustBench models, or DeepMind's layout of RobustBench's
+DMPreActResNet / DMWideResNet (onto `dm_preact_resnet18` / `dm_wrn28_10`); anything else is refused with the
+first missing and unexpected keys named.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from sweep.models.base import Normalize, StagedNet, build
+
+WRAPPERS = ("state_dict", "model", "net", "model_state_dict")
+
+
+def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+    """Load a state dict from `path`, unwrapping the usual containers."""
+    obj = torch.load(path, map_location="cpu", weights_only=True)
+    for key in WRAPPERS:
+        if isinstance(obj, dict) and isinstance(obj.get(key), dict):
+            obj = obj[key]
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise ValueError(f"{path}: expected a state dict of tensors, found {type(obj).__name__}")
+    return {k.removeprefix("module."): v for k, v in obj.items()}
+
+
+# DeepMind's layouts (RobustBench's DMPreActResNet and DMWideResNet) onto dm_preact_resnet18 / dm_wrn28_10
+_DM_LAYOUT = [
+    (re.compile(r"^(conv_2d|init_conv)\."), "stages.stem.1."),
+    (re.compile(r"^layer_(\d+)\.(\d+)\."), lambda m: f"stages.layer{int(m[1]) + 1}_{m[2]}."),
+    (re.compile(r"^layer\.(\d+)\.block\.(\d+)\."), lambda m: f"stages.layer{int(m[1]) + 1}_{m[2]}."),
+    (re.compile(r"\.batchnorm_0\."), ".bn1."),
+    (re.compile(r"\.(conv_2d_1|conv_0)\."), ".conv1."),
+    (re.compile(r"\.batchnorm_1\."), ".bn2."),
+    (re.compile(r"\.(conv_2d_2|conv_1)\."), ".conv2."),
+    (re.compile(r"^batchnorm\."), "stages.head.bn."),
+    (re.compile(r"^logits\."), "stages.head.fc."),
+]
+
+_CIFAR_LAYOUT = [
+    (re.compile(r"^conv1\."), "stages.stem.1."),
+    (re.compile(r"^bn1\."), "stages.stem.2."),
+    (re.compile(r"^bn\."), "stages.head.bn."),  # pre-activation nets: the final BN
+    (re.compile(r"^layer(\d+)\.(\d+)\."), r"stages.layer\1_\2."),
+    (re.compile(r"^linear\."), "stages.head.fc."),
+]
+
+
+def _from_cifar_layout(sd: dict[str, torch.Tensor], expected: set[str], own: set[str]) -> dict[str, torch.Tensor]:
+    out = {}
+    # input normalisation stored as `mu` / `sigma` buffers (e.g. RobustBench's Engstrom2019Robustness)
+    names = {
+        "mu": next((k for k in sorted(own) if k.endswith(".mean")), "mu"),
+        "sigma": next((k for k in sorted(own) if k.endswith(".std")), "sigma"),
+    }
+    for key, value in sd.items():
+        if key in names:
+            out[names[key]] = value
+            continue
+        for pattern, repl in _CIFAR_LAYOUT:
+            key = pattern.sub(repl, key)
+        # kuangliu's pre-activation shortcut is Sequential(conv); ours is the bare conv
+        if key not in expected and ".shortcut.0." in key:
+            key = key.replace(".shortcut.0.", ".shortcut.")
+        out[key] = value
+    return out
+
+
+def _rename(key: str, rules) -> str:
+    for pattern, repl in rules:
+        key = pattern.sub(repl, key)
+    return key
+
+
+def _normalisation_keys(model: StagedNet) -> set[str]:
+    """The buffers of our `Normalize` stage: set from the donor spec, never read from a checkpoint."""
+    return {f"{name}.{b}" for name, m in model.named_modules() if isinstance(m, Normalize) for b in ("mean", "std")}
+
+
+def load_checkpoint(
+    path: str | Path, arch: str, *, in_channels: int, num_classes: int, mean, std, image_size: int
+) -> StagedNet:
+    """Build `arch` and fill it from the checkpoint at `path` (eval mode). Normalisation comes from
+    `mean`/`std`: the statistics the checkpoint's weights expect their inputs to be normalised with."""
+    return from_state_dict(
+        read_state_dict(path),
+        arch,
+        source=str(path),
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        image_size=image_size,
+    )
+
+
+def from_state_dict(
+    raw: dict[str, torch.Tensor],
+    arch: str,
+    *,
+    source: str,
+    in_channels: int,
+    num_classes: int,
+    mean,
+    std,
+    image_size: int,
+) -> StagedNet:
+    """Build `arch` and fill it from a state dict in our layout or the CIFAR layout (eval mode)."""
+    model = build(arch, in_channels, num_classes, mean, std, image_size=image_size)
+    ours = model.state_dict()
+    own = _normalisation_keys(model)
+    expected = set(ours) - own
+    best, best_score = None, -1
+    dm = {_rename(k, _DM_LAYOUT): v for k, v in raw.items()}
+    for candidate in (raw, _from_cifar_layout(raw, expected, own), dm):
+        keys = set(candidate) - own
+        if keys == expected and all(candidate[k].shape == ours[k].shape for k in set(candidate) & set(ours)):
+            # normalisation: the checkpoint's own buffers when it has them, else the donor spec's
+            model.load_state_dict({**ours, **candidate})
+            return model.eval()
+        score = len(keys & expected)
+        if score > best_score:
+            best, best_score = candidate, score
+    missing = sorted(expected - set(best))[:3]
+    unexpected = sorted(set(best) - expected - own)[:3]
+    wrong = [k for k in sorted(expected & set(best)) if best[k].shape != ours[k].shape][:3]
+    detail = "; ".join(
+        part
+        for part in (
+            f"missing keys {missing}" if missing else "",
+            f"unexpected keys {unexpected}" if unexpected else "",
+            f"shape mismatch at {[(k, tuple(best[k].shape), tuple(ours[k].shape)) for k in wrong]}" if wrong else "",
+        )
+        if part
+    )
+    raise ValueError(
+        f"{source}: the checkpoint does not fit architecture {arch!r} ({in_channels} input channels,"
+        f" {num_classes} classes): {detail}"
+    )
+
+
+# ------------------------------------------------------------------------------------------- RobustBench
+
+
+def robustbench_models(dataset: str, threat_model: str) -> list[str]:
+    """The model names RobustBench lists for a dataset and threat model."""
+    _import_robustbench()
+    from robustbench.model_zoo import model_dicts
+    from robustbench.model_zoo.enums import BenchmarkDataset, ThreatModel
+
+    return sorted(model_dicts[BenchmarkDataset(dataset)][ThreatModel(threat_model)])
+
+
+def _import_robustbench():
+    """Import robustbench. It imports AutoAttack as `autoattack`; the official code on PyPI installs as
+    `pyautoattack` (same code), so that name is aliased first. RobustBench only needs it for benchmarking."""
+    import sys
+    import warnings
+
+    import pyautoattack
+
+    sys.modules.setdefault("autoattack", pyautoattack)
+    with warnings.catch_warnings():  # its own and timm's deprecation notices: nothing a user can act on
+        warnings.simplefilter("ignore")
+        import robustbench.utils
+
+    return robustbench.utils
+
+
+def load_robustbench(
+    model_id: str, arch: str, model_dir: str | Path, *, in_channels: int, num_classes: int, image_size: int
+) -> StagedNet:
+    """Load `dataset/threat_model/name` with RobustBench's own loader from `model_dir` (it downloads into it
+    when the checkpoint is missing) and map it onto `arch`; the mapped network must compute what
+    RobustBench's does, or this raises."""
+    dataset, threat, name = model_id.split("/")
+    utils = _import_robustbench()
+    reference = utils.load_model(model_name=name, model_dir=str(model_dir), dataset=dataset, threat_model=threat).eval()
+    # Some models normalise with constants kept out of their state dict (non-persistent buffers).
+    mean, std = getattr(reference, "mean", None), getattr(reference, "std", None)
+    if isinstance(mean, torch.Tensor) and isinstance(std, torch.Tensor):
+        mean, std = tuple(mean.flatten().tolist()), tuple(std.flatten().tolist())
+    else:
+        mean, std = (0.0,), (1.0,)
+    model = from_state_dict(
+        reference.state_dict(),
+        arch,
+        source=f"robustbench:{model_id}",
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        image_size=image_size,
+    )
+    x = torch.rand(4, in_channels, image_size, image_size, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        gap = (model(x) - reference(x)).abs().max().item()
+    if gap > 1e-4:
+        raise ValueError(
+            f"robustbench:{model_id}: mapped onto {arch!r} it computes something else (max logit"
+            f" difference {gap:.3g}); the model may normalise its inputs or differ in structure"
+        )
+    return model

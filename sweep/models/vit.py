@@ -1,0 +1,92 @@
+"""Vision transformers (ViT-Ti/4 and a CPU-sized ViT); the stitch points are the token sequences (N, tokens,
+dim) after each encoder block, as in seed 004."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from sweep.models.base import Normalize, StagedNet, register_architecture
+
+
+class PatchEmbed(nn.Module):
+    """Normalise, cut into patches, prepend the class token, add position embeddings: (N, 1 + P, dim)."""
+
+    def __init__(self, in_channels, dim, patch, image_size, mean, std) -> None:
+        super().__init__()
+        self.normalize = Normalize(mean, std)
+        self.proj = nn.Conv2d(in_channels, dim, patch, patch)
+        n_patches = (image_size // patch) ** 2
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.randn(1, 1 + n_patches, dim) * 0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.proj(self.normalize(x)).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(len(x), -1, -1), x], dim=1)
+        return x + self.pos_embed
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, dim: int, heads: int, mlp_ratio: int = 4) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+class TokenHead(nn.Module):
+    def __init__(self, dim: int, num_classes: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.norm(x)[:, 0])
+
+
+def _vit(*, in_channels, num_classes, mean, std, image_size, dim, depth, heads, patch) -> StagedNet:
+    if image_size % patch:
+        raise ValueError(f"image size {image_size} is not a multiple of the patch size {patch}")
+    stages: list[tuple[str, nn.Module]] = [("embed", PatchEmbed(in_channels, dim, patch, image_size, mean, std))]
+    points = []
+    for b in range(depth):
+        stages.append((f"blocks.{b}", EncoderBlock(dim, heads)))
+        points.append(f"blocks.{b}")
+    stages.append(("head", TokenHead(dim, num_classes)))
+    return StagedNet(stages, points)
+
+
+@register_architecture("vit_ti", "ViT-Ti/4: dim 192, 12 blocks, 3 heads, 4x4 patches; tokens are stitched (12)")
+def vit_ti(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
+    return _vit(
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        image_size=image_size,
+        dim=192,
+        depth=12,
+        heads=3,
+        patch=4,
+    )
+
+
+@register_architecture("vit_tiny_cpu", "CPU-sized ViT: dim 32, 4 blocks, 2 heads, 4x4 patches (4 points)")
+def vit_tiny_cpu(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
+    return _vit(
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        image_size=image_size,
+        dim=32,
+        depth=4,
+        heads=2,
+        patch=4,
+    )

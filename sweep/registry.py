@@ -1,0 +1,118 @@
+"""One registry helper for everything a search space names: architectures, datasets, augmentations,
+objectives, stitchers, similarity indices, attacks, donor sources and training methods.
+
+A `Registry` maps a name to an entry (a dataclass carrying the entry's metadata, or a function). It refuses a
+name registered twice, and an unknown name gets the registered names and a did-you-mean suggestion, as
+torchvision's feature extraction does. It imports nothing heavy, so any layer may hold one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+def did_you_mean(name: object, names) -> str:
+    """'did you mean X?' for the registered name closest to `name`, or '' when none is close."""
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name, [str(n) for n in names], n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else ""
+
+
+class UnknownName(KeyError, ValueError):
+    """A name that is not registered (a KeyError for mappings, a ValueError for callers)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class Registry(Mapping[str, T], Generic[T]):
+    """Name -> entry. Iterating gives the names in registration order; `sorted(registry)` lists them."""
+
+    def __init__(self, kind: str, populate: str | None = None) -> None:
+        self.kind = kind
+        self._entries: dict[str, T] = {}
+        # The module whose import registers the entries: imported on first use, so that the search-space
+        # layer can validate names without importing torch when it is imported itself.
+        self._populate = populate
+
+    def _load(self) -> None:
+        if self._populate is not None:
+            module, self._populate = self._populate, None
+            importlib.import_module(module)
+
+    def add(self, name: str, entry: T) -> T:
+        """Register `entry` under `name` (a name may be registered once)."""
+        if name in self._entries:
+            raise ValueError(f"{self.kind} {name!r} is registered twice")
+        self._entries[name] = entry
+        return entry
+
+    def register(self, name: str, make: Callable[[Callable], T] | None = None) -> Callable[[Callable], Callable]:
+        """Decorator: register the function (or `make(function)`, an entry built around it) under `name`."""
+
+        def wrap(fn: Callable) -> Callable:
+            self.add(name, make(fn) if make is not None else fn)
+            return fn
+
+        return wrap
+
+    def get_entry(self, name: str) -> T:
+        """The entry of `name`; an unknown name raises `UnknownName` naming the registered ones."""
+        self._load()
+        if name not in self._entries:
+            hint = did_you_mean(name, self._entries)
+            raise UnknownName(
+                f"unknown {self.kind} {name!r}; registered: {sorted(self._entries)}" + (f" ({hint})" if hint else "")
+            )
+        return self._entries[name]
+
+    def names(self) -> list[str]:
+        self._load()
+        return list(self._entries)
+
+    def remove(self, name: str) -> None:
+        """Unregister `name` (for tests that register a temporary entry)."""
+        self._entries.pop(name)
+
+    def __getitem__(self, name: str) -> T:
+        return self.get_entry(name)
+
+    def __iter__(self) -> Iterator[str]:
+        self._load()
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        self._load()
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}: {sorted(self._entries)})"
+
+
+def lazy(target: str) -> Callable:
+    """A function of a higher layer ('package.module:name'), imported when first called: how the search-space
+    layer reaches what only a loaded library can answer (RobustBench's model list) without importing it."""
+    module, _, name = target.partition(":")
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+# The registries. Each is filled by the module named here, imported the first time the registry is read.
+ARCHITECTURES: Registry = Registry("architecture", populate="sweep.models")
+DATASETS: Registry = Registry("dataset", populate="sweep.data")
+AUGMENTATIONS: Registry = Registry("augmentation", populate="sweep.data.augment")
+TRAINING_METHODS: Registry = Registry("donor training method", populate="sweep.train.donors")
+OBJECTIVES: Registry = Registry("objective", populate="sweep.stitching.objectives")
+STITCHERS: Registry = Registry("stitcher", populate="sweep.stitching.stitcher")
+INDICES: Registry = Registry("similarity index", populate="sweep.measures.similarity")
+ATTACKS: Registry = Registry("attack", populate="sweep.train.attacks")

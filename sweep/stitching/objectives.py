@@ -1,0 +1,366 @@
+"""Stitching objectives: how a stitching layer's parameters are found. One registry entry each.
+
+An objective's `fit(ctx)` trains or solves the stitcher in place and returns a dict of extra metrics plus a
+list of curve points. `fields` names the TrialSpec fields it reads; the others are blanked when the search
+space is expanded, so that e.g. changing the task-loss learning rate does not change (and rerun) DM trials.
+
+Gradient objectives share one loop (`_fit_by_gradient`): Adam with the A.2 step schedule, donors frozen; they
+differ only in their per-batch loss:
+- `tlm`: seed 000 Eq. 1, cross-entropy of the stitched network.
+- `adv`: seed 000 Eq. 2, `(1 - alpha) * CE(clean) + alpha * CE(PGD)` on every batch.
+- `adv_mix`: the published reference code's variant: a fraction alpha of each batch is replaced by PGD
+  examples and one cross-entropy is taken over the mixed batch (Eq. 2 only in expectation).
+- `trades`: seed 000 Eq. 5, `CE(clean) + beta * KL(p(x) || p(x'))` with TRADES' KL inner maximisation.
+`init: dm` first solves the stitcher by direct matching (any gradient objective); `dm+tlm` (seed 004 3.1)
+always does, then trains with the task loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from sweep.data.core import Splits, batches
+from sweep.registry import OBJECTIVES
+from sweep.stitching.stitcher import positions
+from sweep.train.attacks import kl_divergence, pgd_linf, trades_linf
+from sweep.train.evaluate import predict
+from sweep.train.loops import DivergedError, autocast, optimiser_step, step_schedule, to_device
+
+__all__ = [
+    "OBJECTIVES",
+    "DivergedError",
+    "FitContext",
+    "Objective",
+    "register_objective",
+    "adv_loss",
+    "trades_loss",
+    "direct_match",
+]
+
+GRADIENT_FIELDS = {
+    "epochs",
+    "lr",
+    "batch_size",
+    "init",
+    "donor_bn",
+    "seed",
+    "stitcher",
+    "optimizer",
+    "weight_decay",
+    "momentum",
+    "lr_schedule",
+}
+ATTACK_FIELDS = {"adv_eps", "adv_step_size", "adv_steps", "adv_random_start"}
+
+
+@dataclass
+class FitContext:
+    front: nn.Module
+    end: nn.Module
+    stitcher: nn.Module
+    splits: Splits
+    spec: object  # the TrialSpec; typed loosely to keep this module free of spec imports
+    device: torch.device
+    end_front: nn.Module | None = None  # g<=j: the end model's own front half (needed by direct matching)
+    curves: list[tuple[int, str, float]] = field(default_factory=list)
+
+    def stitched(self, x: torch.Tensor) -> torch.Tensor:
+        return self.end(self.stitcher(self.front(x)))
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A registered objective: how it fits the stitcher, and what validation needs to know about it."""
+
+    name: str
+    fit: Callable[[FitContext], dict]
+    fields: frozenset[str]  # the TrialSpec fields it reads; the others are blanked in its trials
+    description: str
+    dm_init: bool = False  # the stitcher is always solved by direct matching first (as `init: dm`)
+    random_start: bool = True  # the default of `adv_random_start` for objectives that read it
+
+
+def register_objective(
+    name: str, fields: set[str], description: str, *, dm_init: bool = False, random_start: bool = True
+):
+    """Decorator: register `fit(ctx) -> metrics` as objective `name` (one entry, nothing else to edit)."""
+    return OBJECTIVES.register(
+        name, lambda fn: Objective(name, fn, frozenset(fields), description, dm_init, random_start)
+    )
+
+
+def set_donor_mode(ctx: FitContext) -> None:
+    """Donor parameters never train; `donor_bn` says whether their BatchNorm statistics may move."""
+    update = ctx.spec.donor_bn == "update"
+    for half in (ctx.front, ctx.end):
+        half.train(update)
+        for p in half.parameters():
+            p.requires_grad_(False)
+
+
+@contextlib.contextmanager
+def eval_mode(*modules: nn.Module):
+    """Every module in eval mode inside the block (attacks are crafted with fixed BatchNorm statistics and do
+    not move them), the previous modes restored after."""
+    before = [[m.training for m in module.modules()] for module in modules]
+    for module in modules:
+        module.eval()
+    try:
+        yield
+    finally:
+        for module, flags in zip(modules, before):
+            for m, flag in zip(module.modules(), flags):
+                m.training = flag
+
+
+# ------------------------------------------------------------------------------------------ batch losses
+
+_ce = nn.CrossEntropyLoss()
+
+
+def adv_loss(net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None, alpha: float) -> torch.Tensor:
+    """Seed 000 Eq. 2 on one batch. A term with weight 0 is not computed (`x_adv` may then be None)."""
+    loss = torch.zeros((), device=x.device)
+    if alpha < 1.0:
+        loss = loss + (1.0 - alpha) * _ce(net(x), y)
+    if alpha > 0.0:
+        loss = loss + alpha * _ce(net(x_adv), y)
+    return loss
+
+
+def adv_mix_loss(
+    net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None, alpha: float
+) -> torch.Tensor:
+    """The reference code's variant: the first round(alpha * B) examples of the batch replaced by their
+    adversarial versions (`x_adv` holds exactly those), one cross-entropy over the mixed batch."""
+    k = adv_mix_count(len(y), alpha)
+    mixed = torch.cat([x_adv, x[k:]]) if k else x
+    return _ce(net(mixed), y)
+
+
+def adv_mix_count(batch: int, alpha: float) -> int:
+    return int(round(alpha * batch))
+
+
+def trades_loss(
+    net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None, beta: float
+) -> torch.Tensor:
+    """Seed 000 Eq. 5 (TRADES): CE(f(x), y) + beta * KL(f(x) || f(x')), gradients through both terms."""
+    logits = net(x)
+    loss = _ce(logits, y)
+    if beta > 0.0:
+        loss = loss + beta * kl_divergence(torch.softmax(logits, dim=1), net(x_adv))
+    return loss
+
+
+# ---------------------------------------------------------------------------------------- the fit loop
+
+
+def _fit_by_gradient(
+    ctx: FitContext, batch_loss: Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
+) -> dict:
+    """The spec's optimiser on the stitcher's parameters (default: Adam with A.2's weight decay and step
+    schedule, seed 000 A.5); `batch_loss(x, y, generator)` gives the loss."""
+    spec = ctx.spec
+    out = _initialise(ctx)
+    set_donor_mode(ctx)
+    ctx.stitcher.train()
+    opt = stitcher_optimiser(ctx.stitcher.parameters(), spec)
+    sched = step_schedule(opt, spec.epochs) if spec.lr_schedule == "step" else None
+    gen = torch.Generator().manual_seed(spec.seed)
+    train_loss = math.nan
+    for epoch in range(1, spec.epochs + 1):
+        total, n = 0.0, 0
+        for xb, yb in batches(ctx.splits.train_x, ctx.splits.train_y, spec.batch_size, gen):
+            xb, yb = to_device(xb, ctx.device, spec.channels_last), yb.to(ctx.device)
+            with autocast(ctx.device, spec.precision):
+                loss = batch_loss(xb, yb, gen)
+            total += optimiser_step(opt, loss, f"{spec.objective}, epoch {epoch}") * len(yb)
+            n += len(yb)
+        if sched is not None:
+            sched.step()
+        train_loss = total / n
+        ctx.curves.append((epoch, "train_loss", train_loss))
+        with eval_mode(ctx.front, ctx.end, ctx.stitcher):
+            val_pred = predict(
+                ctx.stitched, ctx.splits.val_x, ctx.device, precision=spec.precision, channels_last=spec.channels_last
+            )
+        val_acc = float((val_pred == ctx.splits.val_y).float().mean()) if len(val_pred) else math.nan
+        ctx.curves.append((epoch, "val_acc", val_acc))
+    out["final_train_loss"] = train_loss
+    return out
+
+
+def stitcher_optimiser(params, spec) -> torch.optim.Optimizer:
+    """Adam or SGD (with momentum) with the spec's lr and L2 weight decay."""
+    if spec.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=spec.lr, momentum=spec.momentum, weight_decay=spec.weight_decay)
+    return torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay)
+
+
+def _initialise(ctx: FitContext) -> dict:
+    """`init: dm` (and `dm+tlm`) solve the stitcher by direct matching before training (random / identity:
+    set when the stitcher is built)."""
+    return direct_match(ctx) if ctx.spec.init == "dm" or OBJECTIVES[ctx.spec.objective].dm_init else {}
+
+
+def _head(ctx: FitContext, a: torch.Tensor) -> torch.Tensor:
+    return ctx.end(ctx.stitcher(a))
+
+
+def _features(ctx: FitContext, x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():  # the front is frozen: no graph through it for the training loss
+        return ctx.front(x)
+
+
+def _pgd(ctx: FitContext, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    spec = ctx.spec
+    with eval_mode(ctx.front, ctx.end, ctx.stitcher):
+        return pgd_linf(
+            ctx.stitched,
+            x,
+            y,
+            spec.adv_eps,
+            spec.adv_step_size,
+            spec.adv_steps,
+            random_start=spec.adv_random_start,
+            generator=gen,
+        )
+
+
+@register_objective(
+    "tlm",
+    GRADIENT_FIELDS,
+    "task loss matching (seed 000 Eq. 1): cross-entropy of the stitched net, Adam, lr/10 at 1/3 and 2/3",
+)
+def fit_task_loss(ctx: FitContext) -> dict:
+    def loss(x, y, gen):
+        return _ce(_head(ctx, _features(ctx, x)), y)
+
+    return _fit_by_gradient(ctx, loss)
+
+
+@register_objective(
+    "dm+tlm",
+    (GRADIENT_FIELDS - {"init"}) | {"dm_samples"},
+    "direct matching init on K training images, then task loss matching (seed 004 3.1)",
+    dm_init=True,
+)
+def fit_dm_then_task_loss(ctx: FitContext) -> dict:
+    return fit_task_loss(ctx)
+
+
+@register_objective(
+    "adv",
+    GRADIENT_FIELDS | ATTACK_FIELDS | {"alpha"},
+    "adversarial stitching (seed 000 Eq. 2): (1-alpha) CE(clean) + alpha CE(PGD) on every batch",
+)
+def fit_adversarial(ctx: FitContext) -> dict:
+    alpha = ctx.spec.alpha
+
+    def loss(x, y, gen):
+        x_adv = _pgd(ctx, x, y, gen) if alpha > 0 else None
+        return adv_loss(lambda inp: _head(ctx, _features(ctx, inp)), x, y, x_adv, alpha)
+
+    return _fit_by_gradient(ctx, loss)
+
+
+@register_objective(
+    "adv_mix",
+    GRADIENT_FIELDS | ATTACK_FIELDS | {"alpha"},
+    "the reference code's adversarial stitching: round(alpha*B) of each batch replaced by PGD examples",
+    random_start=False,  # the reference code's PGD started at x
+)
+def fit_adversarial_mixed(ctx: FitContext) -> dict:
+    alpha = ctx.spec.alpha
+
+    def loss(x, y, gen):
+        k = adv_mix_count(len(y), alpha)
+        x_adv = _pgd(ctx, x[:k], y[:k], gen) if k else None
+        return adv_mix_loss(lambda inp: _head(ctx, _features(ctx, inp)), x, y, x_adv, alpha)
+
+    return _fit_by_gradient(ctx, loss)
+
+
+@register_objective(
+    "trades",
+    GRADIENT_FIELDS | (ATTACK_FIELDS - {"adv_random_start"}) | {"beta"},  # starts at x + 0.001 N
+    "TRADES stitching (seed 000 Eq. 5): CE(clean) + beta KL(p(x) || p(x')), x' from KL-PGD",
+)
+def fit_trades(ctx: FitContext) -> dict:
+    spec = ctx.spec
+
+    def loss(x, y, gen):
+        x_adv = None
+        if spec.beta > 0:
+            with eval_mode(ctx.front, ctx.end, ctx.stitcher):
+                x_adv = trades_linf(ctx.stitched, x, spec.adv_eps, spec.adv_step_size, spec.adv_steps, generator=gen)
+        return trades_loss(lambda inp: _head(ctx, _features(ctx, inp)), x, y, x_adv, spec.beta)
+
+    return _fit_by_gradient(ctx, loss)
+
+
+# ------------------------------------------------------------------------------------- direct matching
+
+
+def direct_match(ctx: FitContext) -> dict:
+    """Solve the stitcher by least squares (pseudo-inverse, float64) from f<=i to g<=j activations over the
+    first K training images (seed 004 Eq. 2-3); returns the normalised residual ||A theta - B|| / ||B||.
+
+    For the `bn_affine_bn` stitcher the BatchNorms are set to the source and target statistics and the map is
+    solved in standardised coordinates."""
+    spec = ctx.spec
+    if ctx.end_front is None:
+        raise ValueError("direct matching needs the end model's front half g<=j")
+    k = spec.dm_samples
+    # Fitted on the first K images of the (already shuffled) training split, never on evaluation data.
+    x = ctx.splits.train_x[:k].to(ctx.device)
+    with eval_mode(ctx.front, ctx.end_front), torch.no_grad():
+        src = ctx.front(x)
+        tgt = ctx.end_front(x)
+        if hasattr(ctx.stitcher, "resize"):  # cross-layer: the map sees source maps at the target's size
+            src = ctx.stitcher.resize(src)
+    same_positions = src.shape[2:] == tgt.shape[2:] if src.dim() == 4 else src.shape[1] == tgt.shape[1]
+    if src.dim() != tgt.dim() or not same_positions:
+        raise ValueError(
+            f"direct matching: source positions {tuple(src.shape[1:])} do not match target {tuple(tgt.shape[1:])}"
+        )
+    a = positions(src).double()
+    b = positions(tgt).double()
+    per_image = len(a) // max(1, len(x))
+    if len(a) < a.shape[1] + 1:
+        needed = math.ceil((a.shape[1] + 1) / per_image)
+        raise ValueError(
+            f"dm_samples: K={k} images give {len(a)} rows for {a.shape[1] + 1} unknowns per output"
+            f" channel; a determined least-squares fit needs K >= {needed}"
+        )
+    stitcher = ctx.stitcher
+    if getattr(stitcher, "kind", "affine") == "bn_affine_bn":
+        s_mean, s_var = a.mean(0), a.var(0)
+        t_mean, t_var = b.mean(0), b.var(0).clamp_min(1e-12)
+        stitcher.set_normalisation(s_mean.float(), s_var.float(), t_mean.float(), t_var.float())
+        eps_in, eps_out = stitcher.bn_in.eps, stitcher.bn_out.eps
+        a = (a - s_mean) / (s_var + eps_in).sqrt()
+        b = (b - t_mean) / t_var.sqrt() * math.sqrt(1.0 + eps_out)  # what the output BatchNorm inverts
+    a1 = torch.cat([a, torch.ones(len(a), 1, dtype=a.dtype, device=a.device)], dim=1)
+    theta = torch.linalg.pinv(a1) @ b  # (C_in + 1, C_out)
+    if not torch.isfinite(theta).all():
+        raise DivergedError("direct matching solution is not finite")
+    residual = (torch.linalg.norm(a1 @ theta - b) / torch.linalg.norm(b)).item()
+    stitcher.set_affine(theta[:-1].T.float(), theta[-1].float())
+    return {"dm_residual": residual}
+
+
+@register_objective(
+    "dm",
+    {"dm_samples", "stitcher"},
+    "direct matching (seed 004 Eq. 2-3): least squares by pseudo-inverse over K training images",
+)
+def fit_direct_matching(ctx: FitContext) -> dict:
+    return direct_match(ctx)

@@ -1,0 +1,67 @@
+"""Evaluation of a (stitched or donor) network: clean accuracy, class collapse, robust accuracy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from sweep.data.core import batches
+from sweep.train.attacks import autoattack_accuracy
+from sweep.train.loops import autocast, to_device
+
+
+def predict(
+    model: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
+    device: torch.device,
+    batch_size: int = 500,
+    precision: str = "fp32",
+    channels_last: bool = False,
+) -> torch.Tensor:
+    """Predicted classes of `x`, on the device `x` is on (the model must be in eval mode)."""
+    out = []
+    with torch.no_grad(), autocast(device, precision):
+        for xb, _ in batches(x, torch.zeros(len(x)), batch_size):
+            logits = model(to_device(xb, device, channels_last))
+            if not torch.isfinite(logits).all():
+                raise FloatingPointError("the network produced non-finite logits")
+            out.append(logits.argmax(1))
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.long, device=x.device)
+
+
+def most_frequent_class(pred: torch.Tensor, num_classes: int) -> tuple[int, float]:
+    """The class predicted most often and the fraction of predictions that fall in it (seed 000 Fig. 4)."""
+    counts = torch.bincount(pred, minlength=num_classes)
+    cls = int(counts.argmax())
+    return cls, float(counts[cls]) / max(1, len(pred))
+
+
+def robust_accuracy(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    n_eval: int,
+    eps: float,
+    attacks: tuple[str, ...],
+    iterations: int,
+    restarts: int,
+    seed: int,
+    device: torch.device,
+) -> float | None:
+    """AutoAttack accuracy on the first `n_eval` images (the same subset for donors and stitched nets)."""
+    if n_eval == 0:
+        return None
+    return autoattack_accuracy(
+        model,
+        x[:n_eval],
+        y[:n_eval],
+        eps=eps,
+        attacks=attacks,
+        iterations=iterations,
+        restarts=restarts,
+        seed=seed,
+        device=device,
+    )
