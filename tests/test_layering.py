@@ -123,3 +123,18 @@ def test_only_the_ray_backend_imports_ray():
         names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0]
         if any(name == "ray" or name.startswith("ray.") for name in names):
             assert _module_name(path) == "sweep.backends.ray", f"{path.relative_to(REPO)} imports ray"
+
+
+def test_readme_is_a_front_page_whose_links_exist():
+    """The README stays a front page (the manual lives in docs/), every file it or the docs link exists, and
+    nothing points outside the repository."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    for page in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:
+        text = page.read_text()
+        assert "../shared" not in text, f"{page.name} points outside the repository"
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if "://" not in target:
+                assert (page.parent / target).exists(), f"{page.relative_to(REPO)} links to missing {target}"
