@@ -186,41 +186,28 @@ def test_direct_matching_refuses_too_few_samples_and_says_how_many():
     assert c[2] * c[3] < c[1] + 1  # the point really is under-determined with one image
 
 
+def _fit_stitcher_weights(objective: str, alpha: float) -> torch.Tensor:
+    """The weights of a stitcher fitted by `objective` at layer2.0 of a fixed net (the same seed and data for
+    every objective, so two objectives that compute the same loss train the same weights)."""
+    splits = make_splits("digits", 300, 100, None)
+    fields = dict(
+        epochs=1, lr=0.01, batch_size=64, init="random", donor_bn="frozen", seed=3, stitcher="affine",
+        objective="tlm", precision="fp32", channels_last=False, alpha=alpha, adv_eps=0.3, adv_step_size=0.1,
+        adv_steps=2, adv_random_start=True, optimizer="adam", weight_decay=1e-4, momentum=None,
+        lr_schedule="step",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    ctx = _ctx(_net(), "layer2.0", fields, splits)
+    OBJECTIVES[objective].fit(ctx)
+    return ctx.stitcher.map.weight.detach().clone()
+
+
 def test_adv_with_alpha_one_trains_on_the_pgd_examples(monkeypatch):
     """alpha > 0 really trains on PGD's output: with PGD replaced by one that returns the clean batch, adv
     with alpha 1 trains exactly tlm's stitcher (and PGD ran once per batch); with the real PGD it does not."""
     import sweep.stitching.objectives as objectives
 
-    splits = make_splits("digits", 300, 100, None)
-    fields = dict(
-        epochs=1,
-        lr=0.01,
-        batch_size=64,
-        init="random",
-        donor_bn="frozen",
-        seed=3,
-        stitcher="affine",
-        objective="tlm",
-        precision="fp32",
-        channels_last=False,
-        alpha=1.0,
-        adv_eps=0.3,
-        adv_step_size=0.1,
-        adv_steps=2,
-        adv_random_start=True,
-        optimizer="adam",
-        weight_decay=1e-4,
-        momentum=None,
-        lr_schedule="step",
-    )
-
-    def fit(name):
-        torch.manual_seed(0)
-        ctx = _ctx(_net(), "layer2.0", fields, splits)
-        OBJECTIVES[name].fit(ctx)
-        return ctx.stitcher.map.weight.detach().clone()
-
-    tlm, adv_real = fit("tlm"), fit("adv")
+    tlm, adv_real = _fit_stitcher_weights("tlm", 1.0), _fit_stitcher_weights("adv", 1.0)
     calls = []
 
     def clean(model, x, y, *args, **kwargs):
@@ -228,41 +215,13 @@ def test_adv_with_alpha_one_trains_on_the_pgd_examples(monkeypatch):
         return x.detach().clone()
 
     monkeypatch.setattr(objectives, "pgd_linf", clean)
-    adv_clean = fit("adv")
+    adv_clean = _fit_stitcher_weights("adv", 1.0)
     assert torch.equal(adv_clean, tlm) and sum(calls) == 300 and len(calls) == 5
     assert not torch.allclose(adv_real, tlm, atol=1e-4)
 
 
 def test_adv_with_alpha_zero_trains_the_same_stitcher_as_tlm():
-    splits = make_splits("digits", 300, 100, None)
-    fields = dict(
-        epochs=1,
-        lr=0.01,
-        batch_size=64,
-        init="random",
-        donor_bn="frozen",
-        seed=3,
-        stitcher="affine",
-        objective="tlm",
-        precision="fp32",
-        channels_last=False,
-        alpha=0.0,
-        adv_eps=0.3,
-        adv_step_size=0.1,
-        adv_steps=2,
-        adv_random_start=True,
-        optimizer="adam",
-        weight_decay=1e-4,
-        momentum=None,
-        lr_schedule="step",
-    )
-    weights = {}
-    for name in ("tlm", "adv"):
-        torch.manual_seed(0)
-        ctx = _ctx(_net(), "layer2.0", fields, splits)
-        OBJECTIVES[name].fit(ctx)
-        weights[name] = ctx.stitcher.map.weight.detach().clone()
-    assert torch.equal(weights["tlm"], weights["adv"])
+    assert torch.equal(_fit_stitcher_weights("tlm", 0.0), _fit_stitcher_weights("adv", 0.0))
 
 
 # ------------------------------------------------------------------------------------ the search space
