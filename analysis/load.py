@@ -38,6 +38,11 @@ def _read_part(part: Loc, kind: str) -> pa.Table:
     for field in schema:  # add the columns this part predates
         if field.name not in names:
             t = t.append_column(field, pa.nulls(len(t), field.type))
+    return _to_schema(t, schema)
+
+
+def _to_schema(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The schema's columns first, in its order and types; columns beyond it kept after them."""
     known = [f.name for f in schema]
     extra = [c for c in t.column_names if c not in known]
     return t.select(known + extra).cast(pa.schema(list(schema) + [t.schema.field(c) for c in extra]))
@@ -70,10 +75,7 @@ def read_table(results: str | os.PathLike | Loc, kind: str, problems: list[dict]
             tables.append(got)
     if not tables:
         return schema.empty_table()
-    table = pa.concat_tables(tables, promote_options="permissive")
-    known = [f.name for f in schema]
-    extra = [c for c in table.column_names if c not in known]
-    return table.select(known + extra).cast(pa.schema(list(schema) + [table.schema.field(c) for c in extra]))
+    return _to_schema(pa.concat_tables(tables, promote_options="permissive"), schema)
 
 
 def load_trials(results: str | os.PathLike | Loc) -> pd.DataFrame:

@@ -22,10 +22,9 @@ from sweep.stitching.objectives import (
     adv_mix_count,
     adv_mix_loss,
     direct_match,
-    trades_loss,
 )
 from sweep.stitching.stitcher import Stitcher
-from sweep.train.attacks import kl_divergence, pgd_linf, trades_linf
+from sweep.train.attacks import kl_divergence, pgd_linf, trades_linf, trades_loss
 
 from .conftest import TINY_SPACE
 

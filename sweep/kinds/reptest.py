@@ -29,7 +29,7 @@ from sweep.models.base import split
 from sweep.results import SweepDir, write_rows
 from sweep.stitching.objectives import FitContext, direct_match
 from sweep.stitching.stitcher import StitchedNet, Stitcher
-from sweep.train.evaluate import predict
+from sweep.train.evaluate import activations, predict
 
 
 class LowRank(nn.Module):
@@ -62,14 +62,6 @@ def _channel_rows(a: torch.Tensor) -> torch.Tensor:
     if a.dim() == 4:
         return a.permute(0, 2, 3, 1).reshape(-1, a.shape[1])
     return a.reshape(-1, a.shape[-1])
-
-
-def _acts(module: nn.Module, x: torch.Tensor, device: torch.device, batch_size: int = 250) -> torch.Tensor:
-    out = []
-    with torch.no_grad():
-        for i in range(0, len(x), batch_size):
-            out.append(module(x[i : i + batch_size].to(device)).float())
-    return torch.cat(out)
 
 
 def run_reptest(
@@ -123,15 +115,15 @@ def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, do
             fronts[(key, layer, None)] = split(models[key], layer)[0].eval()
         if rank is not None:
             base = fronts[(key, layer, None)]
-            fronts[(key, layer, rank)] = nn.Sequential(base, LowRank(_acts(base, xtr, device), rank)).eval()
+            fronts[(key, layer, rank)] = nn.Sequential(base, LowRank(activations(base, xtr, device), rank)).eval()
 
     probe = {}
     for m, (_ref, key, layer, rank) in enumerate(spec.members):
         f = fronts[(key, layer, rank)]
         probe[m] = linear_probe_accuracy(
-            _acts(f, xtr, device).flatten(1),
+            activations(f, xtr, device).flatten(1),
             ytr.to(device),
-            _acts(f, xte, device).flatten(1),
+            activations(f, xte, device).flatten(1),
             yte,
             splits.num_classes,
             epochs=spec.probe_epochs,
@@ -143,16 +135,16 @@ def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, do
     ref_m = max(probe, key=lambda m: (probe[m], -m))  # argmax F; ties go to the first member
     _, ref_key, ref_layer, ref_rank = spec.members[ref_m]
     a_front = fronts[(ref_key, ref_layer, ref_rank)]
-    a = _acts(a_front, xte, device).cpu()
+    a = activations(a_front, xte, device).cpu()
     xfit = splits.train_x[: spec.dm_samples]  # the DM fits' K training images (as the dm objective's)
-    a_fit = _acts(a_front, xfit, device).cpu()
+    a_fit = activations(a_front, xfit, device).cpu()
     a_end = split(models[ref_key], ref_layer)[1].eval()
     a_acc = float((predict(models[ref_key], xte, device) == yte).float().mean())
 
     rows = []
     for m, (ref, key, layer, rank) in enumerate(spec.members):
         f = fronts[(key, layer, rank)]
-        b = _acts(f, xte, device).cpu()
+        b = activations(f, xte, device).cpu()
         row = dict(
             donor=ref,
             donor_key=key,
@@ -173,7 +165,9 @@ def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, do
         if "opd" in spec.indices:
             row["d_opd"] = opd(to_2d(b), to_2d(a))
         if "dm" in spec.indices:  # structural DM: the K-image map from B to A, its error out of sample
-            theta = dm_fit(to_2d(stitcher.resize(_acts(f, xfit, device).cpu()), "positions"), to_2d(a_fit, "positions"))
+            theta = dm_fit(
+                to_2d(stitcher.resize(activations(f, xfit, device).cpu()), "positions"), to_2d(a_fit, "positions")
+            )
             row["d_dm"] = dm_error(theta, to_2d(stitcher.resize(b), "positions"), to_2d(a, "positions"))
         if spec.dm_functional:
             stitcher = stitcher.to(device)

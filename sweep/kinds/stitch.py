@@ -25,7 +25,7 @@ from sweep.registry import INDICES
 from sweep.results import SweepDir, write_rows
 from sweep.stitching.objectives import OBJECTIVES, FitContext, eval_mode
 from sweep.stitching.stitcher import StitchedNet, Stitcher
-from sweep.train.evaluate import most_frequent_class, predict, robust_accuracy
+from sweep.train.evaluate import activations, most_frequent_class, predict, robust_accuracy
 
 Report = Callable[[dict], None]
 
@@ -226,19 +226,6 @@ def _reference_accuracies(
     )
 
 
-def _acts(module, x: torch.Tensor, device: torch.device, batch_size: int = 250) -> torch.Tensor:
-    """module(x) in eval mode, in batches (the module's train/eval mode is restored)."""
-    was = getattr(module, "training", None)
-    if was is not None:
-        module.eval()
-    try:
-        with torch.no_grad():
-            return torch.cat([module(x[i : i + batch_size].to(device)).float() for i in range(0, len(x), batch_size)])
-    finally:
-        if was is not None:
-            module.train(was)
-
-
 def outlier_images(
     names: tuple[str, ...], n: int, like: torch.Tensor, data_root: str | None, download: bool, seed: int = 0
 ) -> torch.Tensor:
@@ -287,9 +274,9 @@ def ood_auroc(
         x_in = splits.train_x[: spec.ood_train_size]
         x_out = outlier_images(spec.ood_outliers, spec.ood_train_size, x_in[0], data_root, download)
         return train_detector(
-            _acts(end_front, x_in, device).cpu(),
+            activations(end_front, x_in, device).cpu(),
             splits.train_y[: spec.ood_train_size].cpu(),
-            _acts(end_front, x_out, device).cpu(),
+            activations(end_front, x_out, device).cpu(),
             splits.num_classes,
             epochs=spec.ood_epochs,
             oe_epochs=spec.ood_oe_epochs,
@@ -299,8 +286,8 @@ def ood_auroc(
     det = load_or_train(detector_path(sweep.zoo(spec.end_key), spec.end_point, setting), train).to(device).eval()
     x = splits.test_x[: spec.ood_samples]
     with torch.no_grad():
-        e_target = energy(_acts(lambda b: det(end_front(b)), x, device)).cpu()
-        e_stitched = energy(_acts(lambda b: det(stitcher(front(b))), x, device)).cpu()
+        e_target = energy(activations(lambda b: det(end_front(b)), x, device)).cpu()
+        e_stitched = energy(activations(lambda b: det(stitcher(front(b))), x, device)).cpu()
     return auroc(e_target, e_stitched)
 
 
@@ -313,7 +300,7 @@ def similarities(
     it: the DM stitcher fitted on the K training images `x_fit`, its squared relative error on `x`."""
     from sweep.measures.similarity import dm_error, dm_fit, to_2d
 
-    a, b = _acts(front, x, device).cpu(), _acts(end_front, x, device).cpu()
+    a, b = activations(front, x, device).cpu(), activations(end_front, x, device).cpu()
     layouts = {"pwcca": spec.pwcca_layout, "opd": spec.opd_layout}
     out = {}
     for name in spec.indices:
@@ -324,7 +311,7 @@ def similarities(
         if index.kind == "rank":
             out.update(zip(index.columns, (index.fn(to_2d(a, layout)), index.fn(to_2d(b, layout)))))
         elif name == "dm":  # fitted on training images, scored out of sample (not the pair-function form)
-            fit_a, fit_b = _acts(front, x_fit, device).cpu(), _acts(end_front, x_fit, device).cpu()
+            fit_a, fit_b = activations(front, x_fit, device).cpu(), activations(end_front, x_fit, device).cpu()
             theta = dm_fit(to_2d(stitcher.resize(fit_a), layout), to_2d(fit_b, layout))
             out["sim_dm"] = dm_error(theta, to_2d(stitcher.resize(a), layout), to_2d(b, layout))
         else:

@@ -28,7 +28,7 @@ from torch import nn
 from sweep.data.core import Splits, batches
 from sweep.registry import OBJECTIVES
 from sweep.stitching.stitcher import positions
-from sweep.train.attacks import kl_divergence, pgd_linf, trades_linf
+from sweep.train.attacks import pgd_linf, trades_linf, trades_loss
 from sweep.train.evaluate import predict
 from sweep.train.loops import DivergedError, autocast, optimiser_step, step_schedule, to_device
 
@@ -146,17 +146,6 @@ def adv_mix_loss(
 
 def adv_mix_count(batch: int, alpha: float) -> int:
     return int(round(alpha * batch))
-
-
-def trades_loss(
-    net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None, beta: float
-) -> torch.Tensor:
-    """Seed 000 Eq. 5 (TRADES): CE(f(x), y) + beta * KL(f(x) || f(x')), gradients through both terms."""
-    logits = net(x)
-    loss = _ce(logits, y)
-    if beta > 0.0:
-        loss = loss + beta * kl_divergence(torch.softmax(logits, dim=1), net(x_adv))
-    return loss
 
 
 # ---------------------------------------------------------------------------------------- the fit loop

@@ -146,3 +146,12 @@ def autoattack_accuracy(
             pred = model(x_adv[i : i + batch_size].to(device)).argmax(1).cpu()
             correct += (pred == y[i : i + batch_size].cpu()).sum().item()
     return correct / len(y)
+
+
+def trades_loss(net, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None, beta: float) -> torch.Tensor:
+    """Seed 000 Eq. 5 (TRADES): CE(f(x), y) + beta * KL(f(x) || f(x')), gradients through both terms."""
+    logits = net(x)
+    loss = nn.functional.cross_entropy(logits, y)
+    if beta > 0.0:
+        loss = loss + beta * kl_divergence(torch.softmax(logits, dim=1), net(x_adv))
+    return loss

@@ -18,7 +18,7 @@ from sweep.data.augment import augment
 from sweep.data.core import Splits, batches
 from sweep.models.base import StagedNet, build
 from sweep.registry import TRAINING_METHODS
-from sweep.train.attacks import kl_divergence, pgd_linf, trades_linf
+from sweep.train.attacks import pgd_linf, trades_linf, trades_loss
 from sweep.train.loops import optimiser_step, step_schedule
 
 _ce = nn.CrossEntropyLoss()
@@ -37,7 +37,7 @@ def register_training_method(name: str, fields: set[str], description: str):
 
 
 @register_training_method("plain", set(), "cross-entropy on clean batches (seed 000 A.2)")
-def plain_loss(model, xb, yb, donor, gen):
+def _plain(model, xb, yb, donor, gen):
     model.train()
     return _ce(model(xb), yb)
 
@@ -48,7 +48,7 @@ def plain_loss(model, xb, yb, donor, gen):
     "L-inf PGD adversarial training (Madry et al.; seed 000 A.3); adv_fraction weighs the"
     " adversarial loss against the clean one",
 )
-def pgd_loss(model, xb, yb, donor, gen):
+def _pgd(model, xb, yb, donor, gen):
     model.eval()  # craft the attack with frozen BatchNorm statistics, then train on it
     x_adv = pgd_linf(model, xb, yb, donor.eps, donor.step_size, donor.steps, generator=gen)
     model.train()
@@ -63,12 +63,11 @@ def pgd_loss(model, xb, yb, donor, gen):
     {"eps", "step_size", "steps", "beta"},
     "TRADES (Zhang et al.; seed 000 Eq. 4): CE + beta KL(p(x) || p(x')), KL-PGD for x'",
 )
-def trades_loss(model, xb, yb, donor, gen):
+def _trades(model, xb, yb, donor, gen):
     model.eval()
     x_adv = trades_linf(model, xb, donor.eps, donor.step_size, donor.steps, generator=gen)
     model.train()
-    logits = model(xb)
-    return _ce(logits, yb) + donor.beta * kl_divergence(torch.softmax(logits, dim=1), model(x_adv))
+    return trades_loss(model, xb, yb, x_adv, donor.beta)
 
 
 def train_donor(

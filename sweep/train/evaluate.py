@@ -65,3 +65,16 @@ def robust_accuracy(
         seed=seed,
         device=device,
     )
+
+
+def activations(module, x: torch.Tensor, device: torch.device, batch_size: int = 250) -> torch.Tensor:
+    """module(x) in eval mode, in batches (the module's train/eval mode is restored)."""
+    was = getattr(module, "training", None)
+    if was is not None:
+        module.eval()
+    try:
+        with torch.no_grad():
+            return torch.cat([module(x[i : i + batch_size].to(device)).float() for i in range(0, len(x), batch_size)])
+    finally:
+        if was is not None:
+            module.train(was)
