@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import altair as alt
@@ -67,27 +70,176 @@ def _png(chart, path: Path) -> None:
     path.write_bytes(vl_convert.vegalite_to_png(chart.to_dict(), scale=1.5))
 
 
+@dataclass(frozen=True)
+class ReportData:
+    """What the sections draw from: every table of the results, prepared once."""
+
+    name: str
+    trials: pd.DataFrame
+    donors: pd.DataFrame
+    problems: pd.DataFrame
+    reptests: pd.DataFrame
+
+    @functools.cached_property
+    def done(self) -> pd.DataFrame:
+        return self.trials[self.trials["status"] == "done"]
+
+    @functools.cached_property
+    def failed(self) -> pd.DataFrame:
+        return self.trials[self.trials["status"] == "failed"]
+
+    @functools.cached_property
+    def same_task(self) -> pd.DataFrame:
+        return self.done[~is_cross_task(self.done)]
+
+    @functools.cached_property
+    def cross_task(self) -> pd.DataFrame:
+        return self.done[is_cross_task(self.done)]
+
+    @functools.cached_property
+    def matrices(self) -> pd.DataFrame:
+        """Layer-by-layer matrices, when some front layer was stitched to more than one end layer."""
+        long = long_matrices(self.done) if len(self.done) else pd.DataFrame()
+        cross_layer = (
+            len(long) and long.groupby(["front", "end", "measure", "front_point"])["end_point"].nunique().max() > 1
+        )
+        return long if cross_layer else pd.DataFrame()
+
+    @functools.cached_property
+    def identification(self) -> pd.DataFrame:
+        return layer_identification(self.done) if len(self.done) else pd.DataFrame()
+
+    @functools.cached_property
+    def correlations_per_unit(self) -> pd.DataFrame:
+        return rank_correlations(self.reptests) if len(self.reptests) else pd.DataFrame()
+
+    @functools.cached_property
+    def correlations(self) -> pd.DataFrame:
+        return correlation_table(self.correlations_per_unit) if len(self.reptests) else pd.DataFrame()
+
+
+@dataclass(frozen=True)
+class ChartSection:
+    """A chart of the report: drawn when `data` selects any rows, saved as `png` (and `csv`)."""
+
+    title: str
+    data: Callable[[ReportData], pd.DataFrame]
+    chart: Callable[[pd.DataFrame], alt.TopLevelMixin]
+    png: str
+    csv: str | None = None
+
+
+@dataclass(frozen=True)
+class TableSection:
+    """A table of the report: shown when `data` has rows, saved as `csv` (and `md`)."""
+
+    title: str
+    data: Callable[[ReportData], pd.DataFrame]
+    intro: str = ""
+    columns: list[str] | None = None  # None: every column
+    csv: str | None = None
+    md: str | None = None
+
+
+# The report, in order. A new plot or table is one function and one entry here.
+CHARTS = [
+    ChartSection("Stitching plots", lambda d: d.same_task, stitching_grid, "stitching.png"),
+    ChartSection(
+        "Class collapse: most frequent class ratio", lambda d: d.done, class_collapse_grid, "most_frequent_class.png"
+    ),
+    ChartSection("Cross-task stitching", lambda d: d.cross_task, cross_task_grid, "cross_task.png"),
+    ChartSection(
+        "Layer-by-layer matrices (rows: front layer, columns: end layer)",
+        lambda d: d.matrices,
+        heatmap_grid,
+        "layer_matrices.png",
+        csv="layer_matrices.csv",
+    ),
+]
+TABLES = [
+    TableSection(
+        "Rank-correlation tests (seed 004 Tables 2-3)",
+        lambda d: d.correlations,
+        "Kendall's tau and Spearman's rho between the probing gap |F(A) - F(B)| and each dissimilarity"
+        " d(A, B), mean over units; <i>significant</i>: units with both one-sided p-values below 0.05.",
+        csv="rank_correlations.csv",
+        md="rank_correlations.md",
+    ),
+    TableSection(
+        "Unreadable results parts",
+        lambda d: d.problems,
+        "Skipped: these files could not be read as results (rerun <code>stitchsweep resume</code> to"
+        " recompute their trials).",
+        ["path", "kind", "error"],
+        csv="problems.csv",
+    ),
+    TableSection(
+        "Layer identification (seed 004 Table 1)",
+        lambda d: d.identification,
+        "Share of front layers whose most similar end layer, by each measure, is the corresponding one"
+        " (intra: a donor with itself; inter: two donors of one architecture).",
+        csv="layer_identification.csv",
+        md="layer_identification.md",
+    ),
+    TableSection("Donors", lambda d: d.donors, columns=DONOR_COLUMNS, csv="donors.csv"),
+    TableSection(
+        "Failed trials",
+        lambda d: d.failed,
+        columns=["trial_id", "front", "end", "front_point", "end_point", "setting", "error"],
+    ),
+    TableSection(
+        "Trials", lambda d: d.done.sort_values(["front", "end", "setting", "point_index"]), columns=TRIAL_COLUMNS
+    ),
+]
+
+
 def write_report(results: str | Path | Loc, out: str | Path) -> Path:
-    """Write into `out`: `index.html`; `stitching.png` (every same-task pair and setting) with one
-    `stitching_<front>__<end>.png` per pair; `most_frequent_class.png` (seed 000 Fig. 4/6); `cross_task.png`
-    (Fig. 8, when the sweep has cross-task pairs); `layer_matrices.png`/`.csv` (seed 004 Fig. 1-2, when
-    layers were stitched across) and `layer_identification.csv`/`.md` (its Table 1); `trials.csv` and
-    `donors.csv`. Returns the HTML path."""
+    """Write into `out`: `index.html` and the files of every section of CHARTS and TABLES that has data
+    (`stitching.png` with one `stitching_<front>__<end>.png` per pair, `most_frequent_class.png`,
+    `cross_task.png`, `layer_matrices.png`/`.csv`, `layer_identification.csv`/`.md`, `rank_correlations*`,
+    `problems.csv`), plus `trials.csv` and `donors.csv`. Returns the HTML path."""
     results, out = open_root(results), Path(out)  # results: a local folder or a pyarrow.fs URI
     out.mkdir(parents=True, exist_ok=True)
     tables = load(results)
-    trials, donors, problems = tables["trials"], tables["donors"], tables["problems"]
-    trials = trials.assign(setting=setting_label(trials))
+    trials = tables["trials"].assign(setting=setting_label(tables["trials"]))
+    data = ReportData(results.name, trials, tables["donors"], tables["problems"], tables["reptests"])
     trials.to_csv(out / "trials.csv", index=False)
-    donors.to_csv(out / "donors.csv", index=False)
+    charts = []
+    for section in CHARTS:
+        rows = section.data(data)
+        if len(rows):
+            chart = section.chart(rows)
+            _png(chart, out / section.png)
+            if section.csv:
+                rows.to_csv(out / section.csv, index=False)
+            charts.append(chart.properties(title=section.title))
+    for pair in data.same_task[["front", "end"]].drop_duplicates().itertuples(index=False):
+        one = data.same_task[(data.same_task["front"] == pair.front) & (data.same_task["end"] == pair.end)]
+        _png(
+            stitching_grid(one),
+            out / (re.sub(r"[^A-Za-z0-9_.-]+", "_", f"stitching_{pair.front}__{pair.end}") + ".png"),
+        )
+    if len(data.reptests):
+        data.correlations_per_unit.to_csv(out / "rank_correlations_per_unit.csv", index=False)
+    html_tables = []
+    for section in TABLES:
+        rows = section.data(data)
+        if section.csv and (len(rows) or section.title == "Donors"):
+            rows.to_csv(out / section.csv, index=False)
+        if section.md and len(rows):
+            (out / section.md).write_text(markdown_table(rows))
+        if len(rows) or section.title in ("Donors", "Trials"):
+            intro = f"<p>{section.intro}</p>" if section.intro else ""
+            html_tables.append(f"<h2>{section.title}</h2>{intro}" + _table(rows, section.columns or list(rows.columns)))
+    index = out / "index.html"
+    index.write_text(_page(data, charts, html_tables))
+    return index
 
-    done = trials[trials["status"] == "done"]
-    failed = trials[trials["status"] == "failed"]
-    cross = is_cross_task(done)
-    same_task, cross_task = done[~cross], done[cross]
-    intro = [
-        f"<h1>stitchsweep report: {html.escape(results.name)}</h1>",
-        f"<p>{len(trials)} trials recorded: {len(done)} done, {len(failed)} failed."
+
+def _page(data: ReportData, charts: list, html_tables: list[str]) -> str:
+    intro = (
+        f"<h1>stitchsweep report: {html.escape(data.name)}</h1>"
+        f"<p>{len(data.trials)} trials recorded: {len(data.done)} done, {len(data.failed)} failed."
         " Stitching plots: clean (blue) and robust (yellow) accuracy of the stitched network at each stitch"
         " point; bands span the two donors' accuracies. One row per donor pair, one column per setting"
         " (objective, alpha, beta, init, stitcher). Class collapse: the share of the most often predicted"
@@ -95,82 +247,20 @@ def write_report(results: str | Path | Loc, out: str | Path) -> Path:
         + (
             " Cross-task: donors trained on different datasets; 'on D' names the data the stitcher was"
             " trained and tested on; each band spans the donors' accuracies on their own tasks."
-            if len(cross_task)
+            if len(data.cross_task)
             else ""
         )
-        + "</p>",
-    ]
-    sections = []
-    if len(same_task):
-        grid = stitching_grid(same_task)
-        _png(grid, out / "stitching.png")
-        sections.append(grid.properties(title="Stitching plots"))
-        for pair in same_task[["front", "end"]].drop_duplicates().itertuples(index=False):
-            one = stitching_grid(same_task[(same_task["front"] == pair.front) & (same_task["end"] == pair.end)])
-            _png(one, out / (re.sub(r"[^A-Za-z0-9_.-]+", "_", f"stitching_{pair.front}__{pair.end}") + ".png"))
-    if len(done):
-        collapse = class_collapse_grid(done)
-        _png(collapse, out / "most_frequent_class.png")
-        sections.append(collapse.properties(title="Class collapse: most frequent class ratio"))
-    if len(cross_task):
-        ct = cross_task_grid(cross_task)
-        _png(ct, out / "cross_task.png")
-        sections.append(ct.properties(title="Cross-task stitching"))
-    long = long_matrices(done) if len(done) else pd.DataFrame()
-    identification = layer_identification(done) if len(done) else pd.DataFrame()
-    if len(long) and long.groupby(["front", "end", "measure", "front_point"])["end_point"].nunique().max() > 1:
-        long.to_csv(out / "layer_matrices.csv", index=False)
-        heat = heatmap_grid(long)
-        _png(heat, out / "layer_matrices.png")
-        sections.append(heat.properties(title="Layer-by-layer matrices (rows: front layer, columns: end layer)"))
-    if len(identification):
-        identification.to_csv(out / "layer_identification.csv", index=False)
-        (out / "layer_identification.md").write_text(markdown_table(identification))
-
-    rest = []
-    reptests = tables["reptests"]
-    if len(reptests):
-        per_unit = rank_correlations(reptests)
-        per_unit.to_csv(out / "rank_correlations_per_unit.csv", index=False)
-        corr = correlation_table(per_unit)
-        corr.to_csv(out / "rank_correlations.csv", index=False)
-        (out / "rank_correlations.md").write_text(markdown_table(corr))
-        rest.append(
-            "<h2>Rank-correlation tests (seed 004 Tables 2-3)</h2><p>Kendall's tau and Spearman's rho"
-            " between the probing gap |F(A) - F(B)| and each dissimilarity d(A, B), mean over units;"
-            " <i>significant</i>: units with both one-sided p-values below 0.05.</p>" + _table(corr, list(corr.columns))
-        )
-    if len(problems):
-        problems.to_csv(out / "problems.csv", index=False)
-        rest.append(
-            "<h2>Unreadable results parts</h2><p>Skipped: these files could not be read as results"
-            " (rerun <code>stitchsweep resume</code> to recompute their trials).</p>"
-            + _table(problems, ["path", "kind", "error"])
-        )
-    if len(identification):
-        rest.append(
-            "<h2>Layer identification (seed 004 Table 1)</h2><p>Share of front layers whose most"
-            " similar end layer, by each measure, is the corresponding one (intra: a donor with itself;"
-            " inter: two donors of one architecture).</p>" + _table(identification, list(identification.columns))
-        )
-    rest.append("<h2>Donors</h2>" + _table(donors, DONOR_COLUMNS))
-    if len(failed):
-        rest.append(
-            "<h2>Failed trials</h2>" + _table(failed, ["trial_id", "front", "end", "front_point", "setting", "error"])
-        )
-    rest.append("<h2>Trials</h2>" + _table(done.sort_values(["front", "end", "setting", "point_index"]), TRIAL_COLUMNS))
+        + "</p>"
+    )
+    rest = "\n".join(html_tables)
     marker = '<div class="vega-visualization" id="vis"></div>'
-    if sections:
-        chart_html = alt.vconcat(*sections, spacing=40).resolve_scale(color="independent").to_html(inline=True)
-        page = chart_html.replace(marker, "".join(intro) + "<h2>Charts</h2>" + marker + "\n".join(rest), 1)
-    else:
-        page = (
-            "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
-            + "".join(intro)
-            + "<p>No finished trials to plot yet.</p>"
-            + "\n".join(rest)
-            + "</body></html>"
-        )
-    index = out / "index.html"
-    index.write_text(page)
-    return index
+    if charts:
+        chart_html = alt.vconcat(*charts, spacing=40).resolve_scale(color="independent").to_html(inline=True)
+        return chart_html.replace(marker, intro + "<h2>Charts</h2>" + marker + rest, 1)
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
+        + intro
+        + "<p>No finished trials to plot yet.</p>"
+        + rest
+        + "</body></html>"
+    )
