@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import analysis
+from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
@@ -316,3 +317,35 @@ def test_receiver_rank_of_a_known_low_rank_activation_is_its_rank(rank):
     assert receiver_rank(sender, end, x, torch.device("cpu"), max_features=100) == rank
     wide = torch.nn.Sequential(torch.nn.Conv2d(8, 300, 1), torch.nn.Flatten())  # 10,800 features, sampled
     assert receiver_rank(sender, wide, x, torch.device("cpu")) == rank
+
+
+def test_a_new_objective_is_one_registry_entry(tmp_path, registered):
+    """An objective added through its registry alone is validated (its fields blank the others), hashed into
+    the trial id, run and written; nothing else is edited."""
+    from sweep.stitching.objectives import Objective, direct_match
+
+    def fit(ctx):  # direct matching, then nothing: a stand-in for a new objective
+        return direct_match(ctx)
+
+    registered(
+        objectives.OBJECTIVES,
+        "dm_copy",
+        Objective("dm_copy", fit, frozenset({"dm_samples", "stitcher"}), "a test objective"),
+    )
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"].update(objectives=["dm", "dm_copy"], stitch_points=["layer2.0"])
+    space["evaluation"]["n_eval_robust"] = 0
+    sweep = parse_space(space)
+    dm, copy_ = sorted(sweep.trials, key=lambda t: t.objective)
+    assert (dm.objective, copy_.objective) == ("dm", "dm_copy") and dm.trial_id != copy_.trial_id
+    assert copy_.lr is None and copy_.epochs is None and copy_.dm_samples == 100  # fields it does not read: blank
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    rows = [run_trial(t, sweep_dir) for t in (dm, copy_)]
+    assert [r["status"] for r in rows] == ["done", "done"]
+    assert rows[0]["clean_acc"] == rows[1]["clean_acc"] and rows[1]["relative_acc"] == 1.0
+    trials = analysis.load_trials(sweep_dir.path)
+    assert set(trials["objective"]) == {"dm", "dm_copy"}
+    with pytest.raises(SpecError, match=r"did you mean 'dm_copy'"):
+        parse_space(dict(space, stitching=dict(space["stitching"], objectives=["dm_cpy"])))
