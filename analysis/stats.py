@@ -12,13 +12,9 @@ import warnings
 
 import pandas as pd
 
-DISSIMILARITIES = {
-    "cka": "d_cka",
-    "pwcca": "d_pwcca",
-    "opd": "d_opd",
-    "dm (struct.)": "d_dm",
-    "dm (func.)": "d_dm_func",
-}
+from .catalogue import dissimilarities
+
+DISSIMILARITIES = dissimilarities()  # report label -> representation-test column (analysis/catalogue.py)
 
 
 def rank_correlations(reptests: pd.DataFrame) -> pd.DataFrame:

@@ -11,29 +11,24 @@ from __future__ import annotations
 
 import pandas as pd
 
-# name -> (column, objective whose trials carry it or None for any trial, higher is more similar)
-MEASURES: dict[str, tuple[str, str | None, bool]] = {
-    "tlm": ("relative_acc", "tlm", True),
-    "dm": ("relative_acc", "dm", True),
-    "dm+tlm": ("relative_acc", "dm+tlm", True),
-    "cka": ("sim_cka", None, True),
-    "pwcca": ("sim_pwcca", None, True),
-    "opd": ("sim_opd", None, False),
-    "dm distance": ("sim_dm", None, False),
-    # OOD-ness of the stitched activations for the receiver (0.5: in-distribution), per objective
-    "tlm ood auroc": ("ood_auroc", "tlm", False),
-    "dm ood auroc": ("ood_auroc", "dm", False),
-    "dm+tlm ood auroc": ("ood_auroc", "dm+tlm", False),
-}
-# Measures that are not similarity indices: shown as matrices, left out of layer identification.
-NOT_FOR_IDENTIFICATION = {"tlm ood auroc", "dm ood auroc", "dm+tlm ood auroc"}
+from .catalogue import Measure, measures
+
+# objectives in the order the papers discuss them; others follow in alphabetical order
+_OBJECTIVE_ORDER = ["tlm", "dm", "dm+tlm", "adv", "adv_mix", "trades"]
+
+
+def _measures(trials: pd.DataFrame) -> dict[str, Measure]:
+    present = set(trials["objective"].dropna()) if "objective" in trials else set()
+    ordered = [o for o in _OBJECTIVE_ORDER if o in present] + sorted(present - set(_OBJECTIVE_ORDER))
+    return measures(ordered)
 
 
 def available_measures(trials: pd.DataFrame) -> list[str]:
     """The measures with at least one value among the finished trials."""
     done = trials[trials["status"] == "done"] if "status" in trials else trials
     out = []
-    for name, (col, objective, _) in MEASURES.items():
+    for name, m in _measures(done).items():
+        col, objective = m.column, m.objective
         if col not in done:
             continue
         rows = done if objective is None else done[done["objective"] == objective]
@@ -44,7 +39,8 @@ def available_measures(trials: pd.DataFrame) -> list[str]:
 
 def layer_matrix(trials: pd.DataFrame, front: str, end: str, measure: str) -> pd.DataFrame:
     """front_point x end_point matrix of `measure` (mean over seeds), rows and columns in layer order."""
-    col, objective, _ = MEASURES[measure]
+    m = _measures(trials)[measure]
+    col, objective = m.column, m.objective
     t = trials[(trials["status"] == "done") & (trials["front"] == front) & (trials["end"] == end)]
     if objective is not None:
         t = t[t["objective"] == objective]
@@ -94,9 +90,10 @@ def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:
     for pair in done[["front", "end"]].drop_duplicates().itertuples(index=False):
         kind = "intra" if pair.front == pair.end else "inter"
         for measure in available_measures(done[(done["front"] == pair.front) & (done["end"] == pair.end)]):
-            if measure in NOT_FOR_IDENTIFICATION:
+            m = _measures(done)[measure]
+            if not m.for_identification:
                 continue
-            _, _, higher = MEASURES[measure]
+            higher = m.larger_is_more_similar
             m = layer_matrix(done, pair.front, pair.end, measure)
             hits = []
             for fp in m.index:
@@ -124,7 +121,7 @@ def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:
         .agg(pairs=("front", "size"), layers=("layers", "sum"), accuracy=("accuracy", "mean"))
         .reset_index()
     )
-    order = {m: i for i, m in enumerate(MEASURES)}
+    order = {m: i for i, m in enumerate(_measures(done))}
     return table.sort_values(
         ["kind", "measure"], key=lambda s: s.map(order) if s.name == "measure" else s, ascending=[False, True]
     ).reset_index(drop=True)

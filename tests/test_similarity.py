@@ -236,3 +236,18 @@ def test_pwcca_against_low_rank_approximations_falls_with_the_rank():
         assert pwcca(a, low_rank(a, k).to(torch.float32)) == pytest.approx(expected, abs=1e-6)
     assert values[0] == pytest.approx(1.0, abs=1e-9)
     assert values == sorted(values, reverse=True) and values[-1] < 0.2
+
+
+def test_every_pair_index_is_registered_against_the_catalogue():
+    """An index's column, report name and direction are written once (analysis/catalogue.py): the registry
+    entries take them from there, and every column exists in the trials schema."""
+    from analysis.catalogue import INDEX_ENTRIES
+    from analysis.schema import TRIAL_SCHEMA
+    from sweep.registry import INDICES
+
+    pair = {name: index for name, index in INDICES.items() if index.kind != "rank"}
+    assert set(pair) == {e.index for e in INDEX_ENTRIES}
+    for entry in INDEX_ENTRIES:
+        index = pair[entry.index]
+        assert index.columns == (entry.column,) and index.larger_is_more_similar == entry.larger_is_more_similar
+    assert all(c in TRIAL_SCHEMA.names for index in INDICES.values() for c in index.columns)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from analysis.catalogue import INDEX_BY_NAME
 from sweep.registry import INDICES
 
 __all__ = [
@@ -332,28 +333,31 @@ def register_index(index: Index) -> Index:
     return INDICES.add(index.name, index)
 
 
-register_index(Index("cka", linear_cka, "flatten", "similarity", ("sim_cka",), description="linear CKA (Eq. 4)"))
+def _from_catalogue(name: str, fn: Callable, layout: str, **kwargs) -> Index:
+    """A pair index whose column, report name and direction are written once, in `analysis.catalogue`."""
+    entry = INDEX_BY_NAME[name]
+    kind = "similarity" if entry.larger_is_more_similar else "distance"
+    return Index(name, fn, layout, kind, (entry.column,), **kwargs)
+
+
+register_index(_from_catalogue("cka", linear_cka, "flatten", description="linear CKA (Eq. 4)"))
 register_index(
-    Index(
+    _from_catalogue(
         "pwcca",
         pwcca,
         "pooled",
-        "similarity",
-        ("sim_pwcca",),
         symmetric=False,
         description="projection-weighted CCA (Eq. 5-6), weights from the front's directions",
     )
 )
-register_index(Index("opd", opd, "flatten", "distance", ("sim_opd",), description="orthogonal Procrustes (Eq. 8)"))
+register_index(_from_catalogue("opd", opd, "flatten", description="orthogonal Procrustes distance (Eq. 8)"))
 register_index(
-    Index(
+    _from_catalogue(
         "dm",
         dm_distance,
         "positions",
-        "distance",
-        ("sim_dm",),
         symmetric=False,
-        description="the K-image DM map's squared relative error out of sample (Section 2.3)",
+        description="the K-image DM map's squared relative error out of sample (2.3)",
     )
 )
 register_index(
