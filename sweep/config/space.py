@@ -18,7 +18,8 @@ from sweep.config.donors import DonorEval, DonorSpec, parse_donor
 from sweep.config.errors import MISSING, SpecError
 from sweep.config.evaluation import EvalSpec, parse_evaluation
 from sweep.config.fields import NAME_RE, Section
-from sweep.config.stitching import TrialSpec, expand_block
+from sweep.config.stitching import expand_block
+from sweep.config.trial import TrialSpec
 from sweep.registry import DATASETS
 
 __all__ = ["Sweep", "TrialSpec", "EvalSpec", "load_space", "parse_space"]

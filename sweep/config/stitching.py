@@ -4,17 +4,16 @@ points). Names of objectives, indices, stitchers and architectures are looked up
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from analysis.schema import SCHEMA_VERSION
 from sweep.config.data import DataSpec
 from sweep.config.donors import DonorEval, DonorSpec, resolve_ref, scaled_step
 from sweep.config.errors import SpecError
 from sweep.config.evaluation import EvalSpec
-from sweep.config.fields import Section, stable_hash
+from sweep.config.fields import Section
+from sweep.config.trial import TrialSpec
 from sweep.registry import ARCHITECTURES, DATASETS, INDICES, OBJECTIVES, STITCHERS, did_you_mean
 
 INITS = ("random", "identity", "dm")
@@ -22,107 +21,6 @@ OPTIMIZERS = ("adam", "sgd")
 LR_SCHEDULES = ("step", "constant")
 DONOR_BN = ("frozen", "update")
 PRECISIONS = ("fp32", "bf16")
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrialSpec:
-    """One stitching configuration. `trial_id` hashes the scientific fields only."""
-
-    dataset: str
-    train_size: int | None
-    val_size: int
-    test_size: int | None
-    front: str
-    end: str
-    front_key: str
-    end_key: str
-    front_point: str
-    end_point: str
-    objective: str
-    alpha: float | None
-    seed: int
-    epochs: int | None
-    lr: float | None
-    batch_size: int | None
-    dm_samples: int | None
-    init: str | None
-    donor_bn: str | None
-    attacks: tuple[str, ...]
-    eps: float
-    attack_iterations: int
-    attack_restarts: int
-    n_eval_robust: int
-    precision: str = "fp32"  # "fp32" | "bf16" (autocast for stitcher training and clean evaluation)
-    channels_last: bool = False
-    beta: float | None = None  # trades
-    adv_eps: float | None = None  # adversarial objectives: the PGD inner maximisation (seed 000 A.3)
-    adv_step_size: float | None = None
-    adv_steps: int | None = None
-    adv_random_start: bool | None = None
-    stitcher: str = "affine"  # "affine" | "bn_affine_bn" (Bansal et al.)
-    # the stitcher's optimiser (gradient objectives): seed 000 A.5 = A.2's settings with Adam
-    optimizer: str | None = None  # "adam" | "sgd"
-    weight_decay: float | None = None
-    momentum: float | None = None  # sgd only
-    lr_schedule: str | None = None  # "step" (lr / 10 at 1/3 and 2/3 of the epochs) | "constant"
-    indices: tuple[str, ...] = ()  # similarity indices between f<=i and g<=j on held-out images
-    similarity_samples: int | None = None
-    # how PWCCA and OPD see activations ("positions": one row per image and position, "pooled", "flatten");
-    # default as the reference code of seed 004: positions when both shapes match, pooled otherwise
-    pwcca_layout: str | None = None
-    opd_layout: str | None = None
-    ood_outliers: tuple[str, ...] = ()  # OOD AUROC of the stitched activations (seed 004 Section 4)
-    ood_train_size: int | None = None
-    ood_epochs: int | None = None
-    ood_oe_epochs: int | None = None
-    ood_samples: int | None = None
-    # bookkeeping: not part of the identity (the donor keys already fix the donors and their datasets; the
-    # names are labels, and two names for one donor are refused)
-    point_index: int = field(default=0, compare=False)
-    n_points: int = field(default=0, compare=False)
-    end_index: int = field(default=0, compare=False)
-    n_end_points: int = field(default=0, compare=False)
-    front_dataset: str = field(default="", compare=False)
-    end_dataset: str = field(default="", compare=False)
-    stitch_data: str = field(default="", compare=False)  # "sweep" | "front" | "end": whose data trains it
-    # Which donors-table rows this trial reads: a donor trained on this trial's dataset is evaluated on the
-    # trial's own test images and settings; one trained on another task (cross-task) on its own test set.
-    front_eval: DonorEval | None = field(default=None, compare=False)
-    end_eval: DonorEval | None = field(default=None, compare=False)
-
-    # Not part of the identity: labels (the donors' names: front_key / end_key identify them), layout
-    # bookkeeping, and settings that do not change the maths (channels_last is a memory format).
-    NON_SCIENTIFIC = (
-        "front",
-        "end",
-        "channels_last",
-        "point_index",
-        "n_points",
-        "end_index",
-        "n_end_points",
-        "front_dataset",
-        "end_dataset",
-        "stitch_data",
-        "front_eval",
-        "end_eval",
-    )
-
-    @property
-    def label(self) -> str:
-        """One line for humans: pair, point, objective and the options that distinguish it."""
-        opts = "".join(f" {k}={v:g}" for k, v in (("alpha", self.alpha), ("beta", self.beta)) if v is not None)
-        opts += f" init={self.init}" if self.init not in (None, "random") else ""
-        opts += f" stitcher={self.stitcher}" if self.stitcher != "affine" else ""
-        opts += f" on={self.dataset}" if self.stitch_data in ("front", "end") else ""
-        at = self.front_point if self.end_point == self.front_point else f"{self.front_point}->{self.end_point}"
-        return f"{self.front} -> {self.end} @{at} {self.objective}{opts} seed={self.seed}"
-
-    @property
-    def trial_id(self) -> str:
-        fields = dataclasses.asdict(self)
-        for k in self.NON_SCIENTIFIC:
-            fields.pop(k)
-        return stable_hash({"kind": "stitch-trial", "v": SCHEMA_VERSION, **fields})
 
 
 BLOCK_FIELDS = {

@@ -17,7 +17,7 @@ import torch
 from analysis.schema import CURVE_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
 from sweep import __version__
 from sweep.config.donors import DonorEval
-from sweep.config.stitching import TrialSpec
+from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits, make_splits
 from sweep.kinds.donor import donor_row, load_donor
 from sweep.models.base import split
