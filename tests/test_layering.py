@@ -39,7 +39,7 @@ def test_import_sweep_does_not_import_ray():
 
 
 def test_import_config_does_not_import_torch():
-    mods = _modules_after("import sweep.config.space, sweep.config.stitching, sweep.config.trial, sweep.config.reptests")
+    mods = _modules_after("import sweep.config.space, sweep.config.stitching, sweep.config.trial")
     assert "torch" not in mods and "ray" not in mods
 
 
