@@ -51,9 +51,9 @@ NOT_A_SETTING = {
 
 def _config_columns(trials: pd.DataFrame) -> list[str]:
     """The configuration columns of the trials table (everything before the first metric)."""
-    from .schema import TRIAL_SCHEMA
+    from .store.schema import trial_schema
 
-    names = TRIAL_SCHEMA.names
+    names = trial_schema().names
     config = names[: names.index("clean_acc")]
     return [c for c in config if c in trials.columns and c not in NOT_A_SETTING]
 

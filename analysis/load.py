@@ -1,8 +1,8 @@
-"""Read a results directory into pandas with the explicit schemas of `analysis.schema`.
+"""Read a results directory into pandas with the explicit schemas of `analysis.store.schema`.
 
 Every part is cast to the known schema (columns a part lacks come back as nulls); columns a part has beyond
 the schema are kept too, so nothing written is dropped silently. Temporary files (".tmp-*") are ignored.
-`results` is a local folder or a pyarrow.fs URI (`s3://bucket/prefix/<sweep>`; see `analysis.storage`).
+`results` is a local folder or a pyarrow.fs URI (`s3://bucket/prefix/<sweep>`; see `analysis.store.storage`).
 A part that cannot be read (truncated, not Parquet, not one of ours, types that do not cast) is skipped with a
 warning naming its path, and listed in `load(...)["problems"]`: it never crashes a reader.
 """
@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 import pyarrow as pa
 
-from .schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SCHEMAS, TRIALS_DIR
-from .storage import Loc, open_root
+from .store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, TRIALS_DIR, schema
+from .store.storage import Loc, open_root
 
 READ_THREADS = 16
 KEY_COLUMN = {TRIALS_DIR: "trial_id", DONORS_DIR: "donor", CURVES_DIR: "trial_id", REPTESTS_DIR: "unit_id"}
@@ -27,37 +27,36 @@ def _parts(directory: Loc) -> list[Loc]:
     return directory.files(".parquet")
 
 
-def _read_part(part: Loc, kind: str) -> pa.Table:
-    schema = SCHEMAS[kind]
+def _read_part(part: Loc, kind: str, expected: pa.Schema) -> pa.Table:
     t = part.read_parquet()
-    if t.schema.equals(schema):  # written by this version: nothing to add or cast
+    if t.schema.equals(expected):  # written by this version: nothing to add or cast
         return t
     names = set(t.column_names)
     if KEY_COLUMN[kind] not in names:
         raise ValueError(f"not a stitchsweep {kind} part: it has no {KEY_COLUMN[kind]!r} column")
-    for field in schema:  # add the columns this part predates
+    for field in expected:  # add the columns this part predates
         if field.name not in names:
             t = t.append_column(field, pa.nulls(len(t), field.type))
-    return _to_schema(t, schema)
+    return _to_schema(t, expected)
 
 
-def _to_schema(t: pa.Table, schema: pa.Schema) -> pa.Table:
+def _to_schema(t: pa.Table, expected: pa.Schema) -> pa.Table:
     """The schema's columns first, in its order and types; columns beyond it kept after them."""
-    known = [f.name for f in schema]
+    known = [f.name for f in expected]
     extra = [c for c in t.column_names if c not in known]
-    return t.select(known + extra).cast(pa.schema(list(schema) + [t.schema.field(c) for c in extra]))
+    return t.select(known + extra).cast(pa.schema(list(expected) + [t.schema.field(c) for c in extra]))
 
 
 def read_table(results: str | os.PathLike | Loc, kind: str, problems: list[dict] | None = None) -> pa.Table:
     """All parts of `kind` ("trials", "donors" or "curves") as one Arrow table with a unified schema.
     Unreadable parts are skipped with a warning and appended to `problems` as {path, kind, error}."""
-    schema = SCHEMAS[kind]
+    expected = schema(kind)  # with the columns of every index registered now
     tables = []
     parts = _parts(open_root(results) / kind)
 
     def attempt(part: Loc) -> pa.Table | Exception:
         try:
-            return _read_part(part, kind)
+            return _read_part(part, kind, expected)
         except Exception as exc:  # reported below, in the parts' order
             return exc
 
@@ -74,8 +73,8 @@ def read_table(results: str | os.PathLike | Loc, kind: str, problems: list[dict]
         else:
             tables.append(got)
     if not tables:
-        return schema.empty_table()
-    return _to_schema(pa.concat_tables(tables, promote_options="permissive"), schema)
+        return expected.empty_table()
+    return _to_schema(pa.concat_tables(tables, promote_options="permissive"), expected)
 
 
 def load_trials(results: str | os.PathLike | Loc) -> pd.DataFrame:

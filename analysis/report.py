@@ -15,7 +15,7 @@ import pandas as pd
 from .charts import class_collapse_grid, cross_task_grid, heatmap_grid, is_cross_task, setting_label, stitching_grid
 from .load import load
 from .stats import correlation_table, rank_correlations
-from .storage import Loc, open_root
+from .store.storage import Loc, open_root
 from .tables import layer_identification, long_matrices
 
 TRIAL_COLUMNS = [

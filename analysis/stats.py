@@ -12,9 +12,8 @@ import warnings
 
 import pandas as pd
 
-from .catalogue import dissimilarities
+from .store.catalogue import dissimilarities
 
-DISSIMILARITIES = dissimilarities()  # report label -> representation-test column (analysis/catalogue.py)
 
 
 def rank_correlations(reptests: pd.DataFrame) -> pd.DataFrame:
@@ -23,9 +22,10 @@ def rank_correlations(reptests: pd.DataFrame) -> pd.DataFrame:
 
     done = reptests[reptests["status"] == "done"] if "status" in reptests else reptests
     rows = []
+    scored = dissimilarities()  # report label -> representation-test column, from the index catalogue
     for unit_id, g in done.groupby("unit_id", sort=False):
         first = g.iloc[0]
-        for name, col in DISSIMILARITIES.items():
+        for name, col in scored.items():
             if col not in g or g[col].isna().all():
                 continue
             x, y = g["probe_gap"].astype(float), g[col].astype(float)
@@ -62,7 +62,7 @@ def correlation_table(per_unit: pd.DataFrame, alpha: float = 0.05) -> pd.DataFra
     if per_unit.empty:
         return pd.DataFrame(columns=["test", "dataset", "arch", "index", "units", "tau", "rho", "significant"])
     g = per_unit.assign(sig=(per_unit["tau_p"] < alpha) & (per_unit["rho_p"] < alpha))
-    order = {k: i for i, k in enumerate(DISSIMILARITIES)}
+    order = {k: i for i, k in enumerate(dissimilarities())}
     table = (
         g.groupby(["test", "dataset", "arch", "index"], sort=False)
         .agg(units=("unit_id", "nunique"), tau=("tau", "mean"), rho=("rho", "mean"), significant=("sig", "sum"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .catalogue import Measure, measures
+from .store.catalogue import Measure, measures
 
 # objectives in the order the papers discuss them; others follow in alphabetical order
 _OBJECTIVE_ORDER = ["tlm", "dm", "dm+tlm", "adv", "adv_mix", "trades"]

@@ -29,7 +29,7 @@ def _load_space(path: str):
 
 def _storage(field: str, where: str):
     """Open a local folder or pyarrow.fs URI, turning a bad one into a SpecError naming `field`."""
-    from analysis.storage import StorageError, open_root
+    from analysis.store.storage import StorageError, open_root
 
     try:
         return open_root(where)
@@ -41,7 +41,7 @@ def _storage(field: str, where: str):
 
 def _check_results(p, path: str, marker: str, expected: str) -> None:
     """Refuse a RESULTS argument without `marker` inside, suggesting the sweep folders below it."""
-    from analysis.schema import SPACE_FILE
+    from analysis.store.schema import SPACE_FILE
 
     try:
         ok = (p / marker).exists()
@@ -55,7 +55,7 @@ def _check_results(p, path: str, marker: str, expected: str) -> None:
 
 def _open_results(path: str):
     """A results directory is `<root>/<sweep>` holding the `space.yaml` that `run` copied there."""
-    from analysis.schema import SPACE_FILE
+    from analysis.store.schema import SPACE_FILE
     from sweep.config.space import load_space
     from sweep.results import SweepDir
 

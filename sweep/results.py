@@ -1,5 +1,5 @@
 """The layout of a sweep's results and how parts are written (atomically). Reading is `analysis.load`'s job;
-the filesystem (local folder or pyarrow.fs URI) is `analysis.storage`'s.
+the filesystem (local folder or pyarrow.fs URI) is `analysis.store.storage`'s.
 
 Layout under the storage root:
     <root>/zoo/<donor_key>/model.pt        cached donor checkpoints, shared by every sweep under this root
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from analysis.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TRIALS_DIR
-from analysis.storage import TMP_PREFIX, Loc, StorageError, child_uri, open_root
+from analysis.store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TRIALS_DIR
+from analysis.store.storage import TMP_PREFIX, Loc, StorageError, child_uri, open_root
 
 __all__ = [
     "SweepDir",

@@ -172,13 +172,13 @@ def test_cross_task_grid_keeps_only_pairs_across_datasets():
 
 def test_report_has_every_plot(tmp_path):
     from analysis.report import write_report
-    from analysis.schema import TRIAL_SCHEMA
+    from analysis.store.schema import trial_schema
     from sweep.results import write_rows
 
     results = tmp_path / "sweep"
     for i, row in enumerate(_robust_trials().to_dict("records")):
         row = {k: (None if isinstance(v, float) and pd.isna(v) else v) for k, v in row.items()}
-        write_rows(results / "trials" / f"{i}.parquet", [dict(row, trial_id=str(i))], TRIAL_SCHEMA)
+        write_rows(results / "trials" / f"{i}.parquet", [dict(row, trial_id=str(i))], trial_schema())
     index = write_report(results, tmp_path / "report")
     for png in ("stitching.png", "most_frequent_class.png", "cross_task.png", "stitching_zoo_p__zoo_q.png"):
         assert (tmp_path / "report" / png).stat().st_size > 1000, png

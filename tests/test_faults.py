@@ -11,7 +11,7 @@ import pytest
 
 import analysis
 from analysis.report import write_report
-from analysis.schema import TRIAL_SCHEMA
+from analysis.store.schema import trial_schema
 from sweep.cli import main
 from sweep.config.space import parse_space
 from sweep.planning import pending
@@ -72,7 +72,7 @@ def _results_with_bad_parts(tmp_path, tiny_space):
                 clean_acc=0.9,
             )
         ],
-        TRIAL_SCHEMA,
+        trial_schema(),
     )
     sweep_dir.trial_part(bad.trial_id).write_bytes(b"PAR1 truncated")  # a writer killed without the rename
     pq.write_table(pa.table({"x": [1, 2]}), sweep_dir.trials / "foreign.parquet")  # someone else's file

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 import analysis
-from analysis.schema import TRIAL_SCHEMA
+from analysis.store.schema import trial_schema
 from sweep.config.space import parse_space
 from sweep.results import write_rows
 
@@ -75,7 +75,7 @@ def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_sp
                 "objective": row["objective"],
             }
         ],
-        TRIAL_SCHEMA,
+        trial_schema(),
     )
     failed_run = _cli("run", space, "--storage", storage, "--num-cpus", 2, check=False)
     assert failed_run.returncode == 1

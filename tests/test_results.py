@@ -5,21 +5,21 @@ import pyarrow.parquet as pq
 import pytest
 
 import analysis
-from analysis.schema import TRIAL_SCHEMA
+from analysis.store.schema import trial_schema
 from sweep.results import SweepDir, remove_stale_tmp, write_rows
 
 
 def test_rows_are_written_with_the_full_schema(tmp_path):
     path = tmp_path / "trials" / "a.parquet"
-    write_rows(path, [{"trial_id": "a", "status": "done", "clean_acc": 0.5}], TRIAL_SCHEMA)
+    write_rows(path, [{"trial_id": "a", "status": "done", "clean_acc": 0.5}], trial_schema())
     table = pq.read_table(path)
-    assert table.schema.equals(TRIAL_SCHEMA)
+    assert table.schema.equals(trial_schema())
     assert not list(path.parent.glob(".tmp-*"))
 
 
 def test_unknown_field_is_refused(tmp_path):
     with pytest.raises(KeyError, match="clean_accuracy"):
-        write_rows(tmp_path / "a.parquet", [{"clean_accuracy": 1.0}], TRIAL_SCHEMA)
+        write_rows(tmp_path / "a.parquet", [{"clean_accuracy": 1.0}], trial_schema())
 
 
 def test_reader_keeps_columns_of_old_and_new_parts(tmp_path):
@@ -27,7 +27,7 @@ def test_reader_keeps_columns_of_old_and_new_parts(tmp_path):
     trials.mkdir()
     # an "old" part that predates most columns, and a part with a column the schema does not know
     pq.write_table(pa.table({"trial_id": ["old"], "status": ["done"]}), trials / "old.parquet")
-    new = pa.Table.from_pylist([{"trial_id": "new", "status": "done", "clean_acc": 0.7}], schema=TRIAL_SCHEMA)
+    new = pa.Table.from_pylist([{"trial_id": "new", "status": "done", "clean_acc": 0.7}], schema=trial_schema())
     new = new.append_column("future_metric", pa.array([1.5]))
     pq.write_table(new, trials / "new.parquet")
     (trials / ".tmp-half.parquet").write_bytes(b"PAR1 half a file")
@@ -39,7 +39,7 @@ def test_reader_keeps_columns_of_old_and_new_parts(tmp_path):
 
 def test_empty_results_have_the_schema_columns(tmp_path):
     df = analysis.load_trials(tmp_path)
-    assert len(df) == 0 and list(df.columns) == TRIAL_SCHEMA.names
+    assert len(df) == 0 and list(df.columns) == trial_schema().names
 
 
 def test_stale_temporary_files_are_removed(tmp_path):

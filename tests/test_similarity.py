@@ -238,16 +238,18 @@ def test_pwcca_against_low_rank_approximations_falls_with_the_rank():
     assert values == sorted(values, reverse=True) and values[-1] < 0.2
 
 
-def test_every_pair_index_is_registered_against_the_catalogue():
-    """An index's column, report name and direction are written once (analysis/catalogue.py): the registry
-    entries take them from there, and every column exists in the trials schema."""
-    from analysis.catalogue import INDEX_ENTRIES
-    from analysis.schema import TRIAL_SCHEMA
+def test_the_engine_computes_every_catalogued_index_and_the_schema_holds_their_columns():
+    """An index's columns, report name and direction are written once, in the torch-free catalogue: the
+    engine has a function for each entry (and no index outside it), and the schemas derive the columns."""
+    from analysis.store.catalogue import INDEX_CATALOGUE
+    from analysis.store.schema import reptest_schema, trial_schema
     from sweep.registry import INDICES
 
-    pair = {name: index for name, index in INDICES.items() if index.kind != "rank"}
-    assert set(pair) == {e.index for e in INDEX_ENTRIES}
-    for entry in INDEX_ENTRIES:
-        index = pair[entry.index]
-        assert index.columns == (entry.column,) and index.larger_is_more_similar == entry.larger_is_more_similar
-    assert all(c in TRIAL_SCHEMA.names for index in INDICES.values() for c in index.columns)
+    assert list(INDICES) == list(INDEX_CATALOGUE)
+    for name, index in INDICES.items():
+        assert index.entry is INDEX_CATALOGUE[name]
+        assert set(index.columns) <= set(trial_schema().names)
+        if index.entry.reptest_column:
+            assert index.entry.reptest_column in reptest_schema().names
+    assert {"sim_cka", "sim_dm", "rank_front", "rank_receiver_end"} <= set(trial_schema().names)
+    assert str(trial_schema().field("rank_front").type) == "int32"

@@ -268,13 +268,13 @@ def test_pwcca_and_opd_layouts_resolve_like_the_reference_code(tiny_space):
 def test_every_trial_spec_field_is_a_results_column():
     """A setting without a column would vanish from the results: config_row refuses it, and this lists the
     contract (the two donors-table lookups and the '+'-joined attacks are the only exceptions)."""
-    from analysis.schema import TRIAL_SCHEMA
+    from analysis.store.schema import trial_schema
     from sweep.config.trial import TrialSpec
     from sweep.kinds.stitch import NOT_COLUMNS
 
     fields = {f.name for f in dataclasses.fields(TrialSpec)}
-    assert NOT_COLUMNS <= fields and fields - NOT_COLUMNS <= set(TRIAL_SCHEMA.names)
-    assert "attack" in TRIAL_SCHEMA.names
+    assert NOT_COLUMNS <= fields and fields - NOT_COLUMNS <= set(trial_schema().names)
+    assert "attack" in trial_schema().names
 
 
 @pytest.mark.parametrize(

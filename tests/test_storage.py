@@ -1,6 +1,6 @@
 """Results on an object store: the S3 API of a real `moto` server on loopback (not a mocked client).
 
-The storage layer (`analysis.storage`) is checked on the local filesystem and on S3 alike; then a whole sweep
+The storage layer (`analysis.store.storage`) is checked on the local filesystem and on S3 alike; then a whole sweep
 runs with `--storage s3://...` on an embedded Ray, and `status`, `resume` and `report` read it back from there.
 """
 
@@ -16,8 +16,8 @@ import pyarrow.fs as pafs
 import pytest
 
 import analysis
-from analysis.schema import TRIAL_SCHEMA
-from analysis.storage import StorageError, child_uri, open_root
+from analysis.store.schema import trial_schema
+from analysis.store.storage import StorageError, child_uri, open_root
 from sweep.config.space import parse_space
 from sweep.results import SweepDir, read_status, remove_stale_tmp, writable_or_error, write_rows
 
@@ -81,9 +81,9 @@ def root(request, tmp_path):
 def test_locations_write_read_list_and_rename_alike(root):
     a = root / "trials" / "a.parquet"
     assert not a.exists() and root.glob("*") == [] and (root / "trials").files(".parquet") == []
-    write_rows(a, [{"trial_id": "a", "status": "done", "clean_acc": 0.5}], TRIAL_SCHEMA)
+    write_rows(a, [{"trial_id": "a", "status": "done", "clean_acc": 0.5}], trial_schema())
     assert a.is_file() and read_status(a) == "done"
-    assert a.read_parquet().schema.equals(TRIAL_SCHEMA)
+    assert a.read_parquet().schema.equals(trial_schema())
     (root / "trials" / "b.txt").write_text("not a part")
     assert [p.name for p in (root / "trials").files(".parquet")] == ["a.parquet"]  # no temporary file left
     assert [p.name for p in root.glob("tri*")] == ["trials"]
@@ -100,7 +100,7 @@ def test_a_reader_never_sees_a_partial_part(root):
     """A part is replaced whole: every read while a writer rewrites it sees one complete version."""
     part = root / "p.parquet"
     for n in (1, 1000, 5):
-        write_rows(part, [{"trial_id": str(i), "status": "done"} for i in range(n)], TRIAL_SCHEMA)
+        write_rows(part, [{"trial_id": str(i), "status": "done"} for i in range(n)], trial_schema())
         assert part.read_parquet().num_rows == n
     assert [p.name for p in root.glob("*")] == ["p.parquet"]
 
@@ -184,7 +184,7 @@ def test_a_table_written_elsewhere_is_read_the_same_from_s3(s3, tmp_path):
     local = tmp_path / "r"
     rows = [{"trial_id": f"t{i}", "status": "done", "clean_acc": i / 10} for i in range(3)]
     for r in rows:
-        write_rows(local / "trials" / f"{r['trial_id']}.parquet", [r], TRIAL_SCHEMA)
+        write_rows(local / "trials" / f"{r['trial_id']}.parquet", [r], trial_schema())
     remote = open_root(_uri(s3, f"copy-{time.time_ns()}"))
     pafs.copy_files(str(local), remote.path, destination_filesystem=remote.fs)
     a = analysis.load_trials(local).sort_values("trial_id").reset_index(drop=True)

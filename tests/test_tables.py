@@ -57,11 +57,11 @@ def test_heatmaps_have_one_panel_per_measure():
 
 def test_report_writes_matrices_and_table_1(tmp_path):
     from analysis.report import write_report
-    from analysis.schema import TRIAL_SCHEMA
+    from analysis.store.schema import trial_schema
     from sweep.results import write_rows
 
     for k, row in enumerate(_trials().to_dict("records")):
-        write_rows(tmp_path / "s" / "trials" / f"{k}.parquet", [dict(row, trial_id=str(k))], TRIAL_SCHEMA)
+        write_rows(tmp_path / "s" / "trials" / f"{k}.parquet", [dict(row, trial_id=str(k))], trial_schema())
     index = write_report(tmp_path / "s", tmp_path / "r")
     assert (tmp_path / "r" / "layer_matrices.png").stat().st_size > 1000
     md = (tmp_path / "r" / "layer_identification.md").read_text()

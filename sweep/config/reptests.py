@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.schema import SCHEMA_VERSION
+from analysis.store.catalogue import reptest_indices
+from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.data import DataSpec
 from sweep.config.donors import DonorSpec, resolve_ref
 from sweep.config.errors import SpecError
@@ -23,7 +24,6 @@ from sweep.config.fields import NAME_RE, Section, check_value, stable_hash
 from sweep.registry import ARCHITECTURES, DATASETS
 
 TESTS = ("sensitivity", "specificity")
-TEST_INDICES = ("cka", "pwcca", "opd", "dm")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,7 +139,8 @@ def parse_reptests(raw: Any, data: DataSpec, donors: dict[str, DonorSpec], used:
             raise SpecError(
                 f"{path}.ranks", "no ranks for a specificity test", s.raw["ranks"], "ranks apply to test: sensitivity"
             )
-        indices = tuple(s.get_list("indices", "string", list(TEST_INDICES), choices=TEST_INDICES))
+        known = reptest_indices()  # the catalogue's indices with a dissimilarity column
+        indices = tuple(s.get_list("indices", "string", known, choices=known))
         dm_functional = s.get("dm_functional", "bool", True)
         dm_samples = s.get("dm_samples", "integer", min(100, n_train), low=1, high=n_train)
         if dm_functional or "dm" in indices:

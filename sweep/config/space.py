@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from analysis.storage import Loc
+from analysis.store.storage import Loc
 from sweep.config.data import DataSpec, parse_data
 from sweep.config.donors import DonorEval, DonorSpec, parse_donor
 from sweep.config.errors import MISSING, SpecError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from analysis.schema import SCHEMA_VERSION
+from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.donors import DonorEval
 from sweep.config.fields import stable_hash
 

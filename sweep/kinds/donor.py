@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from analysis.schema import DONOR_SCHEMA, SCHEMA_VERSION
+from analysis.store.schema import DONOR_SCHEMA, SCHEMA_VERSION
 from sweep import __version__
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.data.core import Splits, make_splits, test_images

@@ -18,14 +18,15 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from analysis.schema import REPTEST_SCHEMA, SCHEMA_VERSION
+from analysis.store.schema import SCHEMA_VERSION, reptest_schema
 from sweep import __version__
 from sweep.config.reptests import RepTestSpec
 from sweep.data.core import make_splits
 from sweep.kinds.donor import load_donor
 from sweep.measures.probing import linear_probe_accuracy
-from sweep.measures.similarity import dm_error, dm_fit, linear_cka, opd, pwcca, to_2d
+from sweep.measures.similarity import Pair
 from sweep.models.base import split
+from sweep.registry import INDICES
 from sweep.results import SweepDir, write_rows
 from sweep.stitching.objectives import FitContext, direct_match
 from sweep.stitching.stitcher import StitchedNet, Stitcher
@@ -98,7 +99,7 @@ def run_reptest(
     now = datetime.now(timezone.utc)
     for r in rows:
         r["finished_at"] = now
-    write_rows(part, rows, REPTEST_SCHEMA)
+    write_rows(part, rows, reptest_schema())
     return {"unit_id": spec.unit_id, "status": rows[0]["status"], "error": rows[0].get("error")}
 
 
@@ -158,17 +159,10 @@ def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, do
             probe_gap=abs(probe[ref_m] - probe[m]),
         )
         stitcher = Stitcher.for_shapes(torch.Size((1, *b.shape[1:])), torch.Size((1, *a.shape[1:])))
-        if "cka" in spec.indices:
-            row["d_cka"] = 1.0 - linear_cka(to_2d(b), to_2d(a))
-        if "pwcca" in spec.indices:
-            row["d_pwcca"] = 1.0 - pwcca(to_2d(a, "pooled"), to_2d(b, "pooled"))
-        if "opd" in spec.indices:
-            row["d_opd"] = opd(to_2d(b), to_2d(a))
-        if "dm" in spec.indices:  # structural DM: the K-image map from B to A, its error out of sample
-            theta = dm_fit(
-                to_2d(stitcher.resize(activations(f, xfit, device).cpu()), "positions"), to_2d(a_fit, "positions")
-            )
-            row["d_dm"] = dm_error(theta, to_2d(stitcher.resize(b), "positions"), to_2d(a, "positions"))
+        pair = Pair(b, a, resize=stitcher.resize, fit=lambda f=f: (activations(f, xfit, device).cpu(), a_fit))
+        for name in spec.indices:
+            index = INDICES[name]
+            row[index.entry.reptest_column] = index.dissimilarity(pair)
         if spec.dm_functional:
             stitcher = stitcher.to(device)
             ctx = FitContext(

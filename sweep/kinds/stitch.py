@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from analysis.schema import CURVE_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
+from analysis.store.schema import CURVE_SCHEMA, SCHEMA_VERSION, trial_schema
 from sweep import __version__
 from sweep.config.donors import DonorEval
 from sweep.config.trial import TrialSpec
@@ -52,7 +52,7 @@ def config_row(spec: TrialSpec, sweep_name: str) -> dict:
     """The configuration columns of a trial's row: every TrialSpec field (a field with no schema column is
     an error here, not a silently dropped setting)."""
     fields = {k: v for k, v in dataclasses.asdict(spec).items() if k not in NOT_COLUMNS}
-    missing = sorted(set(fields) - set(TRIAL_SCHEMA.names))
+    missing = sorted(set(fields) - set(trial_schema().names))
     if missing:
         raise KeyError(f"TrialSpec fields without a column in the trials schema: {missing}")
     row = dict(
@@ -95,7 +95,7 @@ def run_trial(
             spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=data_root, download=download
         ).to(device)
         metrics = _stitch_and_evaluate(spec, splits, sweep, device, curves, report, t0, data_root, download)
-        unknown = sorted(set(metrics) - set(TRIAL_SCHEMA.names))
+        unknown = sorted(set(metrics) - set(trial_schema().names))
         if unknown:
             raise KeyError(f"metrics without a column in the trials schema: {unknown}")
         row.update(metrics, status="done")
@@ -109,7 +109,7 @@ def run_trial(
         row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
     row["time_total_s"] = time.perf_counter() - t0
     row["finished_at"] = datetime.now(timezone.utc)
-    write_rows(part, [row], TRIAL_SCHEMA)  # last: the trial part is the commit marker
+    write_rows(part, [row], trial_schema())  # last: the trial part is the commit marker
     return row
 
 
@@ -294,29 +294,23 @@ def ood_auroc(
 def similarities(
     spec: TrialSpec, front, end_front, stitcher: Stitcher, x: torch.Tensor, x_fit: torch.Tensor, device: torch.device
 ) -> dict:
-    """The requested indices between f<=i(x) and g<=j(x) on the test images `x`, each on its layout (CKA:
-    flattened; PWCCA and OPD: the spec's layouts; DM: per position, the source resized to the target's size as
-    the stitcher sees it). `dm` is the structural DM distance of seed 004 2.3 as its reference code computes
-    it: the DM stitcher fitted on the K training images `x_fit`, its squared relative error on `x`."""
-    from sweep.measures.similarity import dm_error, dm_fit, to_2d
+    """The requested indices between f<=i(x) and g<=j(x) on the test images `x`, each in its layout (the
+    registered one, or the spec's for PWCCA and OPD). The DM distance fits its map on the K training images
+    `x_fit` (Balogh & Jelasity 2025, 2.3), computed only when it is requested."""
+    from sweep.measures.similarity import Pair
 
-    a, b = activations(front, x, device).cpu(), activations(end_front, x, device).cpu()
-    layouts = {"pwcca": spec.pwcca_layout, "opd": spec.opd_layout}
+    pair = Pair(
+        activations(front, x, device).cpu(),
+        activations(end_front, x, device).cpu(),
+        resize=stitcher.resize,
+        fit=lambda: (activations(front, x_fit, device).cpu(), activations(end_front, x_fit, device).cpu()),
+        layouts={k: v for k, v in (("pwcca", spec.pwcca_layout), ("opd", spec.opd_layout)) if v},
+    )
     out = {}
     for name in spec.indices:
         index = INDICES[name]
-        layout = layouts.get(name) or index.layout
-        if index.after_fit:
-            continue  # measured on the stitched network (see receiver_rank)
-        if index.kind == "rank":
-            out.update(zip(index.columns, (index.fn(to_2d(a, layout)), index.fn(to_2d(b, layout)))))
-        elif name == "dm":  # fitted on training images, scored out of sample (not the pair-function form)
-            fit_a, fit_b = activations(front, x_fit, device).cpu(), activations(end_front, x_fit, device).cpu()
-            theta = dm_fit(to_2d(stitcher.resize(fit_a), layout), to_2d(fit_b, layout))
-            out["sim_dm"] = dm_error(theta, to_2d(stitcher.resize(a), layout), to_2d(b, layout))
-        else:
-            (column,) = index.columns
-            out[column] = index.fn(to_2d(a, layout), to_2d(b, layout))
+        if not index.after_fit:  # those are measured on the stitched network (see receiver_rank)
+            out.update(index.values(pair))
     return out
 
 

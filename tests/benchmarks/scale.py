@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import analysis  # noqa: E402
-from analysis.schema import TRIAL_SCHEMA  # noqa: E402
+from analysis.store.schema import trial_schema  # noqa: E402
 from sweep.config.space import load_space  # noqa: E402
 from sweep.planning import pending  # noqa: E402
 from sweep.results import SweepDir, write_rows  # noqa: E402
@@ -48,7 +48,7 @@ def measure(space, root: str, label: str) -> None:
         with ThreadPoolExecutor(max_workers=16) as pool:
             list(
                 pool.map(
-                    lambda i: write_rows(sweep_dir.trial_part(i), [{"trial_id": i, "status": "done"}], TRIAL_SCHEMA),
+                    lambda i: write_rows(sweep_dir.trial_part(i), [{"trial_id": i, "status": "done"}], trial_schema()),
                     ids,
                 )
             )

@@ -3,7 +3,7 @@ sorted trial ids, representation-test unit ids and donor keys, with their counts
 
 `tests/test_golden_ids.py` compares the shipped spaces with `tests/golden_ids.json`, so a refactor that
 changes an identity (and so makes every recorded result rerun) fails a test. When a change of identity is on
-purpose, bump `analysis.schema.SCHEMA_VERSION` if rows change meaning, say so in docs/, and run
+purpose, bump `analysis.store.schema.SCHEMA_VERSION` if rows change meaning, say so in docs/, and run
 `.venv/bin/python tests/scripts/golden_ids.py --write`.
 """
 

@@ -1,0 +1,228 @@
+"""The Parquet schemas of a results directory: the one place both the engine and the readers take them from.
+
+Columns are only ever added (never renamed or retyped); readers cast every part to these schemas, so a part
+written before a column existed reads back with nulls there instead of losing the column. The columns of the
+similarity indices are not written here: `schema(table)` takes them from the index catalogue (`catalogue.py`),
+so a registered index has its columns without an edit to this file.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from .catalogue import INDEX_CATALOGUE
+
+SCHEMA_VERSION = 2  # 2: trial and donor identities changed (see docs: a results folder of version 1 reruns)
+
+TRIALS_DIR = "trials"
+DONORS_DIR = "donors"
+CURVES_DIR = "curves"
+SPACE_FILE = "space.yaml"
+
+_TRIAL_HEAD = [
+    ("trial_id", pa.string()),
+    ("sweep", pa.string()),
+    ("status", pa.string()),  # "done" | "failed"
+    ("error", pa.string()),
+    # configuration (the scientific fields of the TrialSpec)
+    ("dataset", pa.string()),
+    ("front", pa.string()),
+    ("end", pa.string()),
+    ("front_key", pa.string()),
+    ("end_key", pa.string()),
+    ("front_point", pa.string()),
+    ("end_point", pa.string()),
+    ("point_index", pa.int32()),
+    ("n_points", pa.int32()),
+    ("end_index", pa.int32()),  # the end point's position among the end model's stitch points
+    ("n_end_points", pa.int32()),
+    ("objective", pa.string()),
+    ("alpha", pa.float64()),
+    ("seed", pa.int64()),
+    ("epochs", pa.int32()),
+    ("lr", pa.float64()),
+    ("batch_size", pa.int32()),
+    ("dm_samples", pa.int32()),
+    ("init", pa.string()),
+    ("donor_bn", pa.string()),
+    ("train_size", pa.int64()),
+    ("val_size", pa.int64()),
+    ("test_size", pa.int64()),
+    ("split_id", pa.string()),
+    ("attack", pa.string()),
+    ("eps", pa.float64()),
+    ("attack_iterations", pa.int32()),
+    ("attack_restarts", pa.int32()),
+    ("n_eval_robust", pa.int32()),
+    ("precision", pa.string()),
+    ("channels_last", pa.bool_()),
+    ("beta", pa.float64()),  # trades
+    ("adv_eps", pa.float64()),  # adversarial objectives: the PGD of the inner maximisation
+    ("adv_step_size", pa.float64()),
+    ("adv_steps", pa.int32()),
+    ("adv_random_start", pa.bool_()),
+    ("stitcher", pa.string()),  # "affine" | "bn_affine_bn"
+    ("optimizer", pa.string()),  # the stitcher's optimiser (gradient objectives): "adam" | "sgd"
+    ("weight_decay", pa.float64()),
+    ("momentum", pa.float64()),  # sgd
+    ("lr_schedule", pa.string()),  # "step" | "constant"
+    ("indices", pa.string()),  # the similarity indices requested, "+"-joined
+    ("similarity_samples", pa.int32()),
+    ("pwcca_layout", pa.string()),  # how PWCCA / OPD saw the activations: "positions" | "pooled" | "flatten"
+    ("opd_layout", pa.string()),
+    ("ood_outliers", pa.string()),  # the OOD detector's outlier sets, "+"-joined
+    ("ood_train_size", pa.int32()),
+    ("ood_epochs", pa.int32()),
+    ("ood_oe_epochs", pa.int32()),
+    ("ood_samples", pa.int32()),
+    ("front_dataset", pa.string()),  # the donors' training data (differ in cross-task stitching)
+    ("end_dataset", pa.string()),
+    ("stitch_data", pa.string()),  # whose data trained and tests the stitcher: "sweep" | "front" | "end"
+    # metrics
+    ("clean_acc", pa.float64()),
+    ("robust_acc", pa.float64()),
+    ("relative_acc", pa.float64()),  # clean_acc / the clean accuracy of the donor trained on `dataset`
+    ("most_frequent_class", pa.int32()),
+    ("most_frequent_class_ratio", pa.float64()),
+    ("num_classes", pa.int32()),  # of the test data: 1/num_classes is the ratio of an unbiased classifier
+    ("final_train_loss", pa.float64()),
+    ("dm_residual", pa.float64()),
+]
+# ... then the columns of every similarity index in the catalogue (`catalogue.py`), then:
+_TRIAL_TAIL = [
+    ("ood_auroc", pa.float64()),  # energy-detector AUROC, target vs stitched activations (0.5: in-distribution)
+    ("front_clean_acc", pa.float64()),
+    ("front_robust_acc", pa.float64()),
+    ("end_clean_acc", pa.float64()),
+    ("end_robust_acc", pa.float64()),
+    # timings (seconds) and provenance
+    ("time_setup_s", pa.float64()),
+    ("time_fit_s", pa.float64()),
+    ("time_eval_clean_s", pa.float64()),
+    ("time_eval_robust_s", pa.float64()),
+    ("time_similarity_s", pa.float64()),
+    ("time_ood_s", pa.float64()),
+    ("time_total_s", pa.float64()),
+    ("device", pa.string()),
+    ("hostname", pa.string()),
+    ("torch_version", pa.string()),
+    ("stitchsweep_version", pa.string()),
+    ("schema_version", pa.int32()),
+    ("finished_at", pa.timestamp("us", tz="UTC")),
+]
+
+DONOR_SCHEMA = pa.schema(
+    [
+        ("donor", pa.string()),  # the name in the search space, e.g. "plain_a"
+        ("ref", pa.string()),  # "zoo:plain_a"
+        ("donor_key", pa.string()),  # hash of the training config: names the cached checkpoint
+        ("sweep", pa.string()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("arch", pa.string()),
+        ("dataset", pa.string()),
+        ("training", pa.string()),  # "plain" | "pgd" | "trades" | "file" | "robustbench"
+        ("epochs", pa.int32()),
+        ("beta", pa.float64()),  # trades
+        ("adv_fraction", pa.float64()),  # pgd
+        ("train_size", pa.int64()),
+        ("seed", pa.int64()),
+        ("clean_acc", pa.float64()),
+        ("robust_acc", pa.float64()),
+        ("n_eval_robust", pa.int32()),
+        ("eps", pa.float64()),
+        # the evaluation the accuracies come from: a donor has one row per evaluation the sweep uses (its own
+        # test set, and each trial's test images and attack settings); a trial reads only an exact match
+        ("eval_id", pa.string()),
+        ("eval_dataset", pa.string()),
+        ("test_size", pa.int64()),
+        ("attack", pa.string()),
+        ("attack_iterations", pa.int32()),
+        ("attack_restarts", pa.int32()),
+        ("trained_now", pa.bool_()),  # False when the checkpoint came from the cache
+        ("time_train_s", pa.float64()),
+        ("time_eval_s", pa.float64()),
+        ("stitchsweep_version", pa.string()),
+        ("schema_version", pa.int32()),
+        ("finished_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+REPTESTS_DIR = "reptests"
+
+# Representation tests (seed 004 Section 5): one part per unit, one row per member B of its set S.
+_REPTEST_HEAD = [
+    ("unit_id", pa.string()),
+    ("sweep", pa.string()),
+    ("name", pa.string()),
+    ("test", pa.string()),  # "sensitivity" | "specificity"
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("arch", pa.string()),
+    ("dataset", pa.string()),
+    ("donor", pa.string()),
+    ("donor_key", pa.string()),
+    ("layer", pa.string()),
+    ("rank", pa.int32()),  # null: full rank
+    ("probe_acc", pa.float64()),  # F(B): linear probing accuracy on the test sample
+    ("reference", pa.bool_()),  # B is A = argmax F
+    ("ref_donor", pa.string()),
+    ("ref_layer", pa.string()),
+    ("ref_rank", pa.int32()),
+    ("probe_gap", pa.float64()),  # |F(A) - F(B)|
+]
+# ... then each index's dissimilarity column (catalogue.py), then:
+_REPTEST_TAIL = [
+    ("d_dm_func", pa.float64()),  # 1 - relative accuracy of B stitched into A's network by DM
+    ("dm_func_acc", pa.float64()),
+    ("samples", pa.int32()),
+    ("probe_train_size", pa.int32()),
+    ("time_unit_s", pa.float64()),
+    ("stitchsweep_version", pa.string()),
+    ("schema_version", pa.int32()),
+    ("finished_at", pa.timestamp("us", tz="UTC")),
+]
+
+CURVE_SCHEMA = pa.schema(
+    [
+        ("trial_id", pa.string()),
+        ("epoch", pa.int32()),
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+    ]
+)
+
+TABLES = (TRIALS_DIR, DONORS_DIR, CURVES_DIR, REPTESTS_DIR)
+
+
+def _index_columns(reptest: bool) -> list[tuple[str, pa.DataType]]:
+    cols = []
+    for e in INDEX_CATALOGUE.values():
+        dtype = getattr(pa, e.dtype)()
+        if reptest:
+            cols += [(e.reptest_column, pa.float64())] if e.reptest_column else []
+        else:
+            cols += [(c, dtype) for c in e.columns]
+    return cols
+
+
+def schema(table: str) -> pa.Schema:
+    """The Parquet schema of `table` ("trials", "donors", "curves" or "reptests"), with the columns of every
+    index registered in the catalogue now."""
+    if table == TRIALS_DIR:
+        return pa.schema(_TRIAL_HEAD + _index_columns(reptest=False) + _TRIAL_TAIL)
+    if table == REPTESTS_DIR:
+        return pa.schema(_REPTEST_HEAD + _index_columns(reptest=True) + _REPTEST_TAIL)
+    if table == DONORS_DIR:
+        return DONOR_SCHEMA
+    if table == CURVES_DIR:
+        return CURVE_SCHEMA
+    raise KeyError(f"unknown results table {table!r}; the tables are {list(TABLES)}")
+
+
+def trial_schema() -> pa.Schema:
+    return schema(TRIALS_DIR)
+
+
+def reptest_schema() -> pa.Schema:
+    return schema(REPTESTS_DIR)
