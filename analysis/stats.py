@@ -15,7 +15,6 @@ import pandas as pd
 from .store.catalogue import dissimilarities
 
 
-
 def rank_correlations(reptests: pd.DataFrame) -> pd.DataFrame:
     """One row per (unit, index): n, tau, tau_p, rho, rho_p, note."""
     from scipy.stats import kendalltau, spearmanr

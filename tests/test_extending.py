@@ -54,7 +54,9 @@ def test_the_catalogue_gives_a_registered_index_its_columns(dummy):
 
 def test_a_registered_index_and_objective_are_validated_hashed_computed_written_and_reported(tmp_path, dummy):
     space = copy.deepcopy(TINY_SPACE)
-    space["stitching"].update(objectives=["dm_copy"], stitch_points=["layer2.0", "layer3.1"], end_points=["layer2.0", "layer3.1"])
+    space["stitching"].update(
+        objectives=["dm_copy"], stitch_points=["layer2.0", "layer3.1"], end_points=["layer2.0", "layer3.1"]
+    )
     space["stitching"]["indices"] = ["cka", "dummy"]
     space["evaluation"]["n_eval_robust"] = 0
     with pytest.raises(SpecError, match=r"stitching.indices\[1\].*did you mean 'dummy'"):
