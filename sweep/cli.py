@@ -66,29 +66,14 @@ def _open_results(path: str):
 
 
 def cmd_plan(args) -> int:
+    from sweep.registry import KINDS
+
     sweep = _load_space(args.space)
-    print(
-        f"sweep {sweep.name}: {len(sweep.trials)} trials, {len(sweep.donors)} donors"
-        + (f", {len(sweep.reptests)} representation-test units" if sweep.reptests else "")
-    )
-    for _name, d in sweep.donors.items():
-        if d.source != "zoo":
-            origin = d.path if d.source == "file" else f"RobustBench {d.robustbench_id} in {d.path}"
-            print(f"  donor {d.ref}: {d.arch} from {origin} key={d.donor_key}")
-            continue
-        extra = f" eps={d.eps:g} step={d.step_size:g} steps={d.steps}" if d.training != "plain" else ""
-        extra += f" beta={d.beta:g}" if d.beta is not None else ""
-        data = d.data
-        print(
-            f"  donor {d.ref}: {d.arch} {d.training} on {data.dataset} (train_size={data.train_size})"
-            f" epochs={d.epochs} seed={d.seed}{extra} key={d.donor_key}"
-        )
-    for s in sweep.trials:
-        print(f"  {s.trial_id}  {s.label}")
-    if sweep.reptests:
-        print(f"representation tests: {len(sweep.reptests)} units")
-        for u in sweep.reptests:
-            print(f"  {u.unit_id}  {u.label}")
+    units = {name: kind.units(sweep) for name, kind in KINDS.items()}
+    print(f"sweep {sweep.name}: " + ", ".join(f"{len(u)} {KINDS[k].noun}" for k, u in units.items() if u))
+    for name, kind in KINDS.items():
+        for uid, unit in units[name].items():
+            print(f"  {kind.line(unit)}" if name == "donor" else f"  {uid}  {kind.line(unit)}")
     return 0
 
 
@@ -103,54 +88,52 @@ def _cluster_auth(address: str | None) -> None:
         os.environ["RAY_AUTH_MODE"] = "token"
 
 
-def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
-    from sweep.results import remove_stale_tmp, writable_or_error
+def _prepare(sweep_dir) -> None:
+    """Refuse storage this user cannot write, then make the sweep's folders."""
+    from sweep.results import writable_or_error
 
     problem = writable_or_error(sweep_dir.path)
     if problem:
         raise SpecError("--storage", "storage this user can write", str(sweep_dir.root), problem)
     sweep_dir.create()
+
+
+def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
+    from sweep.registry import KINDS
+    from sweep.results import remove_stale_tmp
+
+    _prepare(sweep_dir)
     stale = remove_stale_tmp(sweep_dir)
     if stale:
         print(f"removed {stale} partial file(s) left by an interrupted run")
-    donors, todo, done = planning.pending(sweep, sweep_dir, retry_failed)
-    units = planning.pending_units(sweep, sweep_dir, retry_failed)
-    print(
-        f"sweep {sweep.name}: {len(sweep.trials)} trials, {done} already recorded, {len(todo)} to run;"
-        f" {len(donors)} of {len(sweep.donors)} donors to train or evaluate"
-        + (f"; {len(units)} of {len(sweep.reptests)} representation-test units to run" if sweep.reptests else ""),
-        flush=True,
-    )
+    plan = planning.to_run(sweep, sweep_dir, retry_failed)
+    counts = {k: len(KINDS[k].units(sweep)) for k in plan}
+    summary = [
+        f"{n} {KINDS[k].noun}, {n - len(plan[k])} already recorded, {len(plan[k])} to run"
+        for k, n in counts.items()
+        if n
+    ]
+    print(f"sweep {sweep.name}: " + "; ".join(summary), flush=True)
     print(f"results: {sweep_dir.uri}", flush=True)
     args.sweep_uri = sweep_dir.uri  # for the Ctrl+C hint
-    if donors or todo or units:
+    if any(plan.values()):
         _cluster_auth(args.address)
         from sweep.backends import ray as ray_backend  # the only Ray import, only where work is scheduled
 
         ray_backend.run_stages(
-            sweep,
-            sweep_dir,
-            donors,
-            todo,
-            units,
-            address=args.address,
-            num_cpus=args.num_cpus,
-            max_concurrent=args.max_concurrent,
+            sweep, sweep_dir, plan, address=args.address, num_cpus=args.num_cpus, max_concurrent=args.max_concurrent
         )
     complete = _print_status(sweep, sweep_dir)
     return 0 if complete else EXIT_INCOMPLETE
 
 
 def cmd_run(args) -> int:
-    from sweep.results import SweepDir, writable_or_error
+    from sweep.results import SweepDir
 
     sweep = _load_space(args.space)
     _storage("--storage", args.storage)
     sweep_dir = SweepDir(args.storage, sweep.name)
-    problem = writable_or_error(sweep_dir.path)
-    if problem:
-        raise SpecError("--storage", "storage this user can write", str(sweep_dir.root), problem)
-    sweep_dir.create()
+    _prepare(sweep_dir)
     # The sweep's own copy: `resume`, `status` and `report` read it. A grown space replaces it; trial ids
     # keep finished trials finished.
     sweep_dir.space.write_text(yaml.safe_dump(sweep.raw, sort_keys=False))
@@ -163,39 +146,30 @@ def cmd_resume(args) -> int:
 
 
 def _print_status(sweep, sweep_dir) -> bool:
-    """Print done / failed / pending counts; True when every trial is done."""
-    import pandas as pd
+    """Print done / failed / pending counts of every kind of work, and the first failures' errors; True
+    when every unit is done."""
+    from sweep.registry import KINDS
 
-    import analysis
-
-    trials = analysis.load_trials(sweep_dir.path)
-    ids = {s.trial_id for s in sweep.trials}
-    trials = trials[trials["trial_id"].isin(ids)]
-    n_done = int((trials["status"] == "done").sum())
-    failed = trials[trials["status"] == "failed"]
-    pending = len(ids) - len(trials)
-    print(f"sweep {sweep.name}: {len(ids)} trials: {n_done} done, {len(failed)} failed, {pending} pending")
-    for _, r in failed.head(20).iterrows():
-        print(f"  failed {r['trial_id']} {r['front']}->{r['end']} @{r['front_point']} {r['objective']}: {r['error']}")
-    if len(failed) > 20:
-        print(f"  ... and {len(failed) - 20} more failed (see the trials table)")
-    if sweep.reptests:
-        reps = analysis.load_reptests(sweep_dir.path)
-        units = {u.unit_id for u in sweep.reptests}
-        reps = reps[reps["unit_id"].isin(units)].drop_duplicates("unit_id")
-        u_failed = reps[reps["status"] == "failed"]
-        u_pending = len(units) - len(reps)
+    complete, any_failed = True, False
+    for name, prog in planning.progress(sweep, sweep_dir).items():
+        kind = KINDS[name]
+        if not prog.total:
+            continue
         print(
-            f"representation tests: {len(units)} units: {len(reps) - len(u_failed)} done, {len(u_failed)}"
-            f" failed, {u_pending} pending"
+            f"sweep {sweep.name}: {prog.total} {kind.noun}: {len(prog.done)} done, {len(prog.failed)} failed,"
+            f" {len(prog.pending)} pending"
         )
-        for _, r in u_failed.head(20).iterrows():
-            print(f"  failed unit {r['unit_id']} ({r['test']}): {r['error']}")
-        pending += u_pending
-        failed = pd.concat([failed, u_failed]) if len(u_failed) else failed
-    if pending or len(failed):
-        print(f"finish with: stitchsweep resume {sweep_dir.uri}" + (" --failed" if len(failed) else ""))
-    return not pending and not len(failed)
+        units = kind.units(sweep)
+        for uid in prog.failed[:20]:
+            error = next(filter(None, map(planning.read_error, prog.failed_parts[uid])), None)
+            print(f"  failed {uid} {kind.label(units[uid])}: {error}")
+        if len(prog.failed) > 20:
+            print(f"  ... and {len(prog.failed) - 20} more failed (see the {kind.table} table)")
+        complete = complete and not prog.failed and not prog.pending
+        any_failed = any_failed or bool(prog.failed)
+    if not complete:
+        print(f"finish with: stitchsweep resume {sweep_dir.uri}" + (" --failed" if any_failed else ""))
+    return complete
 
 
 def cmd_status(args) -> int:

@@ -1,24 +1,31 @@
-"""What a sweep still has to do: which donors, trials and representation-test units have no usable part yet.
+"""What a sweep still has to do, and how far it is: per kind of work, which units have no usable part yet.
 
-Shared by `run`/`resume` (what to schedule) and by tests; reads the parts' status only (one listing per folder,
-then the parts in parallel: on an object store each read is a request).
+Shared by `run`/`resume` (what to schedule), `status` and tests. It reads only the registered kinds (`KINDS`)
+and the parts' statuses: one listing per folder, then the parts in parallel (on an object store each read is a
+request).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from sweep.registry import KINDS
+
 
 def statuses(parts: list) -> dict:
-    """The status of each of `parts` (all in one folder): one listing of the folder, then a read of each part
-    that exists (in parallel: on an object store each read is a request). An unreadable part is set aside
-    (renamed `*.corrupt`, reported) and counts as absent, as does a missing one (None)."""
+    """The status of each of `parts`: one listing per folder, then a read of each part that exists (in
+    parallel: on an object store each read is a request). An unreadable part is set aside (renamed
+    `*.corrupt`, reported) and counts as absent, as does a missing one (None)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from sweep.results import read_status, set_aside
 
     if not parts:
         return {}
-    present = {p.name for p in parts[0].parent.files(".parquet")}
-    existing = [p for p in parts if p.name in present]
+    present = set()
+    for folder in {str(p.parent): p.parent for p in parts}.values():
+        present.update(str(folder / f.name) for f in folder.files(".parquet"))
+    existing = [p for p in parts if str(p) in present]
     with ThreadPoolExecutor(max_workers=16) as pool:
         found = dict(zip(existing, pool.map(read_status, existing)))
     for part, status in found.items():
@@ -30,41 +37,60 @@ def statuses(parts: list) -> dict:
     return {p: found.get(p) for p in parts}
 
 
-def pending_units(sweep, sweep_dir, retry_failed: bool) -> list[str]:
-    """Representation-test units without a (usable) part."""
-    parts = {u.unit_id: sweep_dir.reptest_part(u.unit_id) for u in sweep.reptests}
-    found = statuses(list(parts.values()))
-    todo = []
-    for unit_id, part in parts.items():
-        status = found[part]
-        if status == "failed" and retry_failed:
-            part.unlink()
-            status = None
-        if status is None:
-            todo.append(unit_id)
-    return todo
+@dataclass
+class Progress:
+    """Where one kind of work stands: unit ids that are done, failed (every part written, one says failed),
+    and pending (some part missing)."""
+
+    kind: str
+    done: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    failed_parts: dict = field(default_factory=dict)  # unit id -> its failed parts
+
+    @property
+    def total(self) -> int:
+        return len(self.done) + len(self.failed) + len(self.pending)
 
 
-def pending(sweep, sweep_dir, retry_failed: bool) -> tuple[list[str], list[str], int]:
-    """Donors to (re)run, trial ids to run, and how many trials are already done."""
-    from sweep.kinds.donor import donor_part
-
-    donor_parts = {
-        name: [donor_part(sweep_dir, d, ev) for ev in sweep.donor_evals[name]] for name, d in sweep.donors.items()
-    }
-    found = statuses([p for parts in donor_parts.values() for p in parts])
-    donors = [name for name, parts in donor_parts.items() if any(found[p] != "done" for p in parts)]
-    parts = {s.trial_id: sweep_dir.trial_part(s.trial_id) for s in sweep.trials}
-    found = statuses(list(parts.values()))
-    todo, done = [], 0
-    for trial_id, part in parts.items():
-        status = found[part]
-        if status is not None:
-            if status == "failed" and retry_failed:
-                part.unlink()
-                todo.append(trial_id)
+def progress(sweep, sweep_dir, kinds=None) -> dict[str, Progress]:
+    """Kind name -> Progress, for every registered kind (or those named in `kinds`)."""
+    out = {}
+    for name in kinds or list(KINDS):
+        kind = KINDS[name]
+        parts = {uid: kind.parts(sweep_dir, unit) for uid, unit in kind.units(sweep).items()}
+        found = statuses([p for ps in parts.values() for p in ps])
+        prog = Progress(name)
+        for uid, ps in parts.items():
+            states = [found[p] for p in ps]
+            if all(s == "done" for s in states):
+                prog.done.append(uid)
+            elif all(s is not None for s in states):
+                prog.failed.append(uid)
+                prog.failed_parts[uid] = [p for p, s in zip(ps, states) if s == "failed"]
             else:
-                done += 1
-        else:
-            todo.append(trial_id)
-    return donors, todo, done
+                prog.pending.append(uid)
+        out[name] = prog
+    return out
+
+
+def to_run(sweep, sweep_dir, retry_failed: bool) -> dict[str, list[str]]:
+    """Kind name -> the unit ids a run schedules: the pending ones, and the failed ones of a kind that reruns
+    them (donors) or when `retry_failed` (their failed parts are removed first, so the units run again)."""
+    plan = {}
+    for name, prog in progress(sweep, sweep_dir).items():
+        retry = retry_failed or KINDS[name].rerun_failed
+        if retry:
+            for uid in prog.failed:
+                for part in prog.failed_parts[uid]:
+                    part.unlink(missing_ok=True)
+        plan[name] = prog.pending + (prog.failed if retry else [])
+    return plan
+
+
+def read_error(part) -> str | None:
+    """The `error` recorded in a failed part (None when it cannot be read)."""
+    try:
+        return part.read_parquet(columns=["error"])["error"][0].as_py()
+    except Exception:
+        return None

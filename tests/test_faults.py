@@ -14,7 +14,7 @@ from analysis.report import write_report
 from analysis.store.schema import trial_schema
 from sweep.cli import main
 from sweep.config.space import parse_space
-from sweep.planning import pending
+from sweep.planning import progress
 from sweep.results import SweepDir, write_rows
 
 
@@ -98,9 +98,9 @@ def test_readers_skip_bad_parts_by_path_and_never_crash(tmp_path, tiny_space):
 
 def test_run_sets_an_unreadable_trial_part_aside_and_reruns_the_trial(tmp_path, tiny_space, capsys):
     sweep, sweep_dir, good, bad = _results_with_bad_parts(tmp_path, tiny_space)
-    _, todo, done = pending(sweep, sweep_dir, retry_failed=False)
+    trials = progress(sweep, sweep_dir)["trial"]
     out = capsys.readouterr().out
-    assert bad.trial_id in todo and good.trial_id not in todo and done == 1
+    assert bad.trial_id in trials.pending and good.trial_id not in trials.pending and trials.done == [good.trial_id]
     assert f"unreadable results part {sweep_dir.trial_part(bad.trial_id)}" in out
     assert not sweep_dir.trial_part(bad.trial_id).exists()
     assert (sweep_dir.trials / f"{bad.trial_id}.parquet.corrupt").exists()  # kept for inspection

@@ -1,7 +1,8 @@
-"""The one module that imports Ray: it schedules donor and stitching trials as Ray Tune trials.
+"""The one module that imports Ray: it schedules the units of every kind of work as Ray Tune trials.
 
-Two Tune experiments per run: the zoo stage (one trial per donor that lacks a `donors` row) and then the
-stitching stage (one trial per configuration without a Parquet part). Ray's own experiment state is not what
+One stage per registered kind with work to do (`sweep.kinds`: the zoo stage of donors first, then the kinds
+that read them: stitching trials, representation-test units), each as Tune experiments whose trials are the
+kind's units without a usable Parquet part. Ray's own experiment state is not what
 `resume` relies on: the parts are. A resumed or grown sweep is simply a new run that skips every trial whose
 part exists, which is correct after a driver crash, a node loss or an edited search space alike.
 """
@@ -49,78 +50,23 @@ def _threads(cpus: float) -> int:
     return max(1, int(cpus))
 
 
-def _donor_trainable(config: dict, sweep: Sweep, root: Loc) -> None:
+def _trainable(config: dict, kind: str, units: dict, root: Loc, sweep_name: str, env: dict) -> None:
+    """One unit of any kind, on a worker: the kind's own run function, its progress forwarded to Tune."""
     import torch
 
-    from sweep.kinds.donor import run_donor
-    from sweep.kinds.stitch import pick_device
+    from sweep.kinds.base import RunContext
+    from sweep.registry import KINDS
 
-    torch.set_num_threads(_threads(sweep.cpus_per_trial))
-    donor = sweep.donors[config["donor"]]
-    row = run_donor(
-        donor,
-        sweep.donor_evals[donor.name],
-        SweepDir(root, sweep.name),
-        pick_device(sweep.gpus_per_trial > 0),
-        progress=lambda m: tune.report(m),
-        data_root=sweep.data_root,
-        download=sweep.download,
-    )
-    tune.report(
-        {
-            "status": row.get("status", "skipped"),
-            "clean_acc": row.get("clean_acc"),
-            "robust_acc": row.get("robust_acc"),
-            "error": row.get("error"),
-        }
-    )
-
-
-def _stitch_trainable(
-    config: dict, specs: dict, root: Loc, sweep_name: str, cpus: float, gpu: bool, data_root: str | None, download: bool
-) -> None:
-    import torch
-
-    from sweep.kinds.stitch import pick_device, run_trial
-
-    torch.set_num_threads(_threads(cpus))
-    spec = specs[config["trial_id"]]
-    row = run_trial(
-        spec,
+    torch.set_num_threads(_threads(env["cpus"]))
+    ctx = RunContext(
         SweepDir(root, sweep_name),
-        report=lambda m: tune.report(m),
-        device=pick_device(gpu),
-        data_root=data_root,
-        download=download,
-    )
-    tune.report(
-        {
-            "status": row["status"],
-            "clean_acc": row.get("clean_acc"),
-            "robust_acc": row.get("robust_acc"),
-            "error": row.get("error"),
-        }
-    )
-
-
-def _reptest_trainable(
-    config: dict, units: dict, root: Loc, sweep_name: str, cpus: float, gpu: bool, data_root: str | None, download: bool
-) -> None:
-    import torch
-
-    from sweep.kinds.reptest import run_reptest
-    from sweep.kinds.stitch import pick_device
-
-    torch.set_num_threads(_threads(cpus))
-    out = run_reptest(
-        units[config["unit_id"]],
-        SweepDir(root, sweep_name),
-        pick_device(gpu),
-        data_root=data_root,
-        download=download,
+        torch.device("cuda" if env["gpu"] and torch.cuda.is_available() else "cpu"),
+        env["data_root"],
+        env["download"],
         report=lambda m: tune.report(m),
     )
-    tune.report({"status": out["status"], "error": out.get("error")})
+    out = KINDS[kind].run(units[config["unit"]], ctx)
+    tune.report({"status": out.get("status", "skipped"), **{k: v for k, v in out.items() if k != "status"}})
 
 
 class _Progress(tune.Callback):
@@ -200,7 +146,6 @@ def _fit(
     name: str,
     trainable,
     grid: list[str],
-    key: str,
     resources: dict,
     sweep_dir: SweepDir,
     label,
@@ -211,7 +156,7 @@ def _fit(
     size = trials_per_experiment()
     progress = _Progress(name, len(grid), label)
     for start in range(0, len(grid), size):
-        _fit_chunk(name, trainable, grid[start : start + size], key, resources, sweep_dir, progress, max_concurrent)
+        _fit_chunk(name, trainable, grid[start : start + size], resources, sweep_dir, progress, max_concurrent)
     return StageSummary(name, len(grid), time.perf_counter() - t0)
 
 
@@ -219,7 +164,6 @@ def _fit_chunk(
     name: str,
     trainable,
     grid: list[str],
-    key: str,
     resources: dict,
     sweep_dir: SweepDir,
     progress: _Progress,
@@ -230,11 +174,11 @@ def _fit_chunk(
         finished_before, errored_before = progress.finished, progress.errored
         tuner = tune.Tuner(
             tune.with_resources(trainable, resources),
-            param_space={key: tune.grid_search(grid)},
+            param_space={"unit": tune.grid_search(grid)},
             tune_config=tune.TuneConfig(
                 max_concurrent_trials=max_concurrent,
-                trial_name_creator=lambda t: str(t.config[key]),
-                trial_dirname_creator=lambda t: str(t.config[key]),
+                trial_name_creator=lambda t: str(t.config["unit"]),
+                trial_dirname_creator=lambda t: str(t.config["unit"]),
             ),
             run_config=tune.RunConfig(
                 name=f"{name}-{stamp}",
@@ -376,75 +320,36 @@ def check_storage_shared(sweep_dir: SweepDir, nodes: list[dict]) -> None:
 def run_stages(
     sweep: Sweep,
     sweep_dir: SweepDir,
-    donors: list[str],
-    trial_ids: list[str],
-    unit_ids: list[str] = (),
+    plan: dict[str, list[str]],
     *,
     address: str | None = None,
     num_cpus: int | None = None,
     max_concurrent: int | None = None,
 ) -> list[StageSummary]:
-    """Run the zoo stage for `donors`, the stitching stage for `trial_ids`, then the representation-test
-    stage for `unit_ids`, as Ray Tune trials."""
+    """Run every kind's units of `plan` (kind name -> unit ids) as Ray Tune trials, one stage per kind, in
+    registration order (a kind registers after the kinds it reads: `Kind.after`). Every kind goes through the
+    same machinery: resources, retries on node loss, progress, chunking into bounded experiments."""
+    from sweep.registry import KINDS
+
     started = start_ray(address, num_cpus)
     try:
         alive = [n for n in ray.nodes() if n.get("Alive")]
         check_resources(sweep, [n["Resources"] for n in alive])
         check_storage_shared(sweep_dir, alive)
         resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
-        root = sweep_dir.root  # a Loc: its pyarrow filesystem (endpoint, options) travels to the workers
-        summaries = [
-            _fit(
-                "zoo",
-                tune.with_parameters(_donor_trainable, sweep=sweep, root=root),
-                donors,
-                "donor",
-                resources,
-                sweep_dir,
-                lambda c: f"donor {c['donor']}",
-                max_concurrent,
-            )
-        ]
-        specs = {s.trial_id: s for s in sweep.trials}
-        trainable = tune.with_parameters(
-            _stitch_trainable,
-            specs=specs,
-            root=root,
-            sweep_name=sweep.name,
-            cpus=sweep.cpus_per_trial,
-            gpu=sweep.gpus_per_trial > 0,
-            data_root=sweep.data_root,
-            download=sweep.download,
+        env = dict(
+            cpus=sweep.cpus_per_trial, gpu=sweep.gpus_per_trial > 0, data_root=sweep.data_root, download=sweep.download
         )
-
-        def label(c: dict) -> str:
-            return specs[c["trial_id"]].label
-
-        summaries.append(_fit("stitch", trainable, trial_ids, "trial_id", resources, sweep_dir, label, max_concurrent))
-        units = {u.unit_id: u for u in sweep.reptests}
-        if unit_ids:
+        summaries = []
+        for name in [k for k in KINDS if plan.get(k)]:
+            kind = KINDS[name]
+            everything = kind.units(sweep)
+            units = {uid: everything[uid] for uid in plan[name]}  # only what runs travels to the workers
             trainable = tune.with_parameters(
-                _reptest_trainable,
-                units=units,
-                root=root,
-                sweep_name=sweep.name,
-                cpus=sweep.cpus_per_trial,
-                gpu=sweep.gpus_per_trial > 0,
-                data_root=sweep.data_root,
-                download=sweep.download,
+                _trainable, kind=name, units=units, root=sweep_dir.root, sweep_name=sweep.name, env=env
             )
-            summaries.append(
-                _fit(
-                    "reptest",
-                    trainable,
-                    list(unit_ids),
-                    "unit_id",
-                    resources,
-                    sweep_dir,
-                    lambda c: units[c["unit_id"]].label,
-                    max_concurrent,
-                )
-            )
+            label = lambda c, units=units, kind=kind: kind.label(units[c["unit"]])  # noqa: E731
+            summaries.append(_fit(kind.stage, trainable, list(units), resources, sweep_dir, label, max_concurrent))
         return summaries
     finally:
         if started:

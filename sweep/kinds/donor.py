@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import torch
@@ -20,6 +21,7 @@ from analysis.store.schema import DONOR_SCHEMA, SCHEMA_VERSION
 from sweep import __version__
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.data.core import Splits, make_splits, test_images
+from sweep.kinds.base import Kind, RunContext, register_kind
 from sweep.models.base import StagedNet, build
 from sweep.models.external import load_checkpoint, load_robustbench
 from sweep.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
@@ -201,3 +203,53 @@ def _evaluate(model: StagedNet, ev: DonorEval, device: torch.device, data_root: 
         "robust_acc": rob,
         "time_eval_s": time.perf_counter() - t1,
     }
+
+
+@dataclass(frozen=True)
+class DonorWork:
+    """A donor unit: the donor, and every evaluation of it that the sweep's trials read."""
+
+    donor: DonorSpec
+    evaluations: tuple[DonorEval, ...]
+
+
+def _describe(work: DonorWork) -> str:
+    d = work.donor
+    if d.source != "zoo":
+        origin = d.path if d.source == "file" else f"RobustBench {d.robustbench_id} in {d.path}"
+        return f"donor {d.ref}: {d.arch} from {origin} key={d.donor_key}"
+    extra = f" eps={d.eps:g} step={d.step_size:g} steps={d.steps}" if d.training != "plain" else ""
+    extra += f" beta={d.beta:g}" if d.beta is not None else ""
+    return (
+        f"donor {d.ref}: {d.arch} {d.training} on {d.data.dataset} (train_size={d.data.train_size})"
+        f" epochs={d.epochs} seed={d.seed}{extra} key={d.donor_key}"
+    )
+
+
+def _run(work: DonorWork, ctx: RunContext) -> dict:
+    row = run_donor(
+        work.donor,
+        work.evaluations,
+        ctx.sweep_dir,
+        ctx.device,
+        ctx.report,
+        data_root=ctx.data_root,
+        download=ctx.download,
+    )
+    return {k: row.get(k) for k in ("clean_acc", "robust_acc", "error")} | {"status": row.get("status", "skipped")}
+
+
+register_kind(
+    Kind(
+        name="donor",
+        stage="zoo",
+        noun="donors",
+        table="donors",
+        units=lambda sweep: {n: DonorWork(d, sweep.donor_evals[n]) for n, d in sweep.donors.items()},
+        parts=lambda sweep_dir, work: [donor_part(sweep_dir, work.donor, ev) for ev in work.evaluations],
+        run=_run,
+        label=lambda work: f"donor {work.donor.name}",
+        describe=_describe,
+        rerun_failed=True,  # the trials that read a donor need it: a failed one is retried by every resume
+    )
+)

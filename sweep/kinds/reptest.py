@@ -22,6 +22,7 @@ from analysis.store.schema import SCHEMA_VERSION, reptest_schema
 from sweep import __version__
 from sweep.config.reptests import RepTestSpec
 from sweep.data.core import make_splits
+from sweep.kinds.base import Kind, RunContext, register_kind
 from sweep.kinds.donor import load_donor
 from sweep.measures.probing import linear_probe_accuracy
 from sweep.measures.similarity import Pair
@@ -181,3 +182,23 @@ def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, do
             row["d_dm_func"] = 1.0 - (acc / a_acc if a_acc else 0.0)
         rows.append(row)
     return rows
+
+
+def _run_unit(spec: RepTestSpec, ctx: RunContext) -> dict:
+    out = run_reptest(spec, ctx.sweep_dir, ctx.device, ctx.data_root, ctx.download, ctx.report)
+    return {"status": out["status"], "error": out.get("error")}
+
+
+register_kind(
+    Kind(
+        name="reptest",
+        stage="reptest",
+        noun="representation-test units",
+        table="reptests",
+        units=lambda sweep: {u.unit_id: u for u in sweep.reptests},
+        parts=lambda sweep_dir, spec: [sweep_dir.reptest_part(spec.unit_id)],
+        run=_run_unit,
+        label=lambda spec: spec.label,
+        after=("donor",),
+    )
+)

@@ -19,6 +19,7 @@ from sweep import __version__
 from sweep.config.donors import DonorEval
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits, make_splits
+from sweep.kinds.base import Kind, RunContext, register_kind
 from sweep.kinds.donor import donor_row, load_donor
 from sweep.models.base import split
 from sweep.registry import INDICES
@@ -351,3 +352,23 @@ def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_featur
         keep = torch.randperm(acts.shape[1], generator=torch.Generator().manual_seed(0))[:max_features]
         acts = acts[:, keep]
     return numerical_rank(acts)
+
+
+def _run(spec: TrialSpec, ctx: RunContext) -> dict:
+    row = run_trial(spec, ctx.sweep_dir, ctx.report, ctx.device, ctx.data_root, ctx.download)
+    return {k: row.get(k) for k in ("status", "clean_acc", "robust_acc", "error")}
+
+
+register_kind(
+    Kind(
+        name="trial",
+        stage="stitch",
+        noun="trials",
+        table="trials",
+        units=lambda sweep: {s.trial_id: s for s in sweep.trials},
+        parts=lambda sweep_dir, spec: [sweep_dir.trial_part(spec.trial_id)],
+        run=_run,
+        label=lambda spec: spec.label,
+        after=("donor",),
+    )
+)

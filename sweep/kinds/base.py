@@ -1,0 +1,65 @@
+"""What a kind of work is: one registered `Kind` entry, which the planner and every backend handle alike.
+
+A kind (donors, stitching trials, representation-test units, ...) says how a validated sweep expands into its
+units (frozen, hashed specs, keyed by a stable id), which Parquet parts record a unit (a unit is done when all
+of them say "done"), and how one unit runs: pure PyTorch, idempotent (a unit whose parts exist is skipped),
+writing its parts last. The planner (`sweep.planning`) and the Ray backend read only these entries, so adding
+a kind is one new module here that calls `register_kind`, and no existing kind or backend changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sweep.registry import KINDS
+
+if TYPE_CHECKING:
+    import torch
+
+    from sweep.config.space import Sweep
+    from sweep.results import Loc, SweepDir
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where and how a unit runs: the sweep's results folder, the device, the data, and a progress callback
+    (`report(metrics)`: the backend shows it; Ray Tune forwards it to the driver)."""
+
+    sweep_dir: SweepDir
+    device: torch.device
+    data_root: str | None = None
+    download: bool = True
+    report: Callable[[dict], None] = field(default=lambda metrics: None)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of work. `units(sweep)`: unit id -> unit (picklable; the backend ships units to workers);
+    `parts(sweep_dir, unit)`: the Parquet parts that record it; `run(unit, ctx)`: run it, returning at least
+    {"status", "error"} (and any metrics worth a progress line); `label(unit)`: a short name for progress lines;
+    `describe(unit)`: the line `stitchsweep plan` prints (default: the label). The backend runs the kinds in
+    registration order, a kind after those named in `after` (its units read their parts)."""
+
+    name: str  # "donor", "trial", ...
+    stage: str  # the name of its stage in progress lines and Ray's run records
+    noun: str  # plural, for counts: "donors", "trials", ...
+    table: str  # the results table its parts feed (`analysis.store.schema`)
+    units: Callable[[Sweep], dict[str, Any]]
+    parts: Callable[[SweepDir, Any], list[Loc]]
+    run: Callable[[Any, RunContext], dict]
+    label: Callable[[Any], str]
+    describe: Callable[[Any], str] | None = None
+    after: tuple[str, ...] = ()
+    rerun_failed: bool = False  # a failed unit is tried again by every run (else only with --failed)
+
+    def line(self, unit) -> str:
+        return (self.describe or self.label)(unit)
+
+
+def register_kind(kind: Kind) -> Kind:
+    missing = [k for k in kind.after if k not in KINDS._entries]
+    if missing:
+        raise ValueError(f"kind {kind.name!r} runs after {missing}, which are not registered before it")
+    return KINDS.add(kind.name, kind)
