@@ -72,8 +72,8 @@ def cmd_plan(args) -> int:
     units = {name: kind.units(sweep) for name, kind in KINDS.items()}
     print(f"sweep {sweep.name}: " + ", ".join(f"{len(u)} {KINDS[k].noun}" for k, u in units.items() if u))
     for name, kind in KINDS.items():
-        for uid, unit in units[name].items():
-            print(f"  {kind.line(unit)}" if name == "donor" else f"  {uid}  {kind.line(unit)}")
+        for unit in units[name].values():
+            print(f"  {kind.line(unit)}")
     return 0
 
 

@@ -3,8 +3,10 @@
 with the columns their catalogue entry declares, and reported, without an edit to any other file."""
 
 import copy
+import sys
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -120,3 +122,72 @@ def test_a_registered_index_takes_part_in_representation_tests(tmp_path, dummy):
     reference = reps[reps["reference"]]
     assert reference["d_cka"].abs().max() < 1e-9  # d(A, A) of a similarity index is 1 - 1
     assert set(rank_correlations(reps)["index"]) == {"cka", "dummy", "dm (func.)"}  # functional DM: on by default
+
+
+# A kind of work registered by a test: each unit writes one row with its number doubled.
+def _echo_units(sweep):
+    return {f"echo-{i}": i for i in range(3)}
+
+
+def _echo_parts(sweep_dir, unit):
+    return [sweep_dir.path / "echo" / f"echo-{unit}.parquet"]
+
+
+def _echo_run(unit, ctx):
+    from sweep.results import write_rows
+
+    (part,) = _echo_parts(ctx.sweep_dir, unit)
+    if unit == 2 and not (ctx.sweep_dir.path / "echo-fixed").exists():
+        row = {"unit": unit, "status": "failed", "error": "RuntimeError: echo 2 fails until fixed", "value": None}
+    else:
+        row = {"unit": unit, "status": "done", "error": None, "value": 2 * unit}
+    schema = pa.schema([("unit", pa.int64()), ("status", pa.string()), ("error", pa.string()), ("value", pa.int64())])
+    write_rows(part, [row], schema)
+    return row
+
+
+@pytest.fixture
+def echo_kind(registered):
+    from sweep.kinds.base import Kind
+    from sweep.registry import KINDS
+
+    list(KINDS)  # the built-in kinds first
+    return registered(
+        KINDS,
+        "echo",
+        Kind("echo", "echo", "echo units", "echo", _echo_units, _echo_parts, _echo_run, lambda u: f"echo {u}"),
+    )
+
+
+@pytest.mark.ray
+def test_a_registered_kind_is_planned_scheduled_by_ray_and_reported_by_status(tmp_path, echo_kind, capsys):
+    """A kind of work that only this test knows: the planner finds its pending units, the Ray backend runs them
+    with the same machinery as every kind (its run function travels to the workers), `status` counts them, and
+    `--failed` reruns the failed one."""
+    import cloudpickle
+
+    from sweep import planning
+    from sweep.backends.ray import run_stages
+    from sweep.cli import _print_status
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
+    sweep = parse_space(copy.deepcopy(TINY_SPACE))
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    plan = planning.to_run(sweep, sweep_dir, retry_failed=False)
+    assert plan["echo"] == ["echo-0", "echo-1", "echo-2"] and plan["donor"] == ["plain_a"]
+    run_stages(sweep, sweep_dir, {"echo": plan["echo"]}, num_cpus=2)
+    prog = planning.progress(sweep, sweep_dir)["echo"]
+    assert (prog.done, prog.failed, prog.pending) == (["echo-0", "echo-1"], ["echo-2"], [])
+    values = pq.read_table(sweep_dir.path / "echo").to_pandas().set_index("unit")["value"]
+    assert values[0] == 0 and values[1] == 2
+    assert not _print_status(sweep, sweep_dir)
+    out = capsys.readouterr().out
+    assert "3 echo units: 2 done, 1 failed, 0 pending" in out and "echo 2 fails until fixed" in out
+
+    assert planning.to_run(sweep, sweep_dir, retry_failed=False)["echo"] == []  # failed stays failed...
+    (sweep_dir.path / "echo-fixed").write_text("")
+    again = planning.to_run(sweep, sweep_dir, retry_failed=True)["echo"]  # ... until --failed
+    assert again == ["echo-2"]
+    run_stages(sweep, sweep_dir, {"echo": again}, num_cpus=2)
+    assert planning.progress(sweep, sweep_dir)["echo"].done == ["echo-0", "echo-1", "echo-2"]

@@ -50,12 +50,12 @@ def _threads(cpus: float) -> int:
     return max(1, int(cpus))
 
 
-def _trainable(config: dict, kind: str, units: dict, root: Loc, sweep_name: str, env: dict) -> None:
-    """One unit of any kind, on a worker: the kind's own run function, its progress forwarded to Tune."""
+def _trainable(config: dict, run, units: dict, root: Loc, sweep_name: str, env: dict) -> None:
+    """One unit of any kind, on a worker: the kind's own `run` (shipped by value or by reference, as
+    cloudpickle sees fit, so a kind registered only in the driver runs too), its progress forwarded to Tune."""
     import torch
 
     from sweep.kinds.base import RunContext
-    from sweep.registry import KINDS
 
     torch.set_num_threads(_threads(env["cpus"]))
     ctx = RunContext(
@@ -65,7 +65,7 @@ def _trainable(config: dict, kind: str, units: dict, root: Loc, sweep_name: str,
         env["download"],
         report=lambda m: tune.report(m),
     )
-    out = KINDS[kind].run(units[config["unit"]], ctx)
+    out = run(units[config["unit"]], ctx)
     tune.report({"status": out.get("status", "skipped"), **{k: v for k, v in out.items() if k != "status"}})
 
 
@@ -346,7 +346,7 @@ def run_stages(
             everything = kind.units(sweep)
             units = {uid: everything[uid] for uid in plan[name]}  # only what runs travels to the workers
             trainable = tune.with_parameters(
-                _trainable, kind=name, units=units, root=sweep_dir.root, sweep_name=sweep.name, env=env
+                _trainable, run=kind.run, units=units, root=sweep_dir.root, sweep_name=sweep.name, env=env
             )
             label = lambda c, units=units, kind=kind: kind.label(units[c["unit"]])  # noqa: E731
             summaries.append(_fit(kind.stage, trainable, list(units), resources, sweep_dir, label, max_concurrent))

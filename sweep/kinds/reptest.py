@@ -199,6 +199,7 @@ register_kind(
         parts=lambda sweep_dir, spec: [sweep_dir.reptest_part(spec.unit_id)],
         run=_run_unit,
         label=lambda spec: spec.label,
+        describe=lambda spec: f"{spec.unit_id}  {spec.label}",
         after=("donor",),
     )
 )

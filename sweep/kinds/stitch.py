@@ -369,6 +369,7 @@ register_kind(
         parts=lambda sweep_dir, spec: [sweep_dir.trial_part(spec.trial_id)],
         run=_run,
         label=lambda spec: spec.label,
+        describe=lambda spec: f"{spec.trial_id}  {spec.label}",
         after=("donor",),
     )
 )
