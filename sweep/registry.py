@@ -114,6 +114,6 @@ AUGMENTATIONS: Registry = Registry("augmentation", populate="sweep.data.augment"
 TRAINING_METHODS: Registry = Registry("donor training method", populate="sweep.train.donors")
 OBJECTIVES: Registry = Registry("objective", populate="sweep.stitching.objectives")
 STITCHERS: Registry = Registry("stitcher", populate="sweep.stitching.stitcher")
-INDICES: Registry = Registry("similarity index", populate="sweep.measures.similarity")
+INDICES: Registry = Registry("similarity index", populate="sweep.measures.indices")
 ATTACKS: Registry = Registry("attack", populate="sweep.train.attacks")
 KINDS: Registry = Registry("kind of work", populate="sweep.kinds")

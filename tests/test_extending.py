@@ -23,7 +23,7 @@ from sweep.data.core import make_splits
 from sweep.kinds.donor import load_donor, run_donor
 from sweep.kinds.reptest import run_reptest
 from sweep.kinds.stitch import run_trial
-from sweep.measures.similarity import Index
+from sweep.measures.indices import Index
 from sweep.models.base import split
 from sweep.registry import INDICES, OBJECTIVES
 from sweep.results import SweepDir

@@ -126,7 +126,7 @@ def test_plan_prints_the_trial_count(tiny_space, write_space):
         text=True,
         check=True,
     ).stdout
-    assert out.splitlines()[0] == "sweep tiny: 4 trials, 1 donors"
+    assert out.splitlines()[0] == "sweep tiny: 1 donors, 4 trials"
     assert len(out.splitlines()) == 1 + 1 + 4
 
 

@@ -2,7 +2,7 @@
 
 Torch-free, so that both sides read it. The Parquet columns an index writes (trials, and representation tests)
 come from its entry here (`schema.py` derives them), the engine attaches the index's function to the entry
-(`sweep/measures/similarity.py`, `register_index`), and the reports take names, columns and directions from it
+(`sweep/measures/indices.py`, `register_index`), and the reports take names, columns and directions from it
 (`tables.py`: the layer matrices and Table 1; `stats.py`: Tables 2-3). The stitching objectives' own measures
 (relative accuracy, OOD AUROC per objective) are derived from the objectives present in the results, so no
 objective name is written here either.

@@ -6,10 +6,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.config.errors import SpecError
-from sweep.config.fields import Section
+from sweep.config.fields import Option, Section, by_key
 from sweep.registry import DATASETS
 
-DATA_FIELDS = {"dataset", "train_size", "val_size", "test_size"}
+OPTIONS = by_key(
+    (
+        Option("dataset", "string", choices=lambda: DATASETS),
+        Option("train_size", "integer", None, low=1, nullable=True, doc="null: every pool image not in val"),
+        Option("val_size", "integer", 1000, low=0, cap="a fifth of the training pool"),
+        Option("test_size", "integer", None, low=1, nullable=True, doc="the first N official test images; null: all"),
+    )
+)
+# Where the data lives, not what it is (the sweep's data section only; part of no identity).
+SOURCE_OPTIONS = by_key(
+    (
+        Option("root", "string", None, nullable=True, doc="null: $STITCHSWEEP_DATA, else ~/.cache/stitchsweep/data"),
+        Option("download", "bool", True),
+    )
+)
+DATA_FIELDS = set(OPTIONS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,13 +45,13 @@ def parse_data(raw: object, path: str, root: str | None, download: bool, extra: 
     """Validate a data mapping against the registered dataset's sizes (and its files when download is off)."""
 
     d = Section(raw, path, DATA_FIELDS | set(extra))
-    dataset = d.get("dataset", "string", choices=sorted(DATASETS))
+    dataset = d.read(OPTIONS["dataset"])
     info = DATASETS[dataset]
     data = DataSpec(
         dataset=dataset,
-        train_size=d.get("train_size", "integer", None, low=1, nullable=True),
-        val_size=d.get("val_size", "integer", min(1000, info.train_pool // 5), low=0),
-        test_size=d.get("test_size", "integer", None, low=1, high=info.test, nullable=True),
+        train_size=d.read(OPTIONS["train_size"]),
+        val_size=d.read(OPTIONS["val_size"], default=OPTIONS["val_size"].capped(info.train_pool // 5)),
+        test_size=d.read(OPTIONS["test_size"], high=info.test),
     )
     if not download:
         missing = DATASETS[dataset].missing_files(Path(root) if root else None)

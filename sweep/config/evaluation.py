@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sweep.config.fields import Section
+from sweep.config.fields import Option, Section, by_key
 from sweep.registry import ATTACKS
+
+OPTIONS = by_key(
+    (
+        Option("attacks", "string", ("apgd-ce", "apgd-dlr"), many=True, choices=lambda: ATTACKS),
+        Option("eps", "number", None, low=0.0, high=1.0, derived=True, doc="the dataset's: 0.3 (MNIST family), 8/255"),
+        Option("iterations", "integer", 20, low=1),
+        Option("restarts", "integer", 1, low=1, doc="1: a single run"),
+        Option("n_eval_robust", "integer", 1000, low=0, cap="test", doc="0: skip"),
+    )
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,11 +29,11 @@ class EvalSpec:
 
 def parse_evaluation(raw: dict, default_eps: float, n_test: int) -> EvalSpec:
     """The evaluation section, defaults from the dataset's threat model and test size."""
-    e = Section(raw, "evaluation", {"attacks", "eps", "iterations", "restarts", "n_eval_robust"})
+    e = Section(raw, "evaluation", set(OPTIONS))
     return EvalSpec(
-        attacks=tuple(e.get_list("attacks", "string", ["apgd-ce", "apgd-dlr"], choices=sorted(ATTACKS))),
-        eps=e.get("eps", "number", default_eps, low=0.0, high=1.0),
-        iterations=e.get("iterations", "integer", 20, low=1),
-        restarts=e.get("restarts", "integer", 1, low=1),
-        n_eval_robust=e.get("n_eval_robust", "integer", min(1000, n_test), low=0, high=n_test),
+        attacks=tuple(e.read(OPTIONS["attacks"])),
+        eps=e.read(OPTIONS["eps"], default=default_eps),
+        iterations=e.read(OPTIONS["iterations"]),
+        restarts=e.read(OPTIONS["restarts"]),
+        n_eval_robust=e.read(OPTIONS["n_eval_robust"], default=OPTIONS["n_eval_robust"].capped(n_test), high=n_test),
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from sweep.config.errors import MISSING, SpecError
@@ -16,6 +18,47 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 def stable_hash(obj: dict) -> str:
     canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=list)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+REQUIRED = ...  # the default of a field that has none
+
+
+@dataclass(frozen=True)
+class Option:
+    """One field of a search-space section, declared once: its type, default and bounds. The parsers read
+    fields through it (`Section.read`), docs/search-spaces.md states the same defaults (a test compares them).
+
+    `choices`: a tuple, or a callable returning the names (a registry, read when the field is). `many`: a
+    non-empty list of values. `cap`: the default is at most this many of the data's images ("train" or
+    "test"), `capped(n)`. `derived`: the default is computed from other fields (the dataset's threat model,
+    say), as `doc` says; `default` is then what the field holds when it is not written (None)."""
+
+    key: str
+    kind: str  # "integer" | "number" | "string" | "bool" | "mapping"
+    default: Any = REQUIRED
+    low: float | None = None
+    high: float | None = None
+    choices: tuple | Callable[[], Iterable[str]] | None = None
+    nullable: bool = False
+    many: bool = False
+    cap: str | None = None
+    derived: bool = False
+    doc: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def names(self):
+        return sorted(self.choices()) if callable(self.choices) else self.choices
+
+    def capped(self, n: int) -> int:
+        """The default when the data has `n` images of the kind `cap` names."""
+        return min(self.default, n)
+
+
+def by_key(options: Iterable[Option]) -> dict[str, Option]:
+    return {o.key: o for o in options}
 
 
 class Section:
@@ -45,6 +88,16 @@ class Section:
                 raise SpecError(self.name(key), _a(kind), MISSING, "the field is required")
             return default
         return check_value(self.raw[key], self.name(key), kind, low=low, high=high, choices=choices, nullable=nullable)
+
+    def read(self, option: Option, *, default: Any = REQUIRED, high: float | None = None) -> Any:
+        """The field `option` declares (a caller may pass a default computed from the data, and a tighter
+        upper bound)."""
+        value_default = option.default if default is REQUIRED else default
+        bounds = dict(low=option.low, high=option.high if high is None else high, choices=option.names())
+        if option.many:
+            value_default = list(value_default) if isinstance(value_default, (list, tuple)) else value_default
+            return self.get_list(option.key, option.kind, value_default, **bounds)
+        return self.get(option.key, option.kind, value_default, nullable=option.nullable, **bounds)
 
     def get_list(self, key: str, kind: str, default: Any = ..., **kw) -> list:
         value = self.raw.get(key, default)

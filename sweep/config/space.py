@@ -13,11 +13,12 @@ from typing import Any
 import yaml
 
 from analysis.store.storage import Loc
-from sweep.config.data import DataSpec, parse_data
+from sweep.config.data import OPTIONS as DATA_OPTIONS
+from sweep.config.data import SOURCE_OPTIONS, DataSpec, parse_data
 from sweep.config.donors import DonorEval, DonorSpec, parse_donor
 from sweep.config.errors import MISSING, SpecError
 from sweep.config.evaluation import EvalSpec, parse_evaluation
-from sweep.config.fields import NAME_RE, Section
+from sweep.config.fields import NAME_RE, Option, Section, by_key
 from sweep.config.stitching import expand_block
 from sweep.config.trial import TrialSpec
 from sweep.registry import DATASETS
@@ -64,34 +65,66 @@ def load_space(path: str | Path | Loc) -> Sweep:
     return parse_space(raw)
 
 
+RESOURCE_OPTIONS = by_key(
+    (
+        Option("cpus_per_trial", "number", 1.0, low=0.0),
+        Option("gpus_per_trial", "number", 0.0, low=0.0, doc="fractions (0.25) share a GPU"),
+    )
+)
+
+
 def parse_space(raw: Any) -> Sweep:
     """Validate a search space given as a mapping and expand it into trials."""
-
     if not isinstance(raw, dict):
         raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
     top = Section(raw, "", {"name", "data", "donors", "stitching", "representation_tests", "evaluation", "resources"})
     name = top.get("name", "string")
     if not NAME_RE.match(name):
         raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
+    data, root, download = _read_data(top.get("data", "mapping"))
+    evaluation = parse_evaluation(top.raw.get("evaluation", {}), DATASETS[data.dataset].threat[0], data.sizes()[1])
+    donors = _read_donors(top.get("donors", "mapping"), data, evaluation, root, download)
+    used: set[str] = set()
+    trials = _read_stitching(raw, data, evaluation, donors, used)
+    reptests: list = []
+    if "representation_tests" in raw:
+        from sweep.config.reptests import parse_reptests
 
-    d = top.get("data", "mapping")
-    root = d.get("root")
-    if root is not None and (not isinstance(root, str) or not root):
-        raise SpecError("data.root", "a folder path (string) or null", root)
-    root = str(Path(root).expanduser().absolute()) if root else None
-    download = Section(d, "data", {"download"} | {"dataset", "train_size", "val_size", "test_size", "root"}).get(
-        "download", "bool", True
+        reptests = parse_reptests(raw["representation_tests"], data, donors, used)
+    r = Section(top.raw.get("resources", {}), "resources", set(RESOURCE_OPTIONS))
+    donor_evals = {n: {DonorEval.of(d.data, evaluation): None} for n, d in donors.items() if n in used}
+    for t in trials:
+        for ref, ev in ((t.front, t.front_eval), (t.end, t.end_eval)):
+            donor_evals[ref.partition(":")[2]][ev] = None
+    return Sweep(
+        donor_evals={n: tuple(evs) for n, evs in donor_evals.items()},
+        name=name,
+        data=data,
+        evaluation=evaluation,
+        donors={k: v for k, v in donors.items() if k in used},
+        trials=trials,
+        cpus_per_trial=r.read(RESOURCE_OPTIONS["cpus_per_trial"]),
+        gpus_per_trial=r.read(RESOURCE_OPTIONS["gpus_per_trial"]),
+        raw=raw,
+        data_root=root,
+        download=download,
+        reptests=tuple({u.unit_id: u for u in reptests}.values()),
     )
-    data = parse_data(d, "data", root, download, extra={"root", "download"})
-    info = DATASETS[data.dataset]
-    n_test = data.sizes()[1]
 
-    evaluation = parse_evaluation(top.raw.get("evaluation", {}), info.threat[0], n_test)
 
-    donors_raw = top.get("donors", "mapping")
-    if not donors_raw:
-        raise SpecError("donors", "a non-empty mapping of donor name -> training config", donors_raw)
-    donors = {dname: parse_donor(dname, draw, data, evaluation, root, download) for dname, draw in donors_raw.items()}
+def _read_data(d: Any) -> tuple[DataSpec, str | None, bool]:
+    """The sweep's data section: the data, and where it lives (root, download)."""
+    source = Section(d, "data", set(DATA_OPTIONS) | set(SOURCE_OPTIONS)) if isinstance(d, dict) else None
+    root = source.read(SOURCE_OPTIONS["root"]) if source else None
+    root = str(Path(root).expanduser().absolute()) if root else None
+    download = source.read(SOURCE_OPTIONS["download"]) if source else True
+    return parse_data(d, "data", root, download, extra=set(SOURCE_OPTIONS)), root, download
+
+
+def _read_donors(raw: dict, data: DataSpec, evaluation: EvalSpec, root: str | None, download: bool) -> dict:
+    if not raw:
+        raise SpecError("donors", "a non-empty mapping of donor name -> training config", raw)
+    donors = {dname: parse_donor(dname, draw, data, evaluation, root, download) for dname, draw in raw.items()}
     seen: dict[str, str] = {}
     for dname, donor in donors.items():
         if donor.donor_key in seen:
@@ -108,7 +141,11 @@ def parse_space(raw: Any) -> Sweep:
                 f"at most the {donor.data.sizes()[1]} test images of donor {dname}'s data",
                 evaluation.n_eval_robust,
             )
+    return donors
 
+
+def _read_stitching(raw: dict, data: DataSpec, evaluation: EvalSpec, donors: dict, used: set[str]) -> tuple:
+    """The trials of every stitching block (one mapping, or a list of them); identical configurations collapse."""
     if "stitching" not in raw and "representation_tests" not in raw:
         raise SpecError("stitching", "a stitching section (or representation_tests)", MISSING, "the field is required")
     blocks_raw = raw.get("stitching", [])
@@ -121,32 +158,7 @@ def parse_space(raw: Any) -> Sweep:
             raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", blocks_raw)
         blocks = [(b, f"stitching[{i}]") for i, b in enumerate(blocks_raw)]
     trials: dict[str, TrialSpec] = {}
-    used: set[str] = set()
     for block, path in blocks:
         for spec in expand_block(block, path, data, evaluation, donors, used):
             trials.setdefault(spec.trial_id, spec)  # identical configs (e.g. alpha unused) collapse
-
-    reptests: list = []
-    if "representation_tests" in raw:
-        from sweep.config.reptests import parse_reptests
-
-        reptests = parse_reptests(raw["representation_tests"], data, donors, used)
-    r = Section(top.raw.get("resources", {}), "resources", {"cpus_per_trial", "gpus_per_trial"})
-    donor_evals = {n: {DonorEval.of(d.data, evaluation): None} for n, d in donors.items() if n in used}
-    for t in trials.values():
-        for ref, ev in ((t.front, t.front_eval), (t.end, t.end_eval)):
-            donor_evals[ref.partition(":")[2]][ev] = None
-    return Sweep(
-        donor_evals={n: tuple(evs) for n, evs in donor_evals.items()},
-        name=name,
-        data=data,
-        evaluation=evaluation,
-        donors={k: v for k, v in donors.items() if k in used},
-        trials=tuple(trials.values()),
-        cpus_per_trial=r.get("cpus_per_trial", "number", 1.0, low=0.0),
-        gpus_per_trial=r.get("gpus_per_trial", "number", 0.0, low=0.0),
-        raw=raw,
-        data_root=root,
-        download=download,
-        reptests=tuple({u.unit_id: u for u in reptests}.values()),
-    )
+    return tuple(trials.values())

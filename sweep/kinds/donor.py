@@ -97,22 +97,7 @@ def run_donor(
         return {"donor": donor.name, "skipped": True}  # a failed evaluation is tried again
     d = donor.data
     ckpt = sweep.zoo(donor.donor_key) / CHECKPOINT
-    base = {
-        "donor": donor.name,
-        "ref": donor.ref,
-        "donor_key": donor.donor_key,
-        "sweep": sweep.name,
-        "arch": donor.arch,
-        "dataset": d.dataset,
-        "training": donor.training or donor.source,
-        "epochs": donor.epochs,
-        "beta": donor.beta,
-        "adv_fraction": donor.adv_fraction,
-        "train_size": d.train_size,
-        "seed": donor.seed,
-        "stitchsweep_version": __version__,
-        "schema_version": SCHEMA_VERSION,
-    }
+    base = _base_row(donor, sweep.name)
     t0 = time.perf_counter()
     rows = []
     try:
@@ -146,6 +131,26 @@ def run_donor(
         row["finished_at"] = datetime.now(timezone.utc)
         write_rows(part, [row], DONOR_SCHEMA)
     return rows[0]
+
+
+def _base_row(donor: DonorSpec, sweep_name: str) -> dict:
+    """The columns every `donors` row of this donor shares, whatever the evaluation."""
+    return {
+        "donor": donor.name,
+        "ref": donor.ref,
+        "donor_key": donor.donor_key,
+        "sweep": sweep_name,
+        "arch": donor.arch,
+        "dataset": donor.data.dataset,
+        "training": donor.training or donor.source,
+        "epochs": donor.epochs,
+        "beta": donor.beta,
+        "adv_fraction": donor.adv_fraction,
+        "train_size": donor.data.train_size,
+        "seed": donor.seed,
+        "stitchsweep_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+    }
 
 
 def _make_checkpoint(

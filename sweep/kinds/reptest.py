@@ -12,6 +12,7 @@ low-rank while stitched, as seed 004 5.1 describes). One Parquet part per unit, 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import SimpleNamespace
 
@@ -24,8 +25,8 @@ from sweep.config.reptests import RepTestSpec
 from sweep.data.core import make_splits
 from sweep.kinds.base import Kind, RunContext, register_kind
 from sweep.kinds.donor import load_donor
+from sweep.measures.indices import Pair
 from sweep.measures.probing import linear_probe_accuracy
-from sweep.measures.similarity import Pair
 from sweep.models.base import split
 from sweep.registry import INDICES
 from sweep.results import SweepDir, write_rows
@@ -104,6 +105,18 @@ def run_reptest(
     return {"unit_id": spec.unit_id, "status": rows[0]["status"], "error": rows[0].get("error")}
 
 
+def _fronts(spec: RepTestSpec, models: dict, xtr: torch.Tensor, device: torch.device) -> dict[tuple, nn.Module]:
+    """Each member B's front half, (donor key, layer, rank) -> module; low-rank when the member has a rank."""
+    fronts: dict[tuple, nn.Module] = {}
+    for _ref, key, layer, rank in spec.members:
+        if (key, layer, None) not in fronts:
+            fronts[(key, layer, None)] = split(models[key], layer)[0].eval()
+        if rank is not None:
+            base = fronts[(key, layer, None)]
+            fronts[(key, layer, rank)] = nn.Sequential(base, LowRank(activations(base, xtr, device), rank)).eval()
+    return fronts
+
+
 def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, download, report) -> list[dict]:
     splits = make_splits(
         spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=data_root, download=download
@@ -111,17 +124,10 @@ def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, do
     xtr, ytr = splits.train_x[: spec.probe_train_size], splits.train_y[: spec.probe_train_size]
     xte, yte = splits.test_x[: spec.samples], splits.test_y[: spec.samples].to(device)
     models = {key: load_donor(sweep, key, device) for _, key, _, _ in spec.members}
-    fronts: dict[tuple, nn.Module] = {}
-    for _ref, key, layer, rank in spec.members:  # B's front half, low-rank when the member has a rank
-        if (key, layer, None) not in fronts:
-            fronts[(key, layer, None)] = split(models[key], layer)[0].eval()
-        if rank is not None:
-            base = fronts[(key, layer, None)]
-            fronts[(key, layer, rank)] = nn.Sequential(base, LowRank(activations(base, xtr, device), rank)).eval()
-
+    fronts = _fronts(spec, models, xtr, device)
+    members = [fronts[(key, layer, rank)] for _ref, key, layer, rank in spec.members]
     probe = {}
-    for m, (_ref, key, layer, rank) in enumerate(spec.members):
-        f = fronts[(key, layer, rank)]
+    for m, f in enumerate(members):
         probe[m] = linear_probe_accuracy(
             activations(f, xtr, device).flatten(1),
             ytr.to(device),
@@ -136,17 +142,15 @@ def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, do
         report({"phase": "probe", "member": m, "probe_acc": probe[m]})
     ref_m = max(probe, key=lambda m: (probe[m], -m))  # argmax F; ties go to the first member
     _, ref_key, ref_layer, ref_rank = spec.members[ref_m]
-    a_front = fronts[(ref_key, ref_layer, ref_rank)]
-    a = activations(a_front, xte, device).cpu()
-    xfit = splits.train_x[: spec.dm_samples]  # the DM fits' K training images (as the dm objective's)
-    a_fit = activations(a_front, xfit, device).cpu()
-    a_end = split(models[ref_key], ref_layer)[1].eval()
-    a_acc = float((predict(models[ref_key], xte, device) == yte).float().mean())
-
+    reference = _Reference(
+        front=members[ref_m],
+        end=split(models[ref_key], ref_layer)[1].eval(),
+        acc=float((predict(models[ref_key], xte, device) == yte).float().mean()),
+        a=activations(members[ref_m], xte, device).cpu(),
+        a_fit=activations(members[ref_m], splits.train_x[: spec.dm_samples], device).cpu(),
+    )
     rows = []
     for m, (ref, key, layer, rank) in enumerate(spec.members):
-        f = fronts[(key, layer, rank)]
-        b = activations(f, xte, device).cpu()
         row = dict(
             donor=ref,
             donor_key=key,
@@ -159,29 +163,46 @@ def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, do
             ref_rank=ref_rank,
             probe_gap=abs(probe[ref_m] - probe[m]),
         )
-        stitcher = Stitcher.for_shapes(torch.Size((1, *b.shape[1:])), torch.Size((1, *a.shape[1:])))
-        pair = Pair(b, a, resize=stitcher.resize, fit=lambda f=f: (activations(f, xfit, device).cpu(), a_fit))
-        for name in spec.indices:
-            index = INDICES[name]
-            row[index.entry.reptest_column] = index.dissimilarity(pair)
-        if spec.dm_functional:
-            stitcher = stitcher.to(device)
-            ctx = FitContext(
-                front=f,
-                end=a_end,
-                stitcher=stitcher,
-                splits=splits,
-                device=device,
-                spec=SimpleNamespace(dm_samples=spec.dm_samples),
-                end_front=a_front,
-            )
-            direct_match(ctx)
-            stitched = StitchedNet(f, stitcher.eval(), a_end).eval()
-            acc = float((predict(stitched, xte, device) == yte).float().mean())
-            row["dm_func_acc"] = acc
-            row["d_dm_func"] = 1.0 - (acc / a_acc if a_acc else 0.0)
-        rows.append(row)
+        rows.append(row | _dissimilarities(spec, members[m], reference, splits, xte, yte, device))
     return rows
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """A = argmax F: its front and end halves, its accuracy, its activations on the test and fit images."""
+
+    front: nn.Module
+    end: nn.Module
+    acc: float
+    a: torch.Tensor
+    a_fit: torch.Tensor
+
+
+def _dissimilarities(spec, f: nn.Module, ref: _Reference, splits, xte, yte, device: torch.device) -> dict:
+    """d(A, B) of every requested index for the member whose front is `f` and, with `dm_functional`, 1 - the
+    relative accuracy of B stitched into A's network by direct matching (the DM fits' K training images are
+    the first `dm_samples`, as the dm objective's)."""
+    b = activations(f, xte, device).cpu()
+    xfit = splits.train_x[: spec.dm_samples]
+    stitcher = Stitcher.for_shapes(torch.Size((1, *b.shape[1:])), torch.Size((1, *ref.a.shape[1:])))
+    pair = Pair(b, ref.a, resize=stitcher.resize, fit=lambda: (activations(f, xfit, device).cpu(), ref.a_fit))
+    row = {INDICES[name].entry.reptest_column: INDICES[name].dissimilarity(pair) for name in spec.indices}
+    if spec.dm_functional:
+        stitcher = stitcher.to(device)
+        ctx = FitContext(
+            front=f,
+            end=ref.end,
+            stitcher=stitcher,
+            splits=splits,
+            device=device,
+            spec=SimpleNamespace(dm_samples=spec.dm_samples),
+            end_front=ref.front,
+        )
+        direct_match(ctx)
+        acc = float((predict(StitchedNet(f, stitcher.eval(), ref.end).eval(), xte, device) == yte).float().mean())
+        row["dm_func_acc"] = acc
+        row["d_dm_func"] = 1.0 - (acc / ref.acc if ref.acc else 0.0)
+    return row
 
 
 def _run_unit(spec: RepTestSpec, ctx: RunContext) -> dict:

@@ -10,6 +10,7 @@ import dataclasses
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import torch
@@ -114,20 +115,19 @@ def run_trial(
     return row
 
 
-def _stitch_and_evaluate(
-    spec: TrialSpec,
-    splits: Splits,
-    sweep: SweepDir,
-    device: torch.device,
-    curves: list,
-    report: Report,
-    t0: float,
-    data_root: str | None = None,
-    download: bool = True,
-) -> dict:
-    out: dict = {}
-    out["split_id"] = splits.split_id
-    out["train_size"], out["val_size"], out["test_size"] = (len(splits.train_y), len(splits.val_y), len(splits.test_y))
+@dataclass
+class _Parts:
+    """The pieces of a stitched network: both donors, f<=i, g<=j and g>j, and a fresh stitcher."""
+
+    front_model: torch.nn.Module
+    end_model: torch.nn.Module
+    front: torch.nn.Module
+    end_front: torch.nn.Module
+    end: torch.nn.Module
+    stitcher: Stitcher
+
+
+def _assemble(spec: TrialSpec, splits: Splits, sweep: SweepDir, device: torch.device) -> _Parts:
     front_model = load_donor(sweep, spec.front_key, device)
     end_model = load_donor(sweep, spec.end_key, device)
     front, _ = split(front_model, spec.front_point)
@@ -140,40 +140,59 @@ def _stitch_and_evaluate(
     if spec.channels_last:
         for m in (front_model, end_model, stitcher):
             m.to(memory_format=torch.channels_last)
+    return _Parts(front_model, end_model, front, end_front, end, stitcher)
+
+
+def _stitch_and_evaluate(
+    spec: TrialSpec,
+    splits: Splits,
+    sweep: SweepDir,
+    device: torch.device,
+    curves: list,
+    report: Report,
+    t0: float,
+    data_root: str | None = None,
+    download: bool = True,
+) -> dict:
+    out: dict = {"split_id": splits.split_id}
+    out["train_size"], out["val_size"], out["test_size"] = (len(splits.train_y), len(splits.val_y), len(splits.test_y))
+    p = _assemble(spec, splits, sweep, device)
     # Everything that describes the donors is measured before the fit: with `donor_bn: update` the fit moves
     # their BatchNorm statistics, and the indices and the reference accuracy are about the donors as trained.
-    out.update(_reference_accuracies(spec, sweep, front_model, end_model, splits, device))
+    out.update(_reference_accuracies(spec, sweep, p.front_model, p.end_model, splits, device))
     if spec.indices:
         t_sim = time.perf_counter()
-        out.update(
-            similarities(
-                spec,
-                front,
-                end_front,
-                stitcher,
-                splits.test_x[: spec.similarity_samples],
-                splits.train_x[: spec.dm_samples or 0],
-                device,
-            )
-        )
+        x, x_fit = splits.test_x[: spec.similarity_samples], splits.train_x[: spec.dm_samples or 0]
+        out.update(similarities(spec, p.front, p.end_front, p.stitcher, x, x_fit, device))
         out["time_similarity_s"] = time.perf_counter() - t_sim
     ctx = FitContext(
-        front=front, end=end, stitcher=stitcher, splits=splits, spec=spec, device=device, end_front=end_front
+        front=p.front, end=p.end, stitcher=p.stitcher, splits=splits, spec=spec, device=device, end_front=p.end_front
     )
     t1 = time.perf_counter()
     out["time_setup_s"] = t1 - t0 - out.get("time_similarity_s", 0.0)
     out.update(OBJECTIVES[spec.objective].fit(ctx))
     curves.extend(ctx.curves)
-    t2 = time.perf_counter()
-    out["time_fit_s"] = t2 - t1
+    out["time_fit_s"] = time.perf_counter() - t1
     report({"phase": "fit_done", "time_fit_s": out["time_fit_s"]})
+    out.update(_evaluate(spec, StitchedNet(p.front, p.stitcher, p.end).eval(), splits, device, out.pop("_ref_acc")))
+    t4 = time.perf_counter()
+    if "receiver_rank" in spec.indices:
+        x = splits.test_x[: spec.similarity_samples]
+        with eval_mode(p.front, p.stitcher, p.end_front):
+            out["rank_receiver"] = receiver_rank(lambda b: p.stitcher(p.front(b)), p.end, x, device)
+            out["rank_receiver_end"] = receiver_rank(p.end_front, p.end, x, device)
+    if spec.ood_outliers:
+        out["ood_auroc"] = ood_auroc(spec, sweep, p.front, p.end_front, p.stitcher, splits, device, data_root, download)
+        out["time_ood_s"] = time.perf_counter() - t4
+    return out
 
-    stitched = StitchedNet(front, stitcher, end).eval()
+
+def _evaluate(spec: TrialSpec, stitched: StitchedNet, splits: Splits, device: torch.device, ref_acc) -> dict:
+    """Clean accuracy (and what the stitched network predicts most), relative and robust accuracy."""
+    t2 = time.perf_counter()
     pred = predict(stitched, splits.test_x, device, precision=spec.precision, channels_last=spec.channels_last)
-    out["clean_acc"] = float((pred == splits.test_y).float().mean())
+    out = {"clean_acc": float((pred == splits.test_y).float().mean()), "num_classes": splits.num_classes}
     out["most_frequent_class"], out["most_frequent_class_ratio"] = most_frequent_class(pred, splits.num_classes)
-    out["num_classes"] = splits.num_classes
-    ref_acc = out.pop("_ref_acc")
     out["relative_acc"] = out["clean_acc"] / ref_acc if ref_acc else None
     t3 = time.perf_counter()
     out["time_eval_clean_s"] = t3 - t2
@@ -189,16 +208,7 @@ def _stitch_and_evaluate(
         seed=spec.seed,
         device=device,
     )
-    t4 = time.perf_counter()
-    out["time_eval_robust_s"] = t4 - t3
-    if "receiver_rank" in spec.indices:
-        x = splits.test_x[: spec.similarity_samples]
-        with eval_mode(front, stitcher, end_front):
-            out["rank_receiver"] = receiver_rank(lambda b: stitcher(front(b)), end, x, device)
-            out["rank_receiver_end"] = receiver_rank(end_front, end, x, device)
-    if spec.ood_outliers:
-        out["ood_auroc"] = ood_auroc(spec, sweep, front, end_front, stitcher, splits, device, data_root, download)
-        out["time_ood_s"] = time.perf_counter() - t4
+    out["time_eval_robust_s"] = time.perf_counter() - t3
     return out
 
 
@@ -298,7 +308,7 @@ def similarities(
     """The requested indices between f<=i(x) and g<=j(x) on the test images `x`, each in its layout (the
     registered one, or the spec's for PWCCA and OPD). The DM distance fits its map on the K training images
     `x_fit` (Balogh & Jelasity 2025, 2.3), computed only when it is requested."""
-    from sweep.measures.similarity import Pair
+    from sweep.measures.indices import Pair
 
     pair = Pair(
         activations(front, x, device).cpu(),

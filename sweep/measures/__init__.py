@@ -1,2 +1,2 @@
-"""What is measured about representations: similarity indices (`similarity.py`, pure math on 2-D arrays),
-linear probes (`probing.py`), energy OOD detectors (`ood.py`)."""
+"""What is measured about representations: similarity indices (`similarity.py`, pure math on 2-D arrays;
+`indices.py`, their registered entries), linear probes (`probing.py`), energy OOD detectors (`ood.py`)."""

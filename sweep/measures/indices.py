@@ -1,0 +1,138 @@
+"""The similarity indices a search space may request (`indices:`), as registered entries: each pairs its
+torch-free catalogue entry (`analysis.store.catalogue`: name, columns, direction) with how the engine computes it
+from a pair of activations (`Pair`). The math itself is in `similarity.py`.
+
+A new index is one call of `register_index` with its catalogue entry and its function (see docs/development.md):
+its Parquet columns, its place in the layer matrices, Table 1 and the rank-correlation tables follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from analysis.store.catalogue import INDEX_CATALOGUE, IndexEntry, add_entry
+from sweep.measures.similarity import dm_distance, dm_error, dm_fit, linear_cka, numerical_rank, opd, pwcca, to_2d
+from sweep.registry import INDICES
+
+
+@dataclass
+class Pair:
+    """What an index sees of a (sender, target) pair: the activations of the same test images, as each model
+    produced them (any shape; the index's layout makes them 2-D). In a stitching trial the sender is f<=i and
+    the target g<=j; in a representation test the sender is the member B and the target the reference A.
+
+    `resize`: the sender's maps at the target's spatial size, as the stitcher sees them (for direct matching).
+    `fit`: the same pair on the K training images, computed only when an index asks (the DM distance).
+    `layouts`: per-index layouts that override the registered ones (a trial's `layouts:` for PWCCA and OPD)."""
+
+    sender: torch.Tensor
+    target: torch.Tensor
+    resize: Callable[[torch.Tensor], torch.Tensor] = lambda a: a
+    fit: Callable[[], tuple[torch.Tensor, torch.Tensor]] | None = None
+    layouts: dict = field(default_factory=dict)
+    _fitted: tuple | None = field(default=None, repr=False)
+
+    def fit_pair(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._fitted is None:
+            if self.fit is None:
+                raise ValueError("this index needs the pair's activations on the fit images, and none were given")
+            self._fitted = self.fit()
+        return self._fitted
+
+
+def _on_pair(fn: Callable) -> Callable[[Pair, str], float]:
+    """The usual score: `fn(A, B)` of the sender's and the target's activations in `layout`."""
+
+    def score(pair: Pair, layout: str) -> float:
+        return fn(to_2d(pair.sender, layout), to_2d(pair.target, layout))
+
+    return score
+
+
+def _dm_score(pair: Pair, layout: str) -> float:
+    """The structural DM distance as the reference code computes it: the DM map fitted on the K training
+    images, its squared relative error on the test images (the sender resized as the stitcher sees it)."""
+    fit_a, fit_b = pair.fit_pair()
+    theta = dm_fit(to_2d(pair.resize(fit_a), layout), to_2d(fit_b, layout))
+    return dm_error(theta, to_2d(pair.resize(pair.sender), layout), to_2d(pair.target, layout))
+
+
+@dataclass(frozen=True)
+class Index:
+    """A similarity index a search space may request (`indices:`): its catalogue entry (name, columns,
+    direction; torch-free, in `analysis.store.catalogue`) and how the engine computes it."""
+
+    entry: IndexEntry
+    fn: Callable  # the pure function on 2-D arrays (a rank index: on one side)
+    layout: str  # how activations become 2-D (`to_2d`) unless the pair overrides it
+    score: Callable[[Pair, str], float] | None = None  # default: fn(sender, target) in the layout
+    symmetric: bool = True
+    after_fit: bool = False  # measured on the stitched network after the fit (the trial computes it)
+    # representation tests: Ding et al. score d(A, B) with A, the reference (the pair's target), first
+    target_first_in_reptests: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.entry.index
+
+    @property
+    def kind(self) -> str:
+        return self.entry.kind
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.entry.columns
+
+    @property
+    def larger_is_more_similar(self) -> bool | None:
+        return self.entry.larger_is_more_similar
+
+    @property
+    def description(self) -> str:
+        return self.entry.description
+
+    def values(self, pair: Pair) -> dict:
+        """The trials columns of this index on `pair`."""
+        layout = pair.layouts.get(self.name) or self.layout
+        if self.kind == "rank":
+            return dict(zip(self.columns, (self.fn(to_2d(pair.sender, layout)), self.fn(to_2d(pair.target, layout)))))
+        return {self.entry.column: (self.score or _on_pair(self.fn))(pair, layout)}
+
+    def dissimilarity(self, pair: Pair) -> float:
+        """d(A, B) for representation tests: 1 - s for a similarity, the distance itself."""
+        if not self.entry.reptest_column:
+            raise ValueError(f"index {self.name!r} takes no part in representation tests")
+        if self.target_first_in_reptests:
+            pair = Pair(pair.target, pair.sender, fit=pair.fit)
+        value = (self.score or _on_pair(self.fn))(pair, pair.layouts.get(self.name) or self.layout)
+        return 1.0 - value if self.kind == "similarity" else value
+
+
+def register_index(
+    entry: IndexEntry | str,
+    fn: Callable,
+    layout: str,
+    *,
+    score: Callable[[Pair, str], float] | None = None,
+    symmetric: bool = True,
+    after_fit: bool = False,
+    target_first_in_reptests: bool = False,
+) -> Index:
+    """Register an index: `entry` is its catalogue entry (a new index: added to the catalogue, so its Parquet
+    columns and its place in the reports follow) or the name of an entry the catalogue already holds."""
+    if isinstance(entry, str):
+        entry = INDEX_CATALOGUE[entry]
+    elif INDEX_CATALOGUE.get(entry.index) != entry:
+        add_entry(entry)
+    return INDICES.add(entry.index, Index(entry, fn, layout, score, symmetric, after_fit, target_first_in_reptests))
+
+
+register_index("cka", linear_cka, "flatten")  # Eq. 4
+register_index("pwcca", pwcca, "pooled", symmetric=False, target_first_in_reptests=True)  # Eq. 5-6, weights: A
+register_index("opd", opd, "flatten")  # Eq. 8
+register_index("dm", dm_distance, "positions", score=_dm_score, symmetric=False)  # 2.3, out of sample
+register_index("rank", numerical_rank, "positions")  # B.2.1, each donor side
+register_index("receiver_rank", numerical_rank, "flatten", after_fit=True)  # B.2.1, see kinds/stitch.py
