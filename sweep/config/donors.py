@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweep.config.data import DataSpec, parse_data
 from sweep.config.errors import SpecError
-from sweep.config.fields import NAME_RE, Section, stable_hash
+from sweep.config.fields import NAME_RE, Option, Section, by_key, stable_hash
 from sweep.registry import ARCHITECTURES, AUGMENTATIONS, DATASETS, TRAINING_METHODS, did_you_mean, lazy
 
 if TYPE_CHECKING:
@@ -111,6 +111,26 @@ class DonorEval:
         }
 
 
+# The fields of a zoo donor (one the engine trains). Defaults: seed 000 A.2 (plain), A.3 (PGD, TRADES).
+ZOO_OPTIONS = by_key(
+    (
+        Option("arch", "string", choices=lambda: ARCHITECTURES),
+        Option("training", "string", "plain", choices=lambda: TRAINING_METHODS),
+        Option("epochs", "integer", low=1),
+        Option("lr", "number", 0.1, low=0.0, doc="SGD, Nesterov 0.9, weight decay 1e-4, lr/10 at 1/3 and 2/3"),
+        Option("batch_size", "integer", 128, low=1),
+        Option("seed", "integer", 0, low=0),
+        Option("eps", "number", None, low=0.0, high=1.0, nullable=True, derived=True, doc="null: evaluation.eps"),
+        Option("step_size", "number", None, low=0.0, derived=True, doc="the paper's step, scaled with eps"),
+        Option("steps", "integer", 10, low=1),
+        Option("adv_fraction", "number", 1.0, low=0.0, high=1.0),
+        Option("beta", "number", 10.0, low=0.0),
+        Option("augment", "string", (), many=True, choices=lambda: AUGMENTATIONS),
+        Option("data", "mapping", None, nullable=True, doc="its own data section (cross-task)"),
+    )
+)
+
+
 def parse_donor(
     name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root: str | None = None, download: bool = True
 ) -> DonorSpec:
@@ -135,26 +155,8 @@ def parse_donor(
             mean=tuple(s.get_list("mean", "number", [0.0])),
             std=tuple(s.get_list("std", "number", [1.0], low=1e-12)),
         )
-    s = Section(
-        raw,
-        path,
-        {
-            "arch",
-            "training",
-            "epochs",
-            "lr",
-            "batch_size",
-            "seed",
-            "eps",
-            "step_size",
-            "steps",
-            "adv_fraction",
-            "beta",
-            "augment",
-            "data",
-        },
-    )
-    training = s.get("training", "string", "plain", choices=sorted(TRAINING_METHODS))
+    s = Section(raw, path, set(ZOO_OPTIONS))
+    training = s.read(ZOO_OPTIONS["training"])
     reads = TRAINING_METHODS[training].fields
     for k in sorted(set().union(*(m.fields for m in TRAINING_METHODS.values())) - reads):
         if k in raw:
@@ -162,27 +164,36 @@ def parse_donor(
             raise SpecError(
                 f"{path}.{k}", f"no {k} field for training: {training}", raw[k], f"{k} applies to training: {needs}"
             )
-    adv = bool(reads & {"eps"})
     if raw.get("data") is not None:  # the donor trains on its own data (cross-task stitching, seed 000 5.1)
         data = parse_data(raw["data"], f"{path}.data", root, download)
-    eps_default, step_default = DATASETS[data.dataset].threat
-    eps = s.get("eps", "number", None, low=0.0, high=1.0, nullable=True) if adv else None
-    eps = (eps if eps is not None else evaluation.eps if evaluation.eps is not None else eps_default) if adv else None
     return DonorSpec(
         name=name,
-        arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
+        arch=s.read(ZOO_OPTIONS["arch"]),
         data=data,
         training=training,
-        epochs=s.get("epochs", "integer", low=1),
-        lr=s.get("lr", "number", 0.1, low=0.0),
-        batch_size=s.get("batch_size", "integer", 128, low=1),
-        seed=s.get("seed", "integer", 0, low=0),
+        epochs=s.read(ZOO_OPTIONS["epochs"]),
+        lr=s.read(ZOO_OPTIONS["lr"]),
+        batch_size=s.read(ZOO_OPTIONS["batch_size"]),
+        seed=s.read(ZOO_OPTIONS["seed"]),
+        **_adversarial_fields(s, reads, data, evaluation),
+        augment=tuple(s.read(ZOO_OPTIONS["augment"])) if raw.get("augment") else (),
+    )
+
+
+def _adversarial_fields(s: Section, reads: frozenset, data: DataSpec, evaluation: EvalSpec) -> dict:
+    """The fields of an adversarial training method (None where the method does not read them)."""
+    adv = bool(reads & {"eps"})
+    eps_default, step_default = DATASETS[data.dataset].threat
+    eps = s.read(ZOO_OPTIONS["eps"]) if adv else None
+    eps = (eps if eps is not None else evaluation.eps if evaluation.eps is not None else eps_default) if adv else None
+    return dict(
         eps=eps,
-        step_size=s.get("step_size", "number", scaled_step(eps, eps_default, step_default), low=0.0) if adv else None,
-        steps=s.get("steps", "integer", 10, low=1) if adv else None,
-        adv_fraction=s.get("adv_fraction", "number", 1.0, low=0.0, high=1.0) if "adv_fraction" in reads else None,
-        beta=s.get("beta", "number", 10.0, low=0.0) if "beta" in reads else None,
-        augment=tuple(s.get_list("augment", "string", choices=sorted(AUGMENTATIONS))) if raw.get("augment") else (),
+        step_size=s.read(ZOO_OPTIONS["step_size"], default=scaled_step(eps, eps_default, step_default))
+        if adv
+        else None,
+        steps=s.read(ZOO_OPTIONS["steps"]) if adv else None,
+        adv_fraction=s.read(ZOO_OPTIONS["adv_fraction"]) if "adv_fraction" in reads else None,
+        beta=s.read(ZOO_OPTIONS["beta"]) if "beta" in reads else None,
     )
 
 

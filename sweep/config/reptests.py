@@ -11,7 +11,6 @@ takes the best-probing one as the reference A (seed 004 Eq. 9) and measures ever
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +19,9 @@ from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.data import DataSpec
 from sweep.config.donors import DonorSpec, resolve_ref
 from sweep.config.errors import SpecError
-from sweep.config.fields import NAME_RE, Section, check_value, stable_hash
-from sweep.registry import ARCHITECTURES, DATASETS
+from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
+from sweep.config.shapes import activation_shape, channels, check_dm_samples
+from sweep.registry import ARCHITECTURES
 
 TESTS = ("sensitivity", "specificity")
 
@@ -65,122 +65,148 @@ class RepTestSpec:
         return f"{prefix}: {what}"
 
 
-def parse_reptests(raw: Any, data: DataSpec, donors: dict[str, DonorSpec], used: set[str]) -> list[RepTestSpec]:
+OPTIONS = by_key(
+    (
+        Option("name", "string", "", doc="a label"),
+        Option("test", "string", choices=TESTS),
+        Option("donors", "string", many=True, doc="zoo / file / robustbench donors of one architecture"),
+        Option("layers", "string", "all", doc="all, or a list of stitch points"),
+        Option("ranks", "integer", many=True, low=1, doc="sensitivity only: channel ranks"),
+        Option(
+            "indices",
+            "string",
+            None,
+            many=True,
+            derived=True,
+            choices=reptest_indices,
+            doc="those with a dissimilarity",
+        ),
+        Option("dm_functional", "bool", True),
+        Option("dm_samples", "integer", 100, low=1, cap="train"),
+        Option("samples", "integer", 1000, low=10, cap="test"),
+        Option("probe", "mapping", None, doc="PROBE_OPTIONS"),
+        Option("seed", "integer", 0, low=0),
+    )
+)
+PROBE_OPTIONS = by_key(
+    (
+        Option("train_size", "integer", 2000, low=10, cap="train"),
+        Option("epochs", "integer", 10, low=1),
+        Option("lr", "number", 1e-3, low=0.0),
+    )
+)
 
+
+def parse_reptests(raw: Any, data: DataSpec, donors: dict[str, DonorSpec], used: set[str]) -> list[RepTestSpec]:
     if not isinstance(raw, list) or not raw:
         raise SpecError("representation_tests", "a non-empty list of tests", raw)
-    info = DATASETS[data.dataset]
-    n_train, n_test = data.sizes()
     units: list[RepTestSpec] = []
     for t, entry in enumerate(raw):
-        path = f"representation_tests[{t}]"
-        s = Section(
-            entry,
-            path,
-            {
-                "name",
-                "test",
-                "donors",
-                "layers",
-                "ranks",
-                "indices",
-                "dm_functional",
-                "dm_samples",
-                "samples",
-                "probe",
-                "seed",
-            },
+        units.extend(_parse_test(entry, f"representation_tests[{t}]", data, donors, used))
+    return units
+
+
+def _parse_test(entry: Any, path: str, data: DataSpec, donors: dict, used: set[str]) -> list[RepTestSpec]:
+    s = Section(entry, path, set(OPTIONS))
+    name = s.read(OPTIONS["name"])
+    if name and not NAME_RE.match(name):
+        raise SpecError(f"{path}.name", "letters, digits, '_', '-' or '.'", name)
+    test = s.read(OPTIONS["test"])
+    chosen = _chosen_donors(s, path, test, data, donors)
+    arch = chosen[0].arch
+    valid = ARCHITECTURES[arch].stitch_points()
+    layers_raw = s.raw.get("layers", OPTIONS["layers"].default)
+    layers = (
+        valid
+        if layers_raw == "all"
+        else [
+            check_value(v, f"{path}.layers[{k}]", "string", choices=valid)
+            for k, v in enumerate(layers_raw if isinstance(layers_raw, list) and layers_raw else [None])
+        ]
+    )
+    shapes = {layer: activation_shape(arch, data.dataset, layer) for layer in layers}
+    ranks = _ranks(s, path, test, shapes)
+    common = _settings(s, path, data, shapes)
+    common.update(test=test, arch=arch, name=name)
+    used.update(d.name for d in chosen)
+    if test == "specificity":
+        return [
+            RepTestSpec(members=tuple((d.ref, d.donor_key, layer, None) for d in chosen for layer in layers), **common)
+        ]
+    return [
+        RepTestSpec(
+            members=((d.ref, d.donor_key, layer, None),)
+            + tuple((d.ref, d.donor_key, layer, k) for k in ranks if k < channels(shapes[layer])),
+            **common,
         )
-        name = s.get("name", "string", "")
-        if name and not NAME_RE.match(name):
-            raise SpecError(f"{path}.name", "letters, digits, '_', '-' or '.'", name)
-        test = s.get("test", "string", choices=TESTS)
-        refs = s.get_list("donors", "string")
-        chosen = [resolve_ref(r, f"{path}.donors[{k}]", donors) for k, r in enumerate(refs)]
-        archs = {d.arch for d in chosen}
-        if len(archs) > 1:
-            raise SpecError(f"{path}.donors", "donors of one architecture", sorted(archs))
-        for k, d in enumerate(chosen):
-            if d.data.dataset != data.dataset:
-                raise SpecError(
-                    f"{path}.donors[{k}]",
-                    f"a donor trained on the sweep's data ({data.dataset})",
-                    f"{d.ref} on {d.data.dataset}",
-                )
-        if test == "specificity" and len(chosen) < 2:
-            raise SpecError(f"{path}.donors", "at least two donors (instances with different seeds)", refs)
-        arch = chosen[0].arch
-        valid = ARCHITECTURES[arch].stitch_points()
-        layers_raw = s.raw.get("layers", "all")
-        layers = (
-            valid
-            if layers_raw == "all"
-            else [
-                check_value(v, f"{path}.layers[{k}]", "string", choices=valid)
-                for k, v in enumerate(layers_raw if isinstance(layers_raw, list) and layers_raw else [None])
-            ]
-        )
-        shapes = ARCHITECTURES[arch].activation_shapes(info.channels, info.image_size, info.num_classes)
-        probe = Section(s.raw.get("probe", {}), f"{path}.probe", {"train_size", "epochs", "lr"})
-        probe_train = probe.get("train_size", "integer", min(2000, n_train), low=10, high=n_train)
-        ranks: list[int] = []
-        if test == "sensitivity":
-            ranks = sorted(set(s.get_list("ranks", "integer", low=1)), reverse=True)
-            for layer in layers:
-                channels = shapes[layer][0] if len(shapes[layer]) == 3 else shapes[layer][-1]
-                if ranks[0] > channels:
-                    raise SpecError(
-                        f"{path}.ranks",
-                        f"channel ranks of {layer}: at most its {channels} channels"
-                        " (the approximation is in the channel space)",
-                        ranks[0],
-                    )
-        elif "ranks" in s.raw:
+        for d in chosen
+        for layer in layers
+    ]
+
+
+def _chosen_donors(s: Section, path: str, test: str, data: DataSpec, donors: dict) -> list[DonorSpec]:
+    refs = s.read(OPTIONS["donors"])
+    chosen = [resolve_ref(r, f"{path}.donors[{k}]", donors) for k, r in enumerate(refs)]
+    archs = {d.arch for d in chosen}
+    if len(archs) > 1:
+        raise SpecError(f"{path}.donors", "donors of one architecture", sorted(archs))
+    for k, d in enumerate(chosen):
+        if d.data.dataset != data.dataset:
+            raise SpecError(
+                f"{path}.donors[{k}]",
+                f"a donor trained on the sweep's data ({data.dataset})",
+                f"{d.ref} on {d.data.dataset}",
+            )
+    if test == "specificity" and len(chosen) < 2:
+        raise SpecError(f"{path}.donors", "at least two donors (instances with different seeds)", refs)
+    return chosen
+
+
+def _ranks(s: Section, path: str, test: str, shapes: dict) -> list[int]:
+    """Sensitivity: the listed channel ranks, largest first, each at most every layer's channel count."""
+    if test != "sensitivity":
+        if "ranks" in s.raw:
             raise SpecError(
                 f"{path}.ranks", "no ranks for a specificity test", s.raw["ranks"], "ranks apply to test: sensitivity"
             )
-        known = reptest_indices()  # the catalogue's indices with a dissimilarity column
-        indices = tuple(s.get_list("indices", "string", known, choices=known))
-        dm_functional = s.get("dm_functional", "bool", True)
-        dm_samples = s.get("dm_samples", "integer", min(100, n_train), low=1, high=n_train)
-        if dm_functional or "dm" in indices:
-            # every member may be the source and every member the reference: the fit must be determined for all
-            positions = [math.prod(shapes[p][1:]) if len(shapes[p]) == 3 else shapes[p][0] for p in layers]
-            channels = [shapes[p][0] if len(shapes[p]) == 3 else shapes[p][1] for p in layers]
-            needed = math.ceil((max(channels) + 1) / min(positions))
-            if dm_samples < needed:
-                raise SpecError(
-                    f"{path}.dm_samples",
-                    f"K >= {needed} images for a determined least-squares fit between these layers",
-                    dm_samples,
-                )
-        common = dict(
-            test=test,
-            dataset=data.dataset,
-            train_size=data.train_size,
-            val_size=data.val_size,
-            test_size=data.test_size,
-            arch=arch,
-            indices=indices,
-            dm_functional=dm_functional,
-            dm_samples=dm_samples,
-            samples=s.get("samples", "integer", min(1000, n_test), low=10, high=n_test),
-            probe_train_size=probe_train,
-            probe_epochs=probe.get("epochs", "integer", 10, low=1),
-            probe_lr=probe.get("lr", "number", 1e-3, low=0.0),
-            seed=s.get("seed", "integer", 0, low=0),
-            name=name,
-        )
-        if test == "sensitivity":
-            for d in chosen:
-                for layer in layers:
-                    channels = shapes[layer][0] if len(shapes[layer]) == 3 else shapes[layer][-1]
-                    members = ((d.ref, d.donor_key, layer, None),) + tuple(
-                        (d.ref, d.donor_key, layer, k) for k in ranks if k < channels
-                    )
-                    units.append(RepTestSpec(members=members, **common))
-        else:
-            members = tuple((d.ref, d.donor_key, layer, None) for d in chosen for layer in layers)
-            units.append(RepTestSpec(members=members, **common))
-        used.update(d.name for d in chosen)
-    return units
+        return []
+    ranks = sorted(set(s.read(OPTIONS["ranks"])), reverse=True)
+    for layer, shape in shapes.items():
+        if ranks[0] > channels(shape):
+            raise SpecError(
+                f"{path}.ranks",
+                f"channel ranks of {layer}: at most its {channels(shape)} channels"
+                " (the approximation is in the channel space)",
+                ranks[0],
+            )
+    return ranks
+
+
+def _settings(s: Section, path: str, data: DataSpec, shapes: dict) -> dict:
+    """The unit fields every unit of the test shares: data, indices, DM, probes, seed."""
+    n_train, n_test = data.sizes()
+    probe = Section(s.raw.get("probe", {}), f"{path}.probe", set(PROBE_OPTIONS))
+    known = reptest_indices()  # the catalogue's indices with a dissimilarity column
+    indices = tuple(s.read(OPTIONS["indices"], default=known))
+    dm_functional = s.read(OPTIONS["dm_functional"])
+    dm_samples = s.read(OPTIONS["dm_samples"], default=OPTIONS["dm_samples"].capped(n_train), high=n_train)
+    if dm_functional or "dm" in indices:
+        # every member may be the source and every member the reference: the fit must be determined for all
+        layer_shapes = list(shapes.values())
+        check_dm_samples(f"{path}.dm_samples", dm_samples, layer_shapes, layer_shapes, "between these layers")
+    return dict(
+        dataset=data.dataset,
+        train_size=data.train_size,
+        val_size=data.val_size,
+        test_size=data.test_size,
+        indices=indices,
+        dm_functional=dm_functional,
+        dm_samples=dm_samples,
+        samples=s.read(OPTIONS["samples"], default=OPTIONS["samples"].capped(n_test), high=n_test),
+        probe_train_size=probe.read(
+            PROBE_OPTIONS["train_size"], default=PROBE_OPTIONS["train_size"].capped(n_train), high=n_train
+        ),
+        probe_epochs=probe.read(PROBE_OPTIONS["epochs"]),
+        probe_lr=probe.read(PROBE_OPTIONS["lr"]),
+        seed=s.read(OPTIONS["seed"]),
+    )

@@ -1,146 +1,30 @@
-"""Stitching blocks of a search space: `TrialSpec` (one configuration, hashed into its `trial_id`) and the
-expansion of a block into trials (pairs x data x objectives x alphas x betas x seeds x stitch points x end
-points). Names of objectives, indices, stitchers and architectures are looked up in their registries."""
+"""The expansion of a stitching block into trials (pairs x data x objectives x alphas x betas x seeds x stitch
+points x end points), each a `TrialSpec` hashed into its `trial_id`. The block's options are read by
+`block.py`; names of objectives, indices, stitchers and architectures are looked up in their registries."""
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from typing import Any
 
+from sweep.config.block import OOD_OPTIONS, OPTIONS, Block, read_block
 from sweep.config.data import DataSpec
 from sweep.config.donors import DonorEval, DonorSpec, resolve_ref, scaled_step
 from sweep.config.errors import SpecError
 from sweep.config.evaluation import EvalSpec
 from sweep.config.fields import Section
+from sweep.config.shapes import activation_shape, check_dm_samples, layout
 from sweep.config.trial import TrialSpec
-from sweep.registry import ARCHITECTURES, DATASETS, INDICES, OBJECTIVES, STITCHERS, did_you_mean
+from sweep.registry import ARCHITECTURES, DATASETS, OBJECTIVES, did_you_mean
 
-INITS = ("random", "identity", "dm")
-OPTIMIZERS = ("adam", "sgd")
-LR_SCHEDULES = ("step", "constant")
-DONOR_BN = ("frozen", "update")
-PRECISIONS = ("fp32", "bf16")
-
-
-BLOCK_FIELDS = {
-    "pairs",
-    "stitch_points",
-    "end_points",
-    "objectives",
-    "alphas",
-    "betas",
-    "seeds",
-    "epochs",
-    "lr",
-    "batch_size",
-    "dm_samples",
-    "init",
-    "donor_bn",
-    "precision",
-    "channels_last",
-    "stitcher",
-    "optimizer",
-    "weight_decay",
-    "momentum",
-    "lr_schedule",
-    "adv_eps",
-    "adv_step_size",
-    "adv_steps",
-    "adv_random_start",
-    "indices",
-    "similarity_samples",
-    "layouts",
-    "ood",
-}
 STITCH_DATA = ("front", "end")
-ATTACK_OPTIONS = ("adv_eps", "adv_step_size", "adv_steps", "adv_random_start")
-
-
-def _check_dm_samples(
-    field: str, k: int, dataset: str, front_arch: str, point: str, end_arch: str, end_point: str
-) -> None:
-    """Direct matching solves C_in + 1 unknowns per output channel from K images x the target's positions:
-    refuse a K that leaves the least-squares fit undetermined, saying which K is needed."""
-    import math
-
-    info = DATASETS[dataset]
-    src = ARCHITECTURES[front_arch].activation_shapes(info.channels, info.image_size, info.num_classes)[point]
-    tgt = ARCHITECTURES[end_arch].activation_shapes(info.channels, info.image_size, info.num_classes)[end_point]
-    channels = src[0] if len(src) == 3 else src[1]
-    positions = math.prod(tgt[1:]) if len(tgt) == 3 else tgt[0]
-    needed = math.ceil((channels + 1) / positions)
-    if k < needed:
-        raise SpecError(
-            field,
-            f"K >= {needed} images for a determined least-squares fit from {point}"
-            f" ({channels} channels) to {end_point} ({positions} positions per image)",
-            k,
-        )
-
-
-LAYOUT_INDICES = ("pwcca", "opd")
-LAYOUTS = ("auto", "positions", "pooled", "flatten")
-
-
-def _layout(setting: str, dataset: str, front_arch: str, point: str, end_arch: str, end_point: str) -> str:
-    """`auto` resolves as seed 004's reference code does: per-position rows (N*H*W x C, or N*T x D for
-    tokens) when the two activation shapes match, pooled rows (N x C) otherwise."""
-    if setting != "auto":
-        return setting
-
-    info = DATASETS[dataset]
-    src = ARCHITECTURES[front_arch].activation_shapes(info.channels, info.image_size, info.num_classes)[point]
-    tgt = ARCHITECTURES[end_arch].activation_shapes(info.channels, info.image_size, info.num_classes)[end_point]
-    return "positions" if tuple(src) == tuple(tgt) else "pooled"
-
-
-def _optimiser_fields(st: Section, path: str) -> dict:
-    """The stitcher's optimiser. Defaults: seed 000 A.5 (Adam, and A.2's settings: L2 weight decay 1e-4, lr
-    divided by 10 at 1/3 and 2/3 of the epochs). SGD takes a momentum (default 0.9, as seed 003 B.1)."""
-    optimizer = st.get("optimizer", "string", "adam", choices=OPTIMIZERS)
-    if "momentum" in st.raw and optimizer != "sgd":
-        raise SpecError(
-            f"{path}.momentum",
-            "no momentum with optimizer: adam",
-            st.raw["momentum"],
-            "momentum applies to optimizer: sgd",
-        )
-    return dict(
-        optimizer=optimizer,
-        weight_decay=st.get("weight_decay", "number", 1e-4, low=0.0),
-        momentum=st.get("momentum", "number", 0.9, low=0.0, high=1.0) if optimizer == "sgd" else None,
-        lr_schedule=st.get("lr_schedule", "string", "step", choices=LR_SCHEDULES),
-    )
-
-
-@dataclass(frozen=True)
-class _Block:
-    """A stitching block's options, read and checked once (before the grid is expanded)."""
-
-    path: str
-    objectives: list[str]
-    alphas: list[float]
-    betas: list[float]
-    seeds: list[int]
-    gradient: dict  # epochs, lr, batch_size, init, donor_bn, optimiser: kept where the objective reads them
-    adversarial: dict  # adv_eps, adv_step_size (None: the dataset's), adv_steps, adv_random_start (None)
-    numerics: dict
-    stitcher: str
-    indices: tuple[str, ...]
-    similarity_samples: int | None
-    ood: dict | None
-    layouts: dict[str, str]
-    dm_samples: int | None  # as written (None: min(100, training images))
-    points: Any  # "all" or a list, checked per front architecture
-    end_points: Any  # "same", "all" or a list
 
 
 def expand_block(
     raw: Any, path: str, data: DataSpec, evaluation: EvalSpec, donors: dict[str, DonorSpec], used: set[str]
 ) -> list[TrialSpec]:
     """One stitching block: pairs x stitch data x objectives x alphas x betas x seeds x stitch points."""
-    block = _read_block(Section(raw, path, BLOCK_FIELDS), path, evaluation)
+    block = read_block(raw, path, evaluation)
     pairs = _read_pairs(raw.get("pairs"), path, donors, block.end_points)
     used.update(name for front, end, _ in pairs for name in (front.name, end.name))
     trials = []
@@ -158,112 +42,6 @@ def expand_block(
                         _trial(block, per_data, evaluation, front, end, role, tdata, objective, seed, point, end_point)
                     )
     return trials
-
-
-def _read_block(st: Section, path: str, evaluation: EvalSpec) -> _Block:
-    objectives = st.get_list("objectives", "string", choices=sorted(OBJECTIVES))
-    init = st.get("init", "string", "random", choices=INITS)
-    _refuse_unread_options(st, path, objectives, init)
-    indices = tuple(st.get_list("indices", "string", [], choices=sorted(INDICES))) if st.raw.get("indices") else ()
-    if "similarity_samples" in st.raw and not indices:
-        raise SpecError(
-            f"{path}.similarity_samples",
-            "an option of a block that lists indices",
-            st.raw["similarity_samples"],
-            f"set indices, some of {sorted(INDICES)}",
-        )
-    end_points = st.raw.get("end_points", "same")
-    if end_points not in ("same", "all") and (not isinstance(end_points, list) or not end_points):
-        raise SpecError(
-            f"{path}.end_points", "'same', 'all' or a non-empty list of stitch points of the end model", end_points
-        )
-    adv_eps = st.get("adv_eps", "number", None, low=0.0, high=1.0, nullable=True)
-    return _Block(
-        path=path,
-        objectives=objectives,
-        alphas=st.get_list("alphas", "number", [0.5], low=0.0, high=1.0),
-        betas=st.get_list("betas", "number", [1.0], low=0.0),
-        seeds=st.get_list("seeds", "integer", [0], low=0),
-        gradient=dict(
-            epochs=st.get("epochs", "integer", 30, low=1),
-            lr=st.get("lr", "number", 1e-3, low=0.0),
-            batch_size=st.get("batch_size", "integer", 128, low=1),
-            init=init,
-            donor_bn=st.get("donor_bn", "string", "frozen", choices=DONOR_BN),
-            **_optimiser_fields(st, path),
-        ),
-        adversarial=dict(
-            adv_eps=evaluation.eps if adv_eps is None else adv_eps,
-            adv_step_size=st.get("adv_step_size", "number", None, low=0.0, nullable=True),
-            adv_steps=st.get("adv_steps", "integer", 10, low=1),
-            adv_random_start=st.get("adv_random_start", "bool", None, nullable=True),
-        ),
-        numerics=dict(
-            precision=st.get("precision", "string", "fp32", choices=PRECISIONS),
-            channels_last=st.get("channels_last", "bool", False),
-        ),
-        stitcher=st.get("stitcher", "string", "affine", choices=sorted(STITCHERS)),
-        indices=indices,
-        similarity_samples=st.get("similarity_samples", "integer", None, low=5, nullable=True),
-        ood=_read_ood(st, path),
-        layouts=_read_layouts(st, path, indices),
-        dm_samples=st.get("dm_samples", "integer", None, low=1, nullable=True),
-        points=st.raw.get("stitch_points", "all"),
-        end_points=end_points,
-    )
-
-
-def _refuse_unread_options(st: Section, path: str, objectives: list[str], init: str) -> None:
-    """An option no chosen objective reads is a mistake (a typo'd objective list, say): refuse it, naming the
-    objectives it applies to."""
-    reads = set().union(*(OBJECTIVES[o].fields for o in objectives))
-    options = {"alphas": "alpha", "betas": "beta"} | {k: k for k in ATTACK_OPTIONS}
-    for key, field_name in options.items():
-        if key in st.raw and field_name not in reads:
-            readers = sorted(o for o, obj in OBJECTIVES.items() if field_name in obj.fields)
-            raise SpecError(
-                f"{path}.{key}",
-                f"an option of the chosen objectives {objectives}",
-                st.raw[key],
-                f"{key} applies to objectives {readers}",
-            )
-    dm_used = "dm_samples" in reads or (init == "dm" and "init" in reads) or "dm" in (st.raw.get("indices") or [])
-    if "dm_samples" in st.raw and not dm_used:
-        readers = sorted(n for n, o in OBJECTIVES.items() if "dm_samples" in o.fields)
-        raise SpecError(
-            f"{path}.dm_samples",
-            f"an option of the chosen objectives {objectives}",
-            st.raw["dm_samples"],
-            f"dm_samples applies to objectives {readers}, to init: dm and to the dm index",
-        )
-
-
-def _read_ood(st: Section, path: str) -> dict | None:
-    raw = st.get("ood", "mapping", None, nullable=True)
-    if raw is None:
-        return None
-    o = Section(raw, f"{path}.ood", {"outliers", "train_size", "epochs", "oe_epochs", "samples"})
-    return dict(
-        outliers=tuple(o.get_list("outliers", "string", ["noise"], choices=sorted(["noise", *DATASETS]))),
-        train_size=o.get("train_size", "integer", None, low=10, nullable=True),
-        epochs=o.get("epochs", "integer", 3, low=1),
-        oe_epochs=o.get("oe_epochs", "integer", 2, low=1),
-        samples=o.get("samples", "integer", None, low=10, nullable=True),
-    )
-
-
-def _read_layouts(st: Section, path: str, indices: tuple[str, ...]) -> dict[str, str]:
-    raw = st.get("layouts", "mapping", {})
-    lay = Section(raw, f"{path}.layouts", set(LAYOUT_INDICES))
-    for k in raw:
-        if k not in indices:
-            raise SpecError(
-                f"{path}.layouts.{k}",
-                f"a layout of an index the block lists ({list(indices)})",
-                raw[k],
-                f"add {k} to indices",
-            )
-    return {k: lay.get(k, "string", "auto", choices=LAYOUTS) for k in LAYOUT_INDICES if k in indices}
 
 
 def _read_pairs(raw: Any, path: str, donors: dict[str, DonorSpec], end_points: Any) -> list:
@@ -331,7 +109,7 @@ def _layer_pairs(points: list[str], end_points: Any, end_arch: str, path: str) -
     return [(p, q) for p in points for q in ends]
 
 
-def _per_data(block: _Block, objective: str, alpha: float, beta: float, tdata: DataSpec) -> dict:
+def _per_data(block: Block, objective: str, alpha: float, beta: float, tdata: DataSpec) -> dict:
     """The fields of one (objective, alpha, beta) on the data that trains and tests the stitcher; the fields
     the objective does not read are blanked (so editing them neither changes nor reruns its trials)."""
     path, uses = block.path, set(OBJECTIVES[objective].fields)
@@ -339,9 +117,8 @@ def _per_data(block: _Block, objective: str, alpha: float, beta: float, tdata: D
     # the DM distance index is the K-image DM stitcher's error out of sample: it needs K as well
     if "dm_samples" in uses or (block.gradient["init"] == "dm" and "init" in uses) or "dm" in block.indices:
         uses.add("dm_samples")
-    dm_samples = (
-        (block.dm_samples if block.dm_samples is not None else min(100, n_train)) if "dm_samples" in uses else None
-    )
+    k_default = OPTIONS["dm_samples"].capped(n_train)
+    dm_samples = (block.dm_samples if block.dm_samples is not None else k_default) if "dm_samples" in uses else None
     if dm_samples is not None and dm_samples > n_train:
         raise SpecError(f"{path}.dm_samples", f"at most the {n_train} training images of {tdata.dataset}", dm_samples)
     if block.indices and (block.similarity_samples or 0) > n_test:
@@ -361,7 +138,9 @@ def _per_data(block: _Block, objective: str, alpha: float, beta: float, tdata: D
         dm_samples=dm_samples,
         **{k: (v if k in uses else None) for k, v in {**block.gradient, **adv}.items()},
         **_ood_fields(block.ood, tdata, f"{path}.ood"),
-        similarity_samples=(block.similarity_samples or min(1000, n_test)) if block.indices else None,
+        similarity_samples=(block.similarity_samples or OPTIONS["similarity_samples"].capped(n_test))
+        if block.indices
+        else None,
     )
 
 
@@ -370,7 +149,8 @@ def _ood_fields(ood: dict | None, tdata: DataSpec, path: str) -> dict:
         return {}
     n_train, n_test = tdata.sizes()
     info = DATASETS[tdata.dataset]
-    train_size, samples = ood["train_size"] or min(2000, n_train), ood["samples"] or min(500, n_test)
+    train_size = ood["train_size"] or OOD_OPTIONS["train_size"].capped(n_train)
+    samples = ood["samples"] or OOD_OPTIONS["samples"].capped(n_test)
     for k, name in enumerate(ood["outliers"]):
         oi = DATASETS[name] if name != "noise" else info
         if name != "noise" and (
@@ -396,7 +176,7 @@ def _ood_fields(ood: dict | None, tdata: DataSpec, path: str) -> dict:
 
 
 def _trial(
-    block: _Block,
+    block: Block,
     per_data: dict,
     evaluation: EvalSpec,
     front: DonorSpec,
@@ -411,9 +191,11 @@ def _trial(
     fields = dict(per_data)
     seed_used = fields.pop("seed_used")
     if fields["dm_samples"] is not None:
-        _check_dm_samples(
-            f"{block.path}.dm_samples", fields["dm_samples"], tdata.dataset, front.arch, point, end.arch, end_point
+        src, tgt = (
+            activation_shape(front.arch, tdata.dataset, point),
+            activation_shape(end.arch, tdata.dataset, end_point),
         )
+        check_dm_samples(f"{block.path}.dm_samples", fields["dm_samples"], [src], [tgt], f"from {point} to {end_point}")
     valid, end_valid = ARCHITECTURES[front.arch].stitch_points(), ARCHITECTURES[end.arch].stitch_points()
     return TrialSpec(
         dataset=tdata.dataset,
@@ -432,7 +214,7 @@ def _trial(
         stitcher=block.stitcher,
         indices=block.indices,
         **{
-            f"{k}_layout": _layout(v, tdata.dataset, front.arch, point, end.arch, end_point)
+            f"{k}_layout": layout(v, tdata.dataset, front.arch, point, end.arch, end_point)
             for k, v in block.layouts.items()
         },
         attacks=evaluation.attacks,

@@ -1,0 +1,43 @@
+"""What validation reads off the registered architectures' activation shapes (computed lazily and cached by
+the registry entries, so no model is built here): whether direct matching's least-squares fit is determined,
+and which layout PWCCA and OPD take for a pair of layers."""
+
+from __future__ import annotations
+
+import math
+
+from sweep.config.errors import SpecError
+from sweep.registry import ARCHITECTURES, DATASETS
+
+
+def activation_shape(arch: str, dataset: str, point: str) -> tuple[int, ...]:
+    """The shape of one image's activation at `point` of `arch` on `dataset`'s images: (C, H, W) or (T, D)."""
+    info = DATASETS[dataset]
+    return tuple(ARCHITECTURES[arch].activation_shapes(info.channels, info.image_size, info.num_classes)[point])
+
+
+def channels(shape: tuple[int, ...]) -> int:
+    return shape[0] if len(shape) == 3 else shape[-1]
+
+
+def positions(shape: tuple[int, ...]) -> int:
+    """Rows one image gives a 1x1 (per-position or per-token) map: H*W, or the token count."""
+    return math.prod(shape[1:]) if len(shape) == 3 else shape[0]
+
+
+def check_dm_samples(field: str, k: int, sources: list[tuple], targets: list[tuple], between: str) -> None:
+    """Direct matching solves C_in + 1 unknowns per output channel from K images x the target's positions:
+    refuse a K that leaves the fit from some source shape to some target shape undetermined, saying which K
+    is needed (`between` names the layers in the message)."""
+    needed = max(math.ceil((channels(s) + 1) / positions(t)) for s in sources for t in targets)
+    if k < needed:
+        raise SpecError(field, f"K >= {needed} images for a determined least-squares fit {between}", k)
+
+
+def layout(setting: str, dataset: str, front_arch: str, point: str, end_arch: str, end_point: str) -> str:
+    """`auto` resolves as seed 004's reference code does: per-position rows (N*H*W x C, or N*T x D for
+    tokens) when the two activation shapes match, pooled rows (N x C) otherwise."""
+    if setting != "auto":
+        return setting
+    same = activation_shape(front_arch, dataset, point) == activation_shape(end_arch, dataset, end_point)
+    return "positions" if same else "pooled"
