@@ -139,3 +139,23 @@ def test_readme_is_a_front_page_whose_links_exist():
             path = (page.parent / target).resolve()
             assert path.is_relative_to(REPO.resolve()), f"{page.relative_to(REPO)} links outside the repo: {target}"
             assert path.exists(), f"{page.relative_to(REPO)} links to missing {target}"
+
+
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def test_modules_and_functions_stay_small():
+    """One module, one job: no module in sweep/ or analysis/ over 400 lines, no function over 60."""
+    big = []
+    for path in [*(REPO / "sweep").rglob("*.py"), *(REPO / "analysis").rglob("*.py")]:
+        source = path.read_text()
+        lines = len(source.splitlines())
+        if lines > MAX_MODULE_LINES:
+            big.append(f"{path.relative_to(REPO)}: {lines} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    big.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {length} lines")
+    assert not big, "\n".join(big)

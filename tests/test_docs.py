@@ -1,0 +1,89 @@
+"""The docs say what the code does: every YAML example parses, the reference search space of
+docs/search-spaces.md is a valid space, and every default it states is the one the code declares (each field
+of a section is declared once, as an `Option`), with no declared field left out of it."""
+
+import re
+
+import pytest
+import yaml
+
+from sweep.config import block, data, donors, evaluation, reptests, space
+from sweep.config.space import parse_space
+
+from .conftest import REPO
+
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def _yaml_blocks(path):
+    return re.findall(r"```yaml\n(.*?)```", path.read_text(), flags=re.S)
+
+
+def _reference() -> dict:
+    return yaml.safe_load(_yaml_blocks(REPO / "docs" / "search-spaces.md")[0])
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+def test_every_yaml_example_parses(path):
+    for text in _yaml_blocks(path):
+        assert yaml.safe_load(text) is not None
+
+
+def test_the_reference_search_space_is_a_valid_space():
+    """With the options that apply only together with others switched on (momentum: sgd; the indices that
+    similarity_samples and layouts apply to), the reference is a space `plan` accepts."""
+    ref = _reference()
+    ref["stitching"].update(optimizer="sgd", indices=["cka", "pwcca", "opd", "dm"])
+    sweep = parse_space(ref)
+    assert sweep.trials and sweep.reptests
+    assert {t.objective for t in sweep.trials} == set(ref["stitching"]["objectives"])
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _sections(ref: dict) -> list[tuple[str, dict, dict]]:
+    """(where, the documented mapping, the options that section declares)."""
+    stitching = ref["stitching"]
+    test = ref["representation_tests"][0]
+    out = [
+        ("data", ref["data"], data.OPTIONS | data.SOURCE_OPTIONS),
+        ("stitching", stitching, block.OPTIONS),
+        ("stitching.layouts", stitching["layouts"], block.LAYOUT_OPTIONS),
+        ("representation_tests[0]", test, reptests.OPTIONS),
+        ("representation_tests[0].probe", test["probe"], reptests.PROBE_OPTIONS),
+        ("evaluation", ref["evaluation"], evaluation.OPTIONS),
+        ("resources", ref["resources"], space.RESOURCE_OPTIONS),
+    ]
+    out += [(f"donors.{name}", d, donors.ZOO_OPTIONS) for name, d in ref["donors"].items() if "arch" in d]
+    return out
+
+
+# Values the reference shows as examples of a choice, not as defaults (the other donors show each training
+# method's own fields).
+EXAMPLES = {"representation_tests[0].name", "donors.robust_a.training", "donors.trades_a.training"}
+
+
+def test_every_stated_default_is_the_declared_one():
+    wrong = []
+    for where, documented, options in _sections(_reference()):
+        for key, value in documented.items():
+            assert key in options, f"docs/search-spaces.md documents {where}.{key}, which the code does not read"
+            opt = options[key]
+            example = f"{where}.{key}" in EXAMPLES or opt.kind == "mapping" and value is not None
+            if opt.required or opt.derived or example:
+                continue
+            if _plain(value) != _plain(opt.default):
+                wrong.append(f"{where}.{key}: the docs say {value!r}, the code's default is {opt.default!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_declared_field_is_documented():
+    documented: dict[int, set] = {}
+    tables = {}
+    for _, mapping, options in _sections(_reference()):
+        documented.setdefault(id(options), set()).update(mapping)
+        tables[id(options)] = options
+    missing = [key for i, options in tables.items() for key in options if key not in documented[i]]
+    assert not missing, f"fields the docs' reference search space leaves out: {missing}"
