@@ -1,7 +1,7 @@
 """Altair charts of stitching results. Charts are data in, `alt.Chart` out: test them via `to_dict()`.
 
-The stitching plot (seed 000, Fig. 1-3, 5): stitch points on x, ordered from "end model" (zero layers of the
-front network) through every stitch point to "front model"; clean and robust accuracy of the stitched
+The stitching plot (Balogh & Jelasity 2023, Fig. 1-3, 5): stitch points on x, ordered from "end model" (zero layers of
+the front network) through every stitch point to "front model"; clean and robust accuracy of the stitched
 networks on y (the mean over seeds); the interval between the two donors' clean accuracies as a blue band and
 between their robust accuracies as a yellow band. One panel per donor pair (rows) and *setting* (columns): the
 objective with the options that tell its runs apart (alpha, beta, init, stitcher, the data it was trained on).
@@ -255,7 +255,8 @@ def class_collapse_grid(trials: pd.DataFrame, per_row: int = 3) -> alt.VConcatCh
 
 
 def layer_heatmap(long: pd.DataFrame, front: str, end: str, measure: str, size: int = 180) -> alt.Chart:
-    """Seed 004 Fig. 1-2: one measure over (front layer, end layer), front layers as rows in input-to-output
+    """Balogh & Jelasity 2025 Fig. 1-2: one measure over (front layer, end layer), front layers as rows in
+    input-to-output
     order. `long` is `analysis.tables.long_matrices(trials)`."""
     d = long[(long["front"] == front) & (long["end"] == end) & (long["measure"] == measure)]
     rows = d.sort_values("point_index")["front_point"].drop_duplicates().tolist()

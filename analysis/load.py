@@ -106,7 +106,7 @@ def load_curves(results: str | os.PathLike | Loc) -> pd.DataFrame:
 
 
 def load_reptests(results: str | os.PathLike | Loc) -> pd.DataFrame:
-    """Representation-test rows: one per unit and member (seed 004 Section 5)."""
+    """Representation-test rows: one per unit and member (Balogh & Jelasity 2025 Section 5)."""
     return read_table(results, REPTESTS_DIR).to_pandas()
 
 

@@ -158,7 +158,7 @@ CHARTS = [
 ]
 TABLES = [
     TableSection(
-        "Rank-correlation tests (seed 004 Tables 2-3)",
+        "Rank-correlation tests (Balogh & Jelasity 2025 Tables 2-3)",
         lambda d: d.correlations,
         "Kendall's tau and Spearman's rho between the probing gap |F(A) - F(B)| and each dissimilarity"
         " d(A, B), mean over units; <i>significant</i>: units with both one-sided p-values below 0.05.",
@@ -174,7 +174,7 @@ TABLES = [
         csv="problems.csv",
     ),
     TableSection(
-        "Layer identification (seed 004 Table 1)",
+        "Layer identification (Balogh & Jelasity 2025 Table 1)",
         lambda d: d.identification,
         "Share of front layers whose most similar end layer, by each measure, is the corresponding one"
         " (intra: a donor with itself; inter: two donors of one architecture).",

@@ -1,4 +1,4 @@
-"""Rank-correlation tests of seed 004 Tables 2-3 (Ding, Denain and Steinhardt's framework).
+"""Rank-correlation tests of Balogh & Jelasity 2025 Tables 2-3 (Ding, Denain and Steinhardt's framework).
 
 For each representation-test unit and dissimilarity d: Kendall's tau and Spearman's rho between the probing
 gap |F(A) - F(B)| and d(A, B) over every B of the unit's set (A included), with one-sided p-values

@@ -1,4 +1,4 @@
-"""Layer-by-layer matrices and the layer-identification table of seed 004 (Table 1), from trial rows.
+"""Layer-by-layer matrices and the layer-identification table of Balogh & Jelasity 2025 (Table 1), from trial rows.
 
 A *measure* scores a (front layer i, end layer j) pair: the relative accuracy of a stitching objective, or a
 similarity index of f<=i and g<=j. `layer_matrix` pivots one measure into a front x end matrix;
@@ -82,7 +82,7 @@ def long_matrices(trials: pd.DataFrame) -> pd.DataFrame:
 
 
 def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:
-    """Seed 004 Table 1: per measure, the share of front layers whose most similar end layer (by that
+    """Balogh & Jelasity 2025 Table 1: per measure, the share of front layers whose most similar end layer (by that
     measure, over every end layer tried) is the architecturally corresponding one. One row per (measure,
     kind: intra | inter), averaged over donor pairs; only layers whose whole row was measured count."""
     done = trials[trials["status"] == "done"]

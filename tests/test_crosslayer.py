@@ -1,4 +1,5 @@
-"""Cross-layer stitching (seed 004 Section 2.1): i != j, bilinear resizing, across architectures; dm+tlm."""
+"""Cross-layer stitching (Balogh & Jelasity 2025 Section 2.1): i != j, bilinear resizing, across architectures;
+dm+tlm."""
 
 import copy
 
@@ -129,7 +130,7 @@ def test_requested_similarity_indices_are_recorded_per_trial(tmp_path):
     assert abs(same["rank_receiver"] - same["rank_receiver_end"]) <= 1 and same["rank_receiver_end"] > 16
     assert 1 <= other["rank_receiver"] <= 300
     # the DM distance, recomputed independently (numpy lstsq): the map fitted on the K = 100 training images,
-    # its squared relative error on the 300 test images (seed 004's reference code, out of sample)
+    # its squared relative error on the 300 test images (Balogh & Jelasity 2025's reference code, out of sample)
     import numpy as np
 
     from sweep.data.core import make_splits
@@ -174,7 +175,8 @@ def test_bad_similarity_requests_are_refused():
 
 
 def test_dm_self_stitching_identifies_every_layer_of_a_zoo_donor(tmp_path):
-    """Seed 004's intra-network sanity check, on what direct matching promises for any donor: on the diagonal
+    """Balogh & Jelasity 2025's intra-network sanity check, on what direct matching promises for any donor: on the
+    diagonal
     the DM stitcher reproduces the end model (same predictions, residual ~0, CKA 1), so the DM distance and
     CKA identify every layer. DM *relative accuracy* is not asserted to peak on the diagonal: a stitched
     network may beat a weak donor (a 2-epoch donor at 43% clean: DM layer1.1 -> layer1.0 reached 1.02),

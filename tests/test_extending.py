@@ -191,3 +191,42 @@ def test_a_registered_kind_is_planned_scheduled_by_ray_and_reported_by_status(tm
     assert again == ["echo-2"]
     run_stages(sweep, sweep_dir, {"echo": again}, num_cpus=2)
     assert planning.progress(sweep, sweep_dir)["echo"].done == ["echo-0", "echo-1", "echo-2"]
+
+
+def test_an_objective_with_its_own_parameter_is_one_registry_entry(tmp_path, registered):
+    """An objective that declares a parameter of its own (type, default, bounds): blocks accept it, validate
+    it, hash it into its trials' ids (the default too), hand it to `fit` and record it; other objectives'
+    trials keep their ids; a block that sets it without choosing the objective is refused."""
+    from sweep.config.fields import Option
+
+    def fit(ctx):
+        out = direct_match(ctx)
+        ctx.curves.append((0, "gamma_seen", ctx.params["gamma"]))
+        return out
+
+    gamma = Option("gamma", "number", 2.0, low=0.0)
+    registered(OBJECTIVES, "dm_gamma", Objective("dm_gamma", fit, frozenset({"dm_samples"}), "test", params=(gamma,)))
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"].update(objectives=["dm", "dm_gamma"], stitch_points=["layer2.0"])
+    space["evaluation"]["n_eval_robust"] = 0
+    default = parse_space(space)
+    dm, plain = sorted(default.trials, key=lambda t: t.objective)
+    assert plain.params == (("gamma", 2.0),) and dm.params == ()
+    set_to = parse_space(dict(space, stitching=dict(space["stitching"], gamma=3.0)))
+    dm3, gamma3 = sorted(set_to.trials, key=lambda t: t.objective)
+    assert dm3.trial_id == dm.trial_id and gamma3.trial_id != plain.trial_id and gamma3.params == (("gamma", 3.0),)
+    explicit = parse_space(dict(space, stitching=dict(space["stitching"], gamma=2.0)))
+    assert {t.trial_id for t in explicit.trials} == {t.trial_id for t in default.trials}
+    with pytest.raises(SpecError, match=r"^stitching.gamma: expected a number >= 0"):
+        parse_space(dict(space, stitching=dict(space["stitching"], gamma=-1.0)))
+    with pytest.raises(SpecError, match=r"^stitching.gamma: .*applies to objectives \['dm_gamma'\]"):
+        parse_space(dict(space, stitching=dict(space["stitching"], objectives=["dm"], gamma=3.0)))
+
+    sweep_dir = SweepDir(tmp_path, set_to.name)
+    sweep_dir.create()
+    run_donor(set_to.donors["plain_a"], set_to.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    assert run_trial(gamma3, sweep_dir)["status"] == "done"
+    curves = analysis.load_curves(sweep_dir.path)
+    assert curves[curves["metric"] == "gamma_seen"]["value"].tolist() == [3.0]
+    trials = analysis.load_trials(sweep_dir.path)
+    assert trials["params"].tolist() == ['{"gamma": 3.0}']

@@ -158,7 +158,7 @@ def test_unknown_robustbench_name_says_how_to_list_them(tmp_path):
 
 
 def test_robustbench_resnet50_with_its_own_normalisation_buffers_maps_exactly(tmp_path):
-    """Engstrom2019Robustness (seed 000's f_R5) keeps its input normalisation as `mu`/`sigma` buffers."""
+    """Engstrom2019Robustness (Balogh & Jelasity 2023's f_R5) keeps its input normalisation as `mu`/`sigma` buffers."""
     from sweep.models.external import _import_robustbench, load_robustbench
 
     _import_robustbench()
@@ -181,7 +181,8 @@ def test_robustbench_resnet50_with_its_own_normalisation_buffers_maps_exactly(tm
     [("Rade2021Helper_R18_extra", "dm_preact_resnet18"), ("Gowal2021Improving_28_10_ddpm_100m", "dm_wrn28_10")],
 )
 def test_robustbench_deepmind_layouts_map_exactly(tmp_path, name, arch):
-    """Seed 000's f_R4 and f_R6: DeepMind's PreActResNet / WideResNet layouts, Swish, normalisation constants
+    """Balogh & Jelasity 2023's f_R4 and f_R6: DeepMind's PreActResNet / WideResNet layouts, Swish, normalisation
+    constants
     outside the state dict. `load_robustbench` raises unless the mapped net computes what RobustBench's does."""
     from sweep.models.external import _import_robustbench, load_robustbench
 

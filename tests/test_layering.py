@@ -125,20 +125,30 @@ def test_only_the_ray_backend_imports_ray():
             assert _module_name(path) == "sweep.backends.ray", f"{path.relative_to(REPO)} imports ray"
 
 
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+    import re
+
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
 def test_readme_is_a_front_page_whose_links_exist():
-    """The README stays a front page (the manual lives in docs/), and every file it or the docs link exists
-    inside the repository (nothing points outside it)."""
+    """The README stays a front page (the manual lives in docs/), and every file (and heading) it or the docs
+    link exists inside the repository (nothing points outside it)."""
     import re
 
     readme = (REPO / "README.md").read_text()
     assert len(readme.splitlines()) <= 200
-    for page in [REPO / "README.md", *(REPO / "docs").glob("*.md")]:
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+    for page in [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "cluster").glob("*.md")]:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", page.read_text()):
             if "://" in target:
                 continue
-            path = (page.parent / target).resolve()
+            path = (page.parent / target).resolve() if target else page.resolve()
             assert path.is_relative_to(REPO.resolve()), f"{page.relative_to(REPO)} links outside the repo: {target}"
             assert path.exists(), f"{page.relative_to(REPO)} links to missing {target}"
+            if anchor and path.suffix == ".md":
+                headings = {_anchor(h) for h in re.findall(r"^#+ (.*)$", path.read_text(), flags=re.M)}
+                assert anchor in headings, f"{page.relative_to(REPO)} links to a missing heading {target}#{anchor}"
 
 
 MAX_MODULE_LINES = 400

@@ -1,4 +1,5 @@
-"""OOD detection of stitched representations (seed 004 Section 4): AUROC, the detector, per-trial metric."""
+"""OOD detection of stitched representations (Balogh & Jelasity 2025 Section 4): AUROC, the detector, per-trial
+metric."""
 
 import copy
 

@@ -1,4 +1,4 @@
-"""Representation tests (seed 004 Section 5): spec, probes, low-rank maps, a real unit, the statistics."""
+"""Representation tests (Balogh & Jelasity 2025 Section 5): spec, probes, low-rank maps, a real unit, the statistics."""
 
 import copy
 
@@ -94,7 +94,7 @@ def test_linear_probe_learns_separable_labels_and_refuses_nan():
 
 
 def test_low_rank_map_works_in_the_channel_space():
-    """Seed 004 5.1's approximation as its reference code computes it: every position's channel vector is
+    """Balogh & Jelasity 2025 5.1's approximation as its reference code computes it: every position's channel vector is
     projected onto the top-k channel directions. Exact on maps whose channel vectors span k dimensions; the
     (N*H*W, C) matrix of the rank-1 output has rank 1; and it equals the independent centred-SVD projection
     of that matrix."""
@@ -167,7 +167,8 @@ def test_rank_correlation_math_and_constant_inputs():
 
 
 def test_paper_scale_sensitivity_test_plans_13_and_14_channel_ranks():
-    """Seed 004 5.1: 13 ranks for blocks 5-6 (256 channels) and 14 for blocks 7-8 (512), full rank to 1."""
+    """Balogh & Jelasity 2025 5.1: 13 ranks for blocks 5-6 (256 channels) and 14 for blocks 7-8 (512), full rank to
+    1."""
     from sweep.config.space import load_space
 
     from .conftest import REPO

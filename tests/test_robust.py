@@ -1,4 +1,4 @@
-"""Robust stitching (seed 000): the adversarial objectives' math, the stitcher options, TRADES donors and
+"""Robust stitching (Balogh & Jelasity 2023): the adversarial objectives' math, the stitcher options, TRADES donors and
 cross-task stitching, end to end on the digits (and Fashion-MNIST for cross-task)."""
 
 import copy

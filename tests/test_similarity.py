@@ -168,7 +168,7 @@ def test_dm_distance_refuses_an_undetermined_fit():
 
 
 def _pwcca_zero_padded(a, b, tol=1e-8):
-    """PWCCA as seed 004 Eq. 5-6 and Ding et al. define it, written independently of the engine: canonical
+    """PWCCA as Balogh & Jelasity 2025 Eq. 5-6 and Ding et al. define it, written independently of the engine: canonical
     directions from the covariance matrices (pseudo-inverse square roots over their non-null eigenspaces),
     all of A's directions weighted, rho = 0 for the directions B cannot match."""
     a, b = a - a.mean(0), b - b.mean(0)
@@ -219,7 +219,8 @@ def test_pwcca_zero_pads_the_directions_b_cannot_match(k):
 
 
 def test_pwcca_against_low_rank_approximations_falls_with_the_rank():
-    """Seed 004's sensitivity test: B = the rank-k approximation of A. B matches A's top k principal directions
+    """Balogh & Jelasity 2025's sensitivity test: B = the rank-k approximation of A. B matches A's top k principal
+    directions
     exactly (rho = 1) and none of the others (rho = 0), so PWCCA is the share of A's projection weight in its
     top k principal directions: sum_{i<=k} s_i |v_i|_1 / sum_i s_i |v_i|_1 for A_c / |A_c| = U S V^T. It
     falls with k, and B rounded to float32 gives the same value (rounding noise is not a direction)."""

@@ -1,4 +1,4 @@
-"""Layer matrices and the layer-identification table (seed 004 Table 1) on hand-made trial rows."""
+"""Layer matrices and the layer-identification table (Balogh & Jelasity 2025 Table 1) on hand-made trial rows."""
 
 import pandas as pd
 

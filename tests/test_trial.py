@@ -167,7 +167,8 @@ def test_bf16_and_channels_last_are_recorded_and_part_of_the_identity(zoo):
 
 
 def test_relative_accuracy_divides_by_the_end_model_on_the_trials_own_images(tmp_path):
-    """Seed 004 2.1: relative to the end network's accuracy on the same images. The donor trains on its own
+    """Balogh & Jelasity 2025 2.1: relative to the end network's accuracy on the same images. The donor trains on its
+    own
     `data:` (whole test set) while the sweep tests on 100 images: DM self-stitching reproduces the end
     model's predictions, so the relative accuracy is exactly 1 and the donor's recorded accuracy is the one
     on the trial's 100 images."""
@@ -296,7 +297,7 @@ def test_stitcher_weight_decay_and_schedule_reach_the_optimiser(zoo, optimizer):
 
 @pytest.mark.parametrize("rank", [1, 5, 12])
 def test_receiver_rank_of_a_known_low_rank_activation_is_its_rank(rank):
-    """Seed 003 B.2.1: what the receiver's first layer sees of a sender whose activations span `rank`
+    """Smith & Marcu 2024 B.2.1: what the receiver's first layer sees of a sender whose activations span `rank`
     dimensions has that rank (the first layer is an invertible 1x1 convolution here; layers after it must not
     matter, and the features are subsampled to at most 8,000 without losing rank)."""
     from sweep.kinds.stitch import receiver_rank

@@ -78,6 +78,7 @@ _TRIAL_HEAD = [
     ("front_dataset", pa.string()),  # the donors' training data (differ in cross-task stitching)
     ("end_dataset", pa.string()),
     ("stitch_data", pa.string()),  # whose data trained and tests the stitcher: "sweep" | "front" | "end"
+    ("params", pa.string()),  # the objective's own parameters, a JSON object (null: it declares none)
     # metrics
     ("clean_acc", pa.float64()),
     ("robust_acc", pa.float64()),
@@ -150,7 +151,7 @@ DONOR_SCHEMA = pa.schema(
 
 REPTESTS_DIR = "reptests"
 
-# Representation tests (seed 004 Section 5): one part per unit, one row per member B of its set S.
+# Representation tests (Balogh & Jelasity 2025 Section 5): one part per unit, one row per member B of its set S.
 _REPTEST_HEAD = [
     ("unit_id", pa.string()),
     ("sweep", pa.string()),

@@ -1,5 +1,5 @@
-"""One stitching block's options: declared once (`OPTIONS`, with their defaults: seed 000 A.5 for the stitcher's
-training, A.3 for the PGD of adversarial objectives), read and checked once per block (`read_block`), before
+"""One stitching block's options: declared once (`OPTIONS`, with their defaults: Balogh & Jelasity 2023 A.5 for the
+stitcher's training, A.3 for the PGD of adversarial objectives), read and checked once per block (`read_block`), before
 the block is expanded into trials (`stitching.py`)."""
 
 from __future__ import annotations
@@ -25,15 +25,17 @@ OPTIONS = by_key(
         Option("epochs", "integer", 30, low=1, doc=GRADIENT),
         Option("lr", "number", 1e-3, low=0.0, doc=GRADIENT),
         Option("optimizer", "string", "adam", choices=("adam", "sgd"), doc=GRADIENT),
-        Option("weight_decay", "number", 1e-4, low=0.0, doc="L2 weight decay (seed 000 A.2, kept by A.5)"),
-        Option("momentum", "number", 0.9, low=0.0, high=1.0, doc="sgd only (seed 003 B.1)"),
+        Option(
+            "weight_decay", "number", 1e-4, low=0.0, doc="L2 weight decay (Balogh & Jelasity 2023 A.2, kept by A.5)"
+        ),
+        Option("momentum", "number", 0.9, low=0.0, high=1.0, doc="sgd only (Smith & Marcu 2024 B.1)"),
         Option("lr_schedule", "string", "step", choices=("step", "constant"), doc="step: lr / 10 at 1/3 and 2/3"),
         Option("batch_size", "integer", 128, low=1, doc=GRADIENT),
         Option("init", "string", "random", choices=("random", "identity", "dm")),
         Option("donor_bn", "string", "frozen", choices=("frozen", "update")),
         Option("stitcher", "string", "affine", choices=lambda: STITCHERS),
         Option("alphas", "number", (0.5,), many=True, low=0.0, high=1.0, doc="adv, adv_mix"),
-        Option("betas", "number", (1.0,), many=True, low=0.0, doc="trades (seed 000 B.1: 1)"),
+        Option("betas", "number", (1.0,), many=True, low=0.0, doc="trades (Balogh & Jelasity 2023 B.1: 1)"),
         Option("adv_eps", "number", None, low=0.0, high=1.0, nullable=True, derived=True, doc="null: evaluation.eps"),
         Option("adv_step_size", "number", None, low=0.0, nullable=True, derived=True, doc="null: the paper's step"),
         Option("adv_steps", "integer", 10, low=1),
@@ -82,17 +84,31 @@ class Block:
     dm_samples: int | None  # as written (None: the default, capped by the training images)
     points: Any  # "all" or a list, checked per front architecture
     end_points: Any  # "same", "all" or a list
+    params: dict  # the objectives' own parameters, as written (each objective fills in its defaults)
 
 
 def _opt(st: Section, key: str, **kw) -> Any:
     return st.read(OPTIONS[key], **kw)
 
 
+def objective_params() -> dict[str, Option]:
+    """The parameters registered objectives declare as their own (`Objective.params`), by key."""
+    out: dict[str, Option] = {}
+    for name, objective in OBJECTIVES.items():
+        for opt in objective.params:
+            if opt.key in OPTIONS or out.get(opt.key, opt) != opt:
+                raise ValueError(f"objective {name!r}: parameter {opt.key!r} is declared elsewhere differently")
+            out[opt.key] = opt
+    return out
+
+
 def read_block(raw: Any, path: str, evaluation: EvalSpec) -> Block:
-    st = Section(raw, path, set(OPTIONS))
+    own = objective_params()
+    st = Section(raw, path, set(OPTIONS) | set(own))
     objectives = _opt(st, "objectives")
     init = _opt(st, "init")
     _refuse_unread_options(st, path, objectives, init)
+    params = _read_params(st, path, objectives, own)
     indices = tuple(_opt(st, "indices")) if st.raw.get("indices") else ()
     if "similarity_samples" in st.raw and not indices:
         raise SpecError(
@@ -136,11 +152,26 @@ def read_block(raw: Any, path: str, evaluation: EvalSpec) -> Block:
         dm_samples=_opt(st, "dm_samples", default=None),
         points=st.raw.get("stitch_points", OPTIONS["stitch_points"].default),
         end_points=end_points,
+        params=params,
     )
 
 
+def _read_params(st: Section, path: str, objectives: list[str], own: dict[str, Option]) -> dict:
+    """The objectives' own parameters the block sets; one that no chosen objective declares is refused."""
+    chosen = {opt.key for o in objectives for opt in OBJECTIVES[o].params}
+    for key in sorted(set(st.raw) & set(own) - chosen):
+        readers = sorted(n for n, o in OBJECTIVES.items() if key in {p.key for p in o.params})
+        raise SpecError(
+            f"{path}.{key}",
+            f"an option of the chosen objectives {objectives}",
+            st.raw[key],
+            f"{key} applies to objectives {readers}",
+        )
+    return {key: st.read(own[key]) for key in sorted(chosen) if key in st.raw}
+
+
 def _optimiser_fields(st: Section, path: str) -> dict:
-    """The stitcher's optimiser: Adam by default (seed 000 A.5); SGD takes a momentum."""
+    """The stitcher's optimiser: Adam by default (Balogh & Jelasity 2023 A.5); SGD takes a momentum."""
     optimizer = _opt(st, "optimizer")
     if "momentum" in st.raw and optimizer != "sgd":
         raise SpecError(

@@ -45,7 +45,7 @@ class DonorSpec:
     step_size: float | None = None
     steps: int | None = None
     adv_fraction: float | None = None
-    beta: float | None = None  # TRADES' trade-off (seed 000 A.3: 10)
+    beta: float | None = None  # TRADES' trade-off (Balogh & Jelasity 2023 A.3: 10)
     augment: tuple[str, ...] = ()
     path: str | None = None  # file: the checkpoint; robustbench: the model folder (not part of the identity)
     file_sha256: str | None = None
@@ -111,7 +111,7 @@ class DonorEval:
         }
 
 
-# The fields of a zoo donor (one the engine trains). Defaults: seed 000 A.2 (plain), A.3 (PGD, TRADES).
+# The fields of a zoo donor (one the engine trains). Defaults: Balogh & Jelasity 2023 A.2 (plain), A.3 (PGD, TRADES).
 ZOO_OPTIONS = by_key(
     (
         Option("arch", "string", choices=lambda: ARCHITECTURES),
@@ -164,7 +164,8 @@ def parse_donor(
             raise SpecError(
                 f"{path}.{k}", f"no {k} field for training: {training}", raw[k], f"{k} applies to training: {needs}"
             )
-    if raw.get("data") is not None:  # the donor trains on its own data (cross-task stitching, seed 000 5.1)
+    # the donor trains on its own data (cross-task stitching, Balogh & Jelasity 2023 5.1)
+    if raw.get("data") is not None:
         data = parse_data(raw["data"], f"{path}.data", root, download)
     return DonorSpec(
         name=name,

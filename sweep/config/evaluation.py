@@ -1,4 +1,5 @@
-"""The `evaluation` section: how robust accuracy is measured (seed 000 A.4), for donors and trials alike."""
+"""The `evaluation` section: how robust accuracy is measured (Balogh & Jelasity 2023 A.4), for donors and trials
+alike."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""The `representation_tests` section: Ding et al.'s sensitivity and specificity tests (seed 004 Section 5).
+"""The `representation_tests` section: Ding et al.'s sensitivity and specificity tests (Balogh & Jelasity 2025 Section
+5).
 
 Each test entry expands into units; a unit is one Ray Tune trial that probes a set S of representations,
-takes the best-probing one as the reference A (seed 004 Eq. 9) and measures every B in S against it:
+takes the best-probing one as the reference A (Balogh & Jelasity 2025 Eq. 9) and measures every B in S against it:
 - sensitivity: one unit per (donor, layer); S = the layer at full rank and at each requested rank: SVD
-  low-rank approximations in the channel space (every position's channel vector, as seed 004's reference
+  low-rank approximations in the channel space (every position's channel vector, as Balogh & Jelasity 2025's reference
   code reshapes to (N*H*W, C)); a listed rank equal to the channel count is the full-rank member itself;
 - specificity: one unit per entry; S = every listed layer of every listed donor (different seeds).
 """

@@ -35,7 +35,7 @@ def check_dm_samples(field: str, k: int, sources: list[tuple], targets: list[tup
 
 
 def layout(setting: str, dataset: str, front_arch: str, point: str, end_arch: str, end_point: str) -> str:
-    """`auto` resolves as seed 004's reference code does: per-position rows (N*H*W x C, or N*T x D for
+    """`auto` resolves as Balogh & Jelasity 2025's reference code does: per-position rows (N*H*W x C, or N*T x D for
     tokens) when the two activation shapes match, pooled rows (N x C) otherwise."""
     if setting != "auto":
         return setting

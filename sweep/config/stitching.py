@@ -133,7 +133,9 @@ def _per_data(block: Block, objective: str, alpha: float, beta: float, tdata: Da
         adv["adv_step_size"] = scaled_step(adv["adv_eps"], paper_eps, paper_step)
     if adv["adv_random_start"] is None:  # Madry et al. start at a random point; the reference code did not
         adv["adv_random_start"] = OBJECTIVES[objective].random_start
+    params = tuple((o.key, block.params.get(o.key, o.default)) for o in OBJECTIVES[objective].params)
     return dict(
+        params=tuple(sorted(params)),
         seed_used="seed" in uses,
         dm_samples=dm_samples,
         **{k: (v if k in uses else None) for k, v in {**block.gradient, **adv}.items()},

@@ -41,12 +41,12 @@ class TrialSpec:
     precision: str = "fp32"  # "fp32" | "bf16" (autocast for stitcher training and clean evaluation)
     channels_last: bool = False
     beta: float | None = None  # trades
-    adv_eps: float | None = None  # adversarial objectives: the PGD inner maximisation (seed 000 A.3)
+    adv_eps: float | None = None  # adversarial objectives: the PGD inner maximisation (Balogh & Jelasity 2023 A.3)
     adv_step_size: float | None = None
     adv_steps: int | None = None
     adv_random_start: bool | None = None
     stitcher: str = "affine"  # "affine" | "bn_affine_bn" (Bansal et al.)
-    # the stitcher's optimiser (gradient objectives): seed 000 A.5 = A.2's settings with Adam
+    # the stitcher's optimiser (gradient objectives): Balogh & Jelasity 2023 A.5 = A.2's settings with Adam
     optimizer: str | None = None  # "adam" | "sgd"
     weight_decay: float | None = None
     momentum: float | None = None  # sgd only
@@ -54,14 +54,17 @@ class TrialSpec:
     indices: tuple[str, ...] = ()  # similarity indices between f<=i and g<=j on held-out images
     similarity_samples: int | None = None
     # how PWCCA and OPD see activations ("positions": one row per image and position, "pooled", "flatten");
-    # default as the reference code of seed 004: positions when both shapes match, pooled otherwise
+    # default as the reference code of Balogh & Jelasity 2025: positions when both shapes match, pooled otherwise
     pwcca_layout: str | None = None
     opd_layout: str | None = None
-    ood_outliers: tuple[str, ...] = ()  # OOD AUROC of the stitched activations (seed 004 Section 4)
+    ood_outliers: tuple[str, ...] = ()  # OOD AUROC of the stitched activations (Balogh & Jelasity 2025 Section 4)
     ood_train_size: int | None = None
     ood_epochs: int | None = None
     ood_oe_epochs: int | None = None
     ood_samples: int | None = None
+    # the objective's own parameters (`Objective.params`), sorted (key, value) pairs; none for the built-in
+    # objectives, and then left out of the hash, so adding the field changed no trial id
+    params: tuple[tuple[str, object], ...] = ()
     # bookkeeping: not part of the identity (the donor keys already fix the donors and their datasets; the
     # names are labels, and two names for one donor are refused)
     point_index: int = field(default=0, compare=False)
@@ -100,6 +103,7 @@ class TrialSpec:
         opts += f" init={self.init}" if self.init not in (None, "random") else ""
         opts += f" stitcher={self.stitcher}" if self.stitcher != "affine" else ""
         opts += f" on={self.dataset}" if self.stitch_data in ("front", "end") else ""
+        opts += "".join(f" {k}={v}" for k, v in self.params)
         at = self.front_point if self.end_point == self.front_point else f"{self.front_point}->{self.end_point}"
         return f"{self.front} -> {self.end} @{at} {self.objective}{opts} seed={self.seed}"
 
@@ -108,4 +112,6 @@ class TrialSpec:
         fields = dataclasses.asdict(self)
         for k in self.NON_SCIENTIFIC:
             fields.pop(k)
+        if not self.params:
+            fields.pop("params")
         return stable_hash({"kind": "stitch-trial", "v": SCHEMA_VERSION, **fields})

@@ -1,4 +1,4 @@
-"""Training-time augmentations of donors (seed 000 A.2), applied to whole batches of [0, 1] pixels.
+"""Training-time augmentations of donors (Balogh & Jelasity 2023 A.2), applied to whole batches of [0, 1] pixels.
 
 - `crop`: pad by 4 pixels (zeros) and crop back at a random offset, per image;
 - `flip`: horizontal flip with probability 1/2, per image;

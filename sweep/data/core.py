@@ -89,8 +89,8 @@ class DatasetInfo:
     # The files `load` needs under a root when it may not download (empty: nothing to fetch).
     required: Callable[[Path], list[Path]] = lambda root: []
     num_classes: int = 10
-    # The L-inf threat model of seed 000 A.3/A.4 for this dataset: (eps, PGD step size). 0.3 and 0.1 for the
-    # MNIST family (digits included), 8/255 and 2/255 for the 32x32 colour datasets.
+    # The L-inf threat model of Balogh & Jelasity 2023 A.3/A.4 for this dataset: (eps, PGD step size). 0.3 and 0.1 for
+    # the MNIST family (digits included), 8/255 and 2/255 for the 32x32 colour datasets.
     threat: tuple[float, float] = (0.3, 0.1)
 
     def missing_files(self, root: Path | None) -> list[Path]:

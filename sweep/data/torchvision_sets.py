@@ -13,7 +13,7 @@ import torch
 
 from sweep.data.core import MNIST_FILES, Pool, load_mnist_like, register_dataset
 
-CIFAR_THREAT = (8 / 255, 2 / 255)  # seed 000 A.3: eps and PGD step for CIFAR-10 and SVHN
+CIFAR_THREAT = (8 / 255, 2 / 255)  # Balogh & Jelasity 2023 A.3: eps and PGD step for CIFAR-10 and SVHN
 
 CIFAR_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
 
@@ -45,7 +45,8 @@ def _svhn_required(root: Path) -> list[Path]:
     "svhn", train_pool=73257, test=26032, channels=3, image_size=32, required=_svhn_required, threat=CIFAR_THREAT
 )
 def svhn(root: Path, download: bool) -> Pool:
-    """SVHN's cropped single digits (seed 000 A.1: "the single-class version"); the extra split is unused."""
+    """SVHN's cropped single digits (Balogh & Jelasity 2023 A.1: "the single-class version"); the extra split is
+    unused."""
     from torchvision.datasets import SVHN
 
     def part(split: str):

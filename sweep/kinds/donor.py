@@ -1,7 +1,7 @@
 """The donor zoo: donors the engine trains itself, cached by the hash of their training config, and `file:`
 donors converted once into the same cache (keyed by the checkpoint's content).
 
-Plain training follows seed 000 A.2 (SGD, Nesterov momentum 0.9, weight decay 1e-4, learning rate divided
+Plain training follows Balogh & Jelasity 2023 A.2 (SGD, Nesterov momentum 0.9, weight decay 1e-4, learning rate divided
 by 10 at 1/3 and 2/3 of the epochs, optional crop / flip / affine augmentation); adversarial training A.3
 (L-inf PGD inner maximisation; `adv_fraction` weighs the adversarial loss: 1.0 is Madry et al.'s pure PGD
 training) or TRADES (Eq. 4: CE + beta * KL with TRADES' KL inner maximisation, beta = 10 in the paper).

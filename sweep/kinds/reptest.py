@@ -1,4 +1,4 @@
-"""One representation-test unit (seed 004 Section 5, Ding et al.'s framework), pure PyTorch, idempotent.
+"""One representation-test unit (Balogh & Jelasity 2025 Section 5, Ding et al.'s framework), pure PyTorch, idempotent.
 
 For every member B of the unit's set S: the linear probing accuracy F(B) (sweep/probing.py); sensitivity
 members are channel-space low-rank approximations (LowRank). The reference
@@ -6,7 +6,7 @@ A = argmax F (Eq. 9; ties: the first member, i.e. full rank). Then for every B t
 1 - CKA, 1 - PWCCA, OPD, the structural DM distance (the DM map from B to A fitted on K training images, its
 squared relative error on the test sample, as in stitching trials), and, with `dm_functional`, 1 - the
 relative accuracy of the network stitched from B into A's network by direct matching (low-rank sources stay
-low-rank while stitched, as seed 004 5.1 describes). One Parquet part per unit, one row per member.
+low-rank while stitched, as Balogh & Jelasity 2025 5.1 describes). One Parquet part per unit, one row per member.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from sweep.train.evaluate import activations, predict
 
 
 class LowRank(nn.Module):
-    """The low-rank approximation of seed 004's sensitivity test, in the channel space: every position's
+    """The low-rank approximation of Balogh & Jelasity 2025's sensitivity test, in the channel space: every position's
     channel vector (rows of (N*H*W, C), or (N*T, D) for tokens, as the reference code reshapes) is projected
     onto the top-`rank` principal directions of a training sample (centred SVD) and the maps are reshaped
     back. Applied consistently to training, test and stitched inputs."""

@@ -7,6 +7,7 @@ non-finite loss) becomes a row with status "failed" and the reason, so a sweep a
 from __future__ import annotations
 
 import dataclasses
+import json
 import socket
 import time
 from collections.abc import Callable
@@ -64,6 +65,7 @@ def config_row(spec: TrialSpec, sweep_name: str) -> dict:
         attack="+".join(spec.attacks),
         indices="+".join(spec.indices) or None,
         ood_outliers="+".join(spec.ood_outliers) or None,
+        params=json.dumps(dict(spec.params), sort_keys=True) if spec.params else None,
     )
     return row
 
@@ -266,7 +268,7 @@ def ood_auroc(
     download: bool,
 ) -> float:
     """AUROC of the end layer's energy detector between target activations g<=j(x) and stitched ones
-    T(f<=i(x)) on test images (seed 004 Section 4); the detector is trained once per end donor, layer and
+    T(f<=i(x)) on test images (Balogh & Jelasity 2025 Section 4); the detector is trained once per end donor, layer and
     OOD setting and cached in the zoo."""
     from sweep.measures.ood import auroc, detector_path, energy, load_or_train, train_detector
 
@@ -326,7 +328,7 @@ def similarities(
 
 
 def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_features: int = 8000) -> int:
-    """Seed 003 B.2.1: the numerical rank of the receiver's first layer after the stitch (the first
+    """Smith & Marcu 2024 B.2.1: the numerical rank of the receiver's first layer after the stitch (the first
     convolution or linear layer that `end` runs), on what `sender` feeds it for the images `x`: flattened,
     at most `max_features` features sampled with a fixed seed, covariance singular values above 1e-3 of the
     largest."""

@@ -1,4 +1,4 @@
-"""Energy-based OOD detection of stitched representations (seed 004 Section 4; Liu et al. 2020).
+"""Energy-based OOD detection of stitched representations (Balogh & Jelasity 2025 Section 4; Liu et al. 2020).
 
 For a target layer g<=j, a detector network is trained on the target activations of training images (with
 their labels: in-distribution, ID) and fine-tuned with outlier exposure on the activations of an auxiliary

@@ -1,6 +1,6 @@
 """Linear probes (Alain & Bengio 2017): how linearly decodable the labels are from a representation.
 
-The probing accuracy of seed 004 Section 5 (after Ding et al.): a linear classifier (one affine layer,
+The probing accuracy of Balogh & Jelasity 2025 Section 5 (after Ding et al.): a linear classifier (one affine layer,
 softmax cross-entropy) trained on frozen features, standardised with the training features' mean and
 standard deviation, scored on held-out features. Pure PyTorch, deterministic for a seed.
 """

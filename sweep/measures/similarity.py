@@ -1,14 +1,15 @@
 """Representation similarity indices: pure math on 2-D arrays (rows = examples, columns = neurons).
 
 No I/O and no device choice: every function takes arrays (torch tensors or numpy arrays) and computes in
-float64 on the device its input is on. Indices follow seed 004 Section 2.2-2.3 and the formulations of Ding,
-Denain and Steinhardt (2021): representations are centred (and, for PWCCA and OPD, Frobenius-normalised)
+float64 on the device its input is on. Indices follow Balogh & Jelasity 2025 Section 2.2-2.3 and the formulations of
+Ding, Denain and Steinhardt (2021): representations are centred (and, for PWCCA and OPD, Frobenius-normalised)
 before comparison.
 
 - `to_2d`: how an activation tensor becomes an (examples x neurons) matrix.
 - `linear_cka` (Eq. 4), `minibatch_cka` (unbiased HSIC, Nguyen et al. 2021; for n that does not fit).
 - `pwcca` (Eq. 5-6), `opd` (Eq. 7-8), `dm_distance` (Section 2.3: the direct-matching residual).
-- `numerical_rank` (seed 003 B.2.1), `low_rank` (centred SVD approximation, seed 004 sensitivity test).
+- `numerical_rank` (Smith & Marcu 2024 B.2.1), `low_rank` (centred SVD approximation, Balogh & Jelasity 2025
+sensitivity test).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def to_2d(activations, layout: str = "flatten") -> torch.Tensor:
 
 
 def linear_cka(a, b) -> float:
-    """Linear CKA (seed 004 Eq. 4) of column-centred A and B: ||B^T A||_F^2 / (||A^T A||_F ||B^T B||_F).
+    """Linear CKA (Balogh & Jelasity 2025 Eq. 4) of column-centred A and B: ||B^T A||_F^2 / (||A^T A||_F ||B^T B||_F).
 
     Computed in float64 as sums of squares. The feature-space form (p x p products) is used when it is the
     smaller one; with more neurons than examples the equal Gram form (n x n) is used instead.
@@ -172,7 +173,7 @@ def _dtype(a) -> torch.dtype:
 
 
 def cca(a, b) -> tuple[torch.Tensor, torch.Tensor]:
-    """Canonical correlations of A and B (seed 004 Eq. 5), one per canonical direction of A, in decreasing
+    """Canonical correlations of A and B (Balogh & Jelasity 2025 Eq. 5), one per canonical direction of A, in decreasing
     order, and A's canonical variates (unit-norm columns A w_A^i), via orthonormal bases of the centred column
     spaces and one SVD.
 
@@ -193,7 +194,8 @@ def _cca(a: torch.Tensor, b: torch.Tensor, ta: torch.dtype, tb: torch.dtype) -> 
 
 
 def pwcca(a, b) -> float:
-    """Projection-weighted CCA (seed 004 Eq. 6; Morcos et al. 2018) after Ding et al.'s centring and Frobenius
+    """Projection-weighted CCA (Balogh & Jelasity 2025 Eq. 6; Morcos et al. 2018) after Ding et al.'s centring and
+    Frobenius
     normalisation: sum_i alpha_i rho_i / sum_i alpha_i over all of A's canonical directions,
     alpha_i = sum_j |<A w_A^i, a_j>| over A's neurons, rho_i = 0 for the directions B cannot match.
     Not symmetric: the weights come from the first argument. With more neurons than examples CCA is
@@ -224,7 +226,7 @@ def _principal_within_ties(h: torch.Tensor, rho: torch.Tensor, a: torch.Tensor, 
 
 
 def opd(a, b) -> float:
-    """Orthogonal Procrustes distance (seed 004 Eq. 8) after centring and Frobenius normalisation:
+    """Orthogonal Procrustes distance (Balogh & Jelasity 2025 Eq. 8) after centring and Frobenius normalisation:
     ||A||^2 + ||B||^2 - 2 ||B^T A||_* = 2 - 2 ||B^T A||_*, in [0, 2]. A with fewer columns is zero-padded
     implicitly (the nuclear norm does not change)."""
     a, b = _pair(a, b)
@@ -239,7 +241,7 @@ def opd(a, b) -> float:
 
 
 def dm_distance(a, b) -> float:
-    """The structural direct-matching distance (seed 004 Section 2.3): the normalised residual
+    """The structural direct-matching distance (Balogh & Jelasity 2025 Section 2.3): the normalised residual
     ||[A 1] theta - B||_F / ||B||_F of the least-squares affine map from A to B, solved by pseudo-inverse in
     float64. Rows are whatever the map acts on (for a 1x1-conv stitcher: `to_2d(x, "positions")`)."""
     a, b = _pair(a, b)
@@ -257,7 +259,8 @@ def dm_distance(a, b) -> float:
 
 
 def dm_fit(a, b) -> torch.Tensor:
-    """The least-squares affine map [A 1] theta ~ B by pseudo-inverse in float64 (direct matching, seed 004
+    """The least-squares affine map [A 1] theta ~ B by pseudo-inverse in float64 (direct matching, Balogh & Jelasity
+    2025
     Eq. 2-3); returns theta, (A's columns + 1) x B's columns."""
     a, b = _pair(a, b)
     if a.shape[0] < a.shape[1] + 1:
@@ -270,7 +273,8 @@ def dm_fit(a, b) -> torch.Tensor:
 
 
 def dm_error(theta: torch.Tensor, a, b) -> float:
-    """The squared relative error ||[A 1] theta - B||_F^2 / ||B||_F^2 of a fitted DM map on (A, B): seed 004's
+    """The squared relative error ||[A 1] theta - B||_F^2 / ||B||_F^2 of a fitted DM map on (A, B): Balogh & Jelasity
+    2025's
     structural DM distance when theta was fitted on other (training) images."""
     a, b = _pair(a, b)
     a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype, device=a.device)], dim=1)
@@ -281,7 +285,7 @@ def dm_error(theta: torch.Tensor, a, b) -> float:
 
 
 def numerical_rank(a, rel_tol: float = 1e-3) -> int:
-    """The number of singular values of A's sample covariance above `rel_tol` times the largest (seed 003
+    """The number of singular values of A's sample covariance above `rel_tol` times the largest (Smith & Marcu 2024
     B.2.1, after Masarczyk et al.). Computed from the singular values s of the centred A (the covariance's are
     s^2 / (n - 1)), so a wide A (many features) never builds the p x p covariance."""
     a = _centre(_as_f64(a, "A"))

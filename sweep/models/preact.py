@@ -1,6 +1,6 @@
 """Pre-activation nets: PreActResNet-18 and WideResNet-28-10. They have no activation after the addition, so
 the block output, the residual stream that the next block's BN-ReLU and skip connection both read, is the
-representation (seed 000 says "after the activation" for them)."""
+representation (Balogh & Jelasity 2023 says "after the activation" for them)."""
 
 from __future__ import annotations
 

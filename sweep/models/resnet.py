@@ -1,7 +1,7 @@
 """ResNets of the papers (CIFAR-style ResNet-18 and ResNet-50) and the CPU-sized `resnet_tiny`.
 
-Placement follows seed 000 A.5.1: cut after each residual block, after the addition and before the activation
-that follows (that activation runs at the start of the next stage)."""
+Placement follows Balogh & Jelasity 2023 A.5.1: cut after each residual block, after the addition and before the
+activation that follows (that activation runs at the start of the next stage)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class BasicBlock(nn.Module):
     """ResNet basic block taking the *pre-activation* output of the previous stage.
 
     The ReLU a textbook block applies after its addition is applied here to the input instead, so the
-    block's output is the sum before activation: the place where seed 000 puts its stitching layers.
+    block's output is the sum before activation: the place where Balogh & Jelasity 2023 puts its stitching layers.
     """
 
     expansion = 1

@@ -1,5 +1,5 @@
 """Vision transformers (ViT-Ti/4 and a CPU-sized ViT); the stitch points are the token sequences (N, tokens,
-dim) after each encoder block, as in seed 004."""
+dim) after each encoder block, as in Balogh & Jelasity 2025."""
 
 from __future__ import annotations
 

@@ -6,12 +6,12 @@ space is expanded, so that e.g. changing the task-loss learning rate does not ch
 
 Gradient objectives share one loop (`_fit_by_gradient`): Adam with the A.2 step schedule, donors frozen; they
 differ only in their per-batch loss:
-- `tlm`: seed 000 Eq. 1, cross-entropy of the stitched network.
-- `adv`: seed 000 Eq. 2, `(1 - alpha) * CE(clean) + alpha * CE(PGD)` on every batch.
+- `tlm`: Balogh & Jelasity 2023 Eq. 1, cross-entropy of the stitched network.
+- `adv`: Balogh & Jelasity 2023 Eq. 2, `(1 - alpha) * CE(clean) + alpha * CE(PGD)` on every batch.
 - `adv_mix`: the published reference code's variant: a fraction alpha of each batch is replaced by PGD
   examples and one cross-entropy is taken over the mixed batch (Eq. 2 only in expectation).
-- `trades`: seed 000 Eq. 5, `CE(clean) + beta * KL(p(x) || p(x'))` with TRADES' KL inner maximisation.
-`init: dm` first solves the stitcher by direct matching (any gradient objective); `dm+tlm` (seed 004 3.1)
+- `trades`: Balogh & Jelasity 2023 Eq. 5, `CE(clean) + beta * KL(p(x) || p(x'))` with TRADES' KL inner maximisation.
+`init: dm` first solves the stitcher by direct matching (any gradient objective); `dm+tlm` (Balogh & Jelasity 2025 3.1)
 always does, then trains with the task loss.
 """
 
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from sweep.config.fields import Option
 from sweep.data.core import Splits, batches
 from sweep.registry import OBJECTIVES
 from sweep.stitching.stitcher import positions
@@ -73,6 +74,11 @@ class FitContext:
     def stitched(self, x: torch.Tensor) -> torch.Tensor:
         return self.end(self.stitcher(self.front(x)))
 
+    @property
+    def params(self) -> dict:
+        """The objective's own parameters (those it declares as `params`), with their defaults filled in."""
+        return dict(getattr(self.spec, "params", ()))
+
 
 @dataclass(frozen=True)
 class Objective:
@@ -84,14 +90,24 @@ class Objective:
     description: str
     dm_init: bool = False  # the stitcher is always solved by direct matching first (as `init: dm`)
     random_start: bool = True  # the default of `adv_random_start` for objectives that read it
+    # Its own parameters, beyond the shared TrialSpec fields: each a block option (`Option`: type, default,
+    # bounds) that only this objective reads. Their values are part of its trials' identity and are recorded
+    # in the `params` column; `ctx.params` hands them to `fit`.
+    params: tuple[Option, ...] = ()
 
 
 def register_objective(
-    name: str, fields: set[str], description: str, *, dm_init: bool = False, random_start: bool = True
+    name: str,
+    fields: set[str],
+    description: str,
+    *,
+    dm_init: bool = False,
+    random_start: bool = True,
+    params: tuple[Option, ...] = (),
 ):
     """Decorator: register `fit(ctx) -> metrics` as objective `name` (one entry, nothing else to edit)."""
     return OBJECTIVES.register(
-        name, lambda fn: Objective(name, fn, frozenset(fields), description, dm_init, random_start)
+        name, lambda fn: Objective(name, fn, frozenset(fields), description, dm_init, random_start, tuple(params))
     )
 
 
@@ -125,7 +141,7 @@ _ce = nn.CrossEntropyLoss()
 
 
 def adv_loss(net: Callable, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None, alpha: float) -> torch.Tensor:
-    """Seed 000 Eq. 2 on one batch. A term with weight 0 is not computed (`x_adv` may then be None)."""
+    """Balogh & Jelasity 2023 Eq. 2 on one batch. A term with weight 0 is not computed (`x_adv` may then be None)."""
     loss = torch.zeros((), device=x.device)
     if alpha < 1.0:
         loss = loss + (1.0 - alpha) * _ce(net(x), y)
@@ -155,7 +171,7 @@ def _fit_by_gradient(
     ctx: FitContext, batch_loss: Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
 ) -> dict:
     """The spec's optimiser on the stitcher's parameters (default: Adam with A.2's weight decay and step
-    schedule, seed 000 A.5); `batch_loss(x, y, generator)` gives the loss."""
+    schedule, Balogh & Jelasity 2023 A.5); `batch_loss(x, y, generator)` gives the loss."""
     spec = ctx.spec
     out = _initialise(ctx)
     set_donor_mode(ctx)
@@ -226,7 +242,7 @@ def _pgd(ctx: FitContext, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator
 @register_objective(
     "tlm",
     GRADIENT_FIELDS,
-    "task loss matching (seed 000 Eq. 1): cross-entropy of the stitched net, Adam, lr/10 at 1/3 and 2/3",
+    "task loss matching (Balogh & Jelasity 2023 Eq. 1): cross-entropy of the stitched net, Adam, lr/10 at 1/3 and 2/3",
 )
 def fit_task_loss(ctx: FitContext) -> dict:
     def loss(x, y, gen):
@@ -238,7 +254,7 @@ def fit_task_loss(ctx: FitContext) -> dict:
 @register_objective(
     "dm+tlm",
     (GRADIENT_FIELDS - {"init"}) | {"dm_samples"},
-    "direct matching init on K training images, then task loss matching (seed 004 3.1)",
+    "direct matching init on K training images, then task loss matching (Balogh & Jelasity 2025 3.1)",
     dm_init=True,
 )
 def fit_dm_then_task_loss(ctx: FitContext) -> dict:
@@ -248,7 +264,7 @@ def fit_dm_then_task_loss(ctx: FitContext) -> dict:
 @register_objective(
     "adv",
     GRADIENT_FIELDS | ATTACK_FIELDS | {"alpha"},
-    "adversarial stitching (seed 000 Eq. 2): (1-alpha) CE(clean) + alpha CE(PGD) on every batch",
+    "adversarial stitching (Balogh & Jelasity 2023 Eq. 2): (1-alpha) CE(clean) + alpha CE(PGD) on every batch",
 )
 def fit_adversarial(ctx: FitContext) -> dict:
     alpha = ctx.spec.alpha
@@ -280,7 +296,7 @@ def fit_adversarial_mixed(ctx: FitContext) -> dict:
 @register_objective(
     "trades",
     GRADIENT_FIELDS | (ATTACK_FIELDS - {"adv_random_start"}) | {"beta"},  # starts at x + 0.001 N
-    "TRADES stitching (seed 000 Eq. 5): CE(clean) + beta KL(p(x) || p(x')), x' from KL-PGD",
+    "TRADES stitching (Balogh & Jelasity 2023 Eq. 5): CE(clean) + beta KL(p(x) || p(x')), x' from KL-PGD",
 )
 def fit_trades(ctx: FitContext) -> dict:
     spec = ctx.spec
@@ -300,7 +316,7 @@ def fit_trades(ctx: FitContext) -> dict:
 
 def direct_match(ctx: FitContext) -> dict:
     """Solve the stitcher by least squares (pseudo-inverse, float64) from f<=i to g<=j activations over the
-    first K training images (seed 004 Eq. 2-3); returns the normalised residual ||A theta - B|| / ||B||.
+    first K training images (Balogh & Jelasity 2025 Eq. 2-3); returns the normalised residual ||A theta - B|| / ||B||.
 
     For the `bn_affine_bn` stitcher the BatchNorms are set to the source and target statistics and the map is
     solved in standardised coordinates."""
@@ -349,7 +365,7 @@ def direct_match(ctx: FitContext) -> dict:
 @register_objective(
     "dm",
     {"dm_samples", "stitcher"},
-    "direct matching (seed 004 Eq. 2-3): least squares by pseudo-inverse over K training images",
+    "direct matching (Balogh & Jelasity 2025 Eq. 2-3): least squares by pseudo-inverse over K training images",
 )
 def fit_direct_matching(ctx: FitContext) -> dict:
     return direct_match(ctx)

@@ -8,7 +8,7 @@ from torch import nn
 from sweep.registry import STITCHERS
 
 STITCHERS.add("affine", "an affine map: a 1x1 convolution with bias, or a per-token linear map")
-STITCHERS.add("bn_affine_bn", "BatchNorm -> affine map -> BatchNorm (Bansal et al.; seed 003)")
+STITCHERS.add("bn_affine_bn", "BatchNorm -> affine map -> BatchNorm (Bansal et al.; Smith & Marcu 2024)")
 
 
 class _TokenBatchNorm(nn.BatchNorm1d):
@@ -22,7 +22,7 @@ class Stitcher(nn.Module):
     """Affine map M: R^c_in -> R^c_out applied at every position: a 1x1 convolution with bias for conv
     activations (N, C, H, W), a linear map applied to every token for transformer activations (N, T, D).
 
-    `kind="bn_affine_bn"` is Bansal et al.'s variant (used by seed 003): BatchNorm -> affine map -> BatchNorm.
+    `kind="bn_affine_bn"` is Bansal et al.'s variant (used by Smith & Marcu 2024): BatchNorm -> affine map -> BatchNorm.
     Its BatchNorms start as the identity up to BatchNorm's eps (running mean 0, variance 1, weight 1, bias 0).
 
     When source and target feature maps differ in height and width (stitching layer i to layer j != i, or

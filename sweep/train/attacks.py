@@ -13,7 +13,7 @@ from torch import nn
 
 from sweep.registry import ATTACKS
 
-# The attacks of robust accuracy: AutoAttack's components that seed 000 A.4 uses.
+# The attacks of robust accuracy: AutoAttack's components that Balogh & Jelasity 2023 A.4 uses.
 ATTACKS.add("apgd-ce", "APGD on the cross-entropy (Croce & Hein 2020)")
 ATTACKS.add("apgd-dlr", "APGD on the difference-of-logits ratio (Croce & Hein 2020)")
 
@@ -129,7 +129,7 @@ def autoattack_accuracy(
     batch_size: int = 250,
     device: torch.device | str = "cpu",
 ) -> float:
-    """Robust accuracy under AutoAttack restricted to `attacks` (seed 000 A.4: APGD-CE + APGD-DLR).
+    """Robust accuracy under AutoAttack restricted to `attacks` (Balogh & Jelasity 2023 A.4: APGD-CE + APGD-DLR).
 
     `restarts=1` means a single run (no restarts). The model must be in eval mode.
     """
@@ -149,7 +149,7 @@ def autoattack_accuracy(
 
 
 def trades_loss(net, x: torch.Tensor, y: torch.Tensor, x_adv: torch.Tensor | None, beta: float) -> torch.Tensor:
-    """Seed 000 Eq. 5 (TRADES): CE(f(x), y) + beta * KL(f(x) || f(x')), gradients through both terms."""
+    """Balogh & Jelasity 2023 Eq. 5 (TRADES): CE(f(x), y) + beta * KL(f(x) || f(x')), gradients through both terms."""
     logits = net(x)
     loss = nn.functional.cross_entropy(logits, y)
     if beta > 0.0:

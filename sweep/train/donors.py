@@ -1,4 +1,4 @@
-"""Donor training (seed 000 A.2-A.3) and the registry of training methods.
+"""Donor training (Balogh & Jelasity 2023 A.2-A.3) and the registry of training methods.
 
 Plain training: SGD with Nesterov momentum 0.9, weight decay 1e-4, learning rate divided by 10 at 1/3 and 2/3
 of the epochs, optional crop / flip / affine augmentation. A training method is one registered entry: the
@@ -36,7 +36,7 @@ def register_training_method(name: str, fields: set[str], description: str):
     return TRAINING_METHODS.register(name, lambda fn: TrainingMethod(name, fn, frozenset(fields), description))
 
 
-@register_training_method("plain", set(), "cross-entropy on clean batches (seed 000 A.2)")
+@register_training_method("plain", set(), "cross-entropy on clean batches (Balogh & Jelasity 2023 A.2)")
 def _plain(model, xb, yb, donor, gen):
     model.train()
     return _ce(model(xb), yb)
@@ -45,7 +45,7 @@ def _plain(model, xb, yb, donor, gen):
 @register_training_method(
     "pgd",
     {"eps", "step_size", "steps", "adv_fraction"},
-    "L-inf PGD adversarial training (Madry et al.; seed 000 A.3); adv_fraction weighs the"
+    "L-inf PGD adversarial training (Madry et al.; Balogh & Jelasity 2023 A.3); adv_fraction weighs the"
     " adversarial loss against the clean one",
 )
 def _pgd(model, xb, yb, donor, gen):
@@ -61,7 +61,7 @@ def _pgd(model, xb, yb, donor, gen):
 @register_training_method(
     "trades",
     {"eps", "step_size", "steps", "beta"},
-    "TRADES (Zhang et al.; seed 000 Eq. 4): CE + beta KL(p(x) || p(x')), KL-PGD for x'",
+    "TRADES (Zhang et al.; Balogh & Jelasity 2023 Eq. 4): CE + beta KL(p(x) || p(x')), KL-PGD for x'",
 )
 def _trades(model, xb, yb, donor, gen):
     model.eval()

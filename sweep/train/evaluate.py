@@ -32,7 +32,8 @@ def predict(
 
 
 def most_frequent_class(pred: torch.Tensor, num_classes: int) -> tuple[int, float]:
-    """The class predicted most often and the fraction of predictions that fall in it (seed 000 Fig. 4)."""
+    """The class predicted most often and the fraction of predictions that fall in it (Balogh & Jelasity 2023 Fig.
+    4)."""
     counts = torch.bincount(pred, minlength=num_classes)
     cls = int(counts.argmax())
     return cls, float(counts[cls]) / max(1, len(pred))

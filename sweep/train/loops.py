@@ -10,7 +10,8 @@ class DivergedError(FloatingPointError):
 
 
 def step_schedule(opt: torch.optim.Optimizer, epochs: int) -> torch.optim.lr_scheduler.MultiStepLR:
-    """Learning rate divided by 10 at 1/3 and 2/3 of the epochs (seed 000 A.2, also for stitchers, A.5)."""
+    """Learning rate divided by 10 at 1/3 and 2/3 of the epochs (Balogh & Jelasity 2023 A.2, also for stitchers,
+    A.5)."""
     milestones = sorted({max(1, round(epochs / 3)), max(1, round(2 * epochs / 3))})
     return torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.1)
 
