@@ -87,3 +87,33 @@ def test_every_declared_field_is_documented():
         tables[id(options)] = options
     missing = [key for i, options in tables.items() for key in options if key not in documented[i]]
     assert not missing, f"fields the docs' reference search space leaves out: {missing}"
+
+
+def test_the_extension_recipes_of_development_md_run():
+    """The code of the one-file recipes registers what it says: run it in a fresh interpreter, then plan a
+    space that uses the new objective (with its parameter) and the new index."""
+    import json
+    import subprocess
+    import sys
+
+    from .conftest import TINY_SPACE
+
+    snippets = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "development.md").read_text(), flags=re.S)
+    assert len(snippets) >= 2
+    space = json.loads(json.dumps(TINY_SPACE))
+    space["stitching"].update(objectives=["dm_shrunk"], gamma=0.5, indices=["cka_pooled"])
+    check = (
+        "from sweep.config.space import parse_space\n"
+        f"sweep = parse_space({space!r})\n"
+        "t = sweep.trials[0]\n"
+        "assert t.params == (('gamma', 0.5),) and t.indices == ('cka_pooled',), t\n"
+    )
+    code = "\n".join(_dedent(s) for s in snippets) + "\n" + check
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+
+
+def _dedent(snippet: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(snippet)
