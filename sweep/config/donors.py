@@ -6,6 +6,7 @@ import dataclasses
 import difflib
 import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 from sweep.config.data import DataSpec, parse_data
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, stable_hash
-from sweep.registry import ARCHITECTURES, AUGMENTATIONS, DATASETS, TRAINING_METHODS, did_you_mean, lazy
+from sweep.registry import (
+    ARCHITECTURES,
+    AUGMENTATIONS,
+    DATASETS,
+    DONOR_SOURCES,
+    TRAINING_METHODS,
+    did_you_mean,
+    lazy,
+)
 
 if TYPE_CHECKING:
     from sweep.config.evaluation import EvalSpec
@@ -138,23 +147,31 @@ def parse_donor(
     path = f"donors.{name}"
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise SpecError(path, "a donor name of letters, digits, '_', '-' or '.'", name)
-    if isinstance(raw, dict) and "robustbench" in raw:
-        return _parse_robustbench_donor(name, raw, data, path)
-    if isinstance(raw, dict) and "file" in raw:
-        s = Section(raw, path, {"file", "arch", "mean", "std"})
-        file = Path(s.get("file", "string")).expanduser()
-        if not file.is_file():
-            raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file), "no such file")
-        return DonorSpec(
-            name=name,
-            source="file",
-            path=str(file.absolute()),
-            file_sha256=_filestable_hash(file),
-            arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
-            data=data,
-            mean=tuple(s.get_list("mean", "number", [0.0])),
-            std=tuple(s.get_list("std", "number", [1.0], low=1e-12)),
-        )
+    marked = [src for src in DONOR_SOURCES.values() if src.marker and isinstance(raw, dict) and src.marker in raw]
+    source = marked[0] if marked else DONOR_SOURCES["zoo"]
+    return source.parse(name, raw, data, evaluation, root, download)
+
+
+def _parse_file_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
+    path = f"donors.{name}"
+    s = Section(raw, path, {"file", "arch", "mean", "std"})
+    file = Path(s.get("file", "string")).expanduser()
+    if not file.is_file():
+        raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file), "no such file")
+    return DonorSpec(
+        name=name,
+        source="file",
+        path=str(file.absolute()),
+        file_sha256=_filestable_hash(file),
+        arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
+        data=data,
+        mean=tuple(s.get_list("mean", "number", [0.0])),
+        std=tuple(s.get_list("std", "number", [1.0], low=1e-12)),
+    )
+
+
+def _parse_zoo_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
+    path = f"donors.{name}"
     s = Section(raw, path, set(ZOO_OPTIONS))
     training = s.read(ZOO_OPTIONS["training"])
     reads = TRAINING_METHODS[training].fields
@@ -198,7 +215,8 @@ def _adversarial_fields(s: Section, reads: frozenset, data: DataSpec, evaluation
     )
 
 
-def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, path: str) -> DonorSpec:
+def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
+    path = f"donors.{name}"
 
     s = Section(raw, path, {"robustbench", "arch", "model_dir"})
     model_id = s.get("robustbench", "string")
@@ -254,10 +272,52 @@ def _filestable_hash(path: Path) -> str:
 
 def resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
     kind, _, name = ref.partition(":")
-    if kind not in ("zoo", "file", "robustbench") or not name:
-        raise SpecError(path, "a donor reference 'zoo:<name>', 'file:<name>' or 'robustbench:<name>'", ref)
+    if kind not in DONOR_SOURCES or not name:
+        forms = ", ".join(f"'{k}:<name>'" for k in DONOR_SOURCES)
+        raise SpecError(path, f"a donor reference {forms}", ref, did_you_mean(kind, DONOR_SOURCES) if name else "")
     if name not in donors:
         raise SpecError(path, f"a donor defined under donors: one of {sorted(donors)}", ref, did_you_mean(name, donors))
     if donors[name].source != kind:
         raise SpecError(path, f"'{donors[name].source}:{name}' (donors.{name} is a {donors[name].source} donor)", ref)
     return donors[name]
+
+
+@dataclass(frozen=True)
+class DonorSource:
+    """Where a donor's weights come from: a registered entry. `marker`: the field that selects it in a donor's
+    mapping (None: the default source); `parse(name, raw, data, evaluation, root, download) -> DonorSpec`;
+    `build(donor, splits, device, progress) -> (model, mean, std)`, imported when first called (it needs
+    torch); `trains`: whether building it trains a network (else it loads one)."""
+
+    name: str
+    marker: str | None
+    parse: Callable[..., DonorSpec]
+    build: Callable
+    describe: Callable[[DonorSpec], str]  # what `plan` says of it after its architecture
+    trains: bool = False
+
+
+def _describe_zoo(d: DonorSpec) -> str:
+    extra = f" eps={d.eps:g} step={d.step_size:g} steps={d.steps}" if d.eps is not None else ""
+    extra += f" beta={d.beta:g}" if d.beta is not None else ""
+    return f"{d.training} on {d.data.dataset} (train_size={d.data.train_size}) epochs={d.epochs} seed={d.seed}{extra}"
+
+
+for _source in (
+    DonorSource("zoo", None, _parse_zoo_donor, lazy("sweep.train.donors:build_zoo_donor"), _describe_zoo, trains=True),
+    DonorSource(
+        "file",
+        "file",
+        _parse_file_donor,
+        lazy("sweep.models.external:build_file_donor"),
+        lambda d: f"from {d.path}",
+    ),
+    DonorSource(
+        "robustbench",
+        "robustbench",
+        _parse_robustbench_donor,
+        lazy("sweep.models.external:build_robustbench_donor"),
+        lambda d: f"from RobustBench {d.robustbench_id} in {d.path}",
+    ),
+):
+    DONOR_SOURCES.add(_source.name, _source)

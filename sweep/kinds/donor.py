@@ -23,9 +23,8 @@ from sweep.config.donors import DonorEval, DonorSpec
 from sweep.data.core import Splits, make_splits, test_images
 from sweep.kinds.base import Kind, RunContext, register_kind
 from sweep.models.base import StagedNet, build
-from sweep.models.external import load_checkpoint, load_robustbench
+from sweep.registry import DONOR_SOURCES
 from sweep.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
-from sweep.train.donors import train_donor
 from sweep.train.evaluate import predict, robust_accuracy
 
 CHECKPOINT = "model.pt"
@@ -104,7 +103,7 @@ def run_donor(
         splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size, root=data_root, download=download).to(
             device
         )
-        trained_now = not ckpt.exists() and donor.source == "zoo"
+        trained_now = not ckpt.exists() and DONOR_SOURCES[donor.source].trains
         if not ckpt.exists():
             _make_checkpoint(donor, splits, ckpt, device, progress)
         model = load_donor(sweep, donor.donor_key, device)
@@ -156,30 +155,10 @@ def _base_row(donor: DonorSpec, sweep_name: str) -> dict:
 def _make_checkpoint(
     donor: DonorSpec, splits: Splits, ckpt: Loc, device: torch.device, progress: Callable[[dict], None] | None
 ) -> None:
-    if donor.source == "file":  # converted once into the zoo's own format, then used like any donor
-        model = load_checkpoint(
-            donor.path,
-            donor.arch,
-            in_channels=splits.in_channels,
-            num_classes=splits.num_classes,
-            mean=donor.mean,
-            std=donor.std,
-            image_size=splits.image_size,
-        )
-        save_donor(ckpt, model, donor, splits, donor.mean, donor.std)
-    elif donor.source == "robustbench":
-        model = load_robustbench(
-            donor.robustbench_id,
-            donor.arch,
-            donor.path,
-            in_channels=splits.in_channels,
-            num_classes=splits.num_classes,
-            image_size=splits.image_size,
-        )
-        save_donor(ckpt, model, donor, splits, (0.0,), (1.0,))
-    else:
-        model = train_donor(donor, splits, device, progress)
-        save_donor(ckpt, model, donor, splits, splits.mean, splits.std)
+    """Train or load the donor as its source says, and write it into the zoo's own format (a `file:` or
+    `robustbench:` donor is converted once, then used like any other)."""
+    model, mean, std = DONOR_SOURCES[donor.source].build(donor, splits, device, progress)
+    save_donor(ckpt, model, donor, splits, mean, std)
 
 
 def _evaluate(model: StagedNet, ev: DonorEval, device: torch.device, data_root: str | None, download: bool) -> dict:
@@ -220,15 +199,7 @@ class DonorWork:
 
 def _describe(work: DonorWork) -> str:
     d = work.donor
-    if d.source != "zoo":
-        origin = d.path if d.source == "file" else f"RobustBench {d.robustbench_id} in {d.path}"
-        return f"donor {d.ref}: {d.arch} from {origin} key={d.donor_key}"
-    extra = f" eps={d.eps:g} step={d.step_size:g} steps={d.steps}" if d.training != "plain" else ""
-    extra += f" beta={d.beta:g}" if d.beta is not None else ""
-    return (
-        f"donor {d.ref}: {d.arch} {d.training} on {d.data.dataset} (train_size={d.data.train_size})"
-        f" epochs={d.epochs} seed={d.seed}{extra} key={d.donor_key}"
-    )
+    return f"donor {d.ref}: {d.arch} {DONOR_SOURCES[d.source].describe(d)} key={d.donor_key}"
 
 
 def _run(work: DonorWork, ctx: RunContext) -> dict:

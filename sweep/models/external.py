@@ -211,3 +211,30 @@ def load_robustbench(
             f" difference {gap:.3g}); the model may normalise its inputs or differ in structure"
         )
     return model
+
+
+def build_file_donor(donor, splits, device, progress=None):
+    """The `file:` donor source: the checkpoint mapped onto its architecture, with the normalisation it names."""
+    model = load_checkpoint(
+        donor.path,
+        donor.arch,
+        in_channels=splits.in_channels,
+        num_classes=splits.num_classes,
+        mean=donor.mean,
+        std=donor.std,
+        image_size=splits.image_size,
+    )
+    return model, donor.mean, donor.std
+
+
+def build_robustbench_donor(donor, splits, device, progress=None):
+    """The `robustbench:` donor source: RobustBench's model, mapped (its normalisation is inside the model)."""
+    model = load_robustbench(
+        donor.robustbench_id,
+        donor.arch,
+        donor.path,
+        in_channels=splits.in_channels,
+        num_classes=splits.num_classes,
+        image_size=splits.image_size,
+    )
+    return model, (0.0,), (1.0,)

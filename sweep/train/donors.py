@@ -96,3 +96,8 @@ def train_donor(
             progress({"phase": "zoo", "epoch": epoch, "epochs": donor.epochs, "train_loss": total / n})
     model.eval()
     return model
+
+
+def build_zoo_donor(donor, splits: Splits, device: torch.device, progress: Callable[[dict], None] | None = None):
+    """The `zoo:` donor source: trained here, normalised with its training data's statistics."""
+    return train_donor(donor, splits, device, progress), splits.mean, splits.std
