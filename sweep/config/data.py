@@ -34,6 +34,15 @@ class DataSpec:
     val_size: int
     test_size: int | None
 
+    def fields(self) -> dict:
+        """dataset, train_size, val_size, test_size: the fields a trial or unit copies from its data."""
+        return {
+            "dataset": self.dataset,
+            "train_size": self.train_size,
+            "val_size": self.val_size,
+            "test_size": self.test_size,
+        }
+
     def sizes(self) -> tuple[int, int]:
         """(training images, test images) this spec takes."""
 

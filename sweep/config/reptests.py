@@ -196,10 +196,7 @@ def _settings(s: Section, path: str, data: DataSpec, shapes: dict) -> dict:
         layer_shapes = list(shapes.values())
         check_dm_samples(f"{path}.dm_samples", dm_samples, layer_shapes, layer_shapes, "between these layers")
     return dict(
-        dataset=data.dataset,
-        train_size=data.train_size,
-        val_size=data.val_size,
-        test_size=data.test_size,
+        **data.fields(),
         indices=indices,
         dm_functional=dm_functional,
         dm_samples=dm_samples,

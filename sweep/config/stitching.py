@@ -200,10 +200,7 @@ def _trial(
         check_dm_samples(f"{block.path}.dm_samples", fields["dm_samples"], [src], [tgt], f"from {point} to {end_point}")
     valid, end_valid = ARCHITECTURES[front.arch].stitch_points(), ARCHITECTURES[end.arch].stitch_points()
     return TrialSpec(
-        dataset=tdata.dataset,
-        train_size=tdata.train_size,
-        val_size=tdata.val_size,
-        test_size=tdata.test_size,
+        **tdata.fields(),
         front=front.ref,
         end=end.ref,
         front_key=front.donor_key,
