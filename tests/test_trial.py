@@ -300,7 +300,7 @@ def test_receiver_rank_of_a_known_low_rank_activation_is_its_rank(rank):
     """Smith & Marcu 2024 B.2.1: what the receiver's first layer sees of a sender whose activations span `rank`
     dimensions has that rank (the first layer is an invertible 1x1 convolution here; layers after it must not
     matter, and the features are subsampled to at most 8,000 without losing rank)."""
-    from sweep.kinds.stitch import receiver_rank
+    from sweep.measures.indices import receiver_rank
 
     gen = torch.Generator().manual_seed(0)
     basis = torch.randn(rank, 8 * 6 * 6, generator=gen)

@@ -23,6 +23,7 @@ from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits, make_splits
 from sweep.kinds.base import Kind, RunContext, register_kind
 from sweep.kinds.donor import donor_row, load_donor
+from sweep.measures.indices import Network, Pair
 from sweep.models.base import split
 from sweep.registry import INDICES
 from sweep.results import SweepDir, write_rows
@@ -178,11 +179,14 @@ def _stitch_and_evaluate(
     report({"phase": "fit_done", "time_fit_s": out["time_fit_s"]})
     out.update(_evaluate(spec, StitchedNet(p.front, p.stitcher, p.end).eval(), splits, device, out.pop("_ref_acc")))
     t4 = time.perf_counter()
-    if "receiver_rank" in spec.indices:
-        x = splits.test_x[: spec.similarity_samples]
+    after_fit = [INDICES[name] for name in spec.indices if INDICES[name].after_fit]
+    if after_fit:  # indices of the stitched network, after the fit
+        net = Network(
+            lambda b: p.stitcher(p.front(b)), p.end_front, p.end, splits.test_x[: spec.similarity_samples], device
+        )
         with eval_mode(p.front, p.stitcher, p.end_front):
-            out["rank_receiver"] = receiver_rank(lambda b: p.stitcher(p.front(b)), p.end, x, device)
-            out["rank_receiver_end"] = receiver_rank(p.end_front, p.end, x, device)
+            for index in after_fit:
+                out.update(index.after_fit(net))
     if spec.ood_outliers:
         out["ood_auroc"] = ood_auroc(spec, sweep, p.front, p.end_front, p.stitcher, splits, device, data_root, download)
         out["time_ood_s"] = time.perf_counter() - t4
@@ -310,7 +314,6 @@ def similarities(
     """The requested indices between f<=i(x) and g<=j(x) on the test images `x`, each in its layout (the
     registered one, or the spec's for PWCCA and OPD). The DM distance fits its map on the K training images
     `x_fit` (Balogh & Jelasity 2025, 2.3), computed only when it is requested."""
-    from sweep.measures.indices import Pair
 
     pair = Pair(
         activations(front, x, device).cpu(),
@@ -322,48 +325,9 @@ def similarities(
     out = {}
     for name in spec.indices:
         index = INDICES[name]
-        if not index.after_fit:  # those are measured on the stitched network (see receiver_rank)
+        if not index.after_fit:  # those are measured on the stitched network, after the fit
             out.update(index.values(pair))
     return out
-
-
-def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_features: int = 8000) -> int:
-    """Smith & Marcu 2024 B.2.1: the numerical rank of the receiver's first layer after the stitch (the first
-    convolution or linear layer that `end` runs), on what `sender` feeds it for the images `x`: flattened,
-    at most `max_features` features sampled with a fixed seed, covariance singular values above 1e-3 of the
-    largest."""
-    from sweep.measures.similarity import numerical_rank
-
-    first = next((m for m in end.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))), None)
-    if first is None:
-        raise ValueError("receiver_rank: the end model has no convolution or linear layer after the point")
-    captured: list[torch.Tensor] = []
-
-    class _Stop(Exception):
-        pass
-
-    def hook(_module, _inputs, output):
-        captured.append(output.detach().float().flatten(1).cpu())
-        raise _Stop  # nothing after the first layer is needed
-
-    handle = first.register_forward_hook(hook)
-    was = end.training
-    end.eval()
-    try:
-        with torch.no_grad():
-            for i in range(0, len(x), 250):
-                try:
-                    end(sender(x[i : i + 250].to(device)))
-                except _Stop:
-                    pass
-    finally:
-        handle.remove()
-        end.train(was)
-    acts = torch.cat(captured)
-    if acts.shape[1] > max_features:
-        keep = torch.randperm(acts.shape[1], generator=torch.Generator().manual_seed(0))[:max_features]
-        acts = acts[:, keep]
-    return numerical_rank(acts)
 
 
 def _run(spec: TrialSpec, ctx: RunContext) -> dict:

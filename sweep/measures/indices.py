@@ -60,6 +60,18 @@ def _dm_score(pair: Pair, layout: str) -> float:
     return dm_error(theta, to_2d(pair.resize(pair.sender), layout), to_2d(pair.target, layout))
 
 
+@dataclass
+class Network:
+    """What an index measured after the fit sees: the stitched sender T(f<=i(.)), the end model's own front
+    g<=j, the receiver g>j, and the images (the first `similarity_samples` test images)."""
+
+    stitched_sender: Callable[[torch.Tensor], torch.Tensor]
+    end_front: torch.nn.Module
+    end: torch.nn.Module
+    x: torch.Tensor
+    device: torch.device
+
+
 @dataclass(frozen=True)
 class Index:
     """A similarity index a search space may request (`indices:`): its catalogue entry (name, columns,
@@ -70,7 +82,8 @@ class Index:
     layout: str  # how activations become 2-D (`to_2d`) unless the pair overrides it
     score: Callable[[Pair, str], float] | None = None  # default: fn(sender, target) in the layout
     symmetric: bool = True
-    after_fit: bool = False  # measured on the stitched network after the fit (the trial computes it)
+    # an index of the stitched network, measured after the fit: its columns from the `Network`
+    after_fit: Callable[[Network], dict] | None = None
     # representation tests: Ding et al. score d(A, B) with A, the reference (the pair's target), first
     target_first_in_reptests: bool = False
 
@@ -118,7 +131,7 @@ def register_index(
     *,
     score: Callable[[Pair, str], float] | None = None,
     symmetric: bool = True,
-    after_fit: bool = False,
+    after_fit: Callable[[Network], dict] | None = None,
     target_first_in_reptests: bool = False,
 ) -> Index:
     """Register an index: `entry` is its catalogue entry (a new index: added to the catalogue, so its Parquet
@@ -135,4 +148,51 @@ register_index("pwcca", pwcca, "pooled", symmetric=False, target_first_in_reptes
 register_index("opd", opd, "flatten")  # Eq. 8
 register_index("dm", dm_distance, "positions", score=_dm_score, symmetric=False)  # 2.3, out of sample
 register_index("rank", numerical_rank, "positions")  # B.2.1, each donor side
-register_index("receiver_rank", numerical_rank, "flatten", after_fit=True)  # B.2.1, see kinds/stitch.py
+
+
+def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_features: int = 8000) -> int:
+    """Smith & Marcu 2024 B.2.1: the numerical rank of the receiver's first layer after the stitch (the first
+    convolution or linear layer that `end` runs), on what `sender` feeds it for the images `x`: flattened,
+    at most `max_features` features sampled with a fixed seed, covariance singular values above 1e-3 of the
+    largest."""
+    first = next((m for m in end.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))), None)
+    if first is None:
+        raise ValueError("receiver_rank: the end model has no convolution or linear layer after the point")
+    captured: list[torch.Tensor] = []
+
+    class _Stop(Exception):
+        pass
+
+    def hook(_module, _inputs, output):
+        captured.append(output.detach().float().flatten(1).cpu())
+        raise _Stop  # nothing after the first layer is needed
+
+    handle = first.register_forward_hook(hook)
+    was = end.training
+    end.eval()
+    try:
+        with torch.no_grad():
+            for i in range(0, len(x), 250):
+                try:
+                    end(sender(x[i : i + 250].to(device)))
+                except _Stop:
+                    pass
+    finally:
+        handle.remove()
+        end.train(was)
+    acts = torch.cat(captured)
+    if acts.shape[1] > max_features:
+        keep = torch.randperm(acts.shape[1], generator=torch.Generator().manual_seed(0))[:max_features]
+        acts = acts[:, keep]
+    return numerical_rank(acts)
+
+
+def _receiver_ranks(net: Network) -> dict:
+    """Smith & Marcu 2024 B.2.1: the receiver's first-layer rank fed by the stitcher, and by its own front."""
+    return {
+        "rank_receiver": receiver_rank(net.stitched_sender, net.end, net.x, net.device),
+        "rank_receiver_end": receiver_rank(net.end_front, net.end, net.x, net.device),
+    }
+
+
+register_index("receiver_rank", numerical_rank, "flatten", after_fit=_receiver_ranks)
