@@ -124,9 +124,12 @@ def test_a_registered_index_takes_part_in_representation_tests(tmp_path, dummy):
     assert set(rank_correlations(reps)["index"]) == {"cka", "dummy", "dm (func.)"}  # functional DM: on by default
 
 
-# A kind of work registered by a test: each unit writes one row with its number doubled.
-def _echo_units(sweep):
-    return {f"echo-{i}": i for i in range(3)}
+# A kind of work registered by a test: its section `echo: {count: N}` makes N units, each of which writes one
+# row with its number doubled.
+def _echo_parse(raw, ctx):
+    from sweep.config.fields import Option, Section
+
+    return tuple(range(Section(raw, "echo", {"count"}).read(Option("count", "integer", low=1))))
 
 
 def _echo_parts(sweep_dir, unit):
@@ -155,14 +158,27 @@ def echo_kind(registered):
     return registered(
         KINDS,
         "echo",
-        Kind("echo", "echo", "echo units", "echo", _echo_units, _echo_parts, _echo_run, lambda u: f"echo {u}"),
+        Kind(
+            "echo",
+            "echo",
+            "echo units",
+            "echo",
+            _echo_parts,
+            _echo_run,
+            lambda u: f"echo {u}",
+            section="echo",
+            parse=_echo_parse,
+            unit_id=lambda u: f"echo-{u}",
+            after=("donor",),
+        ),
     )
 
 
 @pytest.mark.ray
 def test_a_registered_kind_is_planned_scheduled_by_ray_and_reported_by_status(tmp_path, echo_kind, capsys):
-    """A kind of work that only this test knows: the planner finds its pending units, the Ray backend runs them
-    with the same machinery as every kind (its run function travels to the workers), `status` counts them, and
+    """A kind of work that only this test knows: its section of the search space is parsed into units (a bad
+    one refused naming the field), the planner finds its pending units, the Ray backend runs them with the
+    same machinery as every kind (its run function travels to the workers), `status` counts them, and
     `--failed` reruns the failed one."""
     import cloudpickle
 
@@ -171,7 +187,10 @@ def test_a_registered_kind_is_planned_scheduled_by_ray_and_reported_by_status(tm
     from sweep.cli import _print_status
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
-    sweep = parse_space(copy.deepcopy(TINY_SPACE))
+    with pytest.raises(SpecError, match=r"^echo.count: expected an integer >= 1"):
+        parse_space(dict(copy.deepcopy(TINY_SPACE), echo={"count": 0}))
+    sweep = parse_space(dict(copy.deepcopy(TINY_SPACE), echo={"count": 3}))
+    assert sweep.units["echo"] == (0, 1, 2)
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
     plan = planning.to_run(sweep, sweep_dir, retry_failed=False)

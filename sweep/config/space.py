@@ -32,16 +32,36 @@ class Sweep:
     data: DataSpec
     evaluation: EvalSpec
     donors: dict[str, DonorSpec]
-    trials: tuple[TrialSpec, ...]
+    # the units of every kind of work whose section the space has, by kind name ("trial", "reptest", ...)
+    units: dict[str, tuple]
     cpus_per_trial: float
     gpus_per_trial: float
     raw: dict
     data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
     download: bool = True
-    reptests: tuple = ()  # RepTestSpec units (sweep/reptest_spec.py)
     # donor name -> the evaluations the zoo stage records for it: its own test set first, then those of the
     # trials it serves (see DonorEval)
     donor_evals: dict = field(default_factory=dict)
+
+    @property
+    def trials(self) -> tuple[TrialSpec, ...]:
+        return self.units.get("trial", ())
+
+    @property
+    def reptests(self) -> tuple:
+        """The representation-test units (`RepTestSpec`)."""
+        return self.units.get("reptest", ())
+
+
+@dataclass
+class SpaceContext:
+    """What a kind's section parser gets besides its own section: the validated data, evaluation and donors,
+    and `used`, the donor names its units use (it adds them: only used donors are trained)."""
+
+    data: DataSpec
+    evaluation: EvalSpec
+    donors: dict[str, DonorSpec]
+    used: set[str]
 
 
 def load_space(path: str | Path | Loc) -> Sweep:
@@ -74,42 +94,47 @@ RESOURCE_OPTIONS = by_key(
 
 
 def parse_space(raw: Any) -> Sweep:
-    """Validate a search space given as a mapping and expand it into trials."""
+    """Validate a search space given as a mapping and expand it into the units of every kind of work."""
+    from sweep.registry import KINDS
+
     if not isinstance(raw, dict):
         raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
-    top = Section(raw, "", {"name", "data", "donors", "stitching", "representation_tests", "evaluation", "resources"})
+    sections = {kind.section: kind for kind in KINDS.values() if kind.section}  # the kinds' own sections
+    top = Section(raw, "", {"name", "data", "donors", "evaluation", "resources", *sections})
     name = top.get("name", "string")
     if not NAME_RE.match(name):
         raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
     data, root, download = _read_data(top.get("data", "mapping"))
     evaluation = parse_evaluation(top.raw.get("evaluation", {}), DATASETS[data.dataset].threat[0], data.sizes()[1])
     donors = _read_donors(top.get("donors", "mapping"), data, evaluation, root, download)
-    used: set[str] = set()
-    trials = _read_stitching(raw, data, evaluation, donors, used)
-    reptests: list = []
-    if "representation_tests" in raw:
-        from sweep.config.reptests import parse_reptests
-
-        reptests = parse_reptests(raw["representation_tests"], data, donors, used)
+    if not set(sections) & set(raw):
+        first, *others = sections
+        raise SpecError(first, f"a {first} section (or {', '.join(others)})", MISSING, "the field is required")
+    ctx = SpaceContext(data, evaluation, donors, set())
+    units = {kind.name: tuple(kind.parse(raw[key], ctx)) for key, kind in sections.items() if key in raw}
     r = Section(top.raw.get("resources", {}), "resources", set(RESOURCE_OPTIONS))
-    donor_evals = {n: {DonorEval.of(d.data, evaluation): None} for n, d in donors.items() if n in used}
-    for t in trials:
-        for ref, ev in ((t.front, t.front_eval), (t.end, t.end_eval)):
-            donor_evals[ref.partition(":")[2]][ev] = None
     return Sweep(
-        donor_evals={n: tuple(evs) for n, evs in donor_evals.items()},
+        donor_evals=_donor_evals(donors, ctx.used, evaluation, units.get("trial", ())),
         name=name,
         data=data,
         evaluation=evaluation,
-        donors={k: v for k, v in donors.items() if k in used},
-        trials=trials,
+        donors={k: v for k, v in donors.items() if k in ctx.used},
+        units=units,
         cpus_per_trial=r.read(RESOURCE_OPTIONS["cpus_per_trial"]),
         gpus_per_trial=r.read(RESOURCE_OPTIONS["gpus_per_trial"]),
         raw=raw,
         data_root=root,
         download=download,
-        reptests=tuple({u.unit_id: u for u in reptests}.values()),
     )
+
+
+def _donor_evals(donors: dict, used: set[str], evaluation: EvalSpec, trials: tuple) -> dict:
+    """Donor name -> the evaluations the zoo stage records: its own test set, then each trial's images."""
+    evals = {n: {DonorEval.of(d.data, evaluation): None} for n, d in donors.items() if n in used}
+    for t in trials:
+        for ref, ev in ((t.front, t.front_eval), (t.end, t.end_eval)):
+            evals[ref.partition(":")[2]][ev] = None
+    return {n: tuple(evs) for n, evs in evals.items()}
 
 
 def _read_data(d: Any) -> tuple[DataSpec, str | None, bool]:
@@ -144,21 +169,13 @@ def _read_donors(raw: dict, data: DataSpec, evaluation: EvalSpec, root: str | No
     return donors
 
 
-def _read_stitching(raw: dict, data: DataSpec, evaluation: EvalSpec, donors: dict, used: set[str]) -> tuple:
-    """The trials of every stitching block (one mapping, or a list of them); identical configurations collapse."""
-    if "stitching" not in raw and "representation_tests" not in raw:
-        raise SpecError("stitching", "a stitching section (or representation_tests)", MISSING, "the field is required")
-    blocks_raw = raw.get("stitching", [])
-    if not isinstance(blocks_raw, (dict, list)):
-        raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", blocks_raw)
-    if isinstance(blocks_raw, dict):
-        blocks = [(blocks_raw, "stitching")]
-    else:
-        if not blocks_raw and "stitching" in raw:
-            raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", blocks_raw)
-        blocks = [(b, f"stitching[{i}]") for i, b in enumerate(blocks_raw)]
+def read_stitching(raw: Any, ctx: SpaceContext) -> tuple:
+    """The `stitching` section: one block (a mapping) or a list of blocks; identical configurations collapse."""
+    if not isinstance(raw, (dict, list)) or isinstance(raw, list) and not raw:
+        raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", raw)
+    blocks = [(raw, "stitching")] if isinstance(raw, dict) else [(b, f"stitching[{i}]") for i, b in enumerate(raw)]
     trials: dict[str, TrialSpec] = {}
     for block, path in blocks:
-        for spec in expand_block(block, path, data, evaluation, donors, used):
+        for spec in expand_block(block, path, ctx.data, ctx.evaluation, ctx.donors, ctx.used):
             trials.setdefault(spec.trial_id, spec)  # identical configs (e.g. alpha unused) collapse
     return tuple(trials.values())

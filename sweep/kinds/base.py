@@ -36,29 +36,45 @@ class RunContext:
 
 @dataclass(frozen=True)
 class Kind:
-    """A kind of work. `units(sweep)`: unit id -> unit (picklable; the backend ships units to workers);
-    `parts(sweep_dir, unit)`: the Parquet parts that record it; `run(unit, ctx)`: run it, returning at least
-    {"status", "error"} (and any metrics worth a progress line); `label(unit)`: a short name for progress lines;
-    `describe(unit)`: the line `stitchsweep plan` prints (default: the label). The backend runs the kinds in
-    registration order, a kind after those named in `after` (its units read their parts)."""
+    """A kind of work.
+
+    Its search-space section (`section`, the top-level key) is parsed by `parse(raw, ctx) -> units` (frozen,
+    hashed specs; `ctx` is `sweep.config.space.SpaceContext`: data, evaluation, donors) and the units are kept
+    in `Sweep.units[name]`, each named by `unit_id(unit)`. A kind without a section (donors) says how to find
+    its units itself (`units(sweep)`: unit id -> unit). Units must be picklable: the backend ships them.
+    `parts(sweep_dir, unit)`: the Parquet parts that record a unit; `run(unit, ctx)`: run it, returning at
+    least {"status", "error"} (and any metrics worth a progress line); `label(unit)`: a short name for
+    progress lines; `describe(unit)`: the line `stitchsweep plan` prints (default: the unit id and label). The
+    backend runs the kinds in registration order, a kind after those named in `after` (it reads their parts)."""
 
     name: str  # "donor", "trial", ...
     stage: str  # the name of its stage in progress lines and Ray's run records
     noun: str  # plural, for counts: "donors", "trials", ...
     table: str  # the results table its parts feed (`analysis.store.schema`)
-    units: Callable[[Sweep], dict[str, Any]]
     parts: Callable[[SweepDir, Any], list[Loc]]
     run: Callable[[Any, RunContext], dict]
     label: Callable[[Any], str]
+    section: str | None = None
+    parse: Callable[[Any, Any], tuple] | None = None
+    unit_id: Callable[[Any], str] | None = None
+    find_units: Callable[[Sweep], dict[str, Any]] | None = None  # for a kind without a section
     describe: Callable[[Any], str] | None = None
     after: tuple[str, ...] = ()
     rerun_failed: bool = False  # a failed unit is tried again by every run (else only with --failed)
 
+    def units(self, sweep: Sweep) -> dict[str, Any]:
+        """Unit id -> unit, in the order the space lists them (a unit listed twice is one unit)."""
+        if self.find_units is not None:
+            return self.find_units(sweep)
+        return {self.unit_id(u): u for u in sweep.units.get(self.name, ())}
+
     def line(self, unit) -> str:
-        return (self.describe or self.label)(unit)
+        return self.describe(unit) if self.describe else f"{self.unit_id(unit)}  {self.label(unit)}"
 
 
 def register_kind(kind: Kind) -> Kind:
+    if (kind.section is None) == (kind.find_units is None) or kind.section and not (kind.parse and kind.unit_id):
+        raise ValueError(f"kind {kind.name!r}: give a section with its parse and unit_id, or find_units")
     missing = [k for k in kind.after if k not in KINDS._entries]
     if missing:
         raise ValueError(f"kind {kind.name!r} runs after {missing}, which are not registered before it")

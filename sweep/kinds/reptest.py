@@ -21,7 +21,7 @@ from torch import nn
 
 from analysis.store.schema import SCHEMA_VERSION, reptest_schema
 from sweep import __version__
-from sweep.config.reptests import RepTestSpec
+from sweep.config.reptests import RepTestSpec, parse_reptests
 from sweep.data.core import make_splits
 from sweep.kinds.base import Kind, RunContext, register_kind
 from sweep.kinds.donor import load_donor
@@ -216,11 +216,14 @@ register_kind(
         stage="reptest",
         noun="representation-test units",
         table="reptests",
-        units=lambda sweep: {u.unit_id: u for u in sweep.reptests},
+        section="representation_tests",
+        parse=lambda raw, ctx: tuple(
+            {u.unit_id: u for u in parse_reptests(raw, ctx.data, ctx.donors, ctx.used)}.values()
+        ),
+        unit_id=lambda spec: spec.unit_id,
         parts=lambda sweep_dir, spec: [sweep_dir.reptest_part(spec.unit_id)],
         run=_run_unit,
         label=lambda spec: spec.label,
-        describe=lambda spec: f"{spec.unit_id}  {spec.label}",
         after=("donor",),
     )
 )

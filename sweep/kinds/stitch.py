@@ -19,6 +19,7 @@ import torch
 from analysis.store.schema import CURVE_SCHEMA, SCHEMA_VERSION, trial_schema
 from sweep import __version__
 from sweep.config.donors import DonorEval
+from sweep.config.space import read_stitching
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits, make_splits
 from sweep.kinds.base import Kind, RunContext, register_kind
@@ -341,11 +342,12 @@ register_kind(
         stage="stitch",
         noun="trials",
         table="trials",
-        units=lambda sweep: {s.trial_id: s for s in sweep.trials},
+        section="stitching",
+        parse=read_stitching,
+        unit_id=lambda spec: spec.trial_id,
         parts=lambda sweep_dir, spec: [sweep_dir.trial_part(spec.trial_id)],
         run=_run,
         label=lambda spec: spec.label,
-        describe=lambda spec: f"{spec.trial_id}  {spec.label}",
         after=("donor",),
     )
 )
