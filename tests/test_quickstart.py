@@ -31,7 +31,7 @@ def test_make_quickstart_records_every_planned_trial_and_draws_the_plots(tmp_pat
         text=True,
         check=True,
     ).stdout
-    planned = int(re.match(r"sweep quickstart: (\d+) trials", plan).group(1))
+    planned = int(re.match(r"sweep quickstart: .*?(\d+) trials", plan).group(1))
     assert planned == len(sweep.trials)
     parts = list((storage / "quickstart" / "trials").glob("*.parquet"))
     assert len(parts) == planned

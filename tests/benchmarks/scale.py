@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 import analysis  # noqa: E402
 from analysis.store.schema import trial_schema  # noqa: E402
 from sweep.config.space import load_space  # noqa: E402
-from sweep.planning import pending  # noqa: E402
+from sweep.planning import progress  # noqa: E402
 from sweep.results import SweepDir, write_rows  # noqa: E402
 
 
@@ -54,8 +54,8 @@ def measure(space, root: str, label: str) -> None:
             )
 
     _, t_write = _timed(write_all)
-    (donors, todo, done), t_pending = _timed(lambda: pending(space, sweep_dir, retry_failed=False))
-    assert done == len(ids) and not todo, (done, len(todo))
+    prog, t_pending = _timed(lambda: progress(space, sweep_dir, kinds=["trial"])["trial"])
+    assert len(prog.done) == len(ids) and not prog.pending, (len(prog.done), len(prog.pending))
     trials, t_load = _timed(lambda: analysis.load_trials(sweep_dir.path))
     assert len(trials) == len(ids)
     print(
