@@ -16,11 +16,17 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 import pyarrow as pa
 
-from .store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, TRIALS_DIR, schema
+from .store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SIMILARITY_DIR, TABLES, TRIALS_DIR, schema
 from .store.storage import Loc, open_root
 
 READ_THREADS = 16
-KEY_COLUMN = {TRIALS_DIR: "trial_id", DONORS_DIR: "donor", CURVES_DIR: "trial_id", REPTESTS_DIR: "unit_id"}
+KEY_COLUMN = {
+    TRIALS_DIR: "trial_id",
+    DONORS_DIR: "donor",
+    CURVES_DIR: "trial_id",
+    REPTESTS_DIR: "unit_id",
+    SIMILARITY_DIR: "unit_id",
+}
 
 
 def _parts(directory: Loc) -> list[Loc]:
@@ -110,20 +116,17 @@ def load_reptests(results: str | os.PathLike | Loc) -> pd.DataFrame:
     return read_table(results, REPTESTS_DIR).to_pandas()
 
 
+def load_similarity(results: str | os.PathLike | Loc) -> pd.DataFrame:
+    """Similarity-unit rows (Cianfarani et al. 2022): one per unit and (A point, B point)."""
+    return read_table(results, SIMILARITY_DIR).to_pandas()
+
+
 def load(results: str | os.PathLike | Loc) -> dict[str, pd.DataFrame]:
-    """All tables of a results directory: {"trials", "donors", "curves", "reptests"}, plus "problems": the parts that
-    could not be read (path, kind, error), empty when every part is fine."""
+    """Every table of a results directory ({"trials", "donors", "curves", "reptests", "similarity"}), plus
+    "problems": the parts that could not be read (path, kind, error), empty when every part is fine."""
     problems: list[dict] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported through "problems" instead
-        trials = read_table(results, TRIALS_DIR, problems).to_pandas()
-        donors = _latest_donors(read_table(results, DONORS_DIR, problems).to_pandas())
-        curves = read_table(results, CURVES_DIR, problems).to_pandas()
-        reptests = read_table(results, REPTESTS_DIR, problems).to_pandas()
-    return {
-        "trials": trials,
-        "donors": donors,
-        "curves": curves,
-        "reptests": reptests,
-        "problems": pd.DataFrame(problems, columns=["path", "kind", "error"]),
-    }
+        tables = {name: read_table(results, name, problems).to_pandas() for name in TABLES}
+    tables["donors"] = _latest_donors(tables["donors"])
+    return {**tables, "problems": pd.DataFrame(problems, columns=["path", "kind", "error"])}

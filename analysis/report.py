@@ -12,6 +12,7 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from . import cka
 from .charts import class_collapse_grid, cross_task_grid, heatmap_grid, is_cross_task, setting_label, stitching_grid
 from .load import load
 from .stats import correlation_table, rank_correlations
@@ -79,6 +80,7 @@ class ReportData:
     donors: pd.DataFrame
     problems: pd.DataFrame
     reptests: pd.DataFrame
+    similarity: pd.DataFrame
 
     @functools.cached_property
     def done(self) -> pd.DataFrame:
@@ -149,6 +151,19 @@ CHARTS = [
     ),
     ChartSection("Cross-task stitching", lambda d: d.cross_task, cross_task_grid, "cross_task.png"),
     ChartSection(
+        "CKA without stitching (Cianfarani et al. 2022): every point of A against every point of B",
+        lambda d: cka.done(d.similarity),
+        cka.cka_grid,
+        "cka_matrices.png",
+        csv="cka_matrices.csv",
+    ),
+    ChartSection(
+        "CKA at the same point, benign vs adversarial and across networks (Cianfarani et al. 2022 Figs 4-5)",
+        lambda d: cka.diagonals(d.similarity),
+        cka.diagonal_chart,
+        "cka_diagonals.png",
+    ),
+    ChartSection(
         "Layer-by-layer matrices (rows: front layer, columns: end layer)",
         lambda d: d.matrices,
         heatmap_grid,
@@ -164,6 +179,13 @@ TABLES = [
         " d(A, B), mean over units; <i>significant</i>: units with both one-sided p-values below 0.05.",
         csv="rank_correlations.csv",
         md="rank_correlations.md",
+    ),
+    TableSection(
+        "Transfer robustness (Cianfarani et al. 2022 Fig. 5a)",
+        lambda d: cka.transfer_matrix(d.similarity),
+        "Accuracy of each target network (columns) on adversarial examples crafted against each source (rows).",
+        csv="transfer_matrix.csv",
+        md="transfer_matrix.md",
     ),
     TableSection(
         "Unreadable results parts",
@@ -202,7 +224,9 @@ def write_report(results: str | Path | Loc, out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     tables = load(results)
     trials = tables["trials"].assign(setting=setting_label(tables["trials"]))
-    data = ReportData(results.name, trials, tables["donors"], tables["problems"], tables["reptests"])
+    data = ReportData(
+        results.name, trials, tables["donors"], tables["problems"], tables["reptests"], tables["similarity"]
+    )
     trials.to_csv(out / "trials.csv", index=False)
     charts = []
     for section in CHARTS:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from analysis.store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TRIALS_DIR
+from analysis.store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TABLES, TRIALS_DIR
 from analysis.store.storage import TMP_PREFIX, Loc, StorageError, child_uri, open_root
 
 __all__ = [
@@ -76,9 +76,16 @@ class SweepDir:
     def trial_part(self, trial_id: str) -> Loc:
         return self.trials / f"{trial_id}.parquet"
 
+    def table(self, name: str) -> Loc:
+        """The folder of results table `name` (`analysis.store.schema.TABLES`)."""
+        return self.path / name
+
+    def part(self, table: str, unit_id: str) -> Loc:
+        return self.table(table) / f"{unit_id}.parquet"
+
     def create(self) -> None:
-        for d in (self.trials, self.curves, self.donors, self.reptests):
-            d.mkdir()
+        for name in TABLES:
+            self.table(name).mkdir()
 
 
 def write_rows(path: Loc, rows: list[dict], schema: pa.Schema) -> None:
@@ -123,7 +130,7 @@ def writable_or_error(path: Loc) -> str | None:
 def remove_stale_tmp(sweep: SweepDir) -> int:
     """Delete temporary files left by writers that died mid-write. Call only when no trial is running."""
     n = 0
-    for d in (sweep.trials, sweep.curves, sweep.donors, sweep.reptests, sweep.root / "zoo"):
+    for d in (*(sweep.table(name) for name in TABLES), sweep.root / "zoo"):
         for p in d.rglob(f"{TMP_PREFIX}*"):
             p.unlink(missing_ok=True)
             n += 1

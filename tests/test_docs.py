@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from sweep.config import block, data, donors, evaluation, reptests, space
+from sweep.config import block, data, donors, evaluation, reptests, similarity, space
 from sweep.config.space import parse_space
 
 from .conftest import REPO
@@ -35,7 +35,7 @@ def test_the_reference_search_space_is_a_valid_space():
     ref = _reference()
     ref["stitching"].update(optimizer="sgd", indices=["cka", "pwcca", "opd", "dm"])
     sweep = parse_space(ref)
-    assert sweep.trials and sweep.reptests
+    assert sweep.trials and sweep.reptests and len(sweep.units["similarity"]) == 2
     assert {t.objective for t in sweep.trials} == set(ref["stitching"]["objectives"])
 
 
@@ -53,6 +53,8 @@ def _sections(ref: dict) -> list[tuple[str, dict, dict]]:
         ("stitching.layouts", stitching["layouts"], block.LAYOUT_OPTIONS),
         ("representation_tests[0]", test, reptests.OPTIONS),
         ("representation_tests[0].probe", test["probe"], reptests.PROBE_OPTIONS),
+        ("similarity[0]", ref["similarity"][0], similarity.OPTIONS),
+        ("similarity[0].attack", ref["similarity"][0]["attack"], similarity.ATTACK_OPTIONS),
         ("evaluation", ref["evaluation"], evaluation.OPTIONS),
         ("resources", ref["resources"], space.RESOURCE_OPTIONS),
     ]
@@ -62,7 +64,12 @@ def _sections(ref: dict) -> list[tuple[str, dict, dict]]:
 
 # Values the reference shows as examples of a choice, not as defaults (the other donors show each training
 # method's own fields).
-EXAMPLES = {"representation_tests[0].name", "donors.robust_a.training", "donors.trades_a.training"}
+EXAMPLES = {
+    "representation_tests[0].name",
+    "similarity[0].name",
+    "donors.robust_a.training",
+    "donors.trades_a.training",
+}
 
 
 def test_every_stated_default_is_the_declared_one():

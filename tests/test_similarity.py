@@ -123,10 +123,74 @@ def test_minibatch_cka_converges_to_the_full_batch_value():
     b = a @ rng.standard_normal((16, 16)) + 2.0 * rng.standard_normal((n, 16))
     full = linear_cka(a, b)
     estimates = [minibatch_cka((a[i : i + m], b[i : i + m]) for i in range(0, n, m)) for m in (50, 200, 1000)]
-    assert abs(estimates[-1] - full) < 0.01
-    assert all(abs(e - full) < 0.03 for e in estimates)
+    # Tolerances per batch size, with margin over what this seed gives (|estimate - full| = 0.0017, 0.00036,
+    # 0.00066 for batches of 50, 200, 1000: past a few hundred images per batch the full value's own sampling
+    # noise dominates).
+    for estimate, tolerance in zip(estimates, (0.01, 0.004, 0.004)):
+        assert abs(estimate - full) < tolerance
     with pytest.raises(ValueError, match="more than 3 examples"):
         minibatch_cka([(a[:3], b[:3])])
+
+
+def _hsic1_reference(x: np.ndarray, y: np.ndarray) -> float:
+    """Song et al. (2012), Eq. 5, written out with numpy on uncentred features: K~, L~ are the Gram matrices
+    with zeroed diagonals; (tr(K~L~) + 1'K~1 1'L~1 / ((n-1)(n-2)) - 2/(n-2) 1'K~L~1) / (n(n-3))."""
+    n = x.shape[0]
+    k, l_ = x @ x.T, y @ y.T
+    np.fill_diagonal(k, 0.0)
+    np.fill_diagonal(l_, 0.0)
+    one = np.ones(n)
+    value = (
+        np.trace(k @ l_) + (one @ k @ one) * (one @ l_ @ one) / ((n - 1) * (n - 2)) - 2 / (n - 2) * (one @ k @ l_ @ one)
+    )
+    return value / (n * (n - 3))
+
+
+def test_minibatch_cka_agrees_with_an_independent_formulation():
+    """Cianfarani et al. 2022 2.3's estimator (Nguyen et al.'s minibatch CKA): per batch HSIC_1, summed, then
+    normalised; here against Song et al.'s formula written out on the raw features, batch by batch."""
+    rng = _rng(21)
+    a = rng.standard_normal((300, 12))
+    b = a @ rng.standard_normal((12, 9)) + rng.standard_normal((300, 9))
+    batches = [(a[i : i + 64], b[i : i + 64]) for i in range(0, 300, 64)]
+    kl = sum(_hsic1_reference(x, y) for x, y in batches)
+    kk = sum(_hsic1_reference(x, x) for x, _ in batches)
+    ll = sum(_hsic1_reference(y, y) for _, y in batches)
+    assert minibatch_cka(batches) == pytest.approx(kl / np.sqrt(kk * ll), abs=1e-10)
+
+
+@pytest.mark.parametrize("shift", [1.0, 1e2, 1e3, 1e4])
+def test_minibatch_cka_ignores_feature_means(shift):
+    """Adding a constant to every feature changes nothing (HSIC_1 is shift-invariant): features are centred per
+    batch, so large means cost no precision and never give NaN."""
+    rng = _rng(22)
+    a = rng.standard_normal((512, 40))
+    b = np.tanh(a @ rng.standard_normal((40, 30))) + 0.5 * rng.standard_normal((512, 30))
+    base = minibatch_cka((a[i : i + 128], b[i : i + 128]) for i in range(0, 512, 128))
+    moved = minibatch_cka((a[i : i + 128] + shift, b[i : i + 128] - shift) for i in range(0, 512, 128))
+    assert np.isfinite(moved) and abs(moved - base) < 1e-10
+
+
+def test_minibatch_cka_matrix_is_every_pair_at_once():
+    """The P x Q accumulator gives, for every pair, what the one-pair estimate gives; with A = B it is
+    symmetric with ones on the diagonal."""
+    from sweep.measures.similarity import MinibatchCKA
+
+    rng = _rng(23)
+    reps = [rng.standard_normal((200, d)) for d in (5, 8, 13)]
+    reps[2][:, :5] += reps[0]
+    acc, self_acc = MinibatchCKA(), MinibatchCKA()
+    for i in range(0, 200, 50):
+        acc.update([r[i : i + 50] for r in reps[:2]], [r[i : i + 50] for r in reps])
+        batch = [r[i : i + 50] for r in reps]
+        self_acc.update(batch, batch)
+    matrix = acc.value().numpy()
+    for p in range(2):
+        for q in range(3):
+            one = minibatch_cka((reps[p][i : i + 50], reps[q][i : i + 50]) for i in range(0, 200, 50))
+            assert matrix[p, q] == pytest.approx(one, abs=1e-12)
+    square = self_acc.value().numpy()
+    assert np.allclose(square, square.T, atol=1e-12) and np.allclose(np.diag(square), 1.0, atol=1e-12)
 
 
 def test_numerical_rank_and_low_rank():

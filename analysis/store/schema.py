@@ -193,7 +193,51 @@ CURVE_SCHEMA = pa.schema(
     ]
 )
 
-TABLES = (TRIALS_DIR, DONORS_DIR, CURVES_DIR, REPTESTS_DIR)
+SIMILARITY_DIR = "similarity"
+
+# Similarity without stitching (Cianfarani et al. 2022): one part per unit, one row per (A point, B point).
+SIMILARITY_SCHEMA = pa.schema(
+    [
+        ("unit_id", pa.string()),
+        ("sweep", pa.string()),
+        ("name", pa.string()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("dataset", pa.string()),
+        ("a", pa.string()),  # the donors' references, e.g. "zoo:plain_a"
+        ("b", pa.string()),
+        ("a_key", pa.string()),
+        ("b_key", pa.string()),
+        ("a_arch", pa.string()),
+        ("b_arch", pa.string()),
+        ("a_inputs", pa.string()),  # what each side saw: "benign" | "adversarial"
+        ("b_inputs", pa.string()),
+        ("a_point", pa.string()),
+        ("b_point", pa.string()),
+        ("a_index", pa.int32()),  # the point's position among the unit's points of that side, input to output
+        ("b_index", pa.int32()),
+        ("cka", pa.float64()),
+        ("estimator", pa.string()),  # "minibatch" (unbiased HSIC, Nguyen et al. 2021) | "full"
+        ("images", pa.int32()),
+        ("batch_size", pa.int32()),
+        ("passes", pa.int32()),
+        ("attack_source", pa.string()),  # the adversarial examples: crafted against this donor
+        ("attack_norm", pa.string()),
+        ("attack_eps", pa.float64()),
+        ("attack_steps", pa.int32()),
+        ("attack_step_size", pa.float64()),
+        ("a_acc", pa.float64()),  # each side's accuracy on the inputs it saw (b_acc on a's adversarial
+        ("b_acc", pa.float64()),  # examples: Cianfarani et al. Fig. 5a's transfer robustness)
+        ("seed", pa.int64()),
+        ("time_unit_s", pa.float64()),
+        ("device", pa.string()),
+        ("stitchsweep_version", pa.string()),
+        ("schema_version", pa.int32()),
+        ("finished_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+TABLES = (TRIALS_DIR, DONORS_DIR, CURVES_DIR, REPTESTS_DIR, SIMILARITY_DIR)
 
 
 def _index_columns(reptest: bool) -> list[tuple[str, pa.DataType]]:
@@ -218,6 +262,8 @@ def schema(table: str) -> pa.Schema:
         return DONOR_SCHEMA
     if table == CURVES_DIR:
         return CURVE_SCHEMA
+    if table == SIMILARITY_DIR:
+        return SIMILARITY_SCHEMA
     raise KeyError(f"unknown results table {table!r}; the tables are {list(TABLES)}")
 
 

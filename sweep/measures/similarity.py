@@ -116,39 +116,92 @@ def linear_cka(a, b) -> float:
 
 def unbiased_hsic(k: torch.Tensor, l_: torch.Tensor) -> torch.Tensor:
     """The unbiased HSIC estimator of Song et al. (2012) on two n x n Gram matrices (n > 3)."""
-    n = k.shape[0]
+    return _hsic_pairs(_zero_diagonal(k)[None], _zero_diagonal(l_)[None])[0, 0]
+
+
+def _zero_diagonal(k: torch.Tensor) -> torch.Tensor:
+    k = k.to(torch.float64).clone()
+    k.diagonal(dim1=-2, dim2=-1).zero_()
+    return k
+
+
+def _hsic_pairs(k: torch.Tensor, l_: torch.Tensor) -> torch.Tensor:
+    """HSIC_1 of every pair of zero-diagonal Grams: k (P, n, n), l (Q, n, n) -> (P, Q), in three products:
+    tr(K L) = <K, L>, 1'K1 1'L1, and 1'K L 1 = (K1).(L1) (Grams are symmetric)."""
+    n = k.shape[-1]
     if n <= 3:
         raise ValueError(f"unbiased HSIC needs more than 3 examples per batch, found {n}")
-    k = k.clone()
-    l_ = l_.clone()
-    k.fill_diagonal_(0)
-    l_.fill_diagonal_(0)
-    ones = torch.ones(n, 1, dtype=k.dtype, device=k.device)
-    term1 = (k * l_).sum()
-    term2 = (ones.T @ k @ ones) * (ones.T @ l_ @ ones) / ((n - 1) * (n - 2))
-    term3 = 2.0 / (n - 2) * (ones.T @ k @ l_ @ ones)
-    return ((term1 + term2 - term3) / (n * (n - 3))).squeeze()
+    trace = k.reshape(len(k), -1) @ l_.reshape(len(l_), -1).T
+    sums = torch.outer(k.sum((1, 2)), l_.sum((1, 2))) / ((n - 1) * (n - 2))
+    rows = 2.0 / (n - 2) * (k.sum(2) @ l_.sum(2).T)
+    return (trace + sums - rows) / (n * (n - 3))
+
+
+def centred_gram(a, chunk: int = 16384) -> torch.Tensor:
+    """The n x n Gram matrix of A's features centred over the batch, in float64, accumulated over chunks of at
+    most `chunk` features (so a wide layer is never held in float64 whole). Centring changes no unbiased
+    HSIC (the estimator is invariant to shifting the features) but removes the cancellation that large feature
+    means cause."""
+    a = torch.as_tensor(a)
+    a = a.reshape(a.shape[0], -1)
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        raise ValueError(f"empty representation of shape {tuple(a.shape)}")
+    gram = torch.zeros(a.shape[0], a.shape[0], dtype=torch.float64, device=a.device)
+    for start in range(0, a.shape[1], chunk):
+        part = a[:, start : start + chunk].to(torch.float64)
+        if not torch.isfinite(part).all():
+            raise ValueError("a representation holds NaN or infinite values")
+        part = part - part.mean(dim=0, keepdim=True)
+        gram += part @ part.T
+    return gram
+
+
+class MinibatchCKA:
+    """Linear CKA between every representation of side A and every one of side B, accumulated over minibatches
+    with the unbiased HSIC estimator (Nguyen, Raghu & Kornblith 2021; Cianfarani et al. 2022 2.3):
+    CKA_ij = sum_b HSIC_1(K_ib, L_jb) / sqrt(sum_b HSIC_1(K_ib, K_ib) sum_b HSIC_1(L_jb, L_jb)).
+
+    Memory does not grow with the number of images: per batch one n_b x n_b Gram per representation, and the
+    P x Q accumulators. Features are centred per batch (exact: HSIC_1 is shift-invariant), so large feature
+    means cost no precision."""
+
+    def __init__(self) -> None:
+        self.kl: torch.Tensor | None = None
+        self.kk: torch.Tensor | None = None
+        self.ll: torch.Tensor | None = None
+        self.batches = 0
+
+    def update(self, a: list, b: list) -> None:
+        """Add one batch: `a` and `b` are lists of activations (any shape, first dimension: the same images)."""
+        k = torch.stack([_zero_diagonal(centred_gram(x)) for x in a])
+        l_ = k if b is a else torch.stack([_zero_diagonal(centred_gram(x)) for x in b])
+        if k.shape[-1] != l_.shape[-1]:
+            raise ValueError(f"A and B must hold the same examples: {k.shape[-1]} rows vs {l_.shape[-1]}")
+        kl = _hsic_pairs(k, l_)
+        kk = torch.diagonal(_hsic_pairs(k, k)) if b is not a else torch.diagonal(kl)
+        ll = torch.diagonal(_hsic_pairs(l_, l_)) if b is not a else kk
+        if self.kl is None:
+            self.kl, self.kk, self.ll = kl, kk, ll
+        else:
+            self.kl, self.kk, self.ll = self.kl + kl, self.kk + kk, self.ll + ll
+        self.batches += 1
+
+    def value(self) -> torch.Tensor:
+        """The P x Q CKA matrix (float64). A representation with no variance across the batches is an error."""
+        if self.kl is None:
+            raise ValueError("minibatch CKA: no batches")
+        if (self.kk <= 0).any() or (self.ll <= 0).any():
+            raise ValueError("minibatch CKA: a representation has no variance across the batches")
+        return self.kl / torch.sqrt(torch.outer(self.kk, self.ll))
 
 
 def minibatch_cka(batches: Iterable[tuple[object, object]]) -> float:
-    """Linear CKA accumulated over minibatches with the unbiased HSIC estimator (Nguyen et al. 2021, as seed
-    002 computes its CKA matrices): sum_i HSIC1(K_i, L_i) / sqrt(sum_i HSIC1(K_i, K_i) sum_i HSIC1(L_i, L_i)).
-    `batches` yields (A_i, B_i) pairs over the same examples; each batch needs more than 3 examples."""
-    kl = kk = ll = 0.0
-    seen = 0
-    for _i, (a, b) in enumerate(batches):
-        a, b = _pair(a, b)
-        k, l_ = a @ a.T, b @ b.T
-        kl = kl + unbiased_hsic(k, l_)
-        kk = kk + unbiased_hsic(k, k)
-        ll = ll + unbiased_hsic(l_, l_)
-        seen += 1
-    if not seen:
-        raise ValueError("minibatch_cka: no batches")
-    den = torch.sqrt(torch.as_tensor(kk) * torch.as_tensor(ll))
-    if den <= 0:
-        raise ValueError("minibatch_cka: a representation has no variance across the batches")
-    return float(kl / den)
+    """Minibatch linear CKA of one pair of representations (see `MinibatchCKA`). `batches` yields (A_i, B_i)
+    over the same examples; each batch needs more than 3 examples."""
+    acc = MinibatchCKA()
+    for a, b in batches:
+        acc.update([a], [b])
+    return float(acc.value()[0, 0])
 
 
 def _rank_tol(a: torch.Tensor, dtype: torch.dtype) -> float:

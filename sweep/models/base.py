@@ -62,6 +62,12 @@ class Architecture:
         """The stitch point names, input to output."""
         return list(_points(self.name))
 
+    def graph_nodes(self) -> list[str]:
+        """Every node of the network's traced graph in evaluation mode (torchvision's `get_graph_node_names`):
+        module outputs (convolutions, BatchNorms, activations, pooling) and functional operations alike.
+        Raises for a network torch.fx cannot trace."""
+        return list(_nodes(self.name))
+
     def activation_shapes(self, in_channels: int, image_size: int, num_classes: int = 10) -> dict[str, tuple[int, ...]]:
         """The activation shape (without the batch dimension) at every stitch point: (C, H, W) for conv
         stages, (tokens, dim) for transformer ones."""
@@ -84,6 +90,13 @@ def build(arch: str, in_channels: int, num_classes: int, mean, std, image_size: 
 @functools.cache
 def _points(arch: str) -> tuple[str, ...]:
     return tuple(build(arch, 1, 10, (0.5,), (0.5,)).stitch_points)
+
+
+@functools.cache
+def _nodes(arch: str) -> tuple[str, ...]:
+    from torchvision.models.feature_extraction import get_graph_node_names
+
+    return tuple(get_graph_node_names(build(arch, 1, 10, (0.5,), (0.5,)).eval())[1])
 
 
 def stitch_points(arch: str) -> list[str]:

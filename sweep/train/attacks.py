@@ -47,6 +47,52 @@ def pgd_linf(
     return x_adv.detach()
 
 
+def pgd_l2(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    eps: float,
+    step_size: float,
+    steps: int,
+    random_start: bool = True,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Untargeted L2 PGD on the cross-entropy (Madry et al.): steps of `step_size` along each image's
+    L2-normalised gradient, projected onto the L2 ball of radius eps around x and onto [0, 1]; starts at a
+    uniformly random point of the ball when `random_start`. Returns x + delta, ||delta||_2 <= eps per image."""
+    loss_fn = nn.CrossEntropyLoss()
+    x = x.detach()
+    flat = (-1,) + (1,) * (x.dim() - 1)
+
+    def project(delta: torch.Tensor) -> torch.Tensor:
+        norms = delta.flatten(1).norm(dim=1).view(flat)
+        return delta * torch.clamp(eps / norms.clamp_min(1e-12), max=1.0)
+
+    if random_start:
+        direction = torch.randn(x.shape, generator=generator, device="cpu").to(x.device)
+        direction = direction / direction.flatten(1).norm(dim=1).view(flat).clamp_min(1e-12)
+        radius = torch.rand(len(x), generator=generator, device="cpu").to(x.device) ** (1.0 / x[0].numel())
+        delta = direction * (eps * radius).view(flat)
+    else:
+        delta = torch.zeros_like(x)
+    x_adv = (x + delta).clamp(0.0, 1.0)
+    for _ in range(steps):
+        x_adv.requires_grad_(True)
+        loss = loss_fn(model(x_adv), y)
+        (grad,) = torch.autograd.grad(loss, x_adv)
+        with torch.no_grad():
+            grad = grad / grad.flatten(1).norm(dim=1).view(flat).clamp_min(1e-12)
+            x_adv = (x + project(x_adv + step_size * grad - x)).clamp(0.0, 1.0)
+    return x_adv.detach()
+
+
+def pgd(norm: str, *args, **kwargs) -> torch.Tensor:
+    """L-inf or L2 PGD (`pgd_linf`, `pgd_l2`) by name."""
+    if norm not in ("linf", "l2"):
+        raise ValueError(f"norm: expected 'linf' or 'l2', found {norm!r}")
+    return (pgd_linf if norm == "linf" else pgd_l2)(*args, **kwargs)
+
+
 def trades_linf(
     model: nn.Module,
     x: torch.Tensor,

@@ -1,0 +1,85 @@
+"""Similarity units without stitching (Cianfarani et al. 2022): the layer x layer CKA heatmaps (Figs 2-3), the
+diagonal curves of benign vs adversarial representations (Figs 4, 5b-d) and the transfer robustness matrix
+(Fig. 5a), from the `similarity` table (`analysis.load_similarity`)."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+
+def unit_title(rows: pd.DataFrame) -> str:
+    """'zoo:a (benign) ~ zoo:b (adversarial vs zoo:a)' for one unit's rows."""
+    r = rows.iloc[0]
+    attack = f" vs {r['attack_source']}" if isinstance(r.get("attack_source"), str) else ""
+    a_in = r["a_inputs"] + (attack if r["a_inputs"] == "adversarial" else "")
+    b_in = r["b_inputs"] + (attack if r["b_inputs"] == "adversarial" else "")
+    name = f"{r['name']}: " if isinstance(r.get("name"), str) and r["name"] else ""
+    return f"{name}{r['a']} ({a_in}) ~ {r['b']} ({b_in})"
+
+
+def done(similarity: pd.DataFrame) -> pd.DataFrame:
+    return similarity[similarity["status"] == "done"] if len(similarity) else similarity
+
+
+def cka_heatmap(rows: pd.DataFrame, size: int = 200) -> alt.Chart:
+    """One unit's CKA matrix: A's points as rows and B's as columns, both input to output."""
+    a_order = rows.sort_values("a_index")["a_point"].drop_duplicates().tolist()
+    b_order = rows.sort_values("b_index")["b_point"].drop_duplicates().tolist()
+    x_axis = alt.Axis(labels=len(b_order) <= 24, labelAngle=-40)  # too many module names to label
+    y_axis = alt.Axis(labels=len(a_order) <= 24)
+    return (
+        alt.Chart(rows[["a_point", "b_point", "cka"]])
+        .mark_rect()
+        .encode(
+            x=alt.X("b_point:N", sort=b_order, title=f"{rows['b'].iloc[0]} layer", axis=x_axis),
+            y=alt.Y("a_point:N", sort=a_order, title=f"{rows['a'].iloc[0]} layer", axis=y_axis),
+            color=alt.Color("cka:Q", title="CKA", scale=alt.Scale(domain=[0, 1], scheme="viridis")),
+            tooltip=["a_point:N", "b_point:N", alt.Tooltip("cka:Q", format=".3f")],
+        )
+        .properties(width=size, height=size, title=unit_title(rows))
+    )
+
+
+def cka_grid(similarity: pd.DataFrame, per_row: int = 3) -> alt.VConcatChart:
+    """Every unit's heatmap, `per_row` to a row, one shared colour scale (CKA in [0, 1])."""
+    maps = [cka_heatmap(rows) for _, rows in done(similarity).groupby("unit_id", sort=False)]
+    return alt.vconcat(*[alt.hconcat(*maps[i : i + per_row]) for i in range(0, len(maps), per_row)])
+
+
+def diagonals(similarity: pd.DataFrame) -> pd.DataFrame:
+    """CKA at the same point on both sides (units whose two sides read the same points): one row per unit and
+    point, with the unit's title, for the benign-vs-adversarial curves."""
+    d = done(similarity)
+    d = d[d["a_point"] == d["b_point"]]
+    if d.empty:
+        return d.assign(unit="")
+    titles = {u: unit_title(rows) for u, rows in d.groupby("unit_id", sort=False)}
+    return d.assign(unit=d["unit_id"].map(titles))[["unit_id", "unit", "a_point", "a_index", "cka"]]
+
+
+def diagonal_chart(diag: pd.DataFrame) -> alt.Chart:
+    """CKA between the two sides at every point, input to output: one line per unit (Figs 4, 5b-d)."""
+    order = diag.sort_values("a_index")["a_point"].drop_duplicates().tolist()
+    return (
+        alt.Chart(diag)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("a_point:N", sort=order, title="layer", axis=alt.Axis(labelAngle=-40)),
+            y=alt.Y("cka:Q", title="CKA", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("unit:N", title="unit", legend=alt.Legend(orient="bottom", columns=1, labelLimit=600)),
+            tooltip=["unit:N", "a_point:N", alt.Tooltip("cka:Q", format=".3f")],
+        )
+        .properties(width=420, height=240)
+    )
+
+
+def transfer_matrix(similarity: pd.DataFrame) -> pd.DataFrame:
+    """Cianfarani et al. Fig. 5a: the accuracy of each target (B) on each source's adversarial examples (units
+    where B sees examples crafted against another donor), sources as rows."""
+    d = done(similarity)
+    d = d[(d["b_inputs"] == "adversarial") & d["attack_source"].notna() & (d["attack_source"] != d["b"])]
+    if d.empty:
+        return pd.DataFrame()
+    first = d.drop_duplicates("unit_id")
+    return first.pivot_table(index="attack_source", columns="b", values="b_acc", aggfunc="mean").reset_index()

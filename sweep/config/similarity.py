@@ -1,0 +1,228 @@
+"""The `similarity` section: representation similarity without stitching (Cianfarani et al. 2022).
+
+Each entry lists pairs of donors (A may equal B); a pair is one unit: the matrix of linear CKA between every
+point of A and every point of B on the first `images` test images, each side seeing benign images or
+adversarial ones crafted against a chosen source model (PGD; Cianfarani et al. 2.3: PGD-20, eps 8/255 on
+CIFAR-10). Points are the stitch points (`stitch`), every node of the network's traced graph (`modules`:
+convolutions, BatchNorms, activations, pooling, additions, as Cianfarani et al.'s "all layers"), or a list of
+either, validated against the architecture.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from analysis.store.schema import SCHEMA_VERSION
+from sweep.config.donors import DonorSpec, resolve_ref
+from sweep.config.errors import SpecError
+from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
+from sweep.registry import ARCHITECTURES, did_you_mean
+
+INPUTS = ("benign", "adversarial")
+ESTIMATORS = ("minibatch", "full")
+
+OPTIONS = by_key(
+    (
+        Option("name", "string", "", doc="a label"),
+        Option("pairs", "mapping", doc="[{a: REF, b: REF, a_inputs: benign, b_inputs: benign}]"),
+        Option("points", "string", "stitch", doc="stitch | modules | a list of point or node names"),
+        Option("images", "integer", 1000, low=4, cap="test", doc="the first N test images"),
+        Option("estimator", "string", "minibatch", choices=ESTIMATORS),
+        Option("batch_size", "integer", 1024, low=4, doc="minibatch CKA: images per batch"),
+        Option("passes", "integer", 3, low=1, doc="minibatch CKA: passes over the images, each reshuffled"),
+        Option("attack", "mapping", None, doc="ATTACK_OPTIONS: the adversarial inputs"),
+        Option("seed", "integer", 0, low=0),
+    )
+)
+ATTACK_OPTIONS = by_key(
+    (
+        Option("source", "string", "a", doc="a | b | a donor REF: the model the examples are crafted against"),
+        Option("norm", "string", "linf", choices=("linf", "l2")),
+        Option("eps", "number", None, low=0.0, nullable=True, derived=True, doc="null: evaluation.eps"),
+        Option("steps", "integer", 20, low=1),
+        Option("step_size", "number", None, low=0.0, nullable=True, derived=True, doc="null: 2.5 eps / steps"),
+    )
+)
+PAIR_FIELDS = {"a", "b", "a_inputs", "b_inputs"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimilaritySpec:
+    """One unit: the CKA matrix of one pair of donors on one image set. `unit_id` hashes every scientific
+    field (the donors by their keys)."""
+
+    dataset: str
+    train_size: int | None
+    val_size: int
+    test_size: int | None
+    a_key: str
+    b_key: str
+    a_arch: str
+    b_arch: str
+    a_points: tuple[str, ...]
+    b_points: tuple[str, ...]
+    a_inputs: str  # "benign" | "adversarial"
+    b_inputs: str
+    images: int
+    estimator: str
+    batch_size: int | None  # minibatch only
+    passes: int | None
+    # the adversarial examples (when a side sees them): crafted against the donor `attack_key`
+    attack_key: str | None = None
+    attack_norm: str | None = None
+    attack_eps: float | None = None
+    attack_steps: int | None = None
+    attack_step_size: float | None = None
+    seed: int = 0
+    a: str = field(default="", compare=False)  # the donors' references: labels
+    b: str = field(default="", compare=False)
+    attack_source: str | None = field(default=None, compare=False)
+    name: str = field(default="", compare=False)
+
+    LABELS = ("a", "b", "attack_source", "name")
+
+    @property
+    def unit_id(self) -> str:
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in self.LABELS}
+        return stable_hash({"kind": "similarity", "v": SCHEMA_VERSION, **fields})
+
+    @property
+    def label(self) -> str:
+        sides = f"{self.a} ({self.a_inputs}) ~ {self.b} ({self.b_inputs})"
+        attack = f" against {self.attack_source}" if self.attack_source else ""
+        points = f"{len(self.a_points)}x{len(self.b_points)} points"
+        return f"{self.name + ': ' if self.name else ''}{sides}{attack}, {points}, {self.images} images"
+
+
+def parse_similarity(raw: Any, data, evaluation, donors: dict[str, DonorSpec], used: set[str]) -> tuple:
+    """Every unit of the `similarity` section (a list of entries, or one entry)."""
+    entries = raw if isinstance(raw, list) else [raw]
+    if not entries or not all(isinstance(e, dict) for e in entries):
+        raise SpecError("similarity", "a mapping, or a non-empty list of mappings", raw)
+    units: dict[str, SimilaritySpec] = {}
+    for i, entry in enumerate(entries):
+        path = "similarity" if isinstance(raw, dict) else f"similarity[{i}]"
+        for unit in _parse_entry(entry, path, data, evaluation, donors, used):
+            units.setdefault(unit.unit_id, unit)
+    return tuple(units.values())
+
+
+def _parse_entry(entry: dict, path: str, data, evaluation, donors, used: set[str]) -> list[SimilaritySpec]:
+    s = Section(entry, path, set(OPTIONS))
+    common = _settings(s, path, data)
+    pairs = s.raw.get("pairs")
+    if not isinstance(pairs, list) or not pairs:
+        raise SpecError(f"{path}.pairs", "a non-empty list of {a: REF, b: REF}", pairs)
+    units = []
+    for k, praw in enumerate(pairs):
+        ppath = f"{path}.pairs[{k}]"
+        p = Section(praw, ppath, PAIR_FIELDS)
+        a = resolve_ref(p.get("a", "string"), f"{ppath}.a", donors)
+        b = resolve_ref(p.get("b", "string"), f"{ppath}.b", donors)
+        for side, d in (("a", a), ("b", b)):
+            if d.data.dataset != data.dataset:
+                raise SpecError(
+                    f"{ppath}.{side}",
+                    f"a donor trained on the sweep's data ({data.dataset})",
+                    f"{d.ref} on {d.data.dataset}",
+                )
+        inputs = {side: p.get(f"{side}_inputs", "string", "benign", choices=INPUTS) for side in ("a", "b")}
+        attack = _attack(s, path, a, b, donors, evaluation) if "adversarial" in inputs.values() else {}
+        used.update(d.name for d in (a, b))
+        if attack:
+            used.add(attack.pop("_donor"))
+        units.append(
+            SimilaritySpec(
+                a_key=a.donor_key,
+                b_key=b.donor_key,
+                a_arch=a.arch,
+                b_arch=b.arch,
+                a_points=points(s.raw.get("points", OPTIONS["points"].default), a.arch, f"{path}.points"),
+                b_points=points(s.raw.get("points", OPTIONS["points"].default), b.arch, f"{path}.points"),
+                a_inputs=inputs["a"],
+                b_inputs=inputs["b"],
+                a=a.ref,
+                b=b.ref,
+                **attack,
+                **common,
+            )
+        )
+    if "attack" in s.raw and not any(u.attack_key for u in units):
+        raise SpecError(
+            f"{path}.attack",
+            "an option of pairs with adversarial inputs",
+            s.raw["attack"],
+            "no pair sets a_inputs or b_inputs: adversarial",
+        )
+    return units
+
+
+def _settings(s: Section, path: str, data) -> dict:
+    """The fields every unit of the entry shares: data, images, estimator, seed, label."""
+    name = s.read(OPTIONS["name"])
+    if name and not NAME_RE.match(name):
+        raise SpecError(f"{path}.name", "letters, digits, '_', '-' or '.'", name)
+    n_test = data.sizes()[1]
+    estimator = s.read(OPTIONS["estimator"])
+    return dict(
+        **data.fields(),
+        images=s.read(OPTIONS["images"], default=OPTIONS["images"].capped(n_test), high=n_test),
+        estimator=estimator,
+        batch_size=s.read(OPTIONS["batch_size"]) if estimator == "minibatch" else None,
+        passes=s.read(OPTIONS["passes"]) if estimator == "minibatch" else None,
+        seed=s.read(OPTIONS["seed"]),
+        name=name,
+    )
+
+
+def _attack(s: Section, path: str, a: DonorSpec, b: DonorSpec, donors: dict, evaluation) -> dict:
+    """The adversarial examples' settings: PGD against `source` (a, b or a donor reference)."""
+    raw = s.get("attack", "mapping", {})
+    at = Section(raw, f"{path}.attack", set(ATTACK_OPTIONS))
+    source = at.read(ATTACK_OPTIONS["source"])
+    donor = {"a": a, "b": b}.get(source) or resolve_ref(source, f"{path}.attack.source", donors)
+    eps = at.read(ATTACK_OPTIONS["eps"])
+    eps = evaluation.eps if eps is None else eps
+    steps = at.read(ATTACK_OPTIONS["steps"])
+    step_size = at.read(ATTACK_OPTIONS["step_size"])
+    return dict(
+        attack_key=donor.donor_key,
+        attack_source=donor.ref,
+        attack_norm=at.read(ATTACK_OPTIONS["norm"]),
+        attack_eps=eps,
+        attack_steps=steps,
+        attack_step_size=2.5 * eps / steps if step_size is None else step_size,
+        _donor=donor.name,
+    )
+
+
+def points(raw: Any, arch: str, path: str) -> tuple[str, ...]:
+    """The points of `arch` that `raw` names: "stitch" (its stitch points), "modules" (every node of its traced
+    graph but the input), or a list of either kind (not mixed)."""
+    entry = ARCHITECTURES[arch]
+    if raw == "stitch":
+        return tuple(entry.stitch_points())
+    nodes = _graph_nodes(entry, path)
+    if raw == "modules":
+        return tuple(n for n in nodes if n != "x")
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(path, "'stitch', 'modules' or a non-empty list of point names", raw)
+    stitch = entry.stitch_points()
+    valid = stitch if raw[0] in stitch else nodes
+    kind = "stitch point" if valid is stitch else "graph node (or all stitch points)"
+    for k, name in enumerate(raw):
+        check_value(name, f"{path}[{k}]", "string")
+        if name not in valid:
+            hint = did_you_mean(name, valid) or f"{len(valid)} names, e.g. {valid[:4]}"
+            raise SpecError(f"{path}[{k}]", f"a {kind} of {arch}", name, hint)
+    return tuple(raw)
+
+
+def _graph_nodes(entry, path: str) -> list[str]:
+    try:
+        return entry.graph_nodes()
+    except Exception as exc:  # a network that torch.fx cannot trace (the ViTs)
+        expected = f"stitch points of {entry.name} (its graph cannot be traced)"
+        raise SpecError(path, expected, "modules", str(exc)) from None

@@ -1,0 +1,171 @@
+"""One similarity unit (Cianfarani et al. 2022, Section 2.3): linear CKA between every point of donor A and
+every point of donor B, each on benign test images or on adversarial ones, with no stitcher. Pure PyTorch,
+idempotent, one Parquet part per unit (`similarity/`), one row per (A point, B point).
+
+The minibatch estimator (`MinibatchCKA`: unbiased HSIC summed over batches, Nguyen et al. 2021) runs
+`passes` passes over the images, each in a new order drawn from the unit's seed, one forward pass per donor
+per batch with every point read at once; memory holds one batch's Grams, whatever the number of images. A
+final batch of 3 images or fewer is left out of a pass (HSIC_1 needs 4). Adversarial examples are crafted
+once per unit, against the attack's source donor, by PGD in batches of 250 (L-inf or L2; step 2.5 eps /
+steps by default), and both sides then read the same images in the same order.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import torch
+
+from analysis.store.schema import SCHEMA_VERSION, SIMILARITY_DIR, schema
+from sweep import __version__
+from sweep.config.similarity import SimilaritySpec, parse_similarity
+from sweep.data.core import make_splits
+from sweep.kinds.base import Kind, RunContext, register_kind
+from sweep.kinds.donor import load_donor
+from sweep.measures.similarity import MinibatchCKA, linear_cka
+from sweep.models.features import features
+from sweep.results import write_rows
+from sweep.train.attacks import pgd
+from sweep.train.evaluate import predict
+
+CRAFT_BATCH = 250
+
+
+def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
+    """Measure one unit and write its part (skipped when the part exists). Returns its status."""
+    part = ctx.sweep_dir.part(SIMILARITY_DIR, spec.unit_id)
+    if part.exists():
+        return {"status": "skipped"}
+    base = dict(
+        unit_id=spec.unit_id,
+        sweep=ctx.sweep_dir.name,
+        name=spec.name or None,
+        **{k: getattr(spec, k) for k in ("dataset", "a", "b", "a_key", "b_key", "a_arch", "b_arch")},
+        **{k: getattr(spec, k) for k in ("a_inputs", "b_inputs", "estimator", "images", "batch_size", "passes")},
+        **{k: getattr(spec, k) for k in ("attack_source", "attack_norm", "attack_eps", "attack_steps")},
+        attack_step_size=spec.attack_step_size,
+        seed=spec.seed,
+        device=str(ctx.device),
+        stitchsweep_version=__version__,
+        schema_version=SCHEMA_VERSION,
+    )
+    t0 = time.perf_counter()
+    try:
+        rows = [dict(base, **r, status="done") for r in _measure(spec, ctx)]
+    except Exception as exc:  # recorded; the sweep goes on
+        rows = [dict(base, status="failed", error=f"{type(exc).__name__}: {exc}")]
+    now = datetime.now(timezone.utc)
+    for r in rows:
+        r.update(time_unit_s=time.perf_counter() - t0, finished_at=now)
+    write_rows(part, rows, schema(SIMILARITY_DIR))
+    return {"status": rows[0]["status"], "error": rows[0].get("error")}
+
+
+def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
+    splits = make_splits(
+        spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=ctx.data_root, download=ctx.download
+    )
+    x, y = splits.test_x[: spec.images], splits.test_y[: spec.images]
+    keys = {spec.a_key, spec.b_key} | ({spec.attack_key} if spec.attack_key else set())
+    models = {key: load_donor(ctx.sweep_dir, key, ctx.device) for key in keys}
+    inputs = {"benign": x}
+    if spec.attack_key:
+        inputs["adversarial"] = _adversarial(spec, models[spec.attack_key], x, y, ctx.device)
+        ctx.report({"phase": "crafted", "images": len(x)})
+    xa, xb = inputs[spec.a_inputs], inputs[spec.b_inputs]
+    acc = {
+        side: float((predict(models[key], xs, ctx.device) == y).float().mean())
+        for side, key, xs in (("a", spec.a_key, xa), ("b", spec.b_key, xb))
+    }
+    fa = features(models[spec.a_key], spec.a_points)
+    fb = features(models[spec.b_key], spec.b_points)
+    same = spec.a_key == spec.b_key and spec.a_points == spec.b_points and spec.a_inputs == spec.b_inputs
+    if spec.estimator == "minibatch":
+        matrix = _minibatch(spec, fa, None if same else fb, xa, xb, ctx)
+    else:
+        matrix = _full(fa, fb, xa, xb, ctx.device)
+    return [
+        dict(
+            a_point=pa,
+            b_point=pb,
+            a_index=i + 1,
+            b_index=j + 1,
+            cka=float(matrix[i, j]),
+            a_acc=acc["a"],
+            b_acc=acc["b"],
+        )
+        for i, pa in enumerate(spec.a_points)
+        for j, pb in enumerate(spec.b_points)
+    ]
+
+
+def _adversarial(spec: SimilaritySpec, source, x: torch.Tensor, y: torch.Tensor, device: torch.device) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(spec.seed)
+    out = []
+    for i in range(0, len(x), CRAFT_BATCH):
+        xb, yb = x[i : i + CRAFT_BATCH].to(device), y[i : i + CRAFT_BATCH].to(device)
+        out.append(
+            pgd(
+                spec.attack_norm,
+                source,
+                xb,
+                yb,
+                spec.attack_eps,
+                spec.attack_step_size,
+                spec.attack_steps,
+                generator=gen,
+            ).cpu()
+        )
+    return torch.cat(out)
+
+
+def _minibatch(spec: SimilaritySpec, fa, fb, xa: torch.Tensor, xb: torch.Tensor, ctx: RunContext) -> torch.Tensor:
+    """`passes` passes in reshuffled order; `fb` None: B is A (the matrix of A with itself)."""
+    acc = MinibatchCKA()
+    for p in range(spec.passes):
+        order = torch.randperm(len(xa), generator=torch.Generator().manual_seed(spec.seed * 1000 + p))
+        for i in range(0, len(order), spec.batch_size):
+            idx = order[i : i + spec.batch_size]
+            if len(idx) <= 3:
+                continue  # HSIC_1 needs 4 images
+            with torch.no_grad():
+                a = fa(xa[idx].to(ctx.device))
+                acc.update(a, a if fb is None else fb(xb[idx].to(ctx.device)))
+        ctx.report({"phase": "similarity", "pass": p + 1, "passes": spec.passes})
+    return acc.value().cpu()
+
+
+def _full(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Full-batch linear CKA of every pair: every activation of the images held at once (n x features each)."""
+    with torch.no_grad():
+        a = [
+            torch.cat(t).flatten(1).cpu()
+            for t in zip(*(fa(xa[i : i + 250].to(device)) for i in range(0, len(xa), 250)))
+        ]
+        b = [
+            torch.cat(t).flatten(1).cpu()
+            for t in zip(*(fb(xb[i : i + 250].to(device)) for i in range(0, len(xb), 250)))
+        ]
+    return torch.tensor([[linear_cka(p, q) for q in b] for p in a], dtype=torch.float64)
+
+
+def _parse(raw, ctx) -> tuple:
+    return parse_similarity(raw, ctx.data, ctx.evaluation, ctx.donors, ctx.used)
+
+
+register_kind(
+    Kind(
+        name="similarity",
+        stage="similarity",
+        noun="similarity units",
+        table=SIMILARITY_DIR,
+        section="similarity",
+        parse=_parse,
+        unit_id=lambda spec: spec.unit_id,
+        parts=lambda sweep_dir, spec: [sweep_dir.part(SIMILARITY_DIR, spec.unit_id)],
+        run=run_similarity,
+        label=lambda spec: spec.label,
+        after=("donor",),
+    )
+)

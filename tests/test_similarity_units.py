@@ -1,0 +1,135 @@
+"""Similarity without stitching (Cianfarani et al. 2022): the `similarity` section, its units run in-process
+(no Ray), and what CKA matrices promise: a network compared with itself gives 1 on the diagonal at every point
+and a symmetric matrix; adversarial inputs are recorded with the accuracy each side had on them."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import analysis
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
+from sweep.kinds.base import RunContext
+from sweep.kinds.donor import run_donor
+from sweep.kinds.similarity import run_similarity
+from sweep.results import SweepDir
+
+from .conftest import TINY_SPACE
+
+
+def _space(entries) -> dict:
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"]["plain_b"] = dict(space["donors"]["plain_a"], seed=1)
+    del space["stitching"]
+    space["evaluation"]["n_eval_robust"] = 0
+    space["similarity"] = entries
+    return space
+
+
+WITHIN = {"pairs": [{"a": "zoo:plain_a", "b": "zoo:plain_a"}], "images": 120, "batch_size": 50, "passes": 2}
+
+
+def test_units_expand_per_pair_and_points_are_validated():
+    sweep = parse_space(
+        _space(
+            [dict(WITHIN, pairs=[{"a": "zoo:plain_a", "b": "zoo:plain_a"}, {"a": "zoo:plain_a", "b": "zoo:plain_b"}])]
+        )
+    )
+    (within, across) = sweep.units["similarity"]
+    assert (
+        within.a_points == within.b_points == ("layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0", "layer3.1")
+    )
+    assert within.unit_id != across.unit_id and set(sweep.donors) == {"plain_a", "plain_b"}
+    modules = parse_space(_space([dict(WITHIN, points="modules")])).units["similarity"][0]
+    assert len(modules.a_points) > 30 and "stages.layer1_0.relu" in modules.a_points
+    with pytest.raises(
+        SpecError,
+        match=r"^similarity\[0\]\.points\[1\]: expected a graph node .*found .stages.layer1_0.rellu. \(did you mean",
+    ):
+        parse_space(_space([dict(WITHIN, points=["stages.layer1_0.relu", "stages.layer1_0.rellu"])]))
+    with pytest.raises(SpecError, match=r"^similarity\[0\]\.attack: expected an option of pairs with adversarial"):
+        parse_space(_space([dict(WITHIN, attack={"eps": 0.1})]))
+    with pytest.raises(SpecError, match=r"^similarity\[0\]\.pairs\[0\]\.b_inputs: expected one of"):
+        parse_space(_space([dict(WITHIN, pairs=[{"a": "zoo:plain_a", "b": "zoo:plain_a", "b_inputs": "adv"}])]))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    space = _space([dict(WITHIN, pairs=[{"a": "zoo:plain_a", "b": "zoo:plain_b"}])])
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path_factory.mktemp("results"), sweep.name)
+    sweep_dir.create()
+    for name in ("plain_a", "plain_b"):
+        row = run_donor(sweep.donors[name], sweep.donor_evals[name], sweep_dir, torch.device("cpu"))
+        assert row["status"] == "done", row.get("error")
+    return space, sweep_dir
+
+
+def _run(space: dict, sweep_dir: SweepDir, entry: dict):
+    sweep = parse_space(dict(space, similarity=[entry]))
+    (unit,) = sweep.units["similarity"]
+    out = run_similarity(unit, RunContext(sweep_dir, torch.device("cpu")))
+    assert out["status"] == "done", out.get("error")
+    rows = analysis.load_similarity(sweep_dir.path)
+    return unit, rows[rows["unit_id"] == unit.unit_id]
+
+
+@pytest.mark.parametrize("estimator", ["minibatch", "full"])
+def test_a_network_with_itself_is_one_on_the_diagonal_and_symmetric(trained, estimator):
+    space, sweep_dir = trained
+    points = ["stages.layer1_0.conv1", "stages.layer1_0.bn1", "stages.layer2_0.relu", "stages.head.flatten"]
+    unit, rows = _run(space, sweep_dir, dict(WITHIN, points=points, estimator=estimator))
+    matrix = rows.pivot(index="a_index", columns="b_index", values="cka").to_numpy()
+    assert matrix.shape == (4, 4)
+    assert np.allclose(np.diag(matrix), 1.0, atol=1e-9)
+    assert np.allclose(matrix, matrix.T, atol=1e-9)
+    assert (matrix < 1.0 - 1e-6)[~np.eye(4, dtype=bool)].all()  # distinct layers are not identical
+    assert set(rows["estimator"]) == {estimator} and (rows["a_acc"] == rows["b_acc"]).all()
+
+
+def test_benign_against_adversarial_representations(trained):
+    """A network's benign vs its adversarial representations (Cianfarani et al. Fig. 4): the examples are
+    crafted against it, so its accuracy on them falls; the first layer's representations stay close while the
+    last one's move."""
+    space, sweep_dir = trained
+    entry = dict(
+        WITHIN,
+        pairs=[{"a": "zoo:plain_a", "b": "zoo:plain_a", "b_inputs": "adversarial"}],
+        points="stitch",
+        attack={"eps": 0.3, "steps": 5},
+    )
+    unit, rows = _run(space, sweep_dir, entry)
+    assert unit.attack_step_size == pytest.approx(2.5 * 0.3 / 5) and unit.attack_source == "zoo:plain_a"
+    diagonal = rows[rows["a_index"] == rows["b_index"]].sort_values("a_index")["cka"].to_numpy()
+    assert diagonal[0] > diagonal[-1] and (diagonal < 1.0).all()
+    first = rows.iloc[0]
+    assert first["b_acc"] < first["a_acc"] - 0.2 and first["attack_norm"] == "linf"
+
+
+def test_the_report_draws_the_cka_matrices_curves_and_transfer_table(trained, tmp_path):
+    """Units of every shape in one results folder: the report draws every matrix, the diagonal curves, and the
+    transfer table (b's accuracy on a's adversarial examples)."""
+    from analysis.report import write_report
+
+    space, sweep_dir = trained
+    _run(space, sweep_dir, dict(WITHIN, points="stitch"))
+    across = dict(
+        WITHIN,
+        pairs=[{"a": "zoo:plain_a", "b": "zoo:plain_b", "a_inputs": "adversarial", "b_inputs": "adversarial"}],
+        attack={"eps": 0.2, "steps": 3},
+        points="stitch",
+    )
+    _, rows = _run(space, sweep_dir, across)
+    white_box, transfer = rows["a_acc"].iloc[0], rows["b_acc"].iloc[0]
+    assert transfer > white_box  # examples crafted against a hurt a more than another network
+    index = write_report(sweep_dir.path, tmp_path / "report")
+    page = index.read_text()
+    assert "CKA without stitching" in page and "benign vs adversarial" in page
+    assert (tmp_path / "report" / "cka_matrices.png").stat().st_size > 5_000
+    matrices = analysis.load_similarity(sweep_dir.path)
+    written = __import__("pandas").read_csv(tmp_path / "report" / "cka_matrices.csv")
+    assert len(written) == len(matrices[matrices["status"] == "done"])
+    table = __import__("pandas").read_csv(tmp_path / "report" / "transfer_matrix.csv").set_index("attack_source")
+    assert table.loc["zoo:plain_a", "zoo:plain_b"] == pytest.approx(transfer)
