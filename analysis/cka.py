@@ -83,3 +83,59 @@ def transfer_matrix(similarity: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     first = d.drop_duplicates("unit_id")
     return first.pivot_table(index="attack_source", columns="b", values="b_acc", aggfunc="mean").reset_index()
+
+
+def _groups(training: pd.DataFrame) -> pd.DataFrame:
+    """Done rows, with `group`: the entry's name (or the donor) and the inputs; units of one group are the
+    training seeds the paper averages over."""
+    d = done(training)
+    label = d["name"].where(d["name"].notna() & (d["name"] != ""), d["donor"])
+    return d.assign(group=label + " (" + d["inputs"] + ")")
+
+
+def epoch_curves(training: pd.DataFrame) -> pd.DataFrame:
+    """Cianfarani et al. Fig. 6: every point's CKA with the final epoch, per epoch, mean over the units
+    (training seeds) of each group, with how many units the mean is over."""
+    d = _groups(training)
+    d = d[d["epoch_b"] == d["final_epoch"]]
+    keys = ["group", "point", "point_index", "epoch_a"]
+    return d.groupby(keys, as_index=False).agg(cka=("cka", "mean"), units=("unit_id", "nunique"))
+
+
+def epoch_curve_chart(curves: pd.DataFrame) -> alt.FacetChart:
+    order = curves.sort_values("point_index")["point"].drop_duplicates().tolist()
+    return (
+        alt.Chart(curves)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("epoch_a:Q", title="epoch"),
+            y=alt.Y("cka:Q", title="CKA with the final epoch", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("point:N", sort=order, title="layer"),
+            tooltip=["group:N", "point:N", "epoch_a:Q", alt.Tooltip("cka:Q", format=".3f"), "units:Q"],
+        )
+        .properties(width=320, height=200)
+        .facet(facet=alt.Facet("group:N", title=None), columns=2)
+    )
+
+
+def epoch_matrices(training: pd.DataFrame) -> pd.DataFrame:
+    """Cianfarani et al. Fig. 25: per group and point, the epoch x epoch CKA, mean over the group's units."""
+    d = _groups(training)
+    keys = ["group", "point", "point_index", "epoch_a", "epoch_b"]
+    return d.groupby(keys, as_index=False).agg(cka=("cka", "mean"), units=("unit_id", "nunique"))
+
+
+def epoch_matrix_chart(matrices: pd.DataFrame) -> alt.FacetChart:
+    order = matrices.sort_values("point_index")["point"].drop_duplicates().tolist()
+    return (
+        alt.Chart(matrices)
+        .mark_rect()
+        .encode(
+            x=alt.X("epoch_b:O", title="epoch"),
+            y=alt.Y("epoch_a:O", title="epoch", sort="descending"),
+            color=alt.Color("cka:Q", title="CKA", scale=alt.Scale(domain=[0, 1], scheme="viridis")),
+            tooltip=["group:N", "point:N", "epoch_a:O", "epoch_b:O", alt.Tooltip("cka:Q", format=".3f")],
+        )
+        .properties(width=140, height=140)
+        .facet(row=alt.Row("group:N", title=None), column=alt.Column("point:N", sort=order, title=None))
+    )

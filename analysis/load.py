@@ -16,7 +16,16 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 import pyarrow as pa
 
-from .store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SIMILARITY_DIR, TABLES, TRIALS_DIR, schema
+from .store.schema import (
+    CURVES_DIR,
+    DONORS_DIR,
+    REPTESTS_DIR,
+    SIMILARITY_DIR,
+    TABLES,
+    TRAINING_SIMILARITY_DIR,
+    TRIALS_DIR,
+    schema,
+)
 from .store.storage import Loc, open_root
 
 READ_THREADS = 16
@@ -26,6 +35,7 @@ KEY_COLUMN = {
     CURVES_DIR: "trial_id",
     REPTESTS_DIR: "unit_id",
     SIMILARITY_DIR: "unit_id",
+    TRAINING_SIMILARITY_DIR: "unit_id",
 }
 
 

@@ -81,6 +81,7 @@ class ReportData:
     problems: pd.DataFrame
     reptests: pd.DataFrame
     similarity: pd.DataFrame
+    training_similarity: pd.DataFrame
 
     @functools.cached_property
     def done(self) -> pd.DataFrame:
@@ -164,6 +165,19 @@ CHARTS = [
         "cka_diagonals.png",
     ),
     ChartSection(
+        "CKA with the final epoch across training (Cianfarani et al. 2022 Fig. 6; mean over each group's units)",
+        lambda d: cka.epoch_curves(d.training_similarity),
+        cka.epoch_curve_chart,
+        "cka_epochs.png",
+        csv="cka_epochs.csv",
+    ),
+    ChartSection(
+        "Epoch x epoch CKA per layer (Cianfarani et al. 2022 Fig. 25)",
+        lambda d: cka.epoch_matrices(d.training_similarity),
+        cka.epoch_matrix_chart,
+        "cka_epoch_matrices.png",
+    ),
+    ChartSection(
         "Layer-by-layer matrices (rows: front layer, columns: end layer)",
         lambda d: d.matrices,
         heatmap_grid,
@@ -225,7 +239,13 @@ def write_report(results: str | Path | Loc, out: str | Path) -> Path:
     tables = load(results)
     trials = tables["trials"].assign(setting=setting_label(tables["trials"]))
     data = ReportData(
-        results.name, trials, tables["donors"], tables["problems"], tables["reptests"], tables["similarity"]
+        results.name,
+        trials,
+        tables["donors"],
+        tables["problems"],
+        tables["reptests"],
+        tables["similarity"],
+        tables["training_similarity"],
     )
     trials.to_csv(out / "trials.csv", index=False)
     charts = []

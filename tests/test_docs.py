@@ -31,16 +31,24 @@ def test_every_yaml_example_parses(path):
 
 def test_the_reference_search_space_is_a_valid_space():
     """With the options that apply only together with others switched on (momentum: sgd; the indices that
-    similarity_samples and layouts apply to), the reference is a space `plan` accepts."""
+    similarity_samples and layouts apply to; the kept epochs and adversarial inputs that training_similarity's
+    donors and attack need), the reference is a space `plan` accepts."""
     ref = _reference()
     ref["stitching"].update(optimizer="sgd", indices=["cka", "pwcca", "opd", "dm"])
+    ref["donors"]["plain_a"]["checkpoint_every"] = 2
+    ref["training_similarity"][0]["inputs"] = "adversarial"
     sweep = parse_space(ref)
     assert sweep.trials and sweep.reptests and len(sweep.units["similarity"]) == 2
+    assert len(sweep.units["training_similarity"]) == 1
     assert {t.objective for t in sweep.trials} == set(ref["stitching"]["objectives"])
 
 
 def _plain(value):
     return list(value) if isinstance(value, tuple) else value
+
+
+def _training_attack_options() -> dict:
+    return {k: v for k, v in similarity.ATTACK_OPTIONS.items() if k != "source"}
 
 
 def _sections(ref: dict) -> list[tuple[str, dict, dict]]:
@@ -55,6 +63,8 @@ def _sections(ref: dict) -> list[tuple[str, dict, dict]]:
         ("representation_tests[0].probe", test["probe"], reptests.PROBE_OPTIONS),
         ("similarity[0]", ref["similarity"][0], similarity.OPTIONS),
         ("similarity[0].attack", ref["similarity"][0]["attack"], similarity.ATTACK_OPTIONS),
+        ("training_similarity[0]", ref["training_similarity"][0], similarity.TRAINING_OPTIONS),
+        ("training_similarity[0].attack", ref["training_similarity"][0]["attack"], _training_attack_options()),
         ("evaluation", ref["evaluation"], evaluation.OPTIONS),
         ("resources", ref["resources"], space.RESOURCE_OPTIONS),
     ]
@@ -67,6 +77,7 @@ def _sections(ref: dict) -> list[tuple[str, dict, dict]]:
 EXAMPLES = {
     "representation_tests[0].name",
     "similarity[0].name",
+    "training_similarity[0].name",
     "donors.robust_a.training",
     "donors.trades_a.training",
 }

@@ -237,7 +237,45 @@ SIMILARITY_SCHEMA = pa.schema(
     ]
 )
 
-TABLES = (TRIALS_DIR, DONORS_DIR, CURVES_DIR, REPTESTS_DIR, SIMILARITY_DIR)
+TRAINING_SIMILARITY_DIR = "training_similarity"
+
+# CKA across training epochs (Cianfarani et al. 2022 Figs 6, 25): one part per unit (a donor), one row per
+# (point, epoch, epoch).
+TRAINING_SIMILARITY_SCHEMA = pa.schema(
+    [
+        ("unit_id", pa.string()),
+        ("sweep", pa.string()),
+        ("name", pa.string()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("dataset", pa.string()),
+        ("donor", pa.string()),
+        ("donor_key", pa.string()),
+        ("arch", pa.string()),
+        ("inputs", pa.string()),  # "benign" | "adversarial" (crafted against the donor's final epoch)
+        ("point", pa.string()),
+        ("point_index", pa.int32()),
+        ("epoch_a", pa.int32()),
+        ("epoch_b", pa.int32()),
+        ("final_epoch", pa.int32()),
+        ("cka", pa.float64()),
+        ("images", pa.int32()),
+        ("batch_size", pa.int32()),
+        ("passes", pa.int32()),
+        ("attack_norm", pa.string()),
+        ("attack_eps", pa.float64()),
+        ("attack_steps", pa.int32()),
+        ("attack_step_size", pa.float64()),
+        ("seed", pa.int64()),
+        ("time_unit_s", pa.float64()),
+        ("device", pa.string()),
+        ("stitchsweep_version", pa.string()),
+        ("schema_version", pa.int32()),
+        ("finished_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+TABLES = (TRIALS_DIR, DONORS_DIR, CURVES_DIR, REPTESTS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR)
 
 
 def _index_columns(reptest: bool) -> list[tuple[str, pa.DataType]]:
@@ -264,6 +302,8 @@ def schema(table: str) -> pa.Schema:
         return CURVE_SCHEMA
     if table == SIMILARITY_DIR:
         return SIMILARITY_SCHEMA
+    if table == TRAINING_SIMILARITY_DIR:
+        return TRAINING_SIMILARITY_SCHEMA
     raise KeyError(f"unknown results table {table!r}; the tables are {list(TABLES)}")
 
 

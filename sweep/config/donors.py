@@ -61,6 +61,16 @@ class DonorSpec:
     robustbench_id: str | None = None  # "dataset/threat_model/name"
     mean: tuple[float, ...] | None = None  # file donors: the normalisation their weights expect
     std: tuple[float, ...] | None = None
+    # zoo donors: keep the weights of every N-th epoch (and the last), for CKA across training epochs
+    # (Cianfarani et al. 2022 Section 5); part of the key when set, since the cached donor must have them
+    checkpoint_every: int | None = None
+
+    @property
+    def kept_epochs(self) -> tuple[int, ...]:
+        """The epochs whose weights training keeps (`checkpoint_every`): every N-th, and the last."""
+        if not self.checkpoint_every:
+            return ()
+        return tuple(sorted({*range(self.checkpoint_every, self.epochs + 1, self.checkpoint_every), self.epochs}))
 
     @property
     def ref(self) -> str:
@@ -72,8 +82,9 @@ class DonorSpec:
         fields.pop("name")  # a label: two donors with the same config share one checkpoint
         fields.pop("path")  # a location, not content
         fields["data"].pop("test_size")  # evaluation only: it does not shape the weights
-        if fields["beta"] is None:  # added after the first release: absent keys keep the old hashes
-            fields.pop("beta")
+        for added in ("beta", "checkpoint_every"):  # added after the first release: unset, the old hashes hold
+            if fields[added] is None:
+                fields.pop(added)
         return stable_hash({"kind": "donor", "v": DONOR_KEY_VERSION, **fields})
 
 
@@ -136,6 +147,7 @@ ZOO_OPTIONS = by_key(
         Option("beta", "number", 10.0, low=0.0),
         Option("augment", "string", (), many=True, choices=lambda: AUGMENTATIONS),
         Option("data", "mapping", None, nullable=True, doc="its own data section (cross-task)"),
+        Option("checkpoint_every", "integer", None, low=1, nullable=True, doc="keep every N-th epoch's weights"),
     )
 )
 
@@ -195,6 +207,7 @@ def _parse_zoo_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, 
         seed=s.read(ZOO_OPTIONS["seed"]),
         **_adversarial_fields(s, reads, data, evaluation),
         augment=tuple(s.read(ZOO_OPTIONS["augment"])) if raw.get("augment") else (),
+        checkpoint_every=s.read(ZOO_OPTIONS["checkpoint_every"]),
     )
 
 
@@ -286,8 +299,9 @@ def resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
 class DonorSource:
     """Where a donor's weights come from: a registered entry. `marker`: the field that selects it in a donor's
     mapping (None: the default source); `parse(name, raw, data, evaluation, root, download) -> DonorSpec`;
-    `build(donor, splits, device, progress) -> (model, mean, std)`, imported when first called (it needs
-    torch); `trains`: whether building it trains a network (else it loads one)."""
+    `build(donor, splits, device, progress, workdir) -> (model, mean, std)`, imported when first called (it
+    needs torch; `workdir` is the donor's zoo folder, where a killed training run leaves state to resume
+    from); `trains`: whether building it trains a network (else it loads one)."""
 
     name: str
     marker: str | None

@@ -226,3 +226,110 @@ def _graph_nodes(entry, path: str) -> list[str]:
     except Exception as exc:  # a network that torch.fx cannot trace (the ViTs)
         expected = f"stitch points of {entry.name} (its graph cannot be traced)"
         raise SpecError(path, expected, "modules", str(exc)) from None
+
+
+TRAINING_OPTIONS = by_key(
+    (
+        Option("name", "string", "", doc="a label: units of one entry are averaged in the report"),
+        Option("donors", "string", many=True, doc="zoo donors trained with checkpoint_every"),
+        Option("points", "string", "stitch", doc="stitch | modules | a list of point or node names"),
+        Option("inputs", "string", "benign", choices=INPUTS, doc="adversarial: crafted against the final epoch"),
+        Option("images", "integer", 1000, low=4, cap="test"),
+        Option("batch_size", "integer", 1024, low=4),
+        Option("passes", "integer", 3, low=1),
+        Option("attack", "mapping", None, doc="ATTACK_OPTIONS but source (always the donor's final epoch)"),
+        Option("seed", "integer", 0, low=0),
+    )
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingSimilaritySpec:
+    """One unit of CKA across training epochs (Cianfarani et al. 2022 Fig. 6, Fig. 25): for one donor, every
+    point's epoch x epoch CKA matrix over the epochs it kept (`checkpoint_every`), minibatch estimator."""
+
+    dataset: str
+    train_size: int | None
+    val_size: int
+    test_size: int | None
+    donor_key: str
+    arch: str
+    epochs: tuple[int, ...]
+    points: tuple[str, ...]
+    inputs: str
+    images: int
+    batch_size: int
+    passes: int
+    attack_norm: str | None = None
+    attack_eps: float | None = None
+    attack_steps: int | None = None
+    attack_step_size: float | None = None
+    seed: int = 0
+    donor: str = field(default="", compare=False)
+    name: str = field(default="", compare=False)
+
+    @property
+    def unit_id(self) -> str:
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("donor", "name")}
+        return stable_hash({"kind": "training-similarity", "v": SCHEMA_VERSION, **fields})
+
+    @property
+    def label(self) -> str:
+        prefix = f"{self.name}: " if self.name else ""
+        return f"{prefix}{self.donor} ({self.inputs}), {len(self.epochs)} epochs x {len(self.points)} points"
+
+
+def parse_training_similarity(raw: Any, data, evaluation, donors: dict, used: set[str]) -> tuple:
+    """Every unit of the `training_similarity` section (a list of entries, or one): one per donor."""
+    entries = raw if isinstance(raw, list) else [raw]
+    if not entries or not all(isinstance(e, dict) for e in entries):
+        raise SpecError("training_similarity", "a mapping, or a non-empty list of mappings", raw)
+    units: dict[str, TrainingSimilaritySpec] = {}
+    for i, entry in enumerate(entries):
+        path = "training_similarity" if isinstance(raw, dict) else f"training_similarity[{i}]"
+        s = Section(entry, path, set(TRAINING_OPTIONS))
+        n_test = data.sizes()[1]
+        common = dict(
+            **data.fields(),
+            inputs=s.read(TRAINING_OPTIONS["inputs"]),
+            images=s.read(TRAINING_OPTIONS["images"], default=TRAINING_OPTIONS["images"].capped(n_test), high=n_test),
+            batch_size=s.read(TRAINING_OPTIONS["batch_size"]),
+            passes=s.read(TRAINING_OPTIONS["passes"]),
+            seed=s.read(TRAINING_OPTIONS["seed"]),
+            name=s.read(TRAINING_OPTIONS["name"]),
+        )
+        if common["inputs"] == "adversarial":
+            common.update(_training_attack(s, path, evaluation))
+        elif "attack" in s.raw:
+            raise SpecError(f"{path}.attack", "an option of inputs: adversarial", s.raw["attack"])
+        for k, ref in enumerate(s.read(TRAINING_OPTIONS["donors"])):
+            donor = resolve_ref(ref, f"{path}.donors[{k}]", donors)
+            if not donor.checkpoint_every:
+                raise SpecError(
+                    f"{path}.donors[{k}]", "a zoo donor trained with checkpoint_every", ref, "set it on the donor"
+                )
+            used.add(donor.name)
+            unit = TrainingSimilaritySpec(
+                donor_key=donor.donor_key,
+                arch=donor.arch,
+                epochs=donor.kept_epochs,
+                points=points(s.raw.get("points", "stitch"), donor.arch, f"{path}.points"),
+                donor=donor.ref,
+                **common,
+            )
+            units.setdefault(unit.unit_id, unit)
+    return tuple(units.values())
+
+
+def _training_attack(s: Section, path: str, evaluation) -> dict:
+    at = Section(s.get("attack", "mapping", {}), f"{path}.attack", set(ATTACK_OPTIONS) - {"source"})
+    eps = at.read(ATTACK_OPTIONS["eps"])
+    eps = evaluation.eps if eps is None else eps
+    steps = at.read(ATTACK_OPTIONS["steps"])
+    step_size = at.read(ATTACK_OPTIONS["step_size"])
+    return dict(
+        attack_norm=at.read(ATTACK_OPTIONS["norm"]),
+        attack_eps=eps,
+        attack_steps=steps,
+        attack_step_size=2.5 * eps / steps if step_size is None else step_size,
+    )

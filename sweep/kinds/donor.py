@@ -25,6 +25,7 @@ from sweep.kinds.base import Kind, RunContext, register_kind
 from sweep.models.base import StagedNet, build
 from sweep.registry import DONOR_SOURCES
 from sweep.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
+from sweep.train.donors import TRAIN_STATE
 from sweep.train.evaluate import predict, robust_accuracy
 
 CHECKPOINT = "model.pt"
@@ -157,8 +158,9 @@ def _make_checkpoint(
 ) -> None:
     """Train or load the donor as its source says, and write it into the zoo's own format (a `file:` or
     `robustbench:` donor is converted once, then used like any other)."""
-    model, mean, std = DONOR_SOURCES[donor.source].build(donor, splits, device, progress)
+    model, mean, std = DONOR_SOURCES[donor.source].build(donor, splits, device, progress, ckpt.parent)
     save_donor(ckpt, model, donor, splits, mean, std)
+    (ckpt.parent / TRAIN_STATE).unlink(missing_ok=True)  # the donor is complete: nothing to resume
 
 
 def _evaluate(model: StagedNet, ev: DonorEval, device: torch.device, data_root: str | None, download: bool) -> dict:

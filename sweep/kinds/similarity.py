@@ -26,10 +26,8 @@ from sweep.kinds.donor import load_donor
 from sweep.measures.similarity import MinibatchCKA, linear_cka
 from sweep.models.features import features
 from sweep.results import write_rows
-from sweep.train.attacks import pgd
+from sweep.train.attacks import craft
 from sweep.train.evaluate import predict
-
-CRAFT_BATCH = 250
 
 
 def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
@@ -71,7 +69,8 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
     models = {key: load_donor(ctx.sweep_dir, key, ctx.device) for key in keys}
     inputs = {"benign": x}
     if spec.attack_key:
-        inputs["adversarial"] = _adversarial(spec, models[spec.attack_key], x, y, ctx.device)
+        args = (spec.attack_eps, spec.attack_step_size, spec.attack_steps, spec.seed, ctx.device)
+        inputs["adversarial"] = craft(spec.attack_norm, models[spec.attack_key], x, y, *args)
         ctx.report({"phase": "crafted", "images": len(x)})
     xa, xb = inputs[spec.a_inputs], inputs[spec.b_inputs]
     acc = {
@@ -98,26 +97,6 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
         for i, pa in enumerate(spec.a_points)
         for j, pb in enumerate(spec.b_points)
     ]
-
-
-def _adversarial(spec: SimilaritySpec, source, x: torch.Tensor, y: torch.Tensor, device: torch.device) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(spec.seed)
-    out = []
-    for i in range(0, len(x), CRAFT_BATCH):
-        xb, yb = x[i : i + CRAFT_BATCH].to(device), y[i : i + CRAFT_BATCH].to(device)
-        out.append(
-            pgd(
-                spec.attack_norm,
-                source,
-                xb,
-                yb,
-                spec.attack_eps,
-                spec.attack_step_size,
-                spec.attack_steps,
-                generator=gen,
-            ).cpu()
-        )
-    return torch.cat(out)
 
 
 def _minibatch(spec: SimilaritySpec, fa, fb, xa: torch.Tensor, xb: torch.Tensor, ctx: RunContext) -> torch.Tensor:

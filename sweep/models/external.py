@@ -213,7 +213,7 @@ def load_robustbench(
     return model
 
 
-def build_file_donor(donor, splits, device, progress=None):
+def build_file_donor(donor, splits, device, progress=None, workdir=None):
     """The `file:` donor source: the checkpoint mapped onto its architecture, with the normalisation it names."""
     model = load_checkpoint(
         donor.path,
@@ -227,7 +227,7 @@ def build_file_donor(donor, splits, device, progress=None):
     return model, donor.mean, donor.std
 
 
-def build_robustbench_donor(donor, splits, device, progress=None):
+def build_robustbench_donor(donor, splits, device, progress=None, workdir=None):
     """The `robustbench:` donor source: RobustBench's model, mapped (its normalisation is inside the model)."""
     model = load_robustbench(
         donor.robustbench_id,

@@ -93,6 +93,28 @@ def pgd(norm: str, *args, **kwargs) -> torch.Tensor:
     return (pgd_linf if norm == "linf" else pgd_l2)(*args, **kwargs)
 
 
+def craft(
+    norm: str,
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    eps: float,
+    step_size: float,
+    steps: int,
+    seed: int,
+    device: torch.device,
+    batch: int = 250,
+) -> torch.Tensor:
+    """PGD examples for all of (x, y), in batches of `batch` on `device`, random starts drawn from `seed`;
+    returned on the CPU."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(0, len(x), batch):
+        xb, yb = x[i : i + batch].to(device), y[i : i + batch].to(device)
+        out.append(pgd(norm, model, xb, yb, eps, step_size, steps, generator=gen).cpu())
+    return torch.cat(out)
+
+
 def trades_linf(
     model: nn.Module,
     x: torch.Tensor,

@@ -18,6 +18,7 @@ from sweep.data.augment import augment
 from sweep.data.core import Splits, batches
 from sweep.models.base import StagedNet, build
 from sweep.registry import TRAINING_METHODS
+from sweep.results import Loc, load_torch, save_torch
 from sweep.train.attacks import pgd_linf, trades_linf, trades_loss
 from sweep.train.loops import optimiser_step, step_schedule
 
@@ -70,10 +71,25 @@ def _trades(model, xb, yb, donor, gen):
     return trades_loss(model, xb, yb, x_adv, donor.beta)
 
 
+TRAIN_STATE = "train_state.pt"  # the latest epoch's model, optimiser, schedule and RNG states (resuming)
+
+
+def epoch_checkpoint(workdir: Loc, epoch: int) -> Loc:
+    """Where a donor trained with `checkpoint_every` keeps the weights of `epoch`."""
+    return workdir / "epochs" / f"epoch-{epoch:04d}.pt"
+
+
 def train_donor(
-    donor, splits: Splits, device: torch.device, progress: Callable[[dict], None] | None = None
+    donor,
+    splits: Splits,
+    device: torch.device,
+    progress: Callable[[dict], None] | None = None,
+    workdir: Loc | None = None,
 ) -> StagedNet:
-    """Train a zoo donor (a `DonorSpec`) from scratch; returns it in eval mode."""
+    """Train a zoo donor (a `DonorSpec`); returns it in eval mode. With a `workdir` (its zoo folder) the state
+    after every epoch is kept there (`TRAIN_STATE`), and a run that finds one continues from it: on the same
+    device and thread count it ends with the weights of an uninterrupted run. The epochs of `kept_epochs`
+    keep their weights (`epoch_checkpoint`)."""
     torch.manual_seed(donor.seed)
     model = build(
         donor.arch, splits.in_channels, splits.num_classes, splits.mean, splits.std, image_size=splits.image_size
@@ -82,7 +98,8 @@ def train_donor(
     sched = step_schedule(opt, donor.epochs)
     gen = torch.Generator().manual_seed(donor.seed)
     method = TRAINING_METHODS.get_entry(donor.training)
-    for epoch in range(1, donor.epochs + 1):
+    start = _resume(workdir, donor, model, opt, sched, gen, device, progress)
+    for epoch in range(start, donor.epochs + 1):
         total, n = 0.0, 0
         for xb, yb in batches(splits.train_x, splits.train_y, donor.batch_size, gen):
             if donor.augment:
@@ -92,12 +109,47 @@ def train_donor(
             total += optimiser_step(opt, loss, f"donor {donor.name}, epoch {epoch}") * len(yb)
             n += len(yb)
         sched.step()
+        if workdir is not None:
+            _keep(workdir, donor, epoch, model, opt, sched, gen)
         if progress is not None:
             progress({"phase": "zoo", "epoch": epoch, "epochs": donor.epochs, "train_loss": total / n})
     model.eval()
     return model
 
 
-def build_zoo_donor(donor, splits: Splits, device: torch.device, progress: Callable[[dict], None] | None = None):
-    """The `zoo:` donor source: trained here, normalised with its training data's statistics."""
-    return train_donor(donor, splits, device, progress), splits.mean, splits.std
+def _keep(workdir: Loc, donor, epoch: int, model, opt, sched, gen: torch.Generator) -> None:
+    if epoch in donor.kept_epochs:
+        save_torch(epoch_checkpoint(workdir, epoch), {"epoch": epoch, "state_dict": model.state_dict()})
+    state = {
+        "donor_key": donor.donor_key,
+        "epoch": epoch,
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "scheduler": sched.state_dict(),
+        "generator": gen.get_state(),
+        "torch_rng": torch.get_rng_state(),
+    }
+    save_torch(workdir / TRAIN_STATE, state)  # one file, replaced whole: a kill leaves the previous epoch's
+
+
+def _resume(workdir, donor, model, opt, sched, gen, device, progress) -> int:
+    """The first epoch to train: 1, or the one after the state a killed run left in `workdir`."""
+    path = None if workdir is None else workdir / TRAIN_STATE
+    if path is None or not path.exists():
+        return 1
+    state = load_torch(path, map_location=device)
+    if state.get("donor_key") != donor.donor_key:
+        return 1
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    sched.load_state_dict(state["scheduler"])
+    gen.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    if progress is not None:
+        progress({"phase": "zoo_resumed", "epoch": state["epoch"], "epochs": donor.epochs})
+    return state["epoch"] + 1
+
+
+def build_zoo_donor(donor, splits: Splits, device: torch.device, progress=None, workdir: Loc | None = None):
+    """The `zoo:` donor source: trained here (resumably, in `workdir`), normalised with its data's statistics."""
+    return train_donor(donor, splits, device, progress, workdir), splits.mean, splits.std

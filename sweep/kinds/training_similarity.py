@@ -1,0 +1,121 @@
+"""One unit of CKA across training epochs (Cianfarani et al. 2022 Section 5, Figs 6 and 25): for one donor
+trained with `checkpoint_every`, every point's CKA between the representations of every pair of kept
+epochs, on the first `images` test images, benign or adversarial (crafted once against the final epoch).
+
+Minibatch estimator as the similarity units' (`MinibatchCKA`, `passes` reshuffled passes): per batch, one
+forward pass of every kept epoch's weights reading every point at once. Memory per batch: the kept epochs'
+activations at every point, and per point one batch x batch Gram per epoch (E x batch^2 x 8 bytes); lower
+`batch_size` for many epochs of a wide network.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from datetime import datetime, timezone
+
+import torch
+
+from analysis.store.schema import SCHEMA_VERSION, TRAINING_SIMILARITY_DIR, schema
+from sweep import __version__
+from sweep.config.similarity import TrainingSimilaritySpec, parse_training_similarity
+from sweep.data.core import make_splits
+from sweep.kinds.base import Kind, RunContext, register_kind
+from sweep.kinds.donor import load_donor
+from sweep.measures.similarity import MinibatchCKA
+from sweep.models.features import features
+from sweep.results import load_torch, write_rows
+from sweep.train.attacks import craft
+from sweep.train.donors import epoch_checkpoint
+
+
+def run_training_similarity(spec: TrainingSimilaritySpec, ctx: RunContext) -> dict:
+    """Measure one unit and write its part (skipped when the part exists). Returns its status."""
+    part = ctx.sweep_dir.part(TRAINING_SIMILARITY_DIR, spec.unit_id)
+    if part.exists():
+        return {"status": "skipped"}
+    settings = ("dataset", "donor", "donor_key", "arch", "inputs", "images", "batch_size", "passes", "seed")
+    attack = ("attack_norm", "attack_eps", "attack_steps", "attack_step_size")
+    base = dict(
+        unit_id=spec.unit_id,
+        sweep=ctx.sweep_dir.name,
+        name=spec.name or None,
+        final_epoch=spec.epochs[-1],
+        **{k: getattr(spec, k) for k in settings + attack},
+        device=str(ctx.device),
+        stitchsweep_version=__version__,
+        schema_version=SCHEMA_VERSION,
+    )
+    t0 = time.perf_counter()
+    try:
+        rows = [dict(base, **r, status="done") for r in _measure(spec, ctx)]
+    except Exception as exc:  # recorded; the sweep goes on
+        rows = [dict(base, status="failed", error=f"{type(exc).__name__}: {exc}")]
+    now = datetime.now(timezone.utc)
+    for r in rows:
+        r.update(time_unit_s=time.perf_counter() - t0, finished_at=now)
+    write_rows(part, rows, schema(TRAINING_SIMILARITY_DIR))
+    return {"status": rows[0]["status"], "error": rows[0].get("error")}
+
+
+def epoch_models(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[torch.nn.Module]:
+    """The donor at each kept epoch, in eval mode (the final model's architecture, each epoch's weights)."""
+    final = load_donor(ctx.sweep_dir, spec.donor_key, ctx.device)
+    models = []
+    for epoch in spec.epochs:
+        path = epoch_checkpoint(ctx.sweep_dir.zoo(spec.donor_key), epoch)
+        if not path.exists():
+            raise FileNotFoundError(f"the weights of epoch {epoch} are missing ({path}): was the donor trained here?")
+        model = copy.deepcopy(final)
+        model.load_state_dict(load_torch(path, map_location=ctx.device)["state_dict"])
+        models.append(model.eval())
+    return models
+
+
+def _measure(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[dict]:
+    splits = make_splits(
+        spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=ctx.data_root, download=ctx.download
+    )
+    x, y = splits.test_x[: spec.images], splits.test_y[: spec.images]
+    models = epoch_models(spec, ctx)
+    if spec.inputs == "adversarial":  # crafted against the final epoch
+        args = (spec.attack_eps, spec.attack_step_size, spec.attack_steps, spec.seed, ctx.device)
+        x = craft(spec.attack_norm, models[-1], x, y, *args)
+    readers = [features(m, spec.points) for m in models]
+    accumulators = [MinibatchCKA() for _ in spec.points]
+    for p in range(spec.passes):
+        order = torch.randperm(len(x), generator=torch.Generator().manual_seed(spec.seed * 1000 + p))
+        for i in range(0, len(order), spec.batch_size):
+            idx = order[i : i + spec.batch_size]
+            if len(idx) <= 3:
+                continue  # HSIC_1 needs 4 images
+            with torch.no_grad():
+                per_epoch = [read(x[idx].to(ctx.device)) for read in readers]  # [epoch][point]
+            for k, acc in enumerate(accumulators):
+                reps = [acts[k] for acts in per_epoch]
+                acc.update(reps, reps)
+        ctx.report({"phase": "training_similarity", "pass": p + 1, "passes": spec.passes})
+    rows = []
+    for k, (point, acc) in enumerate(zip(spec.points, accumulators)):
+        matrix = acc.value().cpu()
+        for i, ea in enumerate(spec.epochs):
+            for j, eb in enumerate(spec.epochs):
+                rows.append(dict(point=point, point_index=k + 1, epoch_a=ea, epoch_b=eb, cka=float(matrix[i, j])))
+    return rows
+
+
+register_kind(
+    Kind(
+        name="training_similarity",
+        stage="training-similarity",
+        noun="training-similarity units",
+        table=TRAINING_SIMILARITY_DIR,
+        section="training_similarity",
+        parse=lambda raw, ctx: parse_training_similarity(raw, ctx.data, ctx.evaluation, ctx.donors, ctx.used),
+        unit_id=lambda spec: spec.unit_id,
+        parts=lambda sweep_dir, spec: [sweep_dir.part(TRAINING_SIMILARITY_DIR, spec.unit_id)],
+        run=run_training_similarity,
+        label=lambda spec: spec.label,
+        after=("donor",),
+    )
+)

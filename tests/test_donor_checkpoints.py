@@ -1,0 +1,73 @@
+"""Donor training keeps its state per epoch (Cianfarani et al. 2022 Section 5 needs every epoch's weights;
+paper-scale donors train for 100-200 epochs): a run killed mid-training resumes from its last complete epoch
+and ends with the weights of an uninterrupted run, and `checkpoint_every` keeps the chosen epochs' weights."""
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
+from sweep.data.core import make_splits
+from sweep.results import open_root
+from sweep.train.donors import TRAIN_STATE, epoch_checkpoint, train_donor
+
+from .conftest import TINY_SPACE
+
+
+class Killed(Exception):
+    pass
+
+
+def _donor(**changes):
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"]["plain_a"].update(changes)
+    sweep = parse_space(space)
+    donor = sweep.donors["plain_a"]
+    splits = make_splits(donor.data.dataset, 400, donor.data.val_size, donor.data.test_size)
+    return donor, splits
+
+
+@pytest.mark.parametrize("training", ["plain", "pgd"])
+def test_a_killed_donor_resumes_and_ends_with_the_uninterrupted_weights(tmp_path, training):
+    extra = {"eps": 0.1, "steps": 2} if training == "pgd" else {}
+    donor, splits = _donor(training=training, epochs=3, augment=["crop"], **extra)
+    cpu = torch.device("cpu")
+    whole = train_donor(donor, splits, cpu)
+
+    workdir = open_root(tmp_path / "zoo")
+
+    def kill_after_epoch_2(m):
+        if m.get("epoch") == 2 and m["phase"] == "zoo":
+            raise Killed
+
+    with pytest.raises(Killed):
+        train_donor(donor, splits, cpu, kill_after_epoch_2, workdir)
+    assert (workdir / TRAIN_STATE).exists()
+    seen = []
+    resumed = train_donor(donor, splits, cpu, seen.append, workdir)
+    assert seen[0] == {"phase": "zoo_resumed", "epoch": 2, "epochs": 3}
+    assert [m["epoch"] for m in seen[1:]] == [3]  # only the epoch left was trained
+    for (name, a), (_, b) in zip(whole.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_checkpoint_every_keeps_those_epochs_and_joins_the_donor_key(tmp_path):
+    plain, _ = _donor(epochs=5)
+    donor, splits = _donor(epochs=5, checkpoint_every=2)
+    assert donor.kept_epochs == (2, 4, 5) and plain.kept_epochs == ()
+    assert donor.donor_key != plain.donor_key
+    assert dataclasses.replace(donor, checkpoint_every=None).donor_key == plain.donor_key  # unset: keys unchanged
+    workdir = open_root(tmp_path / "zoo")
+    model = train_donor(donor, splits, torch.device("cpu"), workdir=workdir)
+    from sweep.results import load_torch
+
+    for epoch in (2, 4, 5):
+        assert load_torch(epoch_checkpoint(workdir, epoch))["epoch"] == epoch
+    assert not epoch_checkpoint(workdir, 3).exists()
+    final = load_torch(epoch_checkpoint(workdir, 5))["state_dict"]
+    assert all(torch.equal(final[k], v) for k, v in model.state_dict().items())
+    with pytest.raises(SpecError, match=r"^donors.plain_a.checkpoint_every: expected an integer >= 1"):
+        _donor(checkpoint_every=0)

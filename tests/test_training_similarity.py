@@ -1,0 +1,68 @@
+"""CKA across training epochs (Cianfarani et al. 2022 Figs 6, 25): a donor trained with `checkpoint_every`
+keeps those epochs' weights; a unit gives every point's epoch x epoch CKA (symmetric, 1 on the diagonal) and
+the report draws the curves against the final epoch and the matrices."""
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import analysis
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
+from sweep.kinds.base import RunContext
+from sweep.kinds.donor import run_donor
+from sweep.kinds.training_similarity import epoch_models, run_training_similarity
+from sweep.results import SweepDir
+
+from .conftest import TINY_SPACE
+
+
+def _space(entry: dict, **donor) -> dict:
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"]["plain_a"].update(donor)
+    del space["stitching"]
+    space["evaluation"]["n_eval_robust"] = 0
+    space["training_similarity"] = [entry]
+    return space
+
+
+ENTRY = {"name": "plain", "donors": ["zoo:plain_a"], "images": 120, "batch_size": 40, "passes": 2}
+
+
+def test_a_donor_without_kept_epochs_is_refused():
+    with pytest.raises(SpecError, match=r"^training_similarity\[0\]\.donors\[0\]: expected a zoo donor trained with"):
+        parse_space(_space(ENTRY))
+    (unit,) = parse_space(_space(ENTRY, epochs=4, checkpoint_every=2)).units["training_similarity"]
+    assert unit.epochs == (2, 4) and len(unit.points) == 6
+
+
+def test_epoch_by_epoch_cka_of_a_trained_donor(tmp_path):
+    space = _space(dict(ENTRY, points=["layer1.0", "layer3.1"]), epochs=4, checkpoint_every=1)
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    assert (
+        run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))["status"]
+        == "done"
+    )
+    (unit,) = sweep.units["training_similarity"]
+    ctx = RunContext(sweep_dir, torch.device("cpu"))
+    models = epoch_models(unit, ctx)  # the last kept epoch is the finished donor
+    final = analysis.load_donors(sweep_dir.path)
+    assert len(models) == 4 and final["status"].eq("done").all()
+    assert run_training_similarity(unit, ctx)["status"] == "done"
+    rows = analysis.read_table(sweep_dir.path, "training_similarity").to_pandas()
+    for point, d in rows.groupby("point"):
+        m = d.pivot(index="epoch_a", columns="epoch_b", values="cka").to_numpy()
+        assert m.shape == (4, 4) and np.allclose(np.diag(m), 1.0, atol=1e-9) and np.allclose(m, m.T, atol=1e-9)
+        assert (m[:-1, -1] < 1.0 - 1e-6).all(), point  # weights moved between epochs
+
+    from analysis.report import write_report
+
+    index = write_report(sweep_dir.path, tmp_path / "report")
+    assert "CKA with the final epoch" in index.read_text()
+    curves = pd.read_csv(tmp_path / "report" / "cka_epochs.csv")
+    assert set(curves["epoch_a"]) == {1, 2, 3, 4} and (curves.loc[curves["epoch_a"] == 4, "cka"] > 1 - 1e-9).all()
