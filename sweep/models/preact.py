@@ -64,8 +64,20 @@ def preact_resnet18(*, in_channels, num_classes, mean, std, image_size=32) -> St
     )
 
 
-@register_architecture("wrn28_10", "WideResNet-28-10 (Zagoruyko & Komodakis), 3 groups of 4 blocks (12 points)")
-def wrn28_10(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
-    return _preact_net(
-        [160, 320, 640], [4, 4, 4], in_channels=in_channels, num_classes=num_classes, mean=mean, std=std, stem_width=16
-    )
+def _wrn28(k: int):
+    """WideResNet-28-k (Zagoruyko & Komodakis): widths 16k, 32k, 64k, 3 groups of 4 blocks (12 points)."""
+
+    def build(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
+        widths = [16 * k, 32 * k, 64 * k]
+        return _preact_net(
+            widths, [4, 4, 4], in_channels=in_channels, num_classes=num_classes, mean=mean, std=std, stem_width=16
+        )
+
+    return build
+
+
+# The widths Cianfarani et al. 2022 compare (Figs 3, 5a): 1, 5 and 10.
+for _k in (1, 5, 10):
+    register_architecture(
+        f"wrn28_{_k}", f"WideResNet-28-{_k} (Zagoruyko & Komodakis), 3 groups of 4 blocks (12 points)"
+    )(_wrn28(_k))
