@@ -24,3 +24,4 @@ def test_identities_of_shipped_spaces_are_unchanged(name):
     assert found["donors"] == want["donors"], "donor keys changed: every cached donor would retrain"
     assert found["trials"] == want["trials"], "trial ids changed: every recorded trial would rerun"
     assert found["reptests"] == want["reptests"], "representation-test unit ids changed"
+    assert found == want, "the unit ids of another kind of work changed"

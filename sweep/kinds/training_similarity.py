@@ -3,9 +3,9 @@ trained with `checkpoint_every`, every point's CKA between the representations o
 epochs, on the first `images` test images, benign or adversarial (crafted once against the final epoch).
 
 Minibatch estimator as the similarity units' (`MinibatchCKA`, `passes` reshuffled passes): per batch, one
-forward pass of every kept epoch's weights reading every point at once. Memory per batch: the kept epochs'
-activations at every point, and per point one batch x batch Gram per epoch (E x batch^2 x 8 bytes); lower
-`batch_size` for many epochs of a wide network.
+forward pass of every kept epoch's weights reading every point at once, each epoch's activations reduced to
+their Grams before the next epoch runs. Memory per batch: one epoch's activations, and E x P Grams of
+batch x batch (E epochs, P points; 8 bytes each): lower `batch_size` for many epochs.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sweep.config.similarity import TrainingSimilaritySpec, parse_training_simil
 from sweep.data.core import make_splits
 from sweep.kinds.base import Kind, RunContext, register_kind
 from sweep.kinds.donor import load_donor
-from sweep.measures.similarity import MinibatchCKA
+from sweep.measures.similarity import MinibatchCKA, grams
 from sweep.models.features import features
 from sweep.results import load_torch, write_rows
 from sweep.train.attacks import craft
@@ -89,11 +89,16 @@ def _measure(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[dict]:
             idx = order[i : i + spec.batch_size]
             if len(idx) <= 3:
                 continue  # HSIC_1 needs 4 images
-            with torch.no_grad():
-                per_epoch = [read(x[idx].to(ctx.device)) for read in readers]  # [epoch][point]
-            for k, acc in enumerate(accumulators):
-                reps = [acts[k] for acts in per_epoch]
-                acc.update(reps, reps)
+            per_point: list[list[torch.Tensor]] = [[] for _ in spec.points]  # [point][epoch]: Grams only
+            for read in readers:
+                with torch.no_grad():
+                    acts = read(x[idx].to(ctx.device))
+                for k, gram in enumerate(grams(acts)):
+                    per_point[k].append(gram)
+                del acts  # one epoch's activations at a time
+            for acc, epoch_grams in zip(accumulators, per_point):
+                stacked = torch.stack(epoch_grams)
+                acc.update_grams(stacked, stacked)
         ctx.report({"phase": "training_similarity", "pass": p + 1, "passes": spec.passes})
     rows = []
     for k, (point, acc) in enumerate(zip(spec.points, accumulators)):

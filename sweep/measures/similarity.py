@@ -173,13 +173,18 @@ class MinibatchCKA:
 
     def update(self, a: list, b: list) -> None:
         """Add one batch: `a` and `b` are lists of activations (any shape, first dimension: the same images)."""
-        k = torch.stack([_zero_diagonal(centred_gram(x)) for x in a])
-        l_ = k if b is a else torch.stack([_zero_diagonal(centred_gram(x)) for x in b])
+        k = grams(a)
+        self.update_grams(k, k if b is a else grams(b))
+
+    def update_grams(self, k: torch.Tensor, l_: torch.Tensor) -> None:
+        """Add one batch given as Grams (`grams`): (P, n, n) and (Q, n, n); pass the same tensor twice for the
+        matrix of A with itself."""
+        same = l_ is k
         if k.shape[-1] != l_.shape[-1]:
             raise ValueError(f"A and B must hold the same examples: {k.shape[-1]} rows vs {l_.shape[-1]}")
         kl = _hsic_pairs(k, l_)
-        kk = torch.diagonal(_hsic_pairs(k, k)) if b is not a else torch.diagonal(kl)
-        ll = torch.diagonal(_hsic_pairs(l_, l_)) if b is not a else kk
+        kk = torch.diagonal(kl) if same else torch.diagonal(_hsic_pairs(k, k))
+        ll = kk if same else torch.diagonal(_hsic_pairs(l_, l_))
         if self.kl is None:
             self.kl, self.kk, self.ll = kl, kk, ll
         else:
@@ -193,6 +198,11 @@ class MinibatchCKA:
         if (self.kk <= 0).any() or (self.ll <= 0).any():
             raise ValueError("minibatch CKA: a representation has no variance across the batches")
         return self.kl / torch.sqrt(torch.outer(self.kk, self.ll))
+
+
+def grams(reps: list) -> torch.Tensor:
+    """The zero-diagonal Grams of batch-centred features that `MinibatchCKA` accumulates: (len(reps), n, n)."""
+    return torch.stack([_zero_diagonal(centred_gram(x)) for x in reps])
 
 
 def minibatch_cka(batches: Iterable[tuple[object, object]]) -> float:

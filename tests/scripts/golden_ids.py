@@ -1,5 +1,6 @@
 """Print (or, with --write, store) the golden identities of every shipped search space: a digest of its
-sorted trial ids, representation-test unit ids and donor keys, with their counts.
+sorted trial ids, representation-test unit ids, the unit ids of every other kind of work it has, and its
+donor keys, with their counts.
 
 `tests/test_golden_ids.py` compares the shipped spaces with `tests/golden_ids.json`, so a refactor that
 changes an identity (and so makes every recorded result rerun) fails a test. When a change of identity is on
@@ -20,6 +21,7 @@ GOLDEN = REPO / "tests" / "golden_ids.json"
 
 def identities(path: Path) -> dict:
     from sweep.config.space import load_space
+    from sweep.registry import KINDS
 
     sweep = load_space(path)
 
@@ -27,11 +29,15 @@ def identities(path: Path) -> dict:
         ids = sorted(ids)
         return {"count": len(ids), "sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]}
 
-    return {
+    found = {
         "trials": digest(t.trial_id for t in sweep.trials),
         "reptests": digest(u.unit_id for u in sweep.reptests),
         "donors": {name: d.donor_key for name, d in sorted(sweep.donors.items())},
     }
+    for name, kind in KINDS.items():  # the other kinds, where a space has units of them
+        if kind.section and name not in ("trial", "reptest") and sweep.units.get(name):
+            found[name] = digest(kind.unit_id(u) for u in sweep.units[name])
+    return found
 
 
 def all_identities() -> dict:
