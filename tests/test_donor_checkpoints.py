@@ -71,3 +71,15 @@ def test_checkpoint_every_keeps_those_epochs_and_joins_the_donor_key(tmp_path):
     assert all(torch.equal(final[k], v) for k, v in model.state_dict().items())
     with pytest.raises(SpecError, match=r"^donors.plain_a.checkpoint_every: expected an integer >= 1"):
         _donor(checkpoint_every=0)
+
+
+def test_l2_adversarial_training_needs_its_own_radius_and_trains():
+    """`pgd_l2` (Cianfarani et al. 2022 Section 6's L2 threat model): an L2 radius must be given (the
+    evaluation's L-inf eps is on another scale), the step defaults to 2.5 eps / steps, and training runs."""
+    with pytest.raises(SpecError, match=r"^donors.plain_a.eps: expected an L2 radius"):
+        _donor(training="pgd_l2")
+    donor, splits = _donor(training="pgd_l2", eps=1.0, steps=4, epochs=1)
+    assert donor.step_size == pytest.approx(2.5 * 1.0 / 4)
+    seen = []
+    train_donor(donor, splits, torch.device("cpu"), seen.append)
+    assert seen[-1]["epoch"] == 1 and seen[-1]["train_loss"] > 0

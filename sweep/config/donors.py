@@ -186,7 +186,8 @@ def _parse_zoo_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, 
     path = f"donors.{name}"
     s = Section(raw, path, set(ZOO_OPTIONS))
     training = s.read(ZOO_OPTIONS["training"])
-    reads = TRAINING_METHODS[training].fields
+    method = TRAINING_METHODS[training]
+    reads = method.fields
     for k in sorted(set().union(*(m.fields for m in TRAINING_METHODS.values())) - reads):
         if k in raw:
             needs = " or ".join(n for n, m in TRAINING_METHODS.items() if k in m.fields)
@@ -205,24 +206,30 @@ def _parse_zoo_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, 
         lr=s.read(ZOO_OPTIONS["lr"]),
         batch_size=s.read(ZOO_OPTIONS["batch_size"]),
         seed=s.read(ZOO_OPTIONS["seed"]),
-        **_adversarial_fields(s, reads, data, evaluation),
+        **_adversarial_fields(s, reads, data, evaluation, getattr(method, "norm", "linf"), path),
         augment=tuple(s.read(ZOO_OPTIONS["augment"])) if raw.get("augment") else (),
         checkpoint_every=s.read(ZOO_OPTIONS["checkpoint_every"]),
     )
 
 
-def _adversarial_fields(s: Section, reads: frozenset, data: DataSpec, evaluation: EvalSpec) -> dict:
-    """The fields of an adversarial training method (None where the method does not read them)."""
+def _adversarial_fields(s: Section, reads: frozenset, data: DataSpec, evaluation: EvalSpec, norm: str, path) -> dict:
+    """The fields of an adversarial training method (None where the method does not read them). An L-inf
+    method's eps defaults to the evaluation's and its step to the paper's for the dataset; an L2 method needs
+    its own eps (a radius on another scale), and its step defaults to 2.5 eps / steps."""
     adv = bool(reads & {"eps"})
     eps_default, step_default = DATASETS[data.dataset].threat
     eps = s.read(ZOO_OPTIONS["eps"]) if adv else None
+    if adv and norm == "l2" and eps is None:
+        raise SpecError(f"{path}.eps", "an L2 radius for this L2 training method", "nothing", "the field is required")
     eps = (eps if eps is not None else evaluation.eps if evaluation.eps is not None else eps_default) if adv else None
+    steps = s.read(ZOO_OPTIONS["steps"]) if adv else None
+    step = None
+    if adv:
+        step = scaled_step(eps, eps_default, step_default) if norm == "linf" else 2.5 * eps / steps
     return dict(
         eps=eps,
-        step_size=s.read(ZOO_OPTIONS["step_size"], default=scaled_step(eps, eps_default, step_default))
-        if adv
-        else None,
-        steps=s.read(ZOO_OPTIONS["steps"]) if adv else None,
+        step_size=s.read(ZOO_OPTIONS["step_size"], default=step) if adv else None,
+        steps=steps,
         adv_fraction=s.read(ZOO_OPTIONS["adv_fraction"]) if "adv_fraction" in reads else None,
         beta=s.read(ZOO_OPTIONS["beta"]) if "beta" in reads else None,
     )

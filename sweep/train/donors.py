@@ -19,7 +19,7 @@ from sweep.data.core import Splits, batches
 from sweep.models.base import StagedNet, build
 from sweep.registry import TRAINING_METHODS
 from sweep.results import Loc, load_torch, save_torch
-from sweep.train.attacks import pgd_linf, trades_linf, trades_loss
+from sweep.train.attacks import pgd_l2, pgd_linf, trades_linf, trades_loss
 from sweep.train.loops import optimiser_step, step_schedule
 
 _ce = nn.CrossEntropyLoss()
@@ -31,10 +31,11 @@ class TrainingMethod:
     loss: Callable  # (model, xb, yb, donor, generator) -> loss; leaves the model in train mode
     fields: frozenset[str]  # the adversarial donor fields it reads
     description: str
+    norm: str = "linf"  # the threat model of its attack: what `eps` means
 
 
-def register_training_method(name: str, fields: set[str], description: str):
-    return TRAINING_METHODS.register(name, lambda fn: TrainingMethod(name, fn, frozenset(fields), description))
+def register_training_method(name: str, fields: set[str], description: str, norm: str = "linf"):
+    return TRAINING_METHODS.register(name, lambda fn: TrainingMethod(name, fn, frozenset(fields), description, norm))
 
 
 @register_training_method("plain", set(), "cross-entropy on clean batches (Balogh & Jelasity 2023 A.2)")
@@ -43,20 +44,34 @@ def _plain(model, xb, yb, donor, gen):
     return _ce(model(xb), yb)
 
 
-@register_training_method(
+def _madry(attack: Callable) -> Callable:
+    """PGD adversarial training with `attack` (Madry et al.): the loss on the attacked batch, crafted with
+    frozen BatchNorm statistics; `adv_fraction` < 1 mixes in the clean loss."""
+
+    def loss(model, xb, yb, donor, gen):
+        model.eval()
+        x_adv = attack(model, xb, yb, donor.eps, donor.step_size, donor.steps, generator=gen)
+        model.train()
+        value = donor.adv_fraction * _ce(model(x_adv), yb)
+        if donor.adv_fraction < 1.0:
+            value = value + (1 - donor.adv_fraction) * _ce(model(xb), yb)
+        return value
+
+    return loss
+
+
+register_training_method(
     "pgd",
     {"eps", "step_size", "steps", "adv_fraction"},
     "L-inf PGD adversarial training (Madry et al.; Balogh & Jelasity 2023 A.3); adv_fraction weighs the"
     " adversarial loss against the clean one",
-)
-def _pgd(model, xb, yb, donor, gen):
-    model.eval()  # craft the attack with frozen BatchNorm statistics, then train on it
-    x_adv = pgd_linf(model, xb, yb, donor.eps, donor.step_size, donor.steps, generator=gen)
-    model.train()
-    loss = donor.adv_fraction * _ce(model(x_adv), yb)
-    if donor.adv_fraction < 1.0:
-        loss = loss + (1 - donor.adv_fraction) * _ce(model(xb), yb)
-    return loss
+)(_madry(pgd_linf))
+register_training_method(
+    "pgd_l2",
+    {"eps", "step_size", "steps", "adv_fraction"},
+    "L2 PGD adversarial training (Madry et al.; the L2 threat model of Cianfarani et al. 2022 Section 6)",
+    norm="l2",
+)(_madry(pgd_l2))
 
 
 @register_training_method(
