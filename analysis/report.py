@@ -17,7 +17,7 @@ from .charts import class_collapse_grid, cross_task_grid, heatmap_grid, is_cross
 from .load import load
 from .stats import correlation_table, rank_correlations
 from .store.storage import Loc, open_root
-from .tables import layer_identification, long_matrices
+from .tables import generalisation, layer_identification, long_matrices
 
 TRIAL_COLUMNS = [
     "front",
@@ -218,6 +218,14 @@ TABLES = [
         md="layer_identification.md",
     ),
     TableSection("Donors", lambda d: d.donors, columns=DONOR_COLUMNS, csv="donors.csv"),
+    TableSection(
+        "Donors on training and test images (Cianfarani et al. 2022 Table 1)",
+        lambda d: generalisation(d.donors),
+        "Benign and robust accuracy on the first training images and on the test images (the donor's own"
+        " evaluation: as many images, the same attack), and the gaps (train - test).",
+        csv="donor_generalisation.csv",
+        md="donor_generalisation.md",
+    ),
     TableSection(
         "Failed trials",
         lambda d: d.failed,

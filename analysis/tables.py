@@ -125,3 +125,17 @@ def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(
         ["kind", "measure"], key=lambda s: s.map(order) if s.name == "measure" else s, ascending=[False, True]
     ).reset_index(drop=True)
+
+
+def generalisation(donors: pd.DataFrame) -> pd.DataFrame:
+    """Cianfarani et al. 2022 Table 1: each donor's benign and robust accuracy on training and test images,
+    and the gaps (train - test), from the donors' own evaluations (the rows that measured training images)."""
+    if donors.empty or "train_clean_acc" not in donors or donors["train_clean_acc"].isna().all():
+        return pd.DataFrame()
+    d = donors[donors["train_clean_acc"].notna()]
+    out = d[["donor", "arch", "training", "dataset", "eps", "train_clean_acc", "clean_acc"]].copy()
+    out["clean_gap"] = d["train_clean_acc"] - d["clean_acc"]
+    out["train_robust_acc"] = d["train_robust_acc"]
+    out["robust_acc"] = d["robust_acc"]
+    out["robust_gap"] = d["train_robust_acc"] - d["robust_acc"]
+    return out.sort_values("donor").reset_index(drop=True)

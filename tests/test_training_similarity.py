@@ -13,7 +13,8 @@ import analysis
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import run_donor
+from sweep.data.core import make_splits
+from sweep.kinds.donor import load_donor, run_donor
 from sweep.kinds.training_similarity import epoch_models, run_training_similarity
 from sweep.results import SweepDir
 
@@ -64,5 +65,15 @@ def test_epoch_by_epoch_cka_of_a_trained_donor(tmp_path):
 
     index = write_report(sweep_dir.path, tmp_path / "report")
     assert "CKA with the final epoch" in index.read_text()
+    table = pd.read_csv(tmp_path / "report" / "donor_generalisation.csv")  # Cianfarani et al. Table 1
+    row = table.iloc[0]
+    assert row["donor"] == "plain_a" and 0.5 < row["train_clean_acc"] <= 1.0 and 0.5 < row["clean_acc"] <= 1.0
+    donor = sweep.donors["plain_a"]
+    splits = make_splits(donor.data.dataset, donor.data.train_size, donor.data.val_size, donor.data.test_size)
+    n = len(splits.test_y)  # as many training images as the donor's own evaluation has test images
+    model = load_donor(sweep_dir, donor.donor_key, torch.device("cpu"))
+    with torch.no_grad():
+        right = (model(splits.train_x[:n]).argmax(1) == splits.train_y[:n]).float().mean().item()
+    assert row["train_clean_acc"] == pytest.approx(right, abs=1e-6)
     curves = pd.read_csv(tmp_path / "report" / "cka_epochs.csv")
     assert set(curves["epoch_a"]) == {1, 2, 3, 4} and (curves.loc[curves["epoch_a"] == 4, "cka"] > 1 - 1e-9).all()

@@ -132,6 +132,9 @@ DONOR_SCHEMA = pa.schema(
         ("robust_acc", pa.float64()),
         ("n_eval_robust", pa.int32()),
         ("eps", pa.float64()),
+        # the donor's own evaluation only: the same on its first training images (Cianfarani et al. 2022 Table 1)
+        ("train_clean_acc", pa.float64()),
+        ("train_robust_acc", pa.float64()),
         # the evaluation the accuracies come from: a donor has one row per evaluation the sweep uses (its own
         # test set, and each trial's test images and attack settings); a trial reads only an exact match
         ("eval_id", pa.string()),
