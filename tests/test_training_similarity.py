@@ -12,8 +12,8 @@ import torch
 import analysis
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
-from sweep.kinds.base import RunContext
 from sweep.data.core import make_splits
+from sweep.kinds.base import RunContext
 from sweep.kinds.donor import load_donor, run_donor
 from sweep.kinds.training_similarity import epoch_models, run_training_similarity
 from sweep.results import SweepDir

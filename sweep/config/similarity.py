@@ -1,7 +1,8 @@
 """The `similarity` section: representation similarity without stitching (Cianfarani et al. 2022).
 
-Each entry lists pairs of donors (A may equal B); a pair is one unit: the matrix of linear CKA between every
-point of A and every point of B on the first `images` test images, each side seeing benign images or
+Each entry lists pairs of donors (A may equal B) trained on one dataset (the sweep's, or their own `data:`);
+a pair is one unit: the matrix of linear CKA between every point of A and every point of B on the first
+`images` test images of that dataset, each side seeing benign images or
 adversarial ones crafted against a chosen source model (PGD; Cianfarani et al. 2.3: PGD-20, eps 8/255 on
 CIFAR-10). Points are the stitch points (`stitch`), every node of the network's traced graph (`modules`:
 convolutions, BatchNorms, activations, pooling, additions, as Cianfarani et al.'s "all layers"), or a list of
@@ -111,7 +112,6 @@ def parse_similarity(raw: Any, data, evaluation, donors: dict[str, DonorSpec], u
 
 def _parse_entry(entry: dict, path: str, data, evaluation, donors, used: set[str]) -> list[SimilaritySpec]:
     s = Section(entry, path, set(OPTIONS))
-    common = _settings(s, path, data)
     pairs = s.raw.get("pairs")
     if not isinstance(pairs, list) or not pairs:
         raise SpecError(f"{path}.pairs", "a non-empty list of {a: REF, b: REF}", pairs)
@@ -121,13 +121,9 @@ def _parse_entry(entry: dict, path: str, data, evaluation, donors, used: set[str
         p = Section(praw, ppath, PAIR_FIELDS)
         a = resolve_ref(p.get("a", "string"), f"{ppath}.a", donors)
         b = resolve_ref(p.get("b", "string"), f"{ppath}.b", donors)
-        for side, d in (("a", a), ("b", b)):
-            if d.data.dataset != data.dataset:
-                raise SpecError(
-                    f"{ppath}.{side}",
-                    f"a donor trained on the sweep's data ({data.dataset})",
-                    f"{d.ref} on {d.data.dataset}",
-                )
+        if b.data.dataset != a.data.dataset:  # both see the same images: those of the data they trained on
+            raise SpecError(f"{ppath}.b", f"a donor trained on {a.ref}'s data ({a.data.dataset})", b.data.dataset)
+        common = _settings(s, path, a.data)
         inputs = {side: p.get(f"{side}_inputs", "string", "benign", choices=INPUTS) for side in ("a", "b")}
         attack = _attack(s, path, a, b, donors, evaluation) if "adversarial" in inputs.values() else {}
         used.update(d.name for d in (a, b))
@@ -183,6 +179,8 @@ def _attack(s: Section, path: str, a: DonorSpec, b: DonorSpec, donors: dict, eva
     at = Section(raw, f"{path}.attack", set(ATTACK_OPTIONS))
     source = at.read(ATTACK_OPTIONS["source"])
     donor = {"a": a, "b": b}.get(source) or resolve_ref(source, f"{path}.attack.source", donors)
+    if donor.data.dataset != a.data.dataset:
+        raise SpecError(f"{path}.attack.source", f"a donor trained on {a.data.dataset}", donor.data.dataset)
     eps = at.read(ATTACK_OPTIONS["eps"])
     eps = evaluation.eps if eps is None else eps
     steps = at.read(ATTACK_OPTIONS["steps"])
@@ -287,29 +285,38 @@ def parse_training_similarity(raw: Any, data, evaluation, donors: dict, used: se
     units: dict[str, TrainingSimilaritySpec] = {}
     for i, entry in enumerate(entries):
         path = "training_similarity" if isinstance(raw, dict) else f"training_similarity[{i}]"
-        s = Section(entry, path, set(TRAINING_OPTIONS))
-        n_test = data.sizes()[1]
-        common = dict(
-            **data.fields(),
-            inputs=s.read(TRAINING_OPTIONS["inputs"]),
-            images=s.read(TRAINING_OPTIONS["images"], default=TRAINING_OPTIONS["images"].capped(n_test), high=n_test),
-            batch_size=s.read(TRAINING_OPTIONS["batch_size"]),
-            passes=s.read(TRAINING_OPTIONS["passes"]),
-            seed=s.read(TRAINING_OPTIONS["seed"]),
-            name=s.read(TRAINING_OPTIONS["name"]),
-        )
-        if common["inputs"] == "adversarial":
-            common.update(_training_attack(s, path, evaluation))
-        elif "attack" in s.raw:
-            raise SpecError(f"{path}.attack", "an option of inputs: adversarial", s.raw["attack"])
-        for k, ref in enumerate(s.read(TRAINING_OPTIONS["donors"])):
-            donor = resolve_ref(ref, f"{path}.donors[{k}]", donors)
-            if not donor.checkpoint_every:
-                raise SpecError(
-                    f"{path}.donors[{k}]", "a zoo donor trained with checkpoint_every", ref, "set it on the donor"
-                )
-            used.add(donor.name)
-            unit = TrainingSimilaritySpec(
+        for unit in _training_entry(Section(entry, path, set(TRAINING_OPTIONS)), path, evaluation, donors, used):
+            units.setdefault(unit.unit_id, unit)
+    return tuple(units.values())
+
+
+def _training_entry(s: Section, path: str, evaluation, donors: dict, used: set[str]) -> list:
+    """One entry's units: one per donor, on the test images of the data it trained on."""
+    common = dict(
+        inputs=s.read(TRAINING_OPTIONS["inputs"]),
+        batch_size=s.read(TRAINING_OPTIONS["batch_size"]),
+        passes=s.read(TRAINING_OPTIONS["passes"]),
+        seed=s.read(TRAINING_OPTIONS["seed"]),
+        name=s.read(TRAINING_OPTIONS["name"]),
+    )
+    if common["inputs"] == "adversarial":
+        common.update(_training_attack(s, path, evaluation))
+    elif "attack" in s.raw:
+        raise SpecError(f"{path}.attack", "an option of inputs: adversarial", s.raw["attack"])
+    units = []
+    for k, ref in enumerate(s.read(TRAINING_OPTIONS["donors"])):
+        donor = resolve_ref(ref, f"{path}.donors[{k}]", donors)
+        if not donor.checkpoint_every:
+            raise SpecError(
+                f"{path}.donors[{k}]", "a zoo donor trained with checkpoint_every", ref, "set it on the donor"
+            )
+        used.add(donor.name)
+        n_test = donor.data.sizes()[1]
+        images = TRAINING_OPTIONS["images"]
+        units.append(
+            TrainingSimilaritySpec(
+                **donor.data.fields(),
+                images=s.read(images, default=images.capped(n_test), high=n_test),
                 donor_key=donor.donor_key,
                 arch=donor.arch,
                 epochs=donor.kept_epochs,
@@ -317,8 +324,8 @@ def parse_training_similarity(raw: Any, data, evaluation, donors: dict, used: se
                 donor=donor.ref,
                 **common,
             )
-            units.setdefault(unit.unit_id, unit)
-    return tuple(units.values())
+        )
+    return units
 
 
 def _training_attack(s: Section, path: str, evaluation) -> dict:

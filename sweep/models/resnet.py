@@ -77,11 +77,26 @@ class Head(nn.Module):
 
 
 def _residual_net(
-    block, widths, blocks, *, in_channels, num_classes, mean, std, stem_stride=1, stem_bn=True, head_bn=False
+    block,
+    widths,
+    blocks,
+    *,
+    in_channels,
+    num_classes,
+    mean,
+    std,
+    stem_stride=1,
+    stem_bn=True,
+    head_bn=False,
+    imagenet_stem=False,
 ) -> StagedNet:
     in_planes = widths[0]
-    stem: list[nn.Module] = [Normalize(mean, std), nn.Conv2d(in_channels, in_planes, 3, stem_stride, 1, bias=False)]
-    if stem_bn:
+    if imagenet_stem:  # He et al.'s ImageNet stem: 7x7 stride-2 convolution, BN, ReLU, 3x3 stride-2 max-pool
+        conv = nn.Conv2d(in_channels, in_planes, 7, 2, 3, bias=False)
+        stem = [Normalize(mean, std), conv, nn.BatchNorm2d(in_planes), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    else:
+        stem = [Normalize(mean, std), nn.Conv2d(in_channels, in_planes, 3, stem_stride, 1, bias=False)]
+    if stem_bn and not imagenet_stem:
         stem.append(nn.BatchNorm2d(in_planes))
     stages: list[tuple[str, nn.Module]] = [("stem", nn.Sequential(*stem))]
     points = []
@@ -136,4 +151,20 @@ def resnet50(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet
         num_classes=num_classes,
         mean=mean,
         std=std,
+    )
+
+
+@register_architecture(
+    "resnet18_imagenet", "ImageNet-style ResNet-18 (7x7 stride-2 stem and max-pool), for the ImageNet subsets (8)"
+)
+def resnet18_imagenet(*, in_channels, num_classes, mean, std, image_size=160) -> StagedNet:
+    return _residual_net(
+        BasicBlock,
+        [64, 128, 256, 512],
+        [2, 2, 2, 2],
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        imagenet_stem=True,
     )

@@ -1,0 +1,95 @@
+"""ImageNet subsets in the image-folder layout (Cianfarani et al. 2022's ImageNette and ImageWoof, fast.ai's
+ten-class subsets of ImageNet): `ROOT/<folder>/train/<class>/*` and `ROOT/<folder>/val/<class>/*`, one folder
+per WordNet class, classes numbered in sorted order. Images are resized (shorter side) and centre-cropped to
+160 x 160 (the subsets' 160-pixel release), pixels in [0, 1], normalised with ImageNet's statistics. With
+`download` on, a missing subset is fetched once from fast.ai's public bucket.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sweep.data.core import Pool, register_dataset
+
+SIZE = 160
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+IMAGENET_THREAT = (4 / 255, 1 / 255)  # Cianfarani et al. 2022 2.3: eps 4/255 on the ImageNet subsets
+SUFFIXES = {".jpeg", ".jpg", ".png"}
+URL = "https://s3.amazonaws.com/fast-ai-imageclas/{folder}.tgz"
+
+
+def read_image_folder(split_dir: Path, size: int = SIZE) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """Every image under `split_dir/<class>/`, as (N, 3, size, size) floats in [0, 1], labels, class names."""
+    from PIL import Image
+
+    classes = sorted(p.name for p in split_dir.iterdir() if p.is_dir())
+    if not classes:
+        raise FileNotFoundError(f"no class folders under {split_dir}")
+    images, labels = [], []
+    for label, name in enumerate(classes):
+        for path in sorted(p for p in (split_dir / name).iterdir() if p.suffix.lower() in SUFFIXES):
+            with Image.open(path) as img:
+                images.append(_square(img.convert("RGB"), size))
+            labels.append(label)
+    x = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float().div_(255)
+    return x, torch.tensor(labels, dtype=torch.long), classes
+
+
+def _square(img, size: int) -> np.ndarray:
+    """Resize the shorter side to `size` (bilinear), then crop the centre square."""
+    from PIL import Image
+
+    w, h = img.size
+    scale = size / min(w, h)
+    img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BILINEAR)
+    w, h = img.size
+    left, top = (w - size) // 2, (h - size) // 2
+    return np.asarray(img.crop((left, top, left + size, top + size)), dtype=np.uint8)
+
+
+def _load(folder: str, root: Path, download: bool) -> Pool:
+    base = root / folder
+    if not (base / "train").is_dir() and download:
+        from torchvision.datasets.utils import download_and_extract_archive
+
+        download_and_extract_archive(URL.format(folder=folder), str(root))
+    train_x, train_y, classes = read_image_folder(base / "train")
+    test_x, test_y, test_classes = read_image_folder(base / "val")
+    if test_classes != classes:
+        raise ValueError(f"{base}: the val classes {test_classes} differ from the train classes {classes}")
+    return Pool(train_x, train_y, test_x, test_y, len(classes), IMAGENET_MEAN, IMAGENET_STD)
+
+
+def _required(folder: str):
+    return lambda root: [root / folder / "train", root / folder / "val"]
+
+
+@register_dataset(
+    "imagenette",
+    train_pool=9469,
+    test=3925,
+    channels=3,
+    image_size=SIZE,
+    required=_required("imagenette2-160"),
+    threat=IMAGENET_THREAT,
+)
+def imagenette(root: Path, download: bool) -> Pool:
+    """ImageNette (fast.ai): ten easily told apart ImageNet classes."""
+    return _load("imagenette2-160", root, download)
+
+
+@register_dataset(
+    "imagewoof",
+    train_pool=9025,
+    test=3929,
+    channels=3,
+    image_size=SIZE,
+    required=_required("imagewoof2-160"),
+    threat=IMAGENET_THREAT,
+)
+def imagewoof(root: Path, download: bool) -> Pool:
+    """ImageWoof (fast.ai): ten ImageNet dog breeds, hard to tell apart."""
+    return _load("imagewoof2-160", root, download)

@@ -1,0 +1,45 @@
+"""ImageNette and ImageWoof (Cianfarani et al. 2022's ImageNet subsets) load from a tiny folder of generated
+images written in their image-folder layout, offline."""
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from sweep.data import core as data
+from sweep.data.image_folders import SIZE, read_image_folder
+
+
+def _write(root, folder, per_class):
+    classes = [f"n0{i:07d}" for i in range(10)]
+    for split, n in per_class.items():
+        for c, name in enumerate(classes):
+            d = root / folder / split / name
+            d.mkdir(parents=True)
+            for k in range(n):
+                # wide images: black 40-pixel bands left and right, the middle a grey that encodes the class
+                img = np.zeros((200, 320, 3), dtype=np.uint8)
+                img[:, 40:280] = 20 * c + k
+                Image.fromarray(img).save(d / f"{name}_{k}.JPEG" if k % 2 == 0 else d / f"{name}_{k}.png")
+    return classes
+
+
+@pytest.mark.parametrize("name,folder", [("imagenette", "imagenette2-160"), ("imagewoof", "imagewoof2-160")])
+def test_an_imagenet_subset_loads_from_its_image_folders(tmp_path, name, folder):
+    _write(tmp_path, folder, {"train": 2, "val": 1})
+    pool = data.load_pool(name, str(tmp_path), download=False)
+    assert pool.train_x.shape == (20, 3, SIZE, SIZE) and pool.test_x.shape == (10, 3, SIZE, SIZE)
+    assert pool.num_classes == 10 and pool.train_y.tolist() == [c for c in range(10) for _ in range(2)]
+    # shorter side to 160 (320 x 200 -> 256 x 160), centre crop of 160 from 48 px in: the black bands (32 px
+    # after scaling) are cut away, with margin for the resampling filter
+    first = pool.train_x[0].numpy()
+    assert abs(first.min() - first.max()) < 2 / 255 and abs(first.mean() - 0.0) < 2 / 255  # class 0, k 0: black
+    grey = pool.train_x[2 * 5].numpy()  # class 5, image 0: 100 / 255 everywhere, JPEG within a few levels
+    assert np.allclose(grey, 100 / 255, atol=4 / 255)
+    splits = data.make_splits(name, None, 5, None, root=str(tmp_path), download=False)
+    assert (len(splits.train_y), len(splits.val_y), splits.image_size) == (15, 5, SIZE)
+
+
+def test_a_folder_without_classes_is_refused(tmp_path):
+    (tmp_path / "train").mkdir()
+    with pytest.raises(FileNotFoundError, match="no class folders"):
+        read_image_folder(tmp_path / "train")
