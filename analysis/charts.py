@@ -287,3 +287,22 @@ def heatmap_grid(long: pd.DataFrame) -> alt.VConcatChart:
             alt.hconcat(*maps).resolve_scale(color="independent").properties(title=f"{pair.front} -> {pair.end}")
         )
     return alt.vconcat(*rows)
+
+
+def donor_curves_chart(curves: pd.DataFrame) -> alt.FacetChart:
+    """Each trained donor's losses per epoch: training, validation and (adversarial methods) adversarial
+    validation (Cianfarani et al. 2022 Fig. 6, where the adversarial validation loss rising while the training
+    loss falls marks overfitting)."""
+    losses = curves[curves["metric"].str.endswith("loss")]
+    return (
+        alt.Chart(losses)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("epoch:Q", title="epoch"),
+            y=alt.Y("value:Q", title="loss"),
+            color=alt.Color("metric:N", title=None),
+            tooltip=["donor:N", "metric:N", "epoch:Q", alt.Tooltip("value:Q", format=".3f")],
+        )
+        .properties(width=260, height=160)
+        .facet(facet=alt.Facet("donor:N", title=None), columns=3)
+    )

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from .store.schema import (
     CURVES_DIR,
+    DONOR_CURVES_DIR,
     DONORS_DIR,
     REPTESTS_DIR,
     SIMILARITY_DIR,
@@ -36,6 +37,7 @@ KEY_COLUMN = {
     REPTESTS_DIR: "unit_id",
     SIMILARITY_DIR: "unit_id",
     TRAINING_SIMILARITY_DIR: "unit_id",
+    DONOR_CURVES_DIR: "donor_key",
 }
 
 

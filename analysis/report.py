@@ -13,7 +13,15 @@ import altair as alt
 import pandas as pd
 
 from . import cka
-from .charts import class_collapse_grid, cross_task_grid, heatmap_grid, is_cross_task, setting_label, stitching_grid
+from .charts import (
+    class_collapse_grid,
+    cross_task_grid,
+    donor_curves_chart,
+    heatmap_grid,
+    is_cross_task,
+    setting_label,
+    stitching_grid,
+)
 from .load import load
 from .stats import correlation_table, rank_correlations
 from .store.storage import Loc, open_root
@@ -82,6 +90,7 @@ class ReportData:
     reptests: pd.DataFrame
     similarity: pd.DataFrame
     training_similarity: pd.DataFrame
+    donor_curves: pd.DataFrame
 
     @functools.cached_property
     def done(self) -> pd.DataFrame:
@@ -172,6 +181,13 @@ CHARTS = [
         csv="cka_epochs.csv",
     ),
     ChartSection(
+        "Donor training curves: training, validation and adversarial validation loss per epoch",
+        lambda d: d.donor_curves,
+        donor_curves_chart,
+        "donor_curves.png",
+        csv="donor_curves.csv",
+    ),
+    ChartSection(
         "Epoch x epoch CKA per layer (Cianfarani et al. 2022 Fig. 25)",
         lambda d: cka.epoch_matrices(d.training_similarity),
         cka.epoch_matrix_chart,
@@ -254,6 +270,7 @@ def write_report(results: str | Path | Loc, out: str | Path) -> Path:
         tables["reptests"],
         tables["similarity"],
         tables["training_similarity"],
+        tables["donor_curves"],
     )
     trials.to_csv(out / "trials.csv", index=False)
     charts = []

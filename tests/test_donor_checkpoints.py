@@ -50,6 +50,10 @@ def test_a_killed_donor_resumes_and_ends_with_the_uninterrupted_weights(tmp_path
     resumed = train_donor(donor, splits, cpu, seen.append, workdir)
     assert seen[0] == {"phase": "zoo_resumed", "epoch": 2, "epochs": 3}
     assert [m["epoch"] for m in seen[1:]] == [3]  # only the epoch left was trained
+    # per epoch: validation loss and accuracy, and for PGD on its own attack (higher loss: the attack works)
+    assert {"train_loss", "val_loss", "val_acc"} <= set(seen[-1])
+    if training == "pgd":
+        assert seen[-1]["val_adv_acc"] <= seen[-1]["val_acc"] and seen[-1]["val_adv_loss"] > seen[-1]["val_loss"]
     for (name, a), (_, b) in zip(whole.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(a, b), name
 

@@ -75,5 +75,12 @@ def test_epoch_by_epoch_cka_of_a_trained_donor(tmp_path):
     with torch.no_grad():
         right = (model(splits.train_x[:n]).argmax(1) == splits.train_y[:n]).float().mean().item()
     assert row["train_clean_acc"] == pytest.approx(right, abs=1e-6)
+    donor_curves = pd.read_csv(tmp_path / "report" / "donor_curves.csv").set_index(["epoch", "metric"])["value"]
+    assert set(donor_curves.index.get_level_values("epoch")) == {1, 2, 3, 4}
+    assert {"train_loss", "val_loss", "val_acc"} <= set(donor_curves.index.get_level_values("metric"))
+    # the last epoch's validation accuracy is the finished donor's on the validation images
+    with torch.no_grad():
+        val_right = (model(splits.val_x).argmax(1) == splits.val_y).float().mean().item()
+    assert donor_curves[(4, "val_acc")] == pytest.approx(val_right, abs=1e-6)
     curves = pd.read_csv(tmp_path / "report" / "cka_epochs.csv")
     assert set(curves["epoch_a"]) == {1, 2, 3, 4} and (curves.loc[curves["epoch_a"] == 4, "cka"] > 1 - 1e-9).all()

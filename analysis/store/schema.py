@@ -240,6 +240,21 @@ SIMILARITY_SCHEMA = pa.schema(
     ]
 )
 
+DONOR_CURVES_DIR = "donor_curves"
+
+# A trained donor's curves, one part per donor: per epoch its training loss and its validation loss and
+# accuracy, benign and (adversarial methods) on the method's own attack: `val_adv_loss`, `val_adv_acc`.
+DONOR_CURVES_SCHEMA = pa.schema(
+    [
+        ("donor", pa.string()),
+        ("donor_key", pa.string()),
+        ("training", pa.string()),
+        ("epoch", pa.int32()),
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+    ]
+)
+
 TRAINING_SIMILARITY_DIR = "training_similarity"
 
 # CKA across training epochs (Cianfarani et al. 2022 Figs 6, 25): one part per unit (a donor), one row per
@@ -278,7 +293,15 @@ TRAINING_SIMILARITY_SCHEMA = pa.schema(
     ]
 )
 
-TABLES = (TRIALS_DIR, DONORS_DIR, CURVES_DIR, REPTESTS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR)
+TABLES = (
+    TRIALS_DIR,
+    DONORS_DIR,
+    CURVES_DIR,
+    REPTESTS_DIR,
+    SIMILARITY_DIR,
+    TRAINING_SIMILARITY_DIR,
+    DONOR_CURVES_DIR,
+)
 
 
 def _index_columns(reptest: bool) -> list[tuple[str, pa.DataType]]:
@@ -307,6 +330,8 @@ def schema(table: str) -> pa.Schema:
         return SIMILARITY_SCHEMA
     if table == TRAINING_SIMILARITY_DIR:
         return TRAINING_SIMILARITY_SCHEMA
+    if table == DONOR_CURVES_DIR:
+        return DONOR_CURVES_SCHEMA
     raise KeyError(f"unknown results table {table!r}; the tables are {list(TABLES)}")
 
 

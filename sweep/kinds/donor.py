@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from analysis.store.schema import DONOR_SCHEMA, SCHEMA_VERSION
+from analysis.store.schema import DONOR_CURVES_DIR, DONOR_SCHEMA, SCHEMA_VERSION, schema
 from sweep import __version__
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.data.core import Splits, make_splits, test_images
@@ -106,7 +106,7 @@ def run_donor(
         )
         trained_now = not ckpt.exists() and DONOR_SOURCES[donor.source].trains
         if not ckpt.exists():
-            _make_checkpoint(donor, splits, ckpt, device, progress)
+            _make_checkpoint(donor, splits, ckpt, device, progress, sweep)
         model = load_donor(sweep, donor.donor_key, device)
         train_s = time.perf_counter() - t0
     except Exception as exc:  # recorded for every evaluation; the stitching trials that need it fail
@@ -157,13 +157,26 @@ def _base_row(donor: DonorSpec, sweep_name: str) -> dict:
 
 
 def _make_checkpoint(
-    donor: DonorSpec, splits: Splits, ckpt: Loc, device: torch.device, progress: Callable[[dict], None] | None
+    donor: DonorSpec,
+    splits: Splits,
+    ckpt: Loc,
+    device: torch.device,
+    progress: Callable[[dict], None] | None,
+    sweep: SweepDir,
 ) -> None:
     """Train or load the donor as its source says, and write it into the zoo's own format (a `file:` or
     `robustbench:` donor is converted once, then used like any other)."""
     model, mean, std = DONOR_SOURCES[donor.source].build(donor, splits, device, progress, ckpt.parent)
     save_donor(ckpt, model, donor, splits, mean, std)
-    (ckpt.parent / TRAIN_STATE).unlink(missing_ok=True)  # the donor is complete: nothing to resume
+    state = ckpt.parent / TRAIN_STATE
+    if state.exists():  # a trained donor: its curves go to the sweep's donor_curves table
+        history = load_torch(state).get("history", [])
+        rows = [
+            dict(donor=donor.name, donor_key=donor.donor_key, training=donor.training, epoch=e, metric=m, value=v)
+            for e, m, v in history
+        ]
+        write_rows(sweep.part(DONOR_CURVES_DIR, donor.donor_key), rows, schema(DONOR_CURVES_DIR))
+    state.unlink(missing_ok=True)  # the donor is complete: nothing to resume
 
 
 def _evaluate(model: StagedNet, ev: DonorEval, device: torch.device, data_root: str | None, download: bool) -> dict:

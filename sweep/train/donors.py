@@ -19,7 +19,7 @@ from sweep.data.core import Splits, batches
 from sweep.models.base import StagedNet, build
 from sweep.registry import TRAINING_METHODS
 from sweep.results import Loc, load_torch, save_torch
-from sweep.train.attacks import pgd_l2, pgd_linf, trades_linf, trades_loss
+from sweep.train.attacks import craft, pgd_l2, pgd_linf, trades_linf, trades_loss
 from sweep.train.loops import optimiser_step, step_schedule
 
 _ce = nn.CrossEntropyLoss()
@@ -113,7 +113,8 @@ def train_donor(
     sched = step_schedule(opt, donor.epochs)
     gen = torch.Generator().manual_seed(donor.seed)
     method = TRAINING_METHODS.get_entry(donor.training)
-    start = _resume(workdir, donor, model, opt, sched, gen, device, progress)
+    history: list[list] = []  # [epoch, metric, value]: the donor's training curves
+    start = _resume(workdir, donor, model, opt, sched, gen, device, progress, history)
     for epoch in range(start, donor.epochs + 1):
         total, n = 0.0, 0
         for xb, yb in batches(splits.train_x, splits.train_y, donor.batch_size, gen):
@@ -124,15 +125,47 @@ def train_donor(
             total += optimiser_step(opt, loss, f"donor {donor.name}, epoch {epoch}") * len(yb)
             n += len(yb)
         sched.step()
+        metrics = {"train_loss": total / n, **validation(model, splits, donor, method, device)}
+        history.extend([epoch, k, v] for k, v in metrics.items())
         if workdir is not None:
-            _keep(workdir, donor, epoch, model, opt, sched, gen)
+            _keep(workdir, donor, epoch, model, opt, sched, gen, history)
         if progress is not None:
-            progress({"phase": "zoo", "epoch": epoch, "epochs": donor.epochs, "train_loss": total / n})
+            progress({"phase": "zoo", "epoch": epoch, "epochs": donor.epochs, **metrics})
     model.eval()
     return model
 
 
-def _keep(workdir: Loc, donor, epoch: int, model, opt, sched, gen: torch.Generator) -> None:
+VAL_ATTACK_SEED = 12345  # the validation attack's own random starts: training's generator is left alone
+
+
+def validation(model, splits: Splits, donor, method: TrainingMethod, device: torch.device) -> dict:
+    """Cross-entropy and accuracy on the validation split, and, for an adversarial method, on its PGD
+    examples of it (the method's own attack: Cianfarani et al. 2022 Fig. 6's adversarial validation loss)."""
+    if len(splits.val_y) == 0:
+        return {}
+    was = model.training
+    model.eval()
+    x, y = splits.val_x, splits.val_y
+    out = _loss_and_accuracy(model, x, y, device, "val")
+    if "eps" in method.fields:
+        args = (donor.eps, donor.step_size, donor.steps, VAL_ATTACK_SEED, device)
+        out.update(_loss_and_accuracy(model, craft(method.norm, model, x, y, *args), y, device, "val_adv"))
+    model.train(was)
+    return out
+
+
+def _loss_and_accuracy(model, x: torch.Tensor, y: torch.Tensor, device: torch.device, prefix: str) -> dict:
+    loss, right = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(x), 500):
+            logits = model(x[i : i + 500].to(device))
+            target = y[i : i + 500].to(device)
+            loss += float(nn.functional.cross_entropy(logits, target, reduction="sum"))
+            right += int((logits.argmax(1) == target).sum())
+    return {f"{prefix}_loss": loss / len(y), f"{prefix}_acc": right / len(y)}
+
+
+def _keep(workdir: Loc, donor, epoch: int, model, opt, sched, gen: torch.Generator, history: list) -> None:
     if epoch in donor.kept_epochs:
         save_torch(epoch_checkpoint(workdir, epoch), {"epoch": epoch, "state_dict": model.state_dict()})
     state = {
@@ -143,11 +176,12 @@ def _keep(workdir: Loc, donor, epoch: int, model, opt, sched, gen: torch.Generat
         "scheduler": sched.state_dict(),
         "generator": gen.get_state(),
         "torch_rng": torch.get_rng_state(),
+        "history": history,
     }
     save_torch(workdir / TRAIN_STATE, state)  # one file, replaced whole: a kill leaves the previous epoch's
 
 
-def _resume(workdir, donor, model, opt, sched, gen, device, progress) -> int:
+def _resume(workdir, donor, model, opt, sched, gen, device, progress, history: list) -> int:
     """The first epoch to train: 1, or the one after the state a killed run left in `workdir`."""
     path = None if workdir is None else workdir / TRAIN_STATE
     if path is None or not path.exists():
@@ -160,6 +194,7 @@ def _resume(workdir, donor, model, opt, sched, gen, device, progress) -> int:
     sched.load_state_dict(state["scheduler"])
     gen.set_state(state["generator"])
     torch.set_rng_state(state["torch_rng"])
+    history.extend(state.get("history", []))
     if progress is not None:
         progress({"phase": "zoo_resumed", "epoch": state["epoch"], "epochs": donor.epochs})
     return state["epoch"] + 1
