@@ -199,14 +199,34 @@ CURVE_SCHEMA = pa.schema(
 SIMILARITY_DIR = "similarity"
 
 # Similarity without stitching (Cianfarani et al. 2022): one part per unit, one row per (A point, B point).
+# Columns every unit of a measuring kind (similarity, training similarity) records first, and last.
+_UNIT_HEAD = [
+    ("unit_id", pa.string()),
+    ("sweep", pa.string()),
+    ("name", pa.string()),
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("dataset", pa.string()),
+]
+_UNIT_TAIL = [
+    ("seed", pa.int64()),
+    ("time_unit_s", pa.float64()),
+    ("device", pa.string()),
+    ("stitchsweep_version", pa.string()),
+    ("schema_version", pa.int32()),
+    ("finished_at", pa.timestamp("us", tz="UTC")),
+]
+_MINIBATCH = [("images", pa.int32()), ("batch_size", pa.int32()), ("passes", pa.int32())]
+_ATTACK = [
+    ("attack_norm", pa.string()),
+    ("attack_eps", pa.float64()),
+    ("attack_steps", pa.int32()),
+    ("attack_step_size", pa.float64()),
+]
+
 SIMILARITY_SCHEMA = pa.schema(
-    [
-        ("unit_id", pa.string()),
-        ("sweep", pa.string()),
-        ("name", pa.string()),
-        ("status", pa.string()),
-        ("error", pa.string()),
-        ("dataset", pa.string()),
+    _UNIT_HEAD
+    + [
         ("a", pa.string()),  # the donors' references, e.g. "zoo:plain_a"
         ("b", pa.string()),
         ("a_key", pa.string()),
@@ -221,23 +241,15 @@ SIMILARITY_SCHEMA = pa.schema(
         ("b_index", pa.int32()),
         ("cka", pa.float64()),
         ("estimator", pa.string()),  # "minibatch" (unbiased HSIC, Nguyen et al. 2021) | "full"
-        ("images", pa.int32()),
-        ("batch_size", pa.int32()),
-        ("passes", pa.int32()),
-        ("attack_source", pa.string()),  # the adversarial examples: crafted against this donor
-        ("attack_norm", pa.string()),
-        ("attack_eps", pa.float64()),
-        ("attack_steps", pa.int32()),
-        ("attack_step_size", pa.float64()),
+    ]
+    + _MINIBATCH
+    + [("attack_source", pa.string())]  # the adversarial examples: crafted against this donor
+    + _ATTACK
+    + [
         ("a_acc", pa.float64()),  # each side's accuracy on the inputs it saw (b_acc on a's adversarial
         ("b_acc", pa.float64()),  # examples: Cianfarani et al. Fig. 5a's transfer robustness)
-        ("seed", pa.int64()),
-        ("time_unit_s", pa.float64()),
-        ("device", pa.string()),
-        ("stitchsweep_version", pa.string()),
-        ("schema_version", pa.int32()),
-        ("finished_at", pa.timestamp("us", tz="UTC")),
     ]
+    + _UNIT_TAIL
 )
 
 DONOR_CURVES_DIR = "donor_curves"
@@ -260,13 +272,8 @@ TRAINING_SIMILARITY_DIR = "training_similarity"
 # CKA across training epochs (Cianfarani et al. 2022 Figs 6, 25): one part per unit (a donor), one row per
 # (point, epoch, epoch).
 TRAINING_SIMILARITY_SCHEMA = pa.schema(
-    [
-        ("unit_id", pa.string()),
-        ("sweep", pa.string()),
-        ("name", pa.string()),
-        ("status", pa.string()),
-        ("error", pa.string()),
-        ("dataset", pa.string()),
+    _UNIT_HEAD
+    + [
         ("donor", pa.string()),
         ("donor_key", pa.string()),
         ("arch", pa.string()),
@@ -277,20 +284,10 @@ TRAINING_SIMILARITY_SCHEMA = pa.schema(
         ("epoch_b", pa.int32()),
         ("final_epoch", pa.int32()),
         ("cka", pa.float64()),
-        ("images", pa.int32()),
-        ("batch_size", pa.int32()),
-        ("passes", pa.int32()),
-        ("attack_norm", pa.string()),
-        ("attack_eps", pa.float64()),
-        ("attack_steps", pa.int32()),
-        ("attack_step_size", pa.float64()),
-        ("seed", pa.int64()),
-        ("time_unit_s", pa.float64()),
-        ("device", pa.string()),
-        ("stitchsweep_version", pa.string()),
-        ("schema_version", pa.int32()),
-        ("finished_at", pa.timestamp("us", tz="UTC")),
     ]
+    + _MINIBATCH
+    + _ATTACK
+    + _UNIT_TAIL
 )
 
 TABLES = (

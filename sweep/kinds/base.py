@@ -79,3 +79,27 @@ def register_kind(kind: Kind) -> Kind:
     if missing:
         raise ValueError(f"kind {kind.name!r} runs after {missing}, which are not registered before it")
     return KINDS.add(kind.name, kind)
+
+
+def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[dict]]) -> dict:
+    """Run `measure` (a unit's rows) and write them, each with the `base` columns, as the unit's one Parquet
+    part, last: status "done", or, when it raises, one "failed" row with the error (the sweep goes on). Adds
+    the unit's wall time, the finishing time and the versions. Returns {"status", "error"}."""
+    import time
+    from datetime import datetime, timezone
+
+    from analysis.store.schema import SCHEMA_VERSION, schema
+    from sweep import __version__
+    from sweep.results import write_rows
+
+    base = dict(base, stitchsweep_version=__version__, schema_version=SCHEMA_VERSION)
+    t0 = time.perf_counter()
+    try:
+        rows = [dict(base, **r, status="done") for r in measure()]
+    except Exception as exc:  # recorded; the sweep goes on
+        rows = [dict(base, status="failed", error=f"{type(exc).__name__}: {exc}")]
+    now = datetime.now(timezone.utc)
+    for r in rows:
+        r.update(time_unit_s=time.perf_counter() - t0, finished_at=now)
+    write_rows(part, rows, schema(table))
+    return {"status": rows[0]["status"], "error": rows[0].get("error")}

@@ -179,53 +179,41 @@ def _make_checkpoint(
     state.unlink(missing_ok=True)  # the donor is complete: nothing to resume
 
 
+def _accuracies(model: StagedNet, x, y, ev: DonorEval, device: torch.device, n_robust: int) -> tuple:
+    """(clean accuracy on x, robust accuracy on its first `n_robust` images) under the evaluation's attack."""
+    clean = float((predict(model, x, device) == y).float().mean())
+    robust = robust_accuracy(
+        model,
+        x,
+        y,
+        n_eval=n_robust,
+        eps=ev.eps,
+        attacks=ev.attacks,
+        iterations=ev.iterations,
+        restarts=ev.restarts,
+        seed=0,
+        device=device,
+    )
+    return clean, robust
+
+
 def _evaluate(model: StagedNet, ev: DonorEval, device: torch.device, data_root: str | None, download: bool) -> dict:
     """Clean and robust accuracy on the evaluation's test images; a failure is recorded in the row."""
     t1 = time.perf_counter()
     try:
         x, y = test_images(ev.dataset, ev.test_size, data_root, download)
-        pred = predict(model, x, device)
-        rob = robust_accuracy(
-            model,
-            x,
-            y,
-            n_eval=ev.n_eval_robust,
-            eps=ev.eps,
-            attacks=ev.attacks,
-            iterations=ev.iterations,
-            restarts=ev.restarts,
-            seed=0,
-            device=device,
-        )
+        clean, robust = _accuracies(model, x, y, ev, device, ev.n_eval_robust)
     except Exception as exc:
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-    return {
-        "status": "done",
-        "clean_acc": float((pred == y).float().mean()),
-        "robust_acc": rob,
-        "time_eval_s": time.perf_counter() - t1,
-    }
+    return {"status": "done", "clean_acc": clean, "robust_acc": robust, "time_eval_s": time.perf_counter() - t1}
 
 
 def _train_accuracies(model: StagedNet, splits: Splits, ev: DonorEval, device: torch.device) -> dict:
     """Clean accuracy on as many training images as the evaluation has test images, robust accuracy on the
     first `n_eval_robust` of them, with the evaluation's attack."""
     n = min(len(splits.train_y), ev.test_size or len(splits.test_y))
-    x, y = splits.train_x[:n], splits.train_y[:n]
     try:
-        clean = float((predict(model, x, device) == y).float().mean())
-        robust = robust_accuracy(
-            model,
-            x,
-            y,
-            n_eval=min(ev.n_eval_robust, n),
-            eps=ev.eps,
-            attacks=ev.attacks,
-            iterations=ev.iterations,
-            restarts=ev.restarts,
-            seed=0,
-            device=device,
-        )
+        clean, robust = _accuracies(model, splits.train_x[:n], splits.train_y[:n], ev, device, min(ev.n_eval_robust, n))
     except Exception:  # the test-set row stands; the training-set figures are left out
         return {}
     return {"train_clean_acc": clean, "train_robust_acc": robust}

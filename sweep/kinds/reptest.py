@@ -11,25 +11,22 @@ low-rank while stitched, as Balogh & Jelasity 2025 5.1 describes). One Parquet p
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from types import SimpleNamespace
 
 import torch
 from torch import nn
 
-from analysis.store.schema import SCHEMA_VERSION, reptest_schema
-from sweep import __version__
+from analysis.store.schema import REPTESTS_DIR
 from sweep.config.reptests import RepTestSpec, parse_reptests
 from sweep.data.core import make_splits
-from sweep.kinds.base import Kind, RunContext, register_kind
+from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
 from sweep.measures.indices import Pair
 from sweep.measures.probing import linear_probe_accuracy
 from sweep.models.base import split
 from sweep.registry import INDICES
-from sweep.results import SweepDir, write_rows
+from sweep.results import SweepDir
 from sweep.stitching.objectives import FitContext, direct_match
 from sweep.stitching.stitcher import StitchedNet, Stitcher
 from sweep.train.evaluate import activations, predict
@@ -88,21 +85,9 @@ def run_reptest(
         dataset=spec.dataset,
         samples=spec.samples,
         probe_train_size=spec.probe_train_size,
-        stitchsweep_version=__version__,
-        schema_version=SCHEMA_VERSION,
     )
-    t0 = time.perf_counter()
-    try:
-        rows = _run(spec, sweep, device, data_root, download, report)
-        for r in rows:
-            r.update(base, status="done", time_unit_s=time.perf_counter() - t0)
-    except Exception as exc:  # recorded; the sweep goes on
-        rows = [dict(base, status="failed", error=f"{type(exc).__name__}: {exc}", time_unit_s=time.perf_counter() - t0)]
-    now = datetime.now(timezone.utc)
-    for r in rows:
-        r["finished_at"] = now
-    write_rows(part, rows, reptest_schema())
-    return {"unit_id": spec.unit_id, "status": rows[0]["status"], "error": rows[0].get("error")}
+    out = record_unit(part, REPTESTS_DIR, base, lambda: _run(spec, sweep, device, data_root, download, report))
+    return {"unit_id": spec.unit_id, **out}
 
 
 def _fronts(spec: RepTestSpec, models: dict, xtr: torch.Tensor, device: torch.device) -> dict[tuple, nn.Module]:

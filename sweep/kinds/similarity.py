@@ -12,20 +12,15 @@ steps by default), and both sides then read the same images in the same order.
 
 from __future__ import annotations
 
-import time
-from datetime import datetime, timezone
-
 import torch
 
-from analysis.store.schema import SCHEMA_VERSION, SIMILARITY_DIR, schema
-from sweep import __version__
+from analysis.store.schema import SIMILARITY_DIR
 from sweep.config.similarity import SimilaritySpec, parse_similarity
 from sweep.data.core import make_splits
-from sweep.kinds.base import Kind, RunContext, register_kind
+from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
-from sweep.measures.similarity import MinibatchCKA, linear_cka
+from sweep.measures.similarity import MinibatchCKA, linear_cka, minibatches
 from sweep.models.features import features
-from sweep.results import write_rows
 from sweep.train.attacks import craft
 from sweep.train.evaluate import predict
 
@@ -45,19 +40,8 @@ def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
         attack_step_size=spec.attack_step_size,
         seed=spec.seed,
         device=str(ctx.device),
-        stitchsweep_version=__version__,
-        schema_version=SCHEMA_VERSION,
     )
-    t0 = time.perf_counter()
-    try:
-        rows = [dict(base, **r, status="done") for r in _measure(spec, ctx)]
-    except Exception as exc:  # recorded; the sweep goes on
-        rows = [dict(base, status="failed", error=f"{type(exc).__name__}: {exc}")]
-    now = datetime.now(timezone.utc)
-    for r in rows:
-        r.update(time_unit_s=time.perf_counter() - t0, finished_at=now)
-    write_rows(part, rows, schema(SIMILARITY_DIR))
-    return {"status": rows[0]["status"], "error": rows[0].get("error")}
+    return record_unit(part, SIMILARITY_DIR, base, lambda: _measure(spec, ctx))
 
 
 def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
@@ -102,15 +86,10 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
 def _minibatch(spec: SimilaritySpec, fa, fb, xa: torch.Tensor, xb: torch.Tensor, ctx: RunContext) -> torch.Tensor:
     """`passes` passes in reshuffled order; `fb` None: B is A (the matrix of A with itself)."""
     acc = MinibatchCKA()
-    for p in range(spec.passes):
-        order = torch.randperm(len(xa), generator=torch.Generator().manual_seed(spec.seed * 1000 + p))
-        for i in range(0, len(order), spec.batch_size):
-            idx = order[i : i + spec.batch_size]
-            if len(idx) <= 3:
-                continue  # HSIC_1 needs 4 images
-            with torch.no_grad():
-                a = fa(xa[idx].to(ctx.device))
-                acc.update(a, a if fb is None else fb(xb[idx].to(ctx.device)))
+    for p, idx in minibatches(len(xa), spec.batch_size, spec.passes, spec.seed):
+        with torch.no_grad():
+            a = fa(xa[idx].to(ctx.device))
+            acc.update(a, a if fb is None else fb(xb[idx].to(ctx.device)))
         ctx.report({"phase": "similarity", "pass": p + 1, "passes": spec.passes})
     return acc.value().cpu()
 

@@ -11,20 +11,17 @@ batch x batch (E epochs, P points; 8 bytes each): lower `batch_size` for many ep
 from __future__ import annotations
 
 import copy
-import time
-from datetime import datetime, timezone
 
 import torch
 
-from analysis.store.schema import SCHEMA_VERSION, TRAINING_SIMILARITY_DIR, schema
-from sweep import __version__
+from analysis.store.schema import TRAINING_SIMILARITY_DIR
 from sweep.config.similarity import TrainingSimilaritySpec, parse_training_similarity
 from sweep.data.core import make_splits
-from sweep.kinds.base import Kind, RunContext, register_kind
+from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
-from sweep.measures.similarity import MinibatchCKA, grams
+from sweep.measures.similarity import MinibatchCKA, grams, minibatches
 from sweep.models.features import features
-from sweep.results import load_torch, write_rows
+from sweep.results import load_torch
 from sweep.train.attacks import craft
 from sweep.train.donors import epoch_checkpoint
 
@@ -43,19 +40,8 @@ def run_training_similarity(spec: TrainingSimilaritySpec, ctx: RunContext) -> di
         final_epoch=spec.epochs[-1],
         **{k: getattr(spec, k) for k in settings + attack},
         device=str(ctx.device),
-        stitchsweep_version=__version__,
-        schema_version=SCHEMA_VERSION,
     )
-    t0 = time.perf_counter()
-    try:
-        rows = [dict(base, **r, status="done") for r in _measure(spec, ctx)]
-    except Exception as exc:  # recorded; the sweep goes on
-        rows = [dict(base, status="failed", error=f"{type(exc).__name__}: {exc}")]
-    now = datetime.now(timezone.utc)
-    for r in rows:
-        r.update(time_unit_s=time.perf_counter() - t0, finished_at=now)
-    write_rows(part, rows, schema(TRAINING_SIMILARITY_DIR))
-    return {"status": rows[0]["status"], "error": rows[0].get("error")}
+    return record_unit(part, TRAINING_SIMILARITY_DIR, base, lambda: _measure(spec, ctx))
 
 
 def epoch_models(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[torch.nn.Module]:
@@ -83,22 +69,17 @@ def _measure(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[dict]:
         x = craft(spec.attack_norm, models[-1], x, y, *args)
     readers = [features(m, spec.points) for m in models]
     accumulators = [MinibatchCKA() for _ in spec.points]
-    for p in range(spec.passes):
-        order = torch.randperm(len(x), generator=torch.Generator().manual_seed(spec.seed * 1000 + p))
-        for i in range(0, len(order), spec.batch_size):
-            idx = order[i : i + spec.batch_size]
-            if len(idx) <= 3:
-                continue  # HSIC_1 needs 4 images
-            per_point: list[list[torch.Tensor]] = [[] for _ in spec.points]  # [point][epoch]: Grams only
-            for read in readers:
-                with torch.no_grad():
-                    acts = read(x[idx].to(ctx.device))
-                for k, gram in enumerate(grams(acts)):
-                    per_point[k].append(gram)
-                del acts  # one epoch's activations at a time
-            for acc, epoch_grams in zip(accumulators, per_point):
-                stacked = torch.stack(epoch_grams)
-                acc.update_grams(stacked, stacked)
+    for p, idx in minibatches(len(x), spec.batch_size, spec.passes, spec.seed):
+        per_point: list[list[torch.Tensor]] = [[] for _ in spec.points]  # [point][epoch]: Grams only
+        for read in readers:
+            with torch.no_grad():
+                acts = read(x[idx].to(ctx.device))
+            for k, gram in enumerate(grams(acts)):
+                per_point[k].append(gram)
+            del acts  # one epoch's activations at a time
+        for acc, epoch_grams in zip(accumulators, per_point):
+            stacked = torch.stack(epoch_grams)
+            acc.update_grams(stacked, stacked)
         ctx.report({"phase": "training_similarity", "pass": p + 1, "passes": spec.passes})
     rows = []
     for k, (point, acc) in enumerate(zip(spec.points, accumulators)):

@@ -200,6 +200,16 @@ class MinibatchCKA:
         return self.kl / torch.sqrt(torch.outer(self.kk, self.ll))
 
 
+def minibatches(n: int, batch_size: int, passes: int, seed: int):
+    """The image indices of every batch, pass by pass: each pass a new order drawn from `seed`; a final batch
+    of 3 images or fewer is left out (HSIC_1 needs 4). Yields (pass, indices)."""
+    for p in range(passes):
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1000 + p))
+        for i in range(0, n, batch_size):
+            if len(order[i : i + batch_size]) > 3:
+                yield p, order[i : i + batch_size]
+
+
 def grams(reps: list) -> torch.Tensor:
     """The zero-diagonal Grams of batch-centred features that `MinibatchCKA` accumulates: (len(reps), n, n)."""
     return torch.stack([_zero_diagonal(centred_gram(x)) for x in reps])
