@@ -98,10 +98,18 @@ def _prepare(sweep_dir) -> None:
     sweep_dir.create()
 
 
+def _check_counts(args) -> None:
+    """--num-cpus and --max-concurrent, when given, are whole numbers >= 1 (refused before Ray starts)."""
+    for flag, value in (("--num-cpus", args.num_cpus), ("--max-concurrent", args.max_concurrent)):
+        if value is not None and value < 1:
+            raise SpecError(flag, "a whole number >= 1", value)
+
+
 def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
     from sweep.registry import KINDS
     from sweep.results import remove_stale_tmp
 
+    _check_counts(args)
     _prepare(sweep_dir)
     stale = remove_stale_tmp(sweep_dir)
     if stale:
@@ -128,8 +136,13 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
 
 
 def cmd_run(args) -> int:
+    from analysis.store.schema import SPACE_FILE
     from sweep.results import SweepDir
 
+    if Path(args.space).is_dir() and (Path(args.space) / SPACE_FILE).is_file():
+        raise SpecError(
+            "SPACE", "a search-space file", args.space, f"a results directory: stitchsweep resume {args.space}"
+        )
     sweep = _load_space(args.space)
     _storage("--storage", args.storage)
     sweep_dir = SweepDir(args.storage, sweep.name)
@@ -189,7 +202,10 @@ def cmd_report(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from sweep import __version__
+
     parser = argparse.ArgumentParser(prog="stitchsweep", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"stitchsweep {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("plan", help="validate a search space and list its trials")

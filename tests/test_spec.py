@@ -295,3 +295,23 @@ def test_unknown_names_get_a_did_you_mean_suggestion(tiny_space, where, value, s
     node[where[-1]] = value
     with pytest.raises(SpecError, match=re.escape(suggestion)):
         parse_space(tiny_space)
+
+
+@pytest.mark.parametrize("flag", ["--num-cpus", "--max-concurrent"])
+def test_counts_below_one_are_refused_naming_the_flag(tiny_space, write_space, tmp_path, capsys, flag):
+    rc = main(["run", str(write_space(tiny_space)), "--storage", str(tmp_path / "r"), flag, "0"])
+    assert rc == 2
+    assert capsys.readouterr().err.splitlines()[0] == f"stitchsweep: error: {flag}: expected a whole number >= 1, found 0"
+
+
+def test_run_given_a_results_directory_suggests_resume(tmp_path, capsys):
+    (tmp_path / "space.yaml").write_text("name: x\n")
+    assert main(["run", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stitchsweep: error: SPACE: expected a search-space file") and f"resume {tmp_path}" in err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == "stitchsweep 0.1.0"
