@@ -301,7 +301,8 @@ def test_unknown_names_get_a_did_you_mean_suggestion(tiny_space, where, value, s
 def test_counts_below_one_are_refused_naming_the_flag(tiny_space, write_space, tmp_path, capsys, flag):
     rc = main(["run", str(write_space(tiny_space)), "--storage", str(tmp_path / "r"), flag, "0"])
     assert rc == 2
-    assert capsys.readouterr().err.splitlines()[0] == f"stitchsweep: error: {flag}: expected a whole number >= 1, found 0"
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first == f"stitchsweep: error: {flag}: expected a whole number >= 1, found 0"
 
 
 def test_run_given_a_results_directory_suggests_resume(tmp_path, capsys):
