@@ -34,6 +34,20 @@ from sweep.results import Loc, SweepDir  # noqa: E402
 logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
 
 
+class _QuietTune(logging.Filter):
+    """Tune's own lines that contradict or repeat ours: its "Resume experiment with: Tuner.restore(...)" after
+    Ctrl+C (`stitchsweep resume` is what resumes a sweep; Tune's restore would rerun its running trials only)
+    and "Wrote the latest version of all result files" after every experiment (our parts are the record)."""
+
+    HIDDEN = ("Resume experiment with", "Tuner.restore", "Wrote the latest version of all result files")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(text in record.getMessage() for text in self.HIDDEN)
+
+
+logging.getLogger("ray.tune.tune").addFilter(_QuietTune())
+
+
 # Tune keeps every trial of an experiment in the driver (and in its experiment-state snapshots): a stage
 # longer than this runs as several experiments, one after the other.
 TRIALS_PER_EXPERIMENT = 2000
@@ -226,6 +240,9 @@ def start_ray(address: str | None, num_cpus: int | None) -> bool:
             )
             raise SpecError("--address", "a running Ray cluster", address, str(exc).splitlines()[0] + hint) from None
     else:
+        # An embedded Ray lives and dies with this process, on this machine: its warning that token
+        # authentication is on (Ray 2.60's default) says nothing the user can act on.
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     return True
 
