@@ -181,18 +181,20 @@ def _attack(s: Section, path: str, a: DonorSpec, b: DonorSpec, donors: dict, eva
     donor = {"a": a, "b": b}.get(source) or resolve_ref(source, f"{path}.attack.source", donors)
     if donor.data.dataset != a.data.dataset:
         raise SpecError(f"{path}.attack.source", f"a donor trained on {a.data.dataset}", donor.data.dataset)
+    return dict(attack_key=donor.donor_key, attack_source=donor.ref, _donor=donor.name, **_pgd_settings(at, evaluation))
+
+
+def _pgd_settings(at: Section, evaluation) -> dict:
+    """The PGD of an `attack` mapping: norm, eps (null: the evaluation's), steps, step (null: 2.5 eps / steps)."""
     eps = at.read(ATTACK_OPTIONS["eps"])
     eps = evaluation.eps if eps is None else eps
     steps = at.read(ATTACK_OPTIONS["steps"])
     step_size = at.read(ATTACK_OPTIONS["step_size"])
     return dict(
-        attack_key=donor.donor_key,
-        attack_source=donor.ref,
         attack_norm=at.read(ATTACK_OPTIONS["norm"]),
         attack_eps=eps,
         attack_steps=steps,
         attack_step_size=2.5 * eps / steps if step_size is None else step_size,
-        _donor=donor.name,
     )
 
 
@@ -230,13 +232,13 @@ TRAINING_OPTIONS = by_key(
     (
         Option("name", "string", "", doc="a label: units of one entry are averaged in the report"),
         Option("donors", "string", many=True, doc="zoo donors trained with checkpoint_every"),
-        Option("points", "string", "stitch", doc="stitch | modules | a list of point or node names"),
+        OPTIONS["points"],  # these as the similarity units': declared once
         Option("inputs", "string", "benign", choices=INPUTS, doc="adversarial: crafted against the final epoch"),
-        Option("images", "integer", 1000, low=4, cap="test"),
-        Option("batch_size", "integer", 1024, low=4),
-        Option("passes", "integer", 3, low=1),
+        OPTIONS["images"],
+        OPTIONS["batch_size"],
+        OPTIONS["passes"],
         Option("attack", "mapping", None, doc="ATTACK_OPTIONS but source (always the donor's final epoch)"),
-        Option("seed", "integer", 0, low=0),
+        OPTIONS["seed"],
     )
 )
 
@@ -330,13 +332,4 @@ def _training_entry(s: Section, path: str, evaluation, donors: dict, used: set[s
 
 def _training_attack(s: Section, path: str, evaluation) -> dict:
     at = Section(s.get("attack", "mapping", {}), f"{path}.attack", set(ATTACK_OPTIONS) - {"source"})
-    eps = at.read(ATTACK_OPTIONS["eps"])
-    eps = evaluation.eps if eps is None else eps
-    steps = at.read(ATTACK_OPTIONS["steps"])
-    step_size = at.read(ATTACK_OPTIONS["step_size"])
-    return dict(
-        attack_norm=at.read(ATTACK_OPTIONS["norm"]),
-        attack_eps=eps,
-        attack_steps=steps,
-        attack_step_size=2.5 * eps / steps if step_size is None else step_size,
-    )
+    return _pgd_settings(at, evaluation)

@@ -29,21 +29,28 @@ def pgd_linf(
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Untargeted L-inf PGD on the cross-entropy (Madry et al.): returns x + delta, ||delta||_inf <= eps."""
-    loss_fn = nn.CrossEntropyLoss()
     x = x.detach()
     if random_start:
         noise = torch.rand(x.shape, generator=generator, device="cpu").to(x.device)
         delta = (noise * 2 - 1) * eps
     else:
         delta = torch.zeros_like(x)
-    x_adv = (x + delta).clamp(0.0, 1.0)
+
+    def step(x_adv: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+        x_adv = x_adv + step_size * grad.sign()
+        return torch.min(torch.max(x_adv, x - eps), x + eps).clamp(0.0, 1.0)
+
+    return _ascend(model, (x + delta).clamp(0.0, 1.0), y, steps, step)
+
+
+def _ascend(model: nn.Module, x_adv: torch.Tensor, y: torch.Tensor, steps: int, step) -> torch.Tensor:
+    """`steps` of gradient ascent on the cross-entropy from `x_adv`; `step(x_adv, grad)` moves and projects."""
+    loss_fn = nn.CrossEntropyLoss()
     for _ in range(steps):
         x_adv.requires_grad_(True)
-        loss = loss_fn(model(x_adv), y)
-        (grad,) = torch.autograd.grad(loss, x_adv)
+        (grad,) = torch.autograd.grad(loss_fn(model(x_adv), y), x_adv)
         with torch.no_grad():
-            x_adv = x_adv + step_size * grad.sign()
-            x_adv = torch.min(torch.max(x_adv, x - eps), x + eps).clamp(0.0, 1.0)
+            x_adv = step(x_adv, grad)
     return x_adv.detach()
 
 
@@ -60,7 +67,6 @@ def pgd_l2(
     """Untargeted L2 PGD on the cross-entropy (Madry et al.): steps of `step_size` along each image's
     L2-normalised gradient, projected onto the L2 ball of radius eps around x and onto [0, 1]; starts at a
     uniformly random point of the ball when `random_start`. Returns x + delta, ||delta||_2 <= eps per image."""
-    loss_fn = nn.CrossEntropyLoss()
     x = x.detach()
     flat = (-1,) + (1,) * (x.dim() - 1)
 
@@ -75,15 +81,12 @@ def pgd_l2(
         delta = direction * (eps * radius).view(flat)
     else:
         delta = torch.zeros_like(x)
-    x_adv = (x + delta).clamp(0.0, 1.0)
-    for _ in range(steps):
-        x_adv.requires_grad_(True)
-        loss = loss_fn(model(x_adv), y)
-        (grad,) = torch.autograd.grad(loss, x_adv)
-        with torch.no_grad():
-            grad = grad / grad.flatten(1).norm(dim=1).view(flat).clamp_min(1e-12)
-            x_adv = (x + project(x_adv + step_size * grad - x)).clamp(0.0, 1.0)
-    return x_adv.detach()
+
+    def step(x_adv: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad / grad.flatten(1).norm(dim=1).view(flat).clamp_min(1e-12)
+        return (x + project(x_adv + step_size * grad - x)).clamp(0.0, 1.0)
+
+    return _ascend(model, (x + delta).clamp(0.0, 1.0), y, steps, step)
 
 
 def pgd(norm: str, *args, **kwargs) -> torch.Tensor:
