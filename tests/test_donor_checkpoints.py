@@ -80,7 +80,7 @@ def test_checkpoint_every_keeps_those_epochs_and_joins_the_donor_key(tmp_path):
 def test_l2_adversarial_training_needs_its_own_radius_and_trains():
     """`pgd_l2` (Cianfarani et al. 2022 Section 6's L2 threat model): an L2 radius must be given (the
     evaluation's L-inf eps is on another scale), the step defaults to 2.5 eps / steps, and training runs."""
-    with pytest.raises(SpecError, match=r"^donors.plain_a.eps: expected an L2 radius"):
+    with pytest.raises(SpecError, match=r"^donors.plain_a.eps: expected the L2 radius"):
         _donor(training="pgd_l2")
     donor, splits = _donor(training="pgd_l2", eps=1.0, steps=4, epochs=1)
     assert donor.step_size == pytest.approx(2.5 * 1.0 / 4)

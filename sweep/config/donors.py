@@ -19,6 +19,7 @@ from sweep.registry import (
     AUGMENTATIONS,
     DATASETS,
     DONOR_SOURCES,
+    THREATS,
     TRAINING_METHODS,
     did_you_mean,
     lazy,
@@ -140,7 +141,7 @@ ZOO_OPTIONS = by_key(
         Option("lr", "number", 0.1, low=0.0, doc="SGD, Nesterov 0.9, weight decay 1e-4, lr/10 at 1/3 and 2/3"),
         Option("batch_size", "integer", 128, low=1),
         Option("seed", "integer", 0, low=0),
-        Option("eps", "number", None, low=0.0, high=1.0, nullable=True, derived=True, doc="null: evaluation.eps"),
+        Option("eps", "number", None, low=0.0, nullable=True, derived=True, doc="null: evaluation.eps"),
         Option("step_size", "number", None, low=0.0, derived=True, doc="the paper's step, scaled with eps"),
         Option("steps", "integer", 10, low=1),
         Option("adv_fraction", "number", 1.0, low=0.0, high=1.0),
@@ -206,26 +207,33 @@ def _parse_zoo_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, 
         lr=s.read(ZOO_OPTIONS["lr"]),
         batch_size=s.read(ZOO_OPTIONS["batch_size"]),
         seed=s.read(ZOO_OPTIONS["seed"]),
-        **_adversarial_fields(s, reads, data, evaluation, getattr(method, "norm", "linf"), path),
+        **_adversarial_fields(s, reads, data, evaluation, method.threat, path),
         augment=tuple(s.read(ZOO_OPTIONS["augment"])) if raw.get("augment") else (),
         checkpoint_every=s.read(ZOO_OPTIONS["checkpoint_every"]),
     )
 
 
-def _adversarial_fields(s: Section, reads: frozenset, data: DataSpec, evaluation: EvalSpec, norm: str, path) -> dict:
+def _adversarial_fields(s: Section, reads: frozenset, data: DataSpec, evaluation: EvalSpec, threat: str, path) -> dict:
     """The fields of an adversarial training method (None where the method does not read them). An L-inf
-    method's eps defaults to the evaluation's and its step to the paper's for the dataset; an L2 method needs
-    its own eps (a radius on another scale), and its step defaults to 2.5 eps / steps."""
+    method's eps defaults to the evaluation's and its step to the paper's for the dataset; another threat model
+    needs its own eps (a budget on another scale), and its step defaults to the threat model's."""
     adv = bool(reads & {"eps"})
     eps_default, step_default = DATASETS[data.dataset].threat
     eps = s.read(ZOO_OPTIONS["eps"]) if adv else None
-    if adv and norm == "l2" and eps is None:
-        raise SpecError(f"{path}.eps", "an L2 radius for this L2 training method", "nothing", "the field is required")
+    if adv and threat != "linf" and eps is None:
+        budget = THREATS[threat].budget
+        raise SpecError(f"{path}.eps", f"{budget} ({threat} training)", "nothing", "the field is required")
+    side = DATASETS[data.dataset].image_size
+    if adv and threat == "snow" and side % 4:
+        raise SpecError(f"{path}.training", "a threat model for this data (snow needs sides divisible by 4)", threat)
+    if adv and threat == "linf" and eps is not None and eps > 1.0:
+        raise SpecError(f"{path}.eps", "an L-inf radius on pixels in [0, 1], at most 1", eps)
     eps = (eps if eps is not None else evaluation.eps if evaluation.eps is not None else eps_default) if adv else None
     steps = s.read(ZOO_OPTIONS["steps"]) if adv else None
     step = None
     if adv:
-        step = scaled_step(eps, eps_default, step_default) if norm == "linf" else 2.5 * eps / steps
+        own = THREATS[threat].default_step
+        step = scaled_step(eps, eps_default, step_default) if threat == "linf" else own(eps, steps)
     return dict(
         eps=eps,
         step_size=s.read(ZOO_OPTIONS["step_size"], default=step) if adv else None,

@@ -19,7 +19,7 @@ from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.donors import DonorSpec, resolve_ref
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
-from sweep.registry import ARCHITECTURES, did_you_mean
+from sweep.registry import ARCHITECTURES, THREATS, did_you_mean
 
 INPUTS = ("benign", "adversarial")
 ESTIMATORS = ("minibatch", "full")
@@ -40,10 +40,12 @@ OPTIONS = by_key(
 ATTACK_OPTIONS = by_key(
     (
         Option("source", "string", "a", doc="a | b | a donor REF: the model the examples are crafted against"),
-        Option("norm", "string", "linf", choices=("linf", "l2")),
-        Option("eps", "number", None, low=0.0, nullable=True, derived=True, doc="null: evaluation.eps"),
+        Option("threat", "string", "linf", choices=lambda: THREATS, doc="linf | l2 | jpeg | gabor | snow"),
+        Option("eps", "number", None, low=0.0, nullable=True, derived=True, doc="null: evaluation.eps (linf)"),
         Option("steps", "integer", 20, low=1),
-        Option("step_size", "number", None, low=0.0, nullable=True, derived=True, doc="null: 2.5 eps / steps"),
+        Option(
+            "step_size", "number", None, low=0.0, nullable=True, derived=True, doc="null: the threat model's default"
+        ),
     )
 )
 PAIR_FIELDS = {"a", "b", "a_inputs", "b_inputs"}
@@ -185,16 +187,20 @@ def _attack(s: Section, path: str, a: DonorSpec, b: DonorSpec, donors: dict, eva
 
 
 def _pgd_settings(at: Section, evaluation) -> dict:
-    """The PGD of an `attack` mapping: norm, eps (null: the evaluation's), steps, step (null: 2.5 eps / steps)."""
+    """The attack of an `attack` mapping: threat model, eps (null: the evaluation's, for linf), steps, step (null:
+    the threat model's default). The threat model is recorded as `attack_norm`, the name the unit ids hash."""
+    threat = at.read(ATTACK_OPTIONS["threat"])
     eps = at.read(ATTACK_OPTIONS["eps"])
+    if eps is None and threat != "linf":
+        raise SpecError(f"{at.path}.eps", f"{THREATS[threat].budget} ({threat})", "nothing", "the field is required")
     eps = evaluation.eps if eps is None else eps
     steps = at.read(ATTACK_OPTIONS["steps"])
     step_size = at.read(ATTACK_OPTIONS["step_size"])
     return dict(
-        attack_norm=at.read(ATTACK_OPTIONS["norm"]),
+        attack_norm=threat,
         attack_eps=eps,
         attack_steps=steps,
-        attack_step_size=2.5 * eps / steps if step_size is None else step_size,
+        attack_step_size=THREATS[threat].default_step(eps, steps) if step_size is None else step_size,
     )
 
 

@@ -21,8 +21,8 @@ from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
 from sweep.measures.similarity import MinibatchCKA, linear_cka, minibatches
 from sweep.models.features import features
-from sweep.train.attacks import craft
 from sweep.train.evaluate import predict
+from sweep.train.threats import craft
 
 
 def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:

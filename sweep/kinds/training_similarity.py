@@ -22,8 +22,8 @@ from sweep.kinds.donor import load_donor
 from sweep.measures.similarity import MinibatchCKA, grams, minibatches
 from sweep.models.features import features
 from sweep.results import load_torch
-from sweep.train.attacks import craft
 from sweep.train.donors import epoch_checkpoint
+from sweep.train.threats import craft
 
 
 def run_training_similarity(spec: TrainingSimilaritySpec, ctx: RunContext) -> dict:

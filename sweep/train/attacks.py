@@ -89,35 +89,6 @@ def pgd_l2(
     return _ascend(model, (x + delta).clamp(0.0, 1.0), y, steps, step)
 
 
-def pgd(norm: str, *args, **kwargs) -> torch.Tensor:
-    """L-inf or L2 PGD (`pgd_linf`, `pgd_l2`) by name."""
-    if norm not in ("linf", "l2"):
-        raise ValueError(f"norm: expected 'linf' or 'l2', found {norm!r}")
-    return (pgd_linf if norm == "linf" else pgd_l2)(*args, **kwargs)
-
-
-def craft(
-    norm: str,
-    model: nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    eps: float,
-    step_size: float,
-    steps: int,
-    seed: int,
-    device: torch.device,
-    batch: int = 250,
-) -> torch.Tensor:
-    """PGD examples for all of (x, y), in batches of `batch` on `device`, random starts drawn from `seed`;
-    returned on the CPU."""
-    gen = torch.Generator().manual_seed(seed)
-    out = []
-    for i in range(0, len(x), batch):
-        xb, yb = x[i : i + batch].to(device), y[i : i + batch].to(device)
-        out.append(pgd(norm, model, xb, yb, eps, step_size, steps, generator=gen).cpu())
-    return torch.cat(out)
-
-
 def trades_linf(
     model: nn.Module,
     x: torch.Tensor,

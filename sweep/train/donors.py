@@ -19,8 +19,9 @@ from sweep.data.core import Splits, batches
 from sweep.models.base import StagedNet, build
 from sweep.registry import TRAINING_METHODS
 from sweep.results import Loc, load_torch, save_torch
-from sweep.train.attacks import craft, pgd_l2, pgd_linf, trades_linf, trades_loss
+from sweep.train.attacks import trades_linf, trades_loss
 from sweep.train.loops import optimiser_step, step_schedule
+from sweep.train.threats import attack, craft
 
 _ce = nn.CrossEntropyLoss()
 
@@ -31,11 +32,11 @@ class TrainingMethod:
     loss: Callable  # (model, xb, yb, donor, generator) -> loss; leaves the model in train mode
     fields: frozenset[str]  # the adversarial donor fields it reads
     description: str
-    norm: str = "linf"  # the threat model of its attack: what `eps` means
+    threat: str = "linf"  # the threat model of its attack (`THREATS`): what `eps` means
 
 
-def register_training_method(name: str, fields: set[str], description: str, norm: str = "linf"):
-    return TRAINING_METHODS.register(name, lambda fn: TrainingMethod(name, fn, frozenset(fields), description, norm))
+def register_training_method(name: str, fields: set[str], description: str, threat: str = "linf"):
+    return TRAINING_METHODS.register(name, lambda fn: TrainingMethod(name, fn, frozenset(fields), description, threat))
 
 
 @register_training_method("plain", set(), "cross-entropy on clean batches (Balogh & Jelasity 2023 A.2)")
@@ -44,13 +45,13 @@ def _plain(model, xb, yb, donor, gen):
     return _ce(model(xb), yb)
 
 
-def _madry(attack: Callable) -> Callable:
-    """PGD adversarial training with `attack` (Madry et al.): the loss on the attacked batch, crafted with
+def _madry(threat: str) -> Callable:
+    """Adversarial training against `threat` (Madry et al.): the loss on the attacked batch, crafted with
     frozen BatchNorm statistics; `adv_fraction` < 1 mixes in the clean loss."""
 
     def loss(model, xb, yb, donor, gen):
         model.eval()
-        x_adv = attack(model, xb, yb, donor.eps, donor.step_size, donor.steps, generator=gen)
+        x_adv = attack(threat, model, xb, yb, donor.eps, donor.step_size, donor.steps, generator=gen)
         model.train()
         value = donor.adv_fraction * _ce(model(x_adv), yb)
         if donor.adv_fraction < 1.0:
@@ -60,18 +61,26 @@ def _madry(attack: Callable) -> Callable:
     return loss
 
 
+_ADVERSARIAL = {"eps", "step_size", "steps", "adv_fraction"}
 register_training_method(
     "pgd",
-    {"eps", "step_size", "steps", "adv_fraction"},
+    _ADVERSARIAL,
     "L-inf PGD adversarial training (Madry et al.; Balogh & Jelasity 2023 A.3); adv_fraction weighs the"
     " adversarial loss against the clean one",
-)(_madry(pgd_linf))
+)(_madry("linf"))
 register_training_method(
     "pgd_l2",
-    {"eps", "step_size", "steps", "adv_fraction"},
+    _ADVERSARIAL,
     "L2 PGD adversarial training (Madry et al.; the L2 threat model of Cianfarani et al. 2022 Section 6)",
-    norm="l2",
-)(_madry(pgd_l2))
+    threat="l2",
+)(_madry("l2"))
+for _threat, _what in (("jpeg", "L-inf JPEG"), ("gabor", "Gabor"), ("snow", "Snow")):
+    register_training_method(
+        f"adv_{_threat}",
+        _ADVERSARIAL,
+        f"adversarial training against the {_what} attack of Kang et al. 2019 (Cianfarani et al. 2022 Section 6)",
+        threat=_threat,
+    )(_madry(_threat))
 
 
 @register_training_method(
@@ -139,8 +148,8 @@ VAL_ATTACK_SEED = 12345  # the validation attack's own random starts: training's
 
 
 def validation(model, splits: Splits, donor, method: TrainingMethod, device: torch.device) -> dict:
-    """Cross-entropy and accuracy on the validation split, and, for an adversarial method, on its PGD
-    examples of it (the method's own attack: Cianfarani et al. 2022 Fig. 6's adversarial validation loss)."""
+    """Cross-entropy and accuracy on the validation split, and, for an adversarial method, on its adversarial
+    examples of it (the method's own threat model: Cianfarani et al. 2022 Fig. 6's adversarial validation loss)."""
     if len(splits.val_y) == 0:
         return {}
     was = model.training
@@ -149,7 +158,7 @@ def validation(model, splits: Splits, donor, method: TrainingMethod, device: tor
     out = _loss_and_accuracy(model, x, y, device, "val")
     if "eps" in method.fields:
         args = (donor.eps, donor.step_size, donor.steps, VAL_ATTACK_SEED, device)
-        out.update(_loss_and_accuracy(model, craft(method.norm, model, x, y, *args), y, device, "val_adv"))
+        out.update(_loss_and_accuracy(model, craft(method.threat, model, x, y, *args), y, device, "val_adv"))
     model.train(was)
     return out
 
