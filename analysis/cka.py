@@ -47,6 +47,40 @@ def cka_grid(similarity: pd.DataFrame, per_row: int = 3) -> alt.VConcatChart:
     return alt.vconcat(*[alt.hconcat(*maps[i : i + per_row]) for i in range(0, len(maps), per_row)])
 
 
+def within_networks(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """The units of one network with itself on benign images (a = b), with the donor's architecture and its
+    training setting ('plain', 'pgd eps=0.0314', ...: the training budget): the side-by-side layouts of Figs 2
+    (robust vs plain) and 3 (across training eps and widths)."""
+    d = done(similarity)
+    if d.empty or donors.empty:
+        return d.iloc[0:0]
+    d = d[(d["a"] == d["b"]) & (d["a_inputs"] == "benign") & (d["b_inputs"] == "benign")]
+    info = donors.drop_duplicates("ref").set_index("ref")
+    d = d[d["a"].isin(info.index)]
+    if d.empty:
+        return d
+    eps = d["a"].map(info["train_eps"]) if "train_eps" in info else pd.Series(float("nan"), index=d.index)
+    training = d["a"].map(info["training"]).fillna("?")
+    setting = training + eps.map(lambda e: "" if pd.isna(e) else f" eps={e:.4g}")
+    return d.assign(arch=d["a"].map(info["arch"]), training=training, train_eps=eps.fillna(0.0), setting=setting)
+
+
+def within_grid(rows: pd.DataFrame) -> alt.VConcatChart:
+    """One row of heatmaps per architecture (Fig. 3's widths), its networks side by side, plain first, then by
+    training method and eps (Fig. 2's robust vs plain, Fig. 3's budgets)."""
+    lines = []
+    for _, arch_rows in rows.groupby("arch", sort=True):
+        units = arch_rows.drop_duplicates("unit_id")
+        units = units.assign(first=units["training"] != "plain").sort_values(["first", "training", "train_eps"])
+        maps = []
+        for unit in units["unit_id"]:
+            unit_rows = arch_rows[arch_rows["unit_id"] == unit]
+            r = unit_rows.iloc[0]
+            maps.append(cka_heatmap(unit_rows, size=160).properties(title=f"{r['arch']}, {r['setting']}: {r['a']}"))
+        lines.append(alt.hconcat(*maps))
+    return alt.vconcat(*lines)
+
+
 def diagonals(similarity: pd.DataFrame) -> pd.DataFrame:
     """CKA at the same point on both sides (units whose two sides read the same points): one row per unit and
     point, with the unit's title, for the benign-vs-adversarial curves."""

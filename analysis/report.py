@@ -47,6 +47,7 @@ DONOR_COLUMNS = [
     "arch",
     "dataset",
     "training",
+    "train_eps",
     "beta",
     "epochs",
     "train_size",
@@ -166,6 +167,13 @@ CHARTS = [
         cka.cka_grid,
         "cka_matrices.png",
         csv="cka_matrices.csv",
+    ),
+    ChartSection(
+        "CKA within networks side by side (Cianfarani et al. 2022 Figs 2-3): rows are architectures (widths),"
+        " columns training methods and eps, plain first",
+        lambda d: cka.within_networks(d.similarity, d.donors),
+        cka.within_grid,
+        "cka_within_networks.png",
     ),
     ChartSection(
         "CKA at the same point, benign vs adversarial and across networks (Cianfarani et al. 2022 Figs 4-5)",

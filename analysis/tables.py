@@ -133,7 +133,8 @@ def generalisation(donors: pd.DataFrame) -> pd.DataFrame:
     if donors.empty or "train_clean_acc" not in donors or donors["train_clean_acc"].isna().all():
         return pd.DataFrame()
     d = donors[donors["train_clean_acc"].notna()]
-    out = d[["donor", "arch", "training", "dataset", "eps", "train_clean_acc", "clean_acc"]].copy()
+    columns = ["donor", "arch", "training", "train_eps", "dataset", "eps", "train_clean_acc", "clean_acc"]
+    out = d[[c for c in columns if c in d]].copy()
     out["clean_gap"] = d["train_clean_acc"] - d["clean_acc"]
     out["train_robust_acc"] = d["train_robust_acc"]
     out["robust_acc"] = d["robust_acc"]

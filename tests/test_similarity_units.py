@@ -128,6 +128,8 @@ def test_the_report_draws_the_cka_matrices_curves_and_transfer_table(trained, tm
     page = index.read_text()
     assert "CKA without stitching" in page and "benign vs adversarial" in page
     assert (tmp_path / "report" / "cka_matrices.png").stat().st_size > 5_000
+    assert "CKA within networks side by side" in page
+    assert (tmp_path / "report" / "cka_within_networks.png").stat().st_size > 5_000
     matrices = analysis.load_similarity(sweep_dir.path)
     written = __import__("pandas").read_csv(tmp_path / "report" / "cka_matrices.csv")
     assert len(written) == len(matrices[matrices["status"] == "done"])

@@ -67,3 +67,38 @@ def test_report_writes_matrices_and_table_1(tmp_path):
     md = (tmp_path / "r" / "layer_identification.md").read_text()
     assert md.startswith("| measure | kind | pairs | layers | accuracy |") and "| cka | inter | 1 | 3 | 1.000 |" in md
     assert "Layer identification" in index.read_text()
+
+
+def test_within_networks_keeps_self_benign_units_and_labels_their_training():
+    """Figs 2-3's layout reads only a network against itself on benign images, labelled by the donor's
+    architecture, training and eps; cross-network and adversarial units are left to the other sections."""
+    from analysis import cka
+
+    def unit(uid, a, b, b_inputs="benign"):
+        return [
+            dict(unit_id=uid, status="done", a=a, b=b, a_inputs="benign", b_inputs=b_inputs, a_point=p, b_point=q,
+                 a_index=i, b_index=j, cka=1.0 if p == q else 0.5, name="")
+            for i, p in enumerate(["x", "y"]) for j, q in enumerate(["x", "y"])
+        ]  # fmt: skip
+
+    sim = pd.DataFrame(
+        unit("u1", "zoo:p1", "zoo:p1") + unit("u2", "zoo:r1", "zoo:r1") + unit("u3", "zoo:p1", "zoo:r1")
+        + unit("u4", "zoo:r1", "zoo:r1", "adversarial") + unit("u5", "zoo:p5", "zoo:p5")
+    )  # fmt: skip
+    donors = pd.DataFrame(
+        [
+            dict(ref="zoo:p1", arch="wrn28_1", training="plain", train_eps=None, eps=0.1),
+            dict(ref="zoo:r1", arch="wrn28_1", training="pgd", train_eps=8 / 255, eps=0.1),
+            dict(ref="zoo:r1", arch="wrn28_1", training="pgd", train_eps=8 / 255, eps=0.2),  # another evaluation
+            dict(ref="zoo:p5", arch="wrn28_5", training="plain", train_eps=None, eps=0.1),
+        ]
+    )
+    rows = cka.within_networks(sim, donors)
+    assert sorted(rows["unit_id"].unique()) == ["u1", "u2", "u5"] and len(rows) == 12
+    labels = rows.drop_duplicates("unit_id").set_index("unit_id")
+    assert labels.loc["u2", "setting"] == "pgd eps=0.03137" and labels.loc["u1", "setting"] == "plain"
+    assert labels.loc["u5", "arch"] == "wrn28_5"
+    chart = cka.within_grid(rows).to_dict()
+    assert [len(line["hconcat"]) for line in chart["vconcat"]] == [2, 1]  # one row per width
+    first = chart["vconcat"][0]["hconcat"][0]["title"]
+    assert first.startswith("wrn28_1, plain")  # plain first, then the robust network

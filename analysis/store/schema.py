@@ -126,6 +126,7 @@ DONOR_SCHEMA = pa.schema(
         ("epochs", pa.int32()),
         ("beta", pa.float64()),  # trades
         ("adv_fraction", pa.float64()),  # pgd
+        ("train_eps", pa.float64()),  # adversarial training: the budget, in its threat model's units
         ("train_size", pa.int64()),
         ("seed", pa.int64()),
         ("clean_acc", pa.float64()),

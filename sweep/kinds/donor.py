@@ -149,6 +149,7 @@ def _base_row(donor: DonorSpec, sweep_name: str) -> dict:
         "epochs": donor.epochs,
         "beta": donor.beta,
         "adv_fraction": donor.adv_fraction,
+        "train_eps": donor.eps,
         "train_size": donor.data.train_size,
         "seed": donor.seed,
         "stitchsweep_version": __version__,
