@@ -1,6 +1,6 @@
 """One registry helper for everything a search space names: architectures, datasets, augmentations,
-objectives, stitchers, similarity indices, attacks, threat models, donor sources, donor training methods and
-kinds of work.
+objectives, stitchers, similarity indices, attacks, threat models, optimisers and schedules, donor sources,
+donor training methods and kinds of work.
 
 A `Registry` maps a name to an entry (a dataclass carrying the entry's metadata, or a function). It refuses a
 name registered twice, and an unknown name gets the registered names and a did-you-mean suggestion, as
@@ -118,5 +118,7 @@ STITCHERS: Registry = Registry("stitcher", populate="sweep.stitching.stitcher")
 INDICES: Registry = Registry("similarity index", populate="sweep.measures.indices")
 ATTACKS: Registry = Registry("attack", populate="sweep.train.attacks")
 THREATS: Registry = Registry("threat model", populate="sweep.train.threats")
+OPTIMIZERS: Registry = Registry("optimizer", populate="sweep.train.optimizers")
+SCHEDULES: Registry = Registry("learning-rate schedule", populate="sweep.train.optimizers")
 KINDS: Registry = Registry("kind of work", populate="sweep.kinds")
 DONOR_SOURCES: Registry = Registry("donor source", populate="sweep.config.donors")

@@ -263,13 +263,12 @@ def test_stitcher_weight_decay_and_schedule_reach_the_optimiser(zoo, optimizer):
 
     sweep, sweep_dir = zoo
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
-    opt = objectives.stitcher_optimiser(
-        torch.nn.Linear(2, 2).parameters(),
-        dataclasses.replace(spec, optimizer=optimizer, weight_decay=0.25, momentum=0.5 if optimizer == "sgd" else None),
-    )
+    from sweep.train.optimizers import make_optimizer
+
+    opt = make_optimizer(optimizer, torch.nn.Linear(2, 2).parameters(), 0.1, 0.5 if optimizer == "sgd" else None, 0.25)
     assert type(opt).__name__ == {"adam": "Adam", "sgd": "SGD"}[optimizer]
     assert opt.param_groups[0]["weight_decay"] == 0.25
-    assert optimizer == "adam" or opt.param_groups[0]["momentum"] == 0.5
+    assert optimizer == "adam" or (opt.param_groups[0]["momentum"] == 0.5 and not opt.param_groups[0]["nesterov"])
 
     model = load_donor(sweep_dir, spec.end_key, torch.device("cpu"))
     front, end = split(model, spec.front_point)

@@ -10,7 +10,7 @@ from typing import Any
 from sweep.config.errors import SpecError
 from sweep.config.evaluation import EvalSpec
 from sweep.config.fields import Option, Section, by_key
-from sweep.registry import DATASETS, INDICES, OBJECTIVES, STITCHERS
+from sweep.registry import DATASETS, INDICES, OBJECTIVES, OPTIMIZERS, SCHEDULES, STITCHERS
 
 LAYOUTS = ("auto", "positions", "pooled", "flatten")
 GRADIENT = "gradient objectives (tlm, adv, adv_mix, trades, dm+tlm)"
@@ -24,12 +24,12 @@ OPTIONS = by_key(
         Option("seeds", "integer", (0,), many=True, low=0),
         Option("epochs", "integer", 30, low=1, doc=GRADIENT),
         Option("lr", "number", 1e-3, low=0.0, doc=GRADIENT),
-        Option("optimizer", "string", "adam", choices=("adam", "sgd"), doc=GRADIENT),
+        Option("optimizer", "string", "adam", choices=lambda: OPTIMIZERS, doc=GRADIENT),
         Option(
             "weight_decay", "number", 1e-4, low=0.0, doc="L2 weight decay (Balogh & Jelasity 2023 A.2, kept by A.5)"
         ),
         Option("momentum", "number", 0.9, low=0.0, high=1.0, doc="sgd only (Smith & Marcu 2024 B.1)"),
-        Option("lr_schedule", "string", "step", choices=("step", "constant"), doc="step: lr / 10 at 1/3 and 2/3"),
+        Option("lr_schedule", "string", "step", choices=lambda: SCHEDULES, doc="step: lr / 10 at 1/3 and 2/3"),
         Option("batch_size", "integer", 128, low=1, doc=GRADIENT),
         Option("init", "string", "random", choices=("random", "identity", "dm")),
         Option("donor_bn", "string", "frozen", choices=("frozen", "update")),
@@ -171,19 +171,20 @@ def _read_params(st: Section, path: str, objectives: list[str], own: dict[str, O
 
 
 def _optimiser_fields(st: Section, path: str) -> dict:
-    """The stitcher's optimiser: Adam by default (Balogh & Jelasity 2023 A.5); SGD takes a momentum."""
+    """The stitcher's optimiser: Adam by default (Balogh & Jelasity 2023 A.5); the SGDs take a momentum."""
     optimizer = _opt(st, "optimizer")
-    if "momentum" in st.raw and optimizer != "sgd":
+    reads_momentum = OPTIMIZERS[optimizer].momentum
+    if "momentum" in st.raw and not reads_momentum:
         raise SpecError(
             f"{path}.momentum",
-            "no momentum with optimizer: adam",
+            f"no momentum with optimizer: {optimizer}",
             st.raw["momentum"],
-            "momentum applies to optimizer: sgd",
+            "momentum applies to optimizer: " + " or ".join(n for n, o in OPTIMIZERS.items() if o.momentum),
         )
     return dict(
         optimizer=optimizer,
         weight_decay=_opt(st, "weight_decay"),
-        momentum=_opt(st, "momentum") if optimizer == "sgd" else None,
+        momentum=_opt(st, "momentum") if reads_momentum else None,
         lr_schedule=_opt(st, "lr_schedule"),
     )
 

@@ -19,6 +19,8 @@ from sweep.registry import (
     AUGMENTATIONS,
     DATASETS,
     DONOR_SOURCES,
+    OPTIMIZERS,
+    SCHEDULES,
     THREATS,
     TRAINING_METHODS,
     did_you_mean,
@@ -27,6 +29,10 @@ from sweep.registry import (
 
 if TYPE_CHECKING:
     from sweep.config.evaluation import EvalSpec
+
+# The donors' optimiser unless they name another: Balogh & Jelasity 2023 A.2 (SGD, Nesterov momentum 0.9, weight
+# decay 1e-4, lr / 10 at 1/3 and 2/3 of the epochs).
+DONOR_OPTIMISER = {"optimizer": "sgd_nesterov", "momentum": 0.9, "weight_decay": 1e-4, "lr_schedule": "step"}
 
 # The version in every donor key. Kept apart from the results schema's version: a change of how trials or
 # rows are identified must not retrain the zoo. Bump it only when what shapes a donor's weights changes.
@@ -65,6 +71,17 @@ class DonorSpec:
     # zoo donors: keep the weights of every N-th epoch (and the last), for CKA across training epochs
     # (Cianfarani et al. 2022 Section 5); part of the key when set, since the cached donor must have them
     checkpoint_every: int | None = None
+    # zoo donors: the optimiser and schedule (`OPTIMIZERS`, `SCHEDULES`); None = the default of DONOR_OPTIMISER,
+    # so that the keys of donors that keep the defaults do not change
+    optimizer: str | None = None
+    momentum: float | None = None
+    weight_decay: float | None = None
+    lr_schedule: str | None = None
+
+    def optimiser(self) -> dict:
+        """The resolved optimiser settings: {optimizer, momentum, weight_decay, lr_schedule}."""
+        own = {k: getattr(self, k) for k in DONOR_OPTIMISER}
+        return {k: DONOR_OPTIMISER[k] if v is None else v for k, v in own.items()}
 
     @property
     def kept_epochs(self) -> tuple[int, ...]:
@@ -83,7 +100,8 @@ class DonorSpec:
         fields.pop("name")  # a label: two donors with the same config share one checkpoint
         fields.pop("path")  # a location, not content
         fields["data"].pop("test_size")  # evaluation only: it does not shape the weights
-        for added in ("beta", "checkpoint_every"):  # added after the first release: unset, the old hashes hold
+        for added in ("beta", "checkpoint_every", *DONOR_OPTIMISER):  # added after the first release: unset, the
+            # old hashes hold
             if fields[added] is None:
                 fields.pop(added)
         return stable_hash({"kind": "donor", "v": DONOR_KEY_VERSION, **fields})
@@ -138,7 +156,11 @@ ZOO_OPTIONS = by_key(
         Option("arch", "string", choices=lambda: ARCHITECTURES),
         Option("training", "string", "plain", choices=lambda: TRAINING_METHODS),
         Option("epochs", "integer", low=1),
-        Option("lr", "number", 0.1, low=0.0, doc="SGD, Nesterov 0.9, weight decay 1e-4, lr/10 at 1/3 and 2/3"),
+        Option("lr", "number", 0.1, low=0.0),
+        Option("optimizer", "string", DONOR_OPTIMISER["optimizer"], choices=lambda: OPTIMIZERS),
+        Option("momentum", "number", DONOR_OPTIMISER["momentum"], low=0.0, high=1.0, doc="the SGDs only"),
+        Option("weight_decay", "number", DONOR_OPTIMISER["weight_decay"], low=0.0, doc="L2"),
+        Option("lr_schedule", "string", DONOR_OPTIMISER["lr_schedule"], choices=lambda: SCHEDULES),
         Option("batch_size", "integer", 128, low=1),
         Option("seed", "integer", 0, low=0),
         Option("eps", "number", None, low=0.0, nullable=True, derived=True, doc="null: evaluation.eps"),
@@ -210,7 +232,19 @@ def _parse_zoo_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, 
         **_adversarial_fields(s, reads, data, evaluation, method.threat, path),
         augment=tuple(s.read(ZOO_OPTIONS["augment"])) if raw.get("augment") else (),
         checkpoint_every=s.read(ZOO_OPTIONS["checkpoint_every"]),
+        **_optimiser_fields(s, path),
     )
+
+
+def _optimiser_fields(s: Section, path: str) -> dict:
+    """A zoo donor's optimiser settings, each None where it keeps the default (the donor key then holds)."""
+    optimizer = s.read(ZOO_OPTIONS["optimizer"])
+    if "momentum" in s.raw and not OPTIMIZERS[optimizer].momentum:
+        raise SpecError(f"{path}.momentum", f"no momentum with optimizer: {optimizer}", s.raw["momentum"])
+    values = {k: s.read(ZOO_OPTIONS[k]) for k in DONOR_OPTIMISER}
+    if not OPTIMIZERS[optimizer].momentum:
+        values["momentum"] = None
+    return {k: None if v == DONOR_OPTIMISER[k] else v for k, v in values.items()}
 
 
 def _adversarial_fields(s: Section, reads: frozenset, data: DataSpec, evaluation: EvalSpec, threat: str, path) -> dict:

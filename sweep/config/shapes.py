@@ -11,7 +11,8 @@ from sweep.registry import ARCHITECTURES, DATASETS
 
 
 def activation_shape(arch: str, dataset: str, point: str) -> tuple[int, ...]:
-    """The shape of one image's activation at `point` of `arch` on `dataset`'s images: (C, H, W) or (T, D)."""
+    """The shape of one image's activation at `point` of `arch` on `dataset`'s images: (C, H, W), (T, D), or
+    (D,) for a vector (the pooled features before a classifier)."""
     info = DATASETS[dataset]
     return tuple(ARCHITECTURES[arch].activation_shapes(info.channels, info.image_size, info.num_classes)[point])
 
@@ -21,7 +22,9 @@ def channels(shape: tuple[int, ...]) -> int:
 
 
 def positions(shape: tuple[int, ...]) -> int:
-    """Rows one image gives a 1x1 (per-position or per-token) map: H*W, or the token count."""
+    """Rows one image gives a 1x1 (per-position or per-token) map: H*W, the token count, or 1 for a vector."""
+    if len(shape) == 1:
+        return 1
     return math.prod(shape[1:]) if len(shape) == 3 else shape[0]
 
 

@@ -2,7 +2,7 @@
 `split`; one file per family of registered architectures: `resnet.py`, `preact.py`, `vgg.py`, `vit.py`,
 `deepmind.py`; `external.py`: `file:` checkpoints and RobustBench). Placement follows Balogh & Jelasity 2023 A.5.1."""
 
-from sweep.models import deepmind, preact, resnet, vgg, vit  # noqa: F401  (each registers its architectures)
+from sweep.models import deepmind, preact, resnet, torchvision_style, vgg, vit  # noqa: F401  (each registers its architectures)
 from sweep.models.base import (
     ARCHITECTURES,
     StagedNet,

@@ -31,7 +31,8 @@ from sweep.registry import OBJECTIVES
 from sweep.stitching.stitcher import positions
 from sweep.train.attacks import pgd_linf, trades_linf, trades_loss
 from sweep.train.evaluate import predict
-from sweep.train.loops import DivergedError, autocast, optimiser_step, step_schedule, to_device
+from sweep.train.loops import DivergedError, autocast, optimiser_step, to_device
+from sweep.train.optimizers import make_optimizer, make_schedule
 
 __all__ = [
     "OBJECTIVES",
@@ -176,8 +177,8 @@ def _fit_by_gradient(
     out = _initialise(ctx)
     set_donor_mode(ctx)
     ctx.stitcher.train()
-    opt = stitcher_optimiser(ctx.stitcher.parameters(), spec)
-    sched = step_schedule(opt, spec.epochs) if spec.lr_schedule == "step" else None
+    opt = make_optimizer(spec.optimizer, ctx.stitcher.parameters(), spec.lr, spec.momentum, spec.weight_decay)
+    sched = make_schedule(spec.lr_schedule, opt, spec.epochs)
     gen = torch.Generator().manual_seed(spec.seed)
     train_loss = math.nan
     for epoch in range(1, spec.epochs + 1):
@@ -188,8 +189,7 @@ def _fit_by_gradient(
                 loss = batch_loss(xb, yb, gen)
             total += optimiser_step(opt, loss, f"{spec.objective}, epoch {epoch}") * len(yb)
             n += len(yb)
-        if sched is not None:
-            sched.step()
+        sched.step()
         train_loss = total / n
         ctx.curves.append((epoch, "train_loss", train_loss))
         with eval_mode(ctx.front, ctx.end, ctx.stitcher):
@@ -200,13 +200,6 @@ def _fit_by_gradient(
         ctx.curves.append((epoch, "val_acc", val_acc))
     out["final_train_loss"] = train_loss
     return out
-
-
-def stitcher_optimiser(params, spec) -> torch.optim.Optimizer:
-    """Adam or SGD (with momentum) with the spec's lr and L2 weight decay."""
-    if spec.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=spec.lr, momentum=spec.momentum, weight_decay=spec.weight_decay)
-    return torch.optim.Adam(params, lr=spec.lr, weight_decay=spec.weight_decay)
 
 
 def _initialise(ctx: FitContext) -> dict:
@@ -331,7 +324,10 @@ def direct_match(ctx: FitContext) -> dict:
         tgt = ctx.end_front(x)
         if hasattr(ctx.stitcher, "resize"):  # cross-layer: the map sees source maps at the target's size
             src = ctx.stitcher.resize(src)
-    same_positions = src.shape[2:] == tgt.shape[2:] if src.dim() == 4 else src.shape[1] == tgt.shape[1]
+    if src.dim() == 2:  # vectors: one position each
+        same_positions = True
+    else:
+        same_positions = src.shape[2:] == tgt.shape[2:] if src.dim() == 4 else src.shape[1] == tgt.shape[1]
     if src.dim() != tgt.dim() or not same_positions:
         raise ValueError(
             f"direct matching: source positions {tuple(src.shape[1:])} do not match target {tuple(tgt.shape[1:])}"

@@ -7,7 +7,9 @@ from torch import nn
 
 from sweep.registry import STITCHERS
 
-STITCHERS.add("affine", "an affine map: a 1x1 convolution with bias, or a per-token linear map")
+STITCHERS.add(
+    "affine", "an affine map: a 1x1 convolution with bias, a per-token linear map, or a linear map of vectors"
+)
 STITCHERS.add("bn_affine_bn", "BatchNorm -> affine map -> BatchNorm (Bansal et al.; Smith & Marcu 2024)")
 
 
@@ -20,7 +22,8 @@ class _TokenBatchNorm(nn.BatchNorm1d):
 
 class Stitcher(nn.Module):
     """Affine map M: R^c_in -> R^c_out applied at every position: a 1x1 convolution with bias for conv
-    activations (N, C, H, W), a linear map applied to every token for transformer activations (N, T, D).
+    activations (N, C, H, W), a linear map applied to every token for transformer activations (N, T, D), a
+    linear map for vectors (N, D) (the pooled features before a classifier: `vector=True`).
 
     `kind="bn_affine_bn"` is Bansal et al.'s variant (used by Smith & Marcu 2024): BatchNorm -> affine map -> BatchNorm.
     Its BatchNorms start as the identity up to BatchNorm's eps (running mean 0, variance 1, weight 1, bias 0).
@@ -38,8 +41,11 @@ class Stitcher(nn.Module):
         tokens: bool = False,
         kind: str = "affine",
         size: tuple[int, int] | None = None,
+        vector: bool = False,
     ) -> None:
         super().__init__()
+        self.vector = vector
+        tokens = tokens or vector  # a vector is one token: the same linear map
         self.size = tuple(size) if size is not None else None
         if kind not in STITCHERS:
             raise ValueError(f"stitcher: expected one of {sorted(STITCHERS)}, found {kind!r}")
@@ -49,7 +55,7 @@ class Stitcher(nn.Module):
             self.map: nn.Module = nn.Linear(in_channels, out_channels, bias=True)
         else:
             self.map = nn.Conv2d(in_channels, out_channels, kernel_size=1, bias=True)
-        bn = _TokenBatchNorm if tokens else nn.BatchNorm2d
+        bn = nn.BatchNorm1d if vector else _TokenBatchNorm if tokens else nn.BatchNorm2d
         self.bn_in: nn.Module = bn(in_channels) if kind == "bn_affine_bn" else nn.Identity()
         self.bn_out: nn.Module = bn(out_channels) if kind == "bn_affine_bn" else nn.Identity()
         if init == "identity":  # exact for `affine`; BatchNorms at their initial statistics divide by
@@ -68,11 +74,13 @@ class Stitcher(nn.Module):
     @classmethod
     def for_shapes(cls, source: torch.Size, target: torch.Size, init: str = "random", kind: str = "affine") -> Stitcher:
         """A stitcher from a source activation shape to a target one (batch dimension first)."""
-        if len(source) != len(target) or len(source) not in (3, 4):
+        if len(source) != len(target) or len(source) not in (2, 3, 4):
             raise ValueError(
                 f"cannot stitch activations of shape {tuple(source)} to {tuple(target)}: expected"
-                " (N, C, H, W) to (N, C, H, W) or (N, tokens, dim) to (N, tokens, dim)"
+                " (N, C, H, W) to (N, C, H, W), (N, tokens, dim) to (N, tokens, dim) or (N, D) to (N, D)"
             )
+        if len(source) == 2:
+            return cls(source[1], target[1], init, kind=kind, vector=True)
         tokens = len(source) == 3
         if tokens and source[1] != target[1]:
             raise ValueError(f"cannot stitch {source[1]} tokens to {target[1]}: token counts must agree")
@@ -112,13 +120,13 @@ class Stitcher(nn.Module):
 
 
 def positions(a: torch.Tensor) -> torch.Tensor:
-    """Activations as rows, one per position the affine map acts on: (N, C, H, W) -> (N*H*W, C) and
-    (N, T, D) -> (N*T, D)."""
+    """Activations as rows, one per position the affine map acts on: (N, C, H, W) -> (N*H*W, C),
+    (N, T, D) -> (N*T, D), and vectors (N, D) as they are."""
     if a.dim() == 4:
         return a.permute(0, 2, 3, 1).reshape(-1, a.shape[1])
-    if a.dim() == 3:
+    if a.dim() in (2, 3):
         return a.reshape(-1, a.shape[-1])
-    raise ValueError(f"expected (N, C, H, W) or (N, tokens, dim) activations, found shape {tuple(a.shape)}")
+    raise ValueError(f"expected (N, C, H, W), (N, tokens, dim) or (N, D) activations, found shape {tuple(a.shape)}")
 
 
 class StitchedNet(nn.Module):

@@ -1,7 +1,8 @@
 """Donor training (Balogh & Jelasity 2023 A.2-A.3) and the registry of training methods.
 
-Plain training: SGD with Nesterov momentum 0.9, weight decay 1e-4, learning rate divided by 10 at 1/3 and 2/3
-of the epochs, optional crop / flip / affine augmentation. A training method is one registered entry: the
+Plain training: by default SGD with Nesterov momentum 0.9, weight decay 1e-4, learning rate divided by 10 at 1/3
+and 2/3 of the epochs (another registered optimiser or schedule when the donor names one), optional crop / flip /
+affine augmentation. A training method is one registered entry: the
 loss of a batch, and the donor fields it reads (a field no method of the donor reads is refused when the
 search space is read).
 """
@@ -20,7 +21,8 @@ from sweep.models.base import StagedNet, build
 from sweep.registry import TRAINING_METHODS
 from sweep.results import Loc, load_torch, save_torch
 from sweep.train.attacks import trades_linf, trades_loss
-from sweep.train.loops import optimiser_step, step_schedule
+from sweep.train.loops import optimiser_step
+from sweep.train.optimizers import make_optimizer, make_schedule
 from sweep.train.threats import attack, craft
 
 _ce = nn.CrossEntropyLoss()
@@ -118,8 +120,9 @@ def train_donor(
     model = build(
         donor.arch, splits.in_channels, splits.num_classes, splits.mean, splits.std, image_size=splits.image_size
     ).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=donor.lr, momentum=0.9, nesterov=True, weight_decay=1e-4)
-    sched = step_schedule(opt, donor.epochs)
+    o = donor.optimiser()
+    opt = make_optimizer(o["optimizer"], model.parameters(), donor.lr, o["momentum"], o["weight_decay"])
+    sched = make_schedule(o["lr_schedule"], opt, donor.epochs)
     gen = torch.Generator().manual_seed(donor.seed)
     method = TRAINING_METHODS.get_entry(donor.training)
     history: list[list] = []  # [epoch, metric, value]: the donor's training curves

@@ -19,8 +19,9 @@ and returns images in [0, 1]. The budget `eps` means:
 Departures from the authors' code (advex-uar), each deliberate: the JPEG perturbation is bounded by eps itself
 (the code's `noisy_round` scales its variable by eps / 2); the Gabor variable is the sparse matrix's support
 (the code's mask keeps the complement of the initial support, so its first step replaces the sparse start with
-a dense matrix); Snow projects the flake budget after every step, the last included, and over partial 8 x 8
-blocks on grids smaller than 8 (the code leaves the final step and grids under 8 unprojected); all randomness
+a dense matrix); Snow projects the flake budget onto its random start and after every step, the last included,
+over partial 8 x 8 blocks too, and takes each gradient at the projected intensities (the code leaves the start,
+the final step and grids under 8 x 8 unprojected, and takes its gradient before projecting); all randomness
 comes from `generator`, so an attack is reproducible.
 """
 
@@ -49,8 +50,9 @@ def _ascend(model, y: torch.Tensor, variable: torch.Tensor, render, steps: int, 
         return render(variable.detach()).detach()
 
 
-def _uniform(shape, generator, device, low: float = -1.0, high: float = 1.0) -> torch.Tensor:
-    return (torch.rand(shape, generator=generator, device="cpu") * (high - low) + low).to(device)
+def _uniform(shape, generator, like: torch.Tensor, low: float = -1.0, high: float = 1.0) -> torch.Tensor:
+    """Uniform draws on [low, high] from the CPU `generator`, on `like`'s device and dtype."""
+    return (torch.rand(shape, generator=generator, device="cpu") * (high - low) + low).to(like)
 
 
 def jpeg_linf(model, x, y, eps, step_size, steps, random_start=True, generator=None) -> torch.Tensor:
@@ -59,13 +61,13 @@ def jpeg_linf(model, x, y, eps, step_size, steps, random_start=True, generator=N
     coefficients = jpeg.encode(x)
     shapes = [c.shape for c in coefficients.components]
     sizes = [math.prod(s) for s in shapes]
-    start = _uniform((sum(sizes),), generator, x.device) * eps if random_start else torch.zeros(sum(sizes))
+    start = _uniform((sum(sizes),), generator, x) * eps if random_start else x.new_zeros(sum(sizes))
 
     def render(flat: torch.Tensor) -> torch.Tensor:
         deltas = [d.view(s) for d, s in zip(flat.split(sizes), shapes)]
         return jpeg.decode(coefficients.plus(deltas))
 
-    return _ascend(model, y, start.to(x.device), render, steps, step_size, lambda d: d.clamp(-eps, eps))
+    return _ascend(model, y, start, render, steps, step_size, lambda d: d.clamp(-eps, eps))
 
 
 GABOR_KERNEL = 23  # the kernel side
@@ -90,7 +92,7 @@ def variance_normalise(z: torch.Tensor, floor: float = 1e-3) -> torch.Tensor:
     """The authors' normalisation of procedural noise, per image of (B, 1, H, W): with m the image's mean and
     a = |z - m| / max |z - m|, m + (z - m) (1 + floor) / (floor + a), then min-max scaled to [0, 1]. (Their code
     computes |z - m| as the square root of an FFT's inverse FFT of (z - m)^2; the two agree.)"""
-    m = z.mean(dim=(1, 2, 3), keepdim=True)
+    m = z.mean(dim=(1, 2, 3), keepdim=True).detach()  # the mean and the factor are constants, as theirs
     a = (z - m).abs()
     a = a / a.amax(dim=(1, 2, 3), keepdim=True).clamp_min(1e-12)
     out = m + (z - m) * ((1 + floor) / (floor + a)).detach()
@@ -116,9 +118,9 @@ def gabor(model, x, y, eps, step_size, steps, random_start=True, generator=None)
     """Gabor attack: clamp(x + eps * N(M * g), 0, 1) with M sparse (its support fixed, values in [-1, 1])."""
     x = x.detach()
     n, _, h, w = x.shape
-    kernels = _gabor_kernels(n, generator).to(x.device)
-    support = (torch.rand((n, 1, h, w), generator=generator) < GABOR_DENSITY).float().to(x.device)
-    start = (_uniform((n, 1, h, w), generator, x.device) if random_start else torch.zeros_like(support)) * support
+    kernels = _gabor_kernels(n, generator).to(x)
+    support = (torch.rand((n, 1, h, w), generator=generator) < GABOR_DENSITY).to(x)
+    start = (_uniform((n, 1, h, w), generator, x) if random_start else torch.zeros_like(support)) * support
 
     def render(m: torch.Tensor) -> torch.Tensor:
         noise = F.conv2d(m.view(1, n, h, w), kernels, padding=GABOR_KERNEL // 2, groups=n).view(n, 1, h, w)
@@ -133,20 +135,21 @@ SNOW_DISCOLOUR = 0.25  # how far the image is whitened towards a snowy sky
 
 
 def flake_kernel(generator, flip: bool) -> torch.Tensor:
-    """One flake: an anti-aliased line through the kernel's centre (length and direction random, width 1, 3 or
-    5 with probabilities 0.6, 0.3, 0.1), mirrored horizontally when `flip`, blurred by a 3 x 3 Gaussian with
-    sigma in [0.41, 0.6]; (SNOW_KERNEL, SNOW_KERNEL)."""
+    """One flake: a line through the kernel's centre to a random end point in the lower right quadrant and its
+    mirror image through the centre, width 1, 3 or 5 (probabilities 0.6, 0.3, 0.1), anti-aliased as Kang et
+    al. draw it (along the line's major axis, a pixel at minor-axis distance t from the line gets
+    clip(1 + width sqrt(1 + |slope|) / 4 - t, 0, 1)); mirrored horizontally when `flip`; blurred by a 3 x 3
+    Gaussian with sigma in [0.41, 0.6]. (SNOW_KERNEL, SNOW_KERNEL)."""
     size, mid = SNOW_KERNEL, SNOW_KERNEL // 2
     end = torch.randint(mid + 2, size, (2,), generator=generator).tolist()
     u = float(torch.rand(1, generator=generator))
     width = 1 if u < 0.6 else 3 if u < 0.9 else 5
-    rows, cols = torch.meshgrid(torch.arange(size).double(), torch.arange(size).double(), indexing="ij")
-    d = torch.tensor([end[0] - mid, end[1] - mid], dtype=torch.float64)
-    # distance of each pixel to the segment from -d to +d through the centre (the line and its mirror image)
-    p = torch.stack([rows - mid, cols - mid], dim=-1)
-    t = ((p @ d) / (d @ d)).clamp(-1.0, 1.0)
-    dist = (p - t.unsqueeze(-1) * d).norm(dim=-1)
-    line = (1.0 + width / 4.0 - dist).clamp(0.0, 1.0)
+    rows, cols = torch.meshgrid(torch.arange(size).double() - mid, torch.arange(size).double() - mid, indexing="ij")
+    d_row, d_col = end[0] - mid, end[1] - mid
+    major, minor, d_major, d_minor = (cols, rows, d_col, d_row) if d_col >= d_row else (rows, cols, d_row, d_col)
+    slope = d_minor / d_major
+    along = major.abs() <= d_major  # the segment from -end to +end through the centre
+    line = (1.0 + width * math.sqrt(1 + abs(slope)) / 4.0 - (minor - slope * major).abs()).clamp(0.0, 1.0) * along
     if flip:
         line = line.flip(1)
     sigma = 0.41 + 0.19 * float(torch.rand(1, generator=generator))
@@ -195,9 +198,9 @@ def snow(model, x, y, eps, step_size, steps, random_start=True, generator=None) 
     if h % 4 or w % 4:
         raise ValueError(f"snow: image sides must be multiples of 4 (the flake grid), found {h} x {w}")
     flip = bool(torch.rand(1, generator=generator) < 0.5)
-    kernels = torch.stack([flake_kernel(generator, flip) for _ in range(7)]).to(x.device)
+    kernels = torch.stack([flake_kernel(generator, flip) for _ in range(7)]).to(x)
     u = torch.rand((n, 7, h // 4, w // 4), generator=generator) if random_start else torch.zeros(n, 7, h // 4, w // 4)
-    start = flake_budget(torch.exp(-u / SNOW_FLAKE_BUDGET)).to(x.device)
+    start = flake_budget(torch.exp(-u / SNOW_FLAKE_BUDGET)).to(x)
     base = discolour(x)
 
     def render(intensities: torch.Tensor) -> torch.Tensor:

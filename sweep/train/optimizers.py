@@ -1,0 +1,66 @@
+"""The optimisers and learning-rate schedules that donors and stitchers train with: one registered entry each
+(`OPTIMIZERS`, `SCHEDULES`), chosen by name in the search space.
+
+- `sgd_nesterov`: SGD with Nesterov momentum (Balogh & Jelasity 2023 A.2's donors; the donors' default).
+- `sgd`: SGD with (heavy-ball) momentum (Smith & Marcu 2024 B.1 and C.2, for models and stitchers).
+- `adam`: Adam (Balogh & Jelasity 2023 A.5's stitchers; the stitchers' default).
+Weight decay is L2 added to the gradient in all three (torch's `weight_decay`).
+
+Schedules: `step` divides the learning rate by 10 at 1/3 and 2/3 of the epochs (Balogh & Jelasity 2023 A.2);
+`constant` keeps it (Smith & Marcu 2024, which states no schedule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from sweep.registry import OPTIMIZERS, SCHEDULES
+from sweep.train.loops import step_schedule
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    name: str
+    build: Callable  # (params, lr, momentum, weight_decay) -> torch.optim.Optimizer
+    momentum: bool  # whether it reads `momentum`
+    description: str
+
+
+def register_optimizer(name: str, build: Callable, momentum: bool, description: str) -> Optimizer:
+    return OPTIMIZERS.add(name, Optimizer(name, build, momentum, description))
+
+
+register_optimizer(
+    "sgd_nesterov",
+    lambda params, lr, momentum, wd: torch.optim.SGD(params, lr=lr, momentum=momentum, nesterov=True, weight_decay=wd),
+    True,
+    "SGD with Nesterov momentum (Balogh & Jelasity 2023 A.2)",
+)
+register_optimizer(
+    "sgd",
+    lambda params, lr, momentum, wd: torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=wd),
+    True,
+    "SGD with momentum (Smith & Marcu 2024 B.1)",
+)
+register_optimizer(
+    "adam",
+    lambda params, lr, momentum, wd: torch.optim.Adam(params, lr=lr, weight_decay=wd),
+    False,
+    "Adam (Balogh & Jelasity 2023 A.5)",
+)
+
+SCHEDULES.add("step", step_schedule)
+SCHEDULES.add("constant", lambda opt, epochs: torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1.0))
+
+
+def make_optimizer(name: str, params, lr: float, momentum: float | None, weight_decay: float):
+    """The registered optimiser `name` over `params`."""
+    return OPTIMIZERS.get_entry(name).build(params, lr, momentum, weight_decay)
+
+
+def make_schedule(name: str, opt: torch.optim.Optimizer, epochs: int) -> torch.optim.lr_scheduler.LRScheduler:
+    """The registered schedule `name` (stepped once per epoch; every one has a state to resume from)."""
+    return SCHEDULES.get_entry(name)(opt, epochs)

@@ -1,0 +1,57 @@
+"""The optimiser registry shared by donors and stitchers (Smith & Marcu 2024 B.1 and C.2 train both with SGD,
+momentum 0.9, a constant learning rate): a donor's settings reach its training, and the defaults keep the
+donor keys of spaces written before the settings existed."""
+
+import copy
+
+import pytest
+import torch
+
+import sweep.train.donors as donors_module
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
+from sweep.data.core import make_splits
+from sweep.train.donors import train_donor
+
+from .conftest import TINY_SPACE
+
+
+def _donor(**changes):
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"]["plain_a"].update(changes)
+    return parse_space(space).donors["plain_a"]
+
+
+def test_default_settings_written_out_keep_the_donor_key_and_others_change_it():
+    plain = _donor()
+    explicit = _donor(optimizer="sgd_nesterov", momentum=0.9, weight_decay=1e-4, lr_schedule="step")
+    assert explicit.donor_key == plain.donor_key
+    assert explicit.optimiser() == {"optimizer": "sgd_nesterov", "momentum": 0.9, "weight_decay": 1e-4,
+                                    "lr_schedule": "step"}  # fmt: skip
+    keys = {_donor(**c).donor_key for c in ({"optimizer": "sgd"}, {"momentum": 0.5}, {"lr_schedule": "constant"})}
+    assert len(keys | {plain.donor_key}) == 4
+    with pytest.raises(SpecError, match=r"^donors.plain_a.momentum: expected no momentum with optimizer: adam"):
+        _donor(optimizer="adam", momentum=0.5)
+    with pytest.raises(SpecError, match=r"donors.plain_a.optimizer.*did you mean 'sgd'"):
+        _donor(optimizer="sgdd")
+
+
+@pytest.mark.parametrize("schedule", ["constant", "step"])
+def test_a_donors_optimiser_and_schedule_are_the_ones_it_trains_with(monkeypatch, schedule):
+    built = []
+    original = donors_module.make_optimizer
+
+    def spy(*args, **kwargs):
+        built.append(original(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(donors_module, "make_optimizer", spy)
+    donor = _donor(optimizer="sgd", momentum=0.5, weight_decay=0.01, lr_schedule=schedule, epochs=3, lr=0.05)
+    splits = make_splits(donor.data.dataset, 200, donor.data.val_size, donor.data.test_size)
+    train_donor(donor, splits, torch.device("cpu"))
+    (opt,) = built
+    group = opt.param_groups[0]
+    assert type(opt) is torch.optim.SGD and group["momentum"] == 0.5 and not group["nesterov"]
+    assert group["weight_decay"] == 0.01
+    # after 3 epochs: constant keeps 0.05; step has divided by 10 at epochs 1 and 2 (1/3 and 2/3 of 3)
+    assert group["lr"] == pytest.approx(0.05 if schedule == "constant" else 0.0005)
