@@ -12,7 +12,7 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from . import cka
+from . import cka, senders
 from .charts import (
     class_collapse_grid,
     cross_task_grid,
@@ -202,6 +202,22 @@ CHARTS = [
         "cka_epoch_matrices.png",
     ),
     ChartSection(
+        "Stitched accuracy by sender and receiver (Smith & Marcu 2024 Figs 1b, C5a, C6a): bands min-max over"
+        " runs, dashed: the receiver's accuracy on the stitching data, 'whole': the receiver on its own test set",
+        lambda d: senders.by_point(d.trials, d.donors),
+        senders.accuracy_chart,
+        "sender_accuracy.png",
+        csv="sender_accuracy.csv",
+    ),
+    ChartSection(
+        "Receiver rank after the stitch (Smith & Marcu 2024 Figs 1c, C5b, C6b): bands +-1 std over runs,"
+        " 'baseline': the receiver fed by its own front",
+        lambda d: senders.ranks(d.trials, d.donors),
+        senders.rank_chart,
+        "receiver_rank.png",
+        csv="receiver_rank.csv",
+    ),
+    ChartSection(
         "Layer-by-layer matrices (rows: front layer, columns: end layer)",
         lambda d: d.matrices,
         heatmap_grid,
@@ -217,6 +233,21 @@ TABLES = [
         " d(A, B), mean over units; <i>significant</i>: units with both one-sided p-values below 0.05.",
         csv="rank_correlations.csv",
         md="rank_correlations.md",
+    ),
+    TableSection(
+        "Stitched accuracy at the first point, sender x receiver (Smith & Marcu 2024 Table C1)",
+        lambda d: senders.first_point_table(d.trials, d.donors),
+        "Mean over runs (initialisations and seeds); a row is a model type as sender, a column as receiver;"
+        " base_acc: the type's own accuracy on the stitching test data.",
+        csv="sender_receiver_first_point.csv",
+        md="sender_receiver_first_point.md",
+    ),
+    TableSection(
+        "Accuracy of each model type on its own test set (Smith & Marcu 2024 Table C2)",
+        lambda d: senders.own_accuracy_table(d.trials, d.donors),
+        "Mean over the type's initialisations.",
+        csv="model_accuracy.csv",
+        md="model_accuracy.md",
     ),
     TableSection(
         "Transfer robustness (Cianfarani et al. 2022 Fig. 5a)",

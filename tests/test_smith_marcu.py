@@ -88,3 +88,108 @@ def test_positions_of_vectors_are_the_vectors(shape):
     a = torch.rand(shape)
     assert positions(a).shape == ((4, 512) if len(shape) == 2 else (4 * 49, 64))
     assert rows_per_image(shape[1:]) == (1 if len(shape) == 2 else 49)
+
+
+def test_noise_samples_follow_algorithms_1_and_2():
+    """Per class a base activation in [0, 1); samples are the base plus sigma N(0, 1), clamped to [0, 1]:
+    shape, range, counts and class structure (the class mean is the base, up to the clamp)."""
+    from sweep.stitching.noise import noise_splits
+
+    s = noise_splits((4, 3, 3), 10, 0.05, 200, 100, 50, seed=1)
+    assert s.train_x.shape == (2000, 4, 3, 3) and s.test_x.shape == (1000, 4, 3, 3) and len(s.val_y) == 50
+    assert torch.equal(torch.bincount(s.train_y), torch.full((10,), 200))
+    assert s.train_x.min() >= 0 and s.train_x.max() <= 1
+    means = torch.stack([s.train_x[s.train_y == c].mean(0) for c in range(10)])
+    test_means = torch.stack([s.test_x[s.test_y == c].mean(0) for c in range(10)])
+    assert (means - test_means).abs().max() < 0.03  # one base per class, shared by train and test
+    spread = (s.train_x - means[s.train_y]).std()
+    assert 0.03 < spread < 0.05  # sigma, a little less where the clamp bites
+    gap = torch.cdist(means.flatten(1), means.flatten(1))
+    assert gap[~torch.eye(10, dtype=bool)].min() > 0.5  # random bases: clusters far apart
+    again = noise_splits((4, 3, 3), 10, 0.05, 200, 30, 50, seed=1)
+    assert torch.equal(s.train_x, again.train_x)
+    assert not torch.equal(s.train_x, noise_splits((4, 3, 3), 10, 0.05, 200, 30, 50, seed=2).train_x)
+
+
+@pytest.fixture(scope="module")
+def digits_receiver(tmp_path_factory):
+    """A tiny receiver trained on the digits, and a space whose noise sender stitches into it."""
+    import copy
+
+    from sweep.config.space import parse_space
+    from sweep.kinds.donor import run_donor
+    from sweep.results import SweepDir
+
+    from .conftest import TINY_SPACE
+
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"]["noise"] = {"noise": {"sigma": 0.1, "train_per_class": 60, "test_per_class": 40}}
+    space["stitching"] = {
+        "pairs": [{"front": "noise:noise", "end": "zoo:plain_a"}],
+        "stitch_points": ["layer1.0", "layer3.1"],
+        "objectives": ["tlm"],
+        "stitcher": "bn_affine_bn",  # Bansal et al.'s, as the paper
+        "epochs": 8,
+        "lr": 0.01,
+        "batch_size": 32,
+        "lr_schedule": "constant",
+        "indices": ["receiver_rank"],
+        "similarity_samples": 100,
+    }
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path_factory.mktemp("results"), sweep.name)
+    sweep_dir.create()
+    assert list(sweep.donor_evals) == ["plain_a"]  # the noise sender is never trained or evaluated
+    row = run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    assert row["status"] == "done"
+    return space, sweep, sweep_dir
+
+
+def test_a_noise_sender_stitches_into_a_receiver_and_is_tested_on_its_own_samples(digits_receiver):
+    from sweep.kinds.stitch import run_trial
+
+    _, sweep, sweep_dir = digits_receiver
+    rows = [run_trial(t, sweep_dir, device=torch.device("cpu")) for t in sweep.trials]
+    for row in rows:
+        assert row["status"] == "done", row.get("error")
+        assert row["noise_sigma"] == 0.1 and row["train_size"] == 600 and row["test_size"] == 400
+        assert row["robust_acc"] is None and row["front_clean_acc"] is None
+        assert row["end_clean_acc"] > 0.5  # the baseline: the receiver on its own test images
+        assert row["clean_acc"] > 0.5  # ten well-separated clusters: the receiver classifies them after the stitch
+        assert row["rank_receiver"] >= 1 and row["rank_receiver_end"] >= 1
+
+
+def test_the_report_draws_accuracy_and_rank_by_sender(digits_receiver, tmp_path):
+    from analysis.report import write_report
+    from sweep.kinds.stitch import run_trial
+
+    _, sweep, sweep_dir = digits_receiver
+    for t in sweep.trials:
+        run_trial(t, sweep_dir, device=torch.device("cpu"))  # done already when run after the test above
+    page = write_report(sweep_dir.path, tmp_path / "report").read_text()
+    assert "Stitched accuracy by sender and receiver" in page and "Receiver rank after the stitch" in page
+    import pandas as pd
+
+    acc = pd.read_csv(tmp_path / "report" / "sender_accuracy.csv")
+    assert set(acc["sender"]) == {"noise"} and "whole" in set(acc["front_point"])
+    assert (tmp_path / "report" / "receiver_rank.png").stat().st_size > 5_000
+
+
+def test_noise_senders_are_refused_where_they_have_no_images(digits_receiver):
+    import copy
+
+    from sweep.config.errors import SpecError
+    from sweep.config.space import parse_space
+
+    space, _, _ = digits_receiver
+    for change, field in (
+        ({"objectives": ["dm"]}, "stitching.objectives"),
+        ({"indices": ["cka"]}, "stitching.indices"),
+        ({"end_points": "all"}, "stitching.pairs[0]"),
+        ({"pairs": [{"front": "zoo:plain_a", "end": "noise:noise"}]}, "stitching.pairs[0].end"),
+    ):
+        bad = copy.deepcopy(space)
+        bad["stitching"].update(change)
+        with pytest.raises(SpecError) as err:
+            parse_space(bad)
+        assert err.value.field == field

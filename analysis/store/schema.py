@@ -78,6 +78,10 @@ _TRIAL_HEAD = [
     ("front_dataset", pa.string()),  # the donors' training data (differ in cross-task stitching)
     ("end_dataset", pa.string()),
     ("stitch_data", pa.string()),  # whose data trained and tests the stitcher: "sweep" | "front" | "end"
+    # a noise sender (Smith & Marcu 2024): the stitcher trains and is tested on clustered noise
+    ("noise_sigma", pa.float64()),
+    ("noise_train_per_class", pa.int64()),
+    ("noise_test_per_class", pa.int64()),
     ("params", pa.string()),  # the objective's own parameters, a JSON object (null: it declares none)
     # metrics
     ("clean_acc", pa.float64()),

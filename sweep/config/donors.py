@@ -1,14 +1,10 @@
-"""Donor specs: where a donor's weights come from (zoo training, a checkpoint file, RobustBench) and its key."""
+"""Donor specs and their keys, the zoo donors' fields, and references to donors. The other donor sources (file,
+RobustBench, noise) are `sweep.config.sources`."""
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import functools
-import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweep.config.data import DataSpec, parse_data
@@ -24,7 +20,6 @@ from sweep.registry import (
     THREATS,
     TRAINING_METHODS,
     did_you_mean,
-    lazy,
 )
 
 if TYPE_CHECKING:
@@ -34,10 +29,11 @@ if TYPE_CHECKING:
 # decay 1e-4, lr / 10 at 1/3 and 2/3 of the epochs).
 DONOR_OPTIMISER = {"optimizer": "sgd_nesterov", "momentum": 0.9, "weight_decay": 1e-4, "lr_schedule": "step"}
 
+NOISE_FIELDS = ("noise_sigma", "noise_train_per_class", "noise_test_per_class")
+
 # The version in every donor key. Kept apart from the results schema's version: a change of how trials or
 # rows are identified must not retrain the zoo. Bump it only when what shapes a donor's weights changes.
 DONOR_KEY_VERSION = 1
-robustbench_models = lazy("sweep.models.external:robustbench_models")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +73,11 @@ class DonorSpec:
     momentum: float | None = None
     weight_decay: float | None = None
     lr_schedule: str | None = None
+    # noise senders (Smith & Marcu 2024 Algorithms 1-2): no network; clustered noise shaped like the receiver's
+    # activation at the stitch point (`NOISE_OPTIONS`)
+    noise_sigma: float | None = None
+    noise_train_per_class: int | None = None
+    noise_test_per_class: int | None = None
 
     def optimiser(self) -> dict:
         """The resolved optimiser settings: {optimizer, momentum, weight_decay, lr_schedule}."""
@@ -95,13 +96,18 @@ class DonorSpec:
         return f"{self.source}:{self.name}"
 
     @property
+    def network(self) -> bool:
+        """False for a sender that is no network (noise): nothing to build, train or evaluate."""
+        return DONOR_SOURCES[self.source].network
+
+    @property
     def donor_key(self) -> str:
         fields = dataclasses.asdict(self)
         fields.pop("name")  # a label: two donors with the same config share one checkpoint
         fields.pop("path")  # a location, not content
         fields["data"].pop("test_size")  # evaluation only: it does not shape the weights
-        for added in ("beta", "checkpoint_every", *DONOR_OPTIMISER):  # added after the first release: unset, the
-            # old hashes hold
+        added_later = ("beta", "checkpoint_every", *DONOR_OPTIMISER, *NOISE_FIELDS)
+        for added in added_later:  # added after the first release: unset, the old hashes hold
             if fields[added] is None:
                 fields.pop(added)
         return stable_hash({"kind": "donor", "v": DONOR_KEY_VERSION, **fields})
@@ -187,25 +193,7 @@ def parse_donor(
     return source.parse(name, raw, data, evaluation, root, download)
 
 
-def _parse_file_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
-    path = f"donors.{name}"
-    s = Section(raw, path, {"file", "arch", "mean", "std"})
-    file = Path(s.get("file", "string")).expanduser()
-    if not file.is_file():
-        raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file), "no such file")
-    return DonorSpec(
-        name=name,
-        source="file",
-        path=str(file.absolute()),
-        file_sha256=_filestable_hash(file),
-        arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
-        data=data,
-        mean=tuple(s.get_list("mean", "number", [0.0])),
-        std=tuple(s.get_list("std", "number", [1.0], low=1e-12)),
-    )
-
-
-def _parse_zoo_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
+def parse_zoo_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
     path = f"donors.{name}"
     s = Section(raw, path, set(ZOO_OPTIONS))
     training = s.read(ZOO_OPTIONS["training"])
@@ -277,59 +265,9 @@ def _adversarial_fields(s: Section, reads: frozenset, data: DataSpec, evaluation
     )
 
 
-def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
-    path = f"donors.{name}"
-
-    s = Section(raw, path, {"robustbench", "arch", "model_dir"})
-    model_id = s.get("robustbench", "string")
-    parts = model_id.split("/")
-    if len(parts) != 3 or not all(parts):
-        raise SpecError(
-            f"{path}.robustbench",
-            "'<dataset>/<threat_model>/<model name>', e.g. 'cifar10/Linf/Sehwag2021Proxy_R18'",
-            model_id,
-        )
-    dataset, threat, model = parts
-    try:
-        known = robustbench_models(dataset, threat)
-    except ValueError:
-        raise SpecError(
-            f"{path}.robustbench",
-            "a RobustBench dataset (cifar10, cifar100, imagenet) and threat model (Linf, L2, corruptions)",
-            f"{dataset}/{threat}",
-        ) from None
-    if model not in known:
-        close = difflib.get_close_matches(model, known, n=5, cutoff=0.5)
-        raise SpecError(
-            f"{path}.robustbench",
-            f"a model RobustBench lists for {dataset}/{threat}",
-            model,
-            f'e.g. {close or known[:5]}; list all with: python -c "from sweep.models.external import'
-            f" robustbench_models; print(robustbench_models('{dataset}', '{threat}'))\"",
-        )
-    model_dir = Path(s.get("model_dir", "string", "models")).expanduser().absolute()
-    return DonorSpec(
-        name=name,
-        source="robustbench",
-        robustbench_id=model_id,
-        path=str(model_dir),
-        arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
-        data=data,
-    )
-
-
 def scaled_step(eps: float, paper_eps: float, paper_step: float) -> float:
     """The paper's PGD step for the dataset, scaled when eps differs from the paper's (same eps/step ratio)."""
     return paper_step if eps == paper_eps else eps * paper_step / paper_eps
-
-
-@functools.lru_cache(maxsize=64)
-def _filestable_hash(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
@@ -342,45 +280,3 @@ def resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
     if donors[name].source != kind:
         raise SpecError(path, f"'{donors[name].source}:{name}' (donors.{name} is a {donors[name].source} donor)", ref)
     return donors[name]
-
-
-@dataclass(frozen=True)
-class DonorSource:
-    """Where a donor's weights come from: a registered entry. `marker`: the field that selects it in a donor's
-    mapping (None: the default source); `parse(name, raw, data, evaluation, root, download) -> DonorSpec`;
-    `build(donor, splits, device, progress, workdir) -> (model, mean, std)`, imported when first called (it
-    needs torch; `workdir` is the donor's zoo folder, where a killed training run leaves state to resume
-    from); `trains`: whether building it trains a network (else it loads one)."""
-
-    name: str
-    marker: str | None
-    parse: Callable[..., DonorSpec]
-    build: Callable
-    describe: Callable[[DonorSpec], str]  # what `plan` says of it after its architecture
-    trains: bool = False
-
-
-def _describe_zoo(d: DonorSpec) -> str:
-    extra = f" eps={d.eps:g} step={d.step_size:g} steps={d.steps}" if d.eps is not None else ""
-    extra += f" beta={d.beta:g}" if d.beta is not None else ""
-    return f"{d.training} on {d.data.dataset} (train_size={d.data.train_size}) epochs={d.epochs} seed={d.seed}{extra}"
-
-
-for _source in (
-    DonorSource("zoo", None, _parse_zoo_donor, lazy("sweep.train.donors:build_zoo_donor"), _describe_zoo, trains=True),
-    DonorSource(
-        "file",
-        "file",
-        _parse_file_donor,
-        lazy("sweep.models.external:build_file_donor"),
-        lambda d: f"from {d.path}",
-    ),
-    DonorSource(
-        "robustbench",
-        "robustbench",
-        _parse_robustbench_donor,
-        lazy("sweep.models.external:build_robustbench_donor"),
-        lambda d: f"from RobustBench {d.robustbench_id} in {d.path}",
-    ),
-):
-    DONOR_SOURCES.add(_source.name, _source)

@@ -130,10 +130,11 @@ def parse_space(raw: Any) -> Sweep:
 
 def _donor_evals(donors: dict, used: set[str], evaluation: EvalSpec, trials: tuple) -> dict:
     """Donor name -> the evaluations the zoo stage records: its own test set, then each trial's images."""
-    evals = {n: {DonorEval.of(d.data, evaluation): None} for n, d in donors.items() if n in used}
+    evals = {n: {DonorEval.of(d.data, evaluation): None} for n, d in donors.items() if n in used and d.network}
     for t in trials:
         for ref, ev in ((t.front, t.front_eval), (t.end, t.end_eval)):
-            evals[ref.partition(":")[2]][ev] = None
+            if ev is not None:  # None: a noise sender, never evaluated
+                evals[ref.partition(":")[2]][ev] = None
     return {n: tuple(evs) for n, evs in evals.items()}
 
 

@@ -29,7 +29,9 @@ def expand_block(
     used.update(name for front, end, _ in pairs for name in (front.name, end.name))
     trials = []
     for front, end, roles in pairs:
-        points = _stitch_points(block.points, front.arch, f"{path}.stitch_points")
+        if not front.network:
+            _check_noise_block(block, path)
+        points = _stitch_points(block.points, _sender_arch(front, end), f"{path}.stitch_points")
         layer_pairs = _layer_pairs(points, block.end_points, end.arch, f"{path}.end_points")
         for role in roles:
             tdata = {"sweep": data, "front": front.data, "end": end.data}[role]
@@ -56,8 +58,14 @@ def _read_pairs(raw: Any, path: str, donors: dict[str, DonorSpec], end_points: A
         end = resolve_ref(ps.get("end", "string"), f"{ppath}.end", donors)
         # Same-layer stitching (end_points: same) needs the same stitch points on both sides: the same
         # architecture, or two layouts of one (preact_resnet18 and RobustBench's dm_preact_resnet18, say).
+        if not end.network:
+            raise SpecError(f"{ppath}.end", "a network to stitch into (a noise sender can only send)", end.ref)
+        if not front.network and (end_points != "same" or "data" in ps.raw):
+            raise SpecError(
+                ppath, "a noise sender stitched at the receiver's own points (end_points: same, no data)", front.ref
+            )
         if end_points == "same" and (
-            ARCHITECTURES[front.arch].stitch_points() != ARCHITECTURES[end.arch].stitch_points()
+            ARCHITECTURES[_sender_arch(front, end)].stitch_points() != ARCHITECTURES[end.arch].stitch_points()
         ):
             raise SpecError(
                 ppath,
@@ -84,6 +92,29 @@ def _read_pairs(raw: Any, path: str, donors: dict[str, DonorSpec], end_points: A
                 )
         pairs.append((front, end, roles))
     return pairs
+
+
+def _sender_arch(front: DonorSpec, end: DonorSpec) -> str:
+    """The architecture whose points and shapes the sender has: its own, or, for a noise sender (shaped like
+    the receiver's activations), the receiver's."""
+    return front.arch if front.network else end.arch
+
+
+def _check_noise_block(block: Block, path: str) -> None:
+    """What a noise sender cannot do: direct matching and attacks need images both sides see, similarity
+    indices the sender's activations on images (only the receiver rank, measured after the fit, applies), OOD
+    detection too. Its stitchers train by the task loss."""
+    needs_images = [
+        o for o in block.objectives if {"dm_samples", "adv_eps"} & set(OBJECTIVES[o].fields) or OBJECTIVES[o].dm_init
+    ]
+    if needs_images or block.gradient.get("init") == "dm":
+        found = needs_images or "init: dm"
+        raise SpecError(f"{path}.objectives", "tlm with a noise sender (no images for DM or attacks)", found)
+    before_fit = [name for name in block.indices if name != "receiver_rank"]
+    if before_fit:
+        raise SpecError(f"{path}.indices", "only receiver_rank with a noise sender (it sees no images)", before_fit)
+    if block.ood:
+        raise SpecError(f"{path}.ood", "no OOD detection with a noise sender (it sees no images)", block.ood)
 
 
 def _stitch_points(raw: Any, arch: str, path: str) -> list[str]:
@@ -192,13 +223,14 @@ def _trial(
 ) -> TrialSpec:
     fields = dict(per_data)
     seed_used = fields.pop("seed_used")
+    sender = _sender_arch(front, end)
     if fields["dm_samples"] is not None:
         src, tgt = (
-            activation_shape(front.arch, tdata.dataset, point),
+            activation_shape(sender, tdata.dataset, point),
             activation_shape(end.arch, tdata.dataset, end_point),
         )
         check_dm_samples(f"{block.path}.dm_samples", fields["dm_samples"], [src], [tgt], f"from {point} to {end_point}")
-    valid, end_valid = ARCHITECTURES[front.arch].stitch_points(), ARCHITECTURES[end.arch].stitch_points()
+    valid, end_valid = ARCHITECTURES[sender].stitch_points(), ARCHITECTURES[end.arch].stitch_points()
     return TrialSpec(
         **tdata.fields(),
         front=front.ref,
@@ -213,14 +245,14 @@ def _trial(
         stitcher=block.stitcher,
         indices=block.indices,
         **{
-            f"{k}_layout": layout(v, tdata.dataset, front.arch, point, end.arch, end_point)
+            f"{k}_layout": layout(v, tdata.dataset, sender, point, end.arch, end_point)
             for k, v in block.layouts.items()
         },
         attacks=evaluation.attacks,
         eps=evaluation.eps,
         attack_iterations=evaluation.iterations,
         attack_restarts=evaluation.restarts,
-        n_eval_robust=evaluation.n_eval_robust,
+        n_eval_robust=evaluation.n_eval_robust if front.network else 0,  # no attack on noise
         **block.numerics,
         point_index=valid.index(point) + 1,
         n_points=len(valid),
@@ -229,6 +261,9 @@ def _trial(
         front_dataset=front.data.dataset,
         end_dataset=end.data.dataset,
         stitch_data=role,
-        front_eval=DonorEval.of(tdata if front.data.dataset == tdata.dataset else front.data, evaluation),
+        front_eval=DonorEval.of(tdata if front.data.dataset == tdata.dataset else front.data, evaluation)
+        if front.network
+        else None,
+        **{f"noise_{k}": getattr(front, f"noise_{k}") for k in ("sigma", "train_per_class", "test_per_class")},
         end_eval=DonorEval.of(tdata if end.data.dataset == tdata.dataset else end.data, evaluation),
     )

@@ -78,6 +78,10 @@ class TrialSpec:
     # trial's own test images and settings; one trained on another task (cross-task) on its own test set.
     front_eval: DonorEval | None = field(default=None, compare=False)
     end_eval: DonorEval | None = field(default=None, compare=False)
+    # a noise sender (Smith & Marcu 2024): its settings, which its front_key already hashes
+    noise_sigma: float | None = field(default=None, compare=False)
+    noise_train_per_class: int | None = field(default=None, compare=False)
+    noise_test_per_class: int | None = field(default=None, compare=False)
 
     # Not part of the identity: labels (the donors' names: front_key / end_key identify them), layout
     # bookkeeping, and settings that do not change the maths (channels_last is a memory format).
@@ -94,6 +98,9 @@ class TrialSpec:
         "stitch_data",
         "front_eval",
         "end_eval",
+        "noise_sigma",
+        "noise_train_per_class",
+        "noise_test_per_class",
     )
 
     @property

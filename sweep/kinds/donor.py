@@ -252,7 +252,7 @@ register_kind(
         stage="zoo",
         noun="donors",
         table="donors",
-        find_units=lambda sweep: {n: DonorWork(d, sweep.donor_evals[n]) for n, d in sweep.donors.items()},
+        find_units=lambda sweep: {n: DonorWork(d, sweep.donor_evals[n]) for n, d in sweep.donors.items() if d.network},
         parts=lambda sweep_dir, work: [donor_part(sweep_dir, work.donor, ev) for ev in work.evaluations],
         run=_run,
         label=lambda work: f"donor {work.donor.name}",

@@ -28,6 +28,7 @@ from sweep.measures.indices import Network, Pair
 from sweep.models.base import split
 from sweep.registry import INDICES
 from sweep.results import SweepDir, write_rows
+from sweep.stitching.noise import noise_seed, noise_splits
 from sweep.stitching.objectives import OBJECTIVES, FitContext, eval_mode
 from sweep.stitching.stitcher import StitchedNet, Stitcher
 from sweep.train.evaluate import activations, most_frequent_class, predict, robust_accuracy
@@ -121,9 +122,10 @@ def run_trial(
 
 @dataclass
 class _Parts:
-    """The pieces of a stitched network: both donors, f<=i, g<=j and g>j, and a fresh stitcher."""
+    """The pieces of a stitched network: both donors, f<=i, g<=j and g>j, and a fresh stitcher. A noise
+    sender has no model: its front is the identity on its samples."""
 
-    front_model: torch.nn.Module
+    front_model: torch.nn.Module | None
     end_model: torch.nn.Module
     front: torch.nn.Module
     end_front: torch.nn.Module
@@ -132,13 +134,17 @@ class _Parts:
 
 
 def _assemble(spec: TrialSpec, splits: Splits, sweep: SweepDir, device: torch.device) -> _Parts:
-    front_model = load_donor(sweep, spec.front_key, device)
     end_model = load_donor(sweep, spec.end_key, device)
-    front, _ = split(front_model, spec.front_point)
     end_front, end = split(end_model, spec.end_point)
+    if spec.noise_sigma is None:
+        front_model = load_donor(sweep, spec.front_key, device)
+        front, _ = split(front_model, spec.front_point)
+    else:
+        front_model, front = None, torch.nn.Identity()
     with torch.no_grad():
         probe = splits.train_x[:2].to(device)
-        source, target = front(probe).shape, end_front(probe).shape
+        target = end_front(probe).shape
+        source = front(probe).shape if front_model is not None else target
     torch.manual_seed(spec.seed)
     stitcher = Stitcher.for_shapes(source, target, spec.init or "random", spec.stitcher).to(device)
     if spec.channels_last:
@@ -161,10 +167,18 @@ def _stitch_and_evaluate(
     out: dict = {"split_id": splits.split_id}
     out["train_size"], out["val_size"], out["test_size"] = (len(splits.train_y), len(splits.val_y), len(splits.test_y))
     p = _assemble(spec, splits, sweep, device)
+    images = splits  # the data's images: what the receiver's own front sees
+    if spec.noise_sigma is not None:  # the stitcher trains and is tested on the noise sender's samples
+        splits = _noise(spec, p, images, device)
+        out["train_size"], out["val_size"], out["test_size"] = (
+            len(splits.train_y),
+            len(splits.val_y),
+            len(splits.test_y),
+        )
     # Everything that describes the donors is measured before the fit: with `donor_bn: update` the fit moves
     # their BatchNorm statistics, and the indices and the reference accuracy are about the donors as trained.
-    out.update(_reference_accuracies(spec, sweep, p.front_model, p.end_model, splits, device))
-    if spec.indices:
+    out.update(_reference_accuracies(spec, sweep, p.front_model, p.end_model, images, device))
+    if any(not INDICES[name].after_fit for name in spec.indices):  # the after-fit ones are measured below
         t_sim = time.perf_counter()
         x, x_fit = splits.test_x[: spec.similarity_samples], splits.train_x[: spec.dm_samples or 0]
         out.update(similarities(spec, p.front, p.end_front, p.stitcher, x, x_fit, device))
@@ -182,8 +196,9 @@ def _stitch_and_evaluate(
     t4 = time.perf_counter()
     after_fit = [INDICES[name] for name in spec.indices if INDICES[name].after_fit]
     if after_fit:  # indices of the stitched network, after the fit
+        n = spec.similarity_samples
         net = Network(
-            lambda b: p.stitcher(p.front(b)), p.end_front, p.end, splits.test_x[: spec.similarity_samples], device
+            lambda b: p.stitcher(p.front(b)), p.end_front, p.end, splits.test_x[:n], device, images.test_x[:n]
         )
         with eval_mode(p.front, p.stitcher, p.end_front):
             for index in after_fit:
@@ -192,6 +207,21 @@ def _stitch_and_evaluate(
         out["ood_auroc"] = ood_auroc(spec, sweep, p.front, p.end_front, p.stitcher, splits, device, data_root, download)
         out["time_ood_s"] = time.perf_counter() - t4
     return out
+
+
+def _noise(spec: TrialSpec, p: _Parts, images: Splits, device: torch.device) -> Splits:
+    """The noise sender's samples for this trial: shaped like the receiver's activation at the point."""
+    with torch.no_grad():
+        shape = tuple(p.end_front(images.train_x[:1].to(device)).shape[1:])
+    return noise_splits(
+        shape,
+        images.num_classes,
+        spec.noise_sigma,
+        spec.noise_train_per_class,
+        spec.noise_test_per_class,
+        spec.val_size,
+        noise_seed(spec.seed, spec.end_key, spec.end_point),
+    ).to(device)
 
 
 def _evaluate(spec: TrialSpec, stitched: StitchedNet, splits: Splits, device: torch.device, ref_acc) -> dict:

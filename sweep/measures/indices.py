@@ -63,13 +63,15 @@ def _dm_score(pair: Pair, layout: str) -> float:
 @dataclass
 class Network:
     """What an index measured after the fit sees: the stitched sender T(f<=i(.)), the end model's own front
-    g<=j, the receiver g>j, and the images (the first `similarity_samples` test images)."""
+    g<=j, the receiver g>j, and the images (the first `similarity_samples` test images; for a noise sender, its
+    test samples, the end's front seeing the images `x_end`)."""
 
     stitched_sender: Callable[[torch.Tensor], torch.Tensor]
     end_front: torch.nn.Module
     end: torch.nn.Module
     x: torch.Tensor
     device: torch.device
+    x_end: torch.Tensor | None = None  # what the end's own front sees, when not `x` (a noise sender's samples)
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,9 @@ def _receiver_ranks(net: Network) -> dict:
     """Smith & Marcu 2024 B.2.1: the receiver's first-layer rank fed by the stitcher, and by its own front."""
     return {
         "rank_receiver": receiver_rank(net.stitched_sender, net.end, net.x, net.device),
-        "rank_receiver_end": receiver_rank(net.end_front, net.end, net.x, net.device),
+        "rank_receiver_end": receiver_rank(
+            net.end_front, net.end, net.x if net.x_end is None else net.x_end, net.device
+        ),
     }
 
 

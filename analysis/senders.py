@@ -1,0 +1,186 @@
+"""Stitching by sender and receiver (Smith & Marcu 2024): accuracy per stitch point with a min-max band over
+runs and the receiver's own accuracy as the baseline (Figs 1b, C5a, C6a), the receiver's rank per point with
++-1 std (Figs 1c, C5b, C6b), the sender x receiver accuracy at the first point (Table C1) and each model's
+accuracy on its own test set (Table C1's base accuracy, Table C2).
+
+A model *type* is the data a donor was trained on (`front_dataset` / `end_dataset`: its initialisations are the
+donors of one type), or `noise` for a clustered-noise sender; runs are every trial of one (sender type,
+receiver type, point, architecture): initialisations and stitcher seeds together. These sections are drawn
+for trials that measured the receiver rank (the `receiver_rank` index), as Smith & Marcu's do.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+WHOLE = "whole"  # the x position of the uncut receiver on its own test set (Fig. C6a's 'Whole')
+
+
+def _typed(trials: pd.DataFrame) -> pd.DataFrame:
+    """Done trials that measured the receiver rank, with `sender` and `receiver` model types."""
+    if trials.empty or "rank_receiver" not in trials or trials["rank_receiver"].isna().all():
+        return trials.iloc[0:0]
+    d = trials[(trials["status"] == "done") & trials["rank_receiver"].notna()]
+    noise = d["noise_sigma"].notna() if "noise_sigma" in d else pd.Series(False, index=d.index)
+    return d.assign(sender=d["front_dataset"].where(~noise, "noise"), receiver=d["end_dataset"])
+
+
+def _arch(d: pd.DataFrame, donors: pd.DataFrame) -> pd.Series:
+    archs = donors.drop_duplicates("ref").set_index("ref")["arch"] if not donors.empty else pd.Series(dtype=str)
+    return d["end"].map(archs).fillna("")
+
+
+def by_point(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Per (architecture, receiver, sender, point): the stitched accuracy's mean, min and max over runs and
+    the run count, and the receiver's baseline (its mean accuracy on the stitching test data); plus, at
+    `WHOLE`, each receiver type's mean accuracy on its own test set (the donors' own evaluations)."""
+    d = _typed(trials)
+    if d.empty:
+        return pd.DataFrame()
+    d = d.assign(arch=_arch(d, donors))
+    keys = ["arch", "receiver", "sender", "front_point", "point_index"]
+    out = d.groupby(keys, as_index=False).agg(
+        acc=("clean_acc", "mean"),
+        acc_min=("clean_acc", "min"),
+        acc_max=("clean_acc", "max"),
+        runs=("trial_id", "nunique"),
+        baseline=("end_clean_acc", "mean"),
+    )
+    own = own_accuracy(donors)
+    if not own.empty:
+        whole = out.drop_duplicates(["arch", "receiver", "sender"])[["arch", "receiver", "sender", "baseline"]]
+        whole = whole.merge(own.rename(columns={"model": "receiver"}), on=["arch", "receiver"])
+        whole = whole.assign(
+            front_point=WHOLE, point_index=0, acc_min=whole["acc"], acc_max=whole["acc"], runs=whole["initialisations"]
+        )
+        out = pd.concat([whole[out.columns], out], ignore_index=True)
+    return out.sort_values(keys).reset_index(drop=True)
+
+
+def accuracy_chart(rows: pd.DataFrame) -> alt.FacetChart:
+    """Accuracy per point, one line per (sender -> receiver) with its min-max band over runs, and each
+    receiver's baseline as a dashed rule; one panel per architecture."""
+    rows = rows.assign(pair=rows["sender"] + " -> " + rows["receiver"])
+    order = rows.sort_values("point_index")["front_point"].drop_duplicates().tolist()
+    x = alt.X("front_point:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-30))
+    colour = alt.Color("pair:N", title="sender -> receiver", legend=alt.Legend(orient="bottom", columns=2))
+    band = alt.Chart().mark_area(opacity=0.2).encode(x=x, y="acc_min:Q", y2="acc_max:Q", color=colour)
+    line = (
+        alt.Chart()
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=alt.Y("acc:Q", title="stitched accuracy (band: min-max over runs)", scale=alt.Scale(zero=False)),
+            color=colour,
+            tooltip=["pair:N", "front_point:N", alt.Tooltip("acc:Q", format=".3f"), "runs:Q"],
+        )
+    )
+    base = (
+        alt.Chart()
+        .mark_rule(strokeDash=[4, 3])
+        .encode(
+            y="mean(baseline):Q",
+            color=alt.Color("pair:N"),
+            tooltip=[alt.Tooltip("mean(baseline):Q", title="receiver baseline", format=".3f")],
+        )
+    )
+    return (
+        alt.layer(band, line, base, data=rows)
+        .properties(width=360, height=240)
+        .facet(column=alt.Column("arch:N", title=None))
+    )
+
+
+def ranks(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Per (architecture, receiver, sender, point): the receiver's first-layer rank after the stitch, mean and
+    std over runs; and, as sender 'baseline', the rank the receiver's own front gives it on its images."""
+    d = _typed(trials)
+    if d.empty:
+        return pd.DataFrame()
+    d = d.assign(arch=_arch(d, donors))
+    keys = ["arch", "receiver", "front_point", "point_index"]
+    stitched = d.groupby([*keys, "sender"], as_index=False).agg(
+        rank=("rank_receiver", "mean"), rank_std=("rank_receiver", "std"), runs=("trial_id", "nunique")
+    )
+    own = d.groupby(keys, as_index=False).agg(
+        rank=("rank_receiver_end", "mean"), rank_std=("rank_receiver_end", "std"), runs=("trial_id", "nunique")
+    )
+    out = pd.concat([stitched, own.assign(sender="baseline")], ignore_index=True)
+    out["rank_std"] = out["rank_std"].fillna(0.0)
+    return out.assign(lo=out["rank"] - out["rank_std"], hi=out["rank"] + out["rank_std"])
+
+
+def rank_chart(rows: pd.DataFrame) -> alt.FacetChart:
+    """Receiver rank per point, one line per sender (and the receiver's own 'baseline'), +-1 std bands."""
+    rows = rows.assign(pair=rows["sender"] + " -> " + rows["receiver"])
+    order = rows.sort_values("point_index")["front_point"].drop_duplicates().tolist()
+    x = alt.X("front_point:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-30))
+    colour = alt.Color("pair:N", title="sender -> receiver", legend=alt.Legend(orient="bottom", columns=2))
+    band = alt.Chart().mark_area(opacity=0.2).encode(x=x, y="lo:Q", y2="hi:Q", color=colour)
+    line = (
+        alt.Chart()
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=alt.Y("rank:Q", title="receiver rank after the stitch (band: +-1 std)"),
+            color=colour,
+            tooltip=["pair:N", "front_point:N", alt.Tooltip("rank:Q", format=".1f"), "runs:Q"],
+        )
+    )
+    return (
+        alt.layer(band, line, data=rows)
+        .properties(width=360, height=240)
+        .facet(column=alt.Column("arch:N", title=None))
+    )
+
+
+def first_point_table(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Table C1, generalised: stitched accuracy at each architecture's first point, mean over runs, senders as
+    rows and receivers as columns (a row is that type as sender, a column as receiver), with each type's base
+    accuracy on the stitching test data (the donors' mean over initialisations)."""
+    d = _typed(trials)
+    if d.empty:
+        return pd.DataFrame()
+    d = d.assign(arch=_arch(d, donors))
+    first = d[d["point_index"] == d.groupby("arch")["point_index"].transform("min")]
+    table = first.pivot_table(index=["arch", "sender"], columns="receiver", values="clean_acc", aggfunc="mean")
+    table.columns = [f"receiver {c}" for c in table.columns]
+    table = table.reset_index()
+    base = _base_accuracy(donors, set(d["dataset"]))
+    if not base.empty:
+        table = table.merge(base.rename(columns={"model": "sender"}), on=["arch", "sender"], how="left")
+    return table
+
+
+def _base_accuracy(donors: pd.DataFrame, datasets: set) -> pd.DataFrame:
+    """Each model type's mean accuracy on the stitching test data (the donors' evaluation on it)."""
+    if donors.empty:
+        return pd.DataFrame()
+    d = donors[(donors["status"] == "done") & donors["eval_dataset"].isin(datasets)]
+    d = d[d["training"] != "noise"]
+    return (
+        d.groupby(["arch", "dataset"], as_index=False)
+        .agg(base_acc=("clean_acc", "mean"))
+        .rename(columns={"dataset": "model"})
+    )
+
+
+def own_accuracy_table(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """`own_accuracy`, for sweeps whose trials measured the receiver rank (this section's sweeps)."""
+    return own_accuracy(donors) if not _typed(trials).empty else pd.DataFrame()
+
+
+def own_accuracy(donors: pd.DataFrame) -> pd.DataFrame:
+    """Table C2: each model type's mean accuracy on its own test set over its initialisations."""
+    if donors.empty:
+        return pd.DataFrame()
+    d = donors[(donors["status"] == "done") & (donors["eval_dataset"] == donors["dataset"])]
+    if "train_clean_acc" in d and d["train_clean_acc"].notna().any():
+        d = d[d["train_clean_acc"].notna()]  # the donor's own evaluation: the one that also measured training
+    d = d.drop_duplicates("donor")
+    return (
+        d.groupby(["arch", "dataset"], as_index=False)
+        .agg(acc=("clean_acc", "mean"), initialisations=("donor", "nunique"))
+        .rename(columns={"dataset": "model"})
+    )

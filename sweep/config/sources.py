@@ -1,0 +1,167 @@
+"""The donor sources besides the zoo: checkpoint files (`file:`), RobustBench models (`robustbench:`) and
+clustered-noise senders (`noise:`, Smith & Marcu 2024), and the registry entries of all four (`DONOR_SOURCES`)."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweep.config.data import DataSpec
+from sweep.config.donors import DonorSpec, parse_zoo_donor
+from sweep.config.errors import SpecError
+from sweep.config.evaluation import EvalSpec
+from sweep.config.fields import Option, Section, by_key
+from sweep.registry import ARCHITECTURES, DONOR_SOURCES, lazy
+
+robustbench_models = lazy("sweep.models.external:robustbench_models")
+
+
+def _parse_file_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
+    path = f"donors.{name}"
+    s = Section(raw, path, {"file", "arch", "mean", "std"})
+    file = Path(s.get("file", "string")).expanduser()
+    if not file.is_file():
+        raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file), "no such file")
+    return DonorSpec(
+        name=name,
+        source="file",
+        path=str(file.absolute()),
+        file_sha256=_filestable_hash(file),
+        arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
+        data=data,
+        mean=tuple(s.get_list("mean", "number", [0.0])),
+        std=tuple(s.get_list("std", "number", [1.0], low=1e-12)),
+    )
+
+
+def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
+    path = f"donors.{name}"
+
+    s = Section(raw, path, {"robustbench", "arch", "model_dir"})
+    model_id = s.get("robustbench", "string")
+    parts = model_id.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise SpecError(
+            f"{path}.robustbench",
+            "'<dataset>/<threat_model>/<model name>', e.g. 'cifar10/Linf/Sehwag2021Proxy_R18'",
+            model_id,
+        )
+    dataset, threat, model = parts
+    try:
+        known = robustbench_models(dataset, threat)
+    except ValueError:
+        raise SpecError(
+            f"{path}.robustbench",
+            "a RobustBench dataset (cifar10, cifar100, imagenet) and threat model (Linf, L2, corruptions)",
+            f"{dataset}/{threat}",
+        ) from None
+    if model not in known:
+        close = difflib.get_close_matches(model, known, n=5, cutoff=0.5)
+        raise SpecError(
+            f"{path}.robustbench",
+            f"a model RobustBench lists for {dataset}/{threat}",
+            model,
+            f'e.g. {close or known[:5]}; list all with: python -c "from sweep.models.external import'
+            f" robustbench_models; print(robustbench_models('{dataset}', '{threat}'))\"",
+        )
+    model_dir = Path(s.get("model_dir", "string", "models")).expanduser().absolute()
+    return DonorSpec(
+        name=name,
+        source="robustbench",
+        robustbench_id=model_id,
+        path=str(model_dir),
+        arch=s.get("arch", "string", choices=sorted(ARCHITECTURES)),
+        data=data,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _filestable_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class DonorSource:
+    """Where a donor's weights come from: a registered entry (or, `network=False`, a sender that is no network:
+    Smith & Marcu 2024's clustered noise). `marker`: the field that selects it in a donor's
+    mapping (None: the default source); `parse(name, raw, data, evaluation, root, download) -> DonorSpec`;
+    `build(donor, splits, device, progress, workdir) -> (model, mean, std)`, imported when first called (it
+    needs torch; `workdir` is the donor's zoo folder, where a killed training run leaves state to resume
+    from); `trains`: whether building it trains a network (else it loads one)."""
+
+    name: str
+    marker: str | None
+    parse: Callable[..., DonorSpec]
+    build: Callable
+    describe: Callable[[DonorSpec], str]  # what `plan` says of it after its architecture
+    trains: bool = False
+    network: bool = True  # False: a sender that is not a network (noise), never built, trained or evaluated
+
+
+# A noise sender's fields (under its `noise:` mapping). The paper does not state sigma: 0.1 is our default.
+NOISE_OPTIONS = by_key(
+    (
+        Option("sigma", "number", 0.1, low=0.0, doc="the noise around each class's base activation"),
+        Option("train_per_class", "integer", 6000, low=1, doc="Algorithm 2: 6,000 training samples per class"),
+        Option("test_per_class", "integer", 1000, low=1, doc="Algorithm 2: 1,000 test samples per class"),
+    )
+)
+
+
+def _parse_noise_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
+    path = f"donors.{name}"
+    Section(raw, path, {"noise"})
+    s = Section(raw["noise"] if raw["noise"] is not None else {}, f"{path}.noise", set(NOISE_OPTIONS))
+    return DonorSpec(
+        name=name,
+        source="noise",
+        arch="",  # not a network: its shapes are the receiver's
+        data=data,
+        **{f"noise_{k}": s.read(option) for k, option in NOISE_OPTIONS.items()},
+    )
+
+
+def _describe_zoo(d: DonorSpec) -> str:
+    extra = f" eps={d.eps:g} step={d.step_size:g} steps={d.steps}" if d.eps is not None else ""
+    extra += f" beta={d.beta:g}" if d.beta is not None else ""
+    return f"{d.training} on {d.data.dataset} (train_size={d.data.train_size}) epochs={d.epochs} seed={d.seed}{extra}"
+
+
+for _source in (
+    DonorSource("zoo", None, parse_zoo_donor, lazy("sweep.train.donors:build_zoo_donor"), _describe_zoo, trains=True),
+    DonorSource(
+        "file",
+        "file",
+        _parse_file_donor,
+        lazy("sweep.models.external:build_file_donor"),
+        lambda d: f"from {d.path}",
+    ),
+    DonorSource(
+        "robustbench",
+        "robustbench",
+        _parse_robustbench_donor,
+        lazy("sweep.models.external:build_robustbench_donor"),
+        lambda d: f"from RobustBench {d.robustbench_id} in {d.path}",
+    ),
+    DonorSource(
+        "noise",
+        "noise",
+        _parse_noise_donor,
+        None,
+        lambda d: (
+            f"clustered noise sigma={d.noise_sigma:g}, {d.noise_train_per_class}/{d.noise_test_per_class}"
+            " samples per class"
+        ),
+        network=False,
+    ),
+):
+    DONOR_SOURCES.add(_source.name, _source)

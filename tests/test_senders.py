@@ -1,0 +1,73 @@
+"""Smith & Marcu 2024's plots and tables from hand-made trial and donor rows: the aggregates are checked
+against values worked out by hand."""
+
+import pandas as pd
+import pytest
+
+from analysis import senders
+
+
+def _trial(tid, front_dataset, end_dataset, point, index, acc, rank, rank_end, noise=None, end="zoo:d0"):
+    return dict(
+        trial_id=tid, status="done", front_dataset=front_dataset, end_dataset=end_dataset, dataset="corr",
+        front_point=point, point_index=index, clean_acc=acc, end_clean_acc=0.9, rank_receiver=rank,
+        rank_receiver_end=rank_end, noise_sigma=noise, end=end,
+    )  # fmt: skip
+
+
+TRIALS = pd.DataFrame(
+    [
+        _trial("a", "colour", "digit", "p1", 1, 0.95, 10, 20),
+        _trial("b", "colour", "digit", "p1", 1, 0.99, 14, 22),  # a second initialisation
+        _trial("c", "colour", "digit", "p2", 2, 0.97, 30, 40),
+        _trial("d", "corr", "digit", "p1", 1, 0.98, 12, 20),
+        _trial("e", "corr", "digit", "p1", 1, 0.5, 12, 20, noise=0.1),  # a noise sender: sender 'noise'
+        _trial("f", "digit", "colour", "p1", 1, 0.7, 8, 9, end="zoo:c0"),
+    ]
+)
+DONORS = pd.DataFrame(
+    [
+        dict(donor="d0", ref="zoo:d0", arch="r18", dataset="digit", eval_dataset="digit", status="done",
+             clean_acc=0.98, train_clean_acc=0.99, training="plain"),
+        dict(donor="d0", ref="zoo:d0", arch="r18", dataset="digit", eval_dataset="corr", status="done",
+             clean_acc=0.9, train_clean_acc=None, training="plain"),
+        dict(donor="c0", ref="zoo:c0", arch="r18", dataset="colour", eval_dataset="colour", status="done",
+             clean_acc=1.0, train_clean_acc=1.0, training="plain"),
+        dict(donor="c0", ref="zoo:c0", arch="r18", dataset="colour", eval_dataset="corr", status="done",
+             clean_acc=0.6, train_clean_acc=None, training="plain"),
+    ]
+)  # fmt: skip
+
+
+def test_accuracy_by_point_has_min_max_bands_over_runs_and_the_whole_receiver():
+    rows = senders.by_point(TRIALS, DONORS).set_index(["receiver", "sender", "front_point"])
+    row = rows.loc[("digit", "colour", "p1")]
+    assert (row["acc"], row["acc_min"], row["acc_max"], row["runs"]) == (pytest.approx(0.97), 0.95, 0.99, 2)
+    assert rows.loc[("digit", "noise", "p1"), "acc"] == 0.5  # the noise sender is its own type
+    whole = rows.loc[("digit", "colour", senders.WHOLE)]
+    assert whole["acc"] == 0.98 and whole["point_index"] == 0  # the receiver on its own test set, first
+    chart = senders.accuracy_chart(senders.by_point(TRIALS, DONORS)).to_dict()
+    assert chart["facet"]["column"]["field"] == "arch" and len(chart["spec"]["layer"]) == 3
+
+
+def test_ranks_have_std_bands_and_the_receivers_own_baseline():
+    rows = senders.ranks(TRIALS, DONORS).set_index(["receiver", "sender", "front_point"])
+    row = rows.loc[("digit", "colour", "p1")]
+    assert row["rank"] == 12 and row["rank_std"] == pytest.approx(2**0.5 * 2)  # sample std of 10 and 14
+    assert row["lo"] == pytest.approx(12 - 2 * 2**0.5)
+    baseline = rows.loc[("digit", "baseline", "p1")]
+    assert baseline["rank"] == pytest.approx((20 + 22 + 20 + 20) / 4)  # every digit-receiver trial at p1
+
+
+def test_first_point_table_puts_senders_in_rows_receivers_in_columns_with_base_accuracy():
+    table = senders.first_point_table(TRIALS, DONORS).set_index("sender")
+    assert table.loc["colour", "receiver digit"] == pytest.approx(0.97)  # p1 only: a and b
+    assert table.loc["digit", "receiver colour"] == 0.7
+    assert table.loc["digit", "base_acc"] == 0.9 and table.loc["colour", "base_acc"] == 0.6  # on the stitching data
+    own = senders.own_accuracy_table(TRIALS, DONORS).set_index("model")
+    assert own.loc["digit", "acc"] == 0.98 and own.loc["colour", "initialisations"] == 1
+
+
+def test_sections_stay_empty_without_receiver_ranks():
+    plain = TRIALS.drop(columns=["rank_receiver"])
+    assert senders.by_point(plain, DONORS).empty and senders.own_accuracy_table(plain, DONORS).empty
