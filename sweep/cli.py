@@ -66,7 +66,7 @@ def _open_results(path: str):
 
 
 def cmd_plan(args) -> int:
-    from sweep.registry import KINDS
+    from sweep.registry import DONOR_SOURCES, KINDS
 
     sweep = _load_space(args.space)
     units = {name: kind.units(sweep) for name, kind in KINDS.items()}
@@ -74,6 +74,9 @@ def cmd_plan(args) -> int:
     for name, kind in KINDS.items():
         for unit in units[name].values():
             print(f"  {kind.line(unit)}")
+    for d in sweep.donors.values():
+        if not d.network:  # nothing to train or evaluate: no unit of work, but part of the plan
+            print(f"  sender {d.ref}: {DONOR_SOURCES[d.source].describe(d)} (no network)")
     return 0
 
 

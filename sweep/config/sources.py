@@ -133,6 +133,11 @@ def _parse_noise_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec
 def _describe_zoo(d: DonorSpec) -> str:
     extra = f" eps={d.eps:g} step={d.step_size:g} steps={d.steps}" if d.eps is not None else ""
     extra += f" beta={d.beta:g}" if d.beta is not None else ""
+    extra += "".join(
+        f" {k}={getattr(d, k):g}" if isinstance(getattr(d, k), float) else f" {k}={getattr(d, k)}"
+        for k in ("optimizer", "momentum", "weight_decay", "lr_schedule")
+        if getattr(d, k) is not None
+    )
     return f"{d.training} on {d.data.dataset} (train_size={d.data.train_size}) epochs={d.epochs} seed={d.seed}{extra}"
 
 
