@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from sweep.config import block, data, donors, evaluation, reptests, similarity, space
+from sweep.config import block, data, donors, evaluation, reptests, similarity, sources, space
 from sweep.config.space import parse_space
 
 from .conftest import REPO
@@ -69,6 +69,9 @@ def _sections(ref: dict) -> list[tuple[str, dict, dict]]:
         ("resources", ref["resources"], space.RESOURCE_OPTIONS),
     ]
     out += [(f"donors.{name}", d, donors.ZOO_OPTIONS) for name, d in ref["donors"].items() if "arch" in d]
+    out += [
+        (f"donors.{name}.noise", d["noise"], sources.NOISE_OPTIONS) for name, d in ref["donors"].items() if "noise" in d
+    ]
     return out
 
 
