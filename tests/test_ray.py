@@ -46,6 +46,8 @@ def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_sp
     planned = {t.trial_id for t in parse_space(tiny_space).trials}
     assert set(_parts(results)) == planned
     assert "[stitch 4/4" in out and "4 done, 0 failed, 0 pending" in out
+    # the whole sweep's counts after each stage: the donor, then its 4 trials
+    assert "[sweep] 1/5 finished, 0 running, 4 pending" in out and "[sweep] 5/5 finished, 0 running, 0 pending" in out
     # none of Ray's lines that contradict or repeat ours
     for noise in ("Token authentication is enabled", "Wrote the latest version", "Tuner.restore"):
         assert noise not in first.stdout + first.stderr, noise

@@ -27,6 +27,7 @@ from ray import tune  # noqa: E402
 
 from sweep.config.errors import SpecError  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
+from sweep.progress import SweepProgress  # noqa: E402
 from sweep.results import Loc, SweepDir  # noqa: E402
 
 # With the logger callbacks off, Tune's result grid warns once per trial that it found no result.json:
@@ -84,24 +85,38 @@ def _trainable(config: dict, run, units: dict, root: Loc, sweep_name: str, env: 
 
 
 class _Progress(tune.Callback):
-    """One line per finished trial on the driver's stdout (the Parquet parts are the real record)."""
+    """Tune's events for one stage, as lines on the driver's stdout (the Parquet parts are the real record)
+    and as the whole sweep's counts and ETA (`SweepProgress`)."""
 
-    def __init__(self, stage: str, total: int, label) -> None:
-        self.stage, self.total, self.label, self.done = stage, total, label, 0
+    HEARTBEAT_S = 30.0  # a running stitcher's epoch line at most this often: alive, not flooding
+
+    def __init__(self, stage: str, kind: str, total: int, label, sweep: SweepProgress) -> None:
+        self.stage, self.kind, self.total, self.label, self.done = stage, kind, total, label, 0
+        self.sweep = sweep
         self.finished = 0  # trials whose trainable returned its final status, or that Ray gave up on
         self.errored = 0  # trials Ray gave up on (their logs under _ray/ are kept)
         self.last: dict = {}
+        self.beat: dict = {}
         self.t0 = time.perf_counter()
+
+    def _prefix(self) -> str:
+        return f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s]"
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.sweep.started(self.kind, trial.trial_id)
+        self.beat[trial.trial_id] = time.perf_counter()
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         self.last[trial.trial_id] = result
-        if result.get("phase") == "zoo":  # donor training is the long part of a small sweep: show epochs
-            print(
-                f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] "
-                f"{self.label(trial.config)}: epoch "
-                f"{result['epoch']}/{result['epochs']} train_loss={result['train_loss']:.3f}",
-                flush=True,
-            )
+        phase = result.get("phase")
+        if phase == "zoo":  # donor training is the long part of a small sweep: show epochs
+            line = f"epoch {result['epoch']}/{result['epochs']} train_loss={result['train_loss']:.3f}"
+        elif phase == "fit" and time.perf_counter() - self.beat.get(trial.trial_id, 0.0) >= self.HEARTBEAT_S:
+            line = f"fitting, epoch {result['epoch']}/{result['epochs']} train_loss={result['train_loss']:.3f}"
+        else:
+            return
+        self.beat[trial.trial_id] = time.perf_counter()
+        self.sweep.note(f"{self._prefix()} {self.label(trial.config)}: {line}")
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.done += 1
@@ -109,29 +124,25 @@ class _Progress(tune.Callback):
         status = r.get("status", "?")
         if "status" in r:
             self.finished += 1
+        self.sweep.finished(self.kind, trial.trial_id, failed=status != "done" and status != "skipped")
         detail = r.get("error") if status == "failed" else _fmt_metrics(r)
-        print(
-            f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s] "
-            f"{self.label(trial.config)}: {status} {detail}",
-            flush=True,
-        )
+        self.sweep.note(f"{self._prefix()} {self.label(trial.config)}: {status} {detail}")
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         # Ray lost the trial (its node or worker died) and schedules it again; the trial is idempotent.
-        print(
+        self.sweep.note(
             f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: lost with its worker or"
-            " node; retrying",
-            flush=True,
+            " node; retrying"
         )
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.done += 1
         self.finished += 1
         self.errored += 1
-        print(
+        self.sweep.finished(self.kind, trial.trial_id, failed=True)
+        self.sweep.note(
             f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
-            f"(after retries); rerun with `stitchsweep resume`",
-            flush=True,
+            f"(after retries); rerun with `stitchsweep resume`"
         )
 
 
@@ -162,15 +173,15 @@ def _fit(
     grid: list[str],
     resources: dict,
     sweep_dir: SweepDir,
-    label,
+    progress: _Progress,
     max_concurrent: int | None,
 ) -> StageSummary:
     """Run one stage: its trials in consecutive Tune experiments of at most `trials_per_experiment()`."""
     t0 = time.perf_counter()
     size = trials_per_experiment()
-    progress = _Progress(name, len(grid), label)
     for start in range(0, len(grid), size):
         _fit_chunk(name, trainable, grid[start : start + size], resources, sweep_dir, progress, max_concurrent)
+    progress.sweep.summary()
     return StageSummary(name, len(grid), time.perf_counter() - t0)
 
 
@@ -358,7 +369,9 @@ def run_stages(
             cpus=sweep.cpus_per_trial, gpu=sweep.gpus_per_trial > 0, data_root=sweep.data_root, download=sweep.download
         )
         summaries = []
-        for name in [k for k in KINDS if plan.get(k)]:
+        names = [k for k in KINDS if plan.get(k)]
+        sweep_progress = SweepProgress({k: (KINDS[k].noun, len(plan[k])) for k in names})
+        for name in names:
             kind = KINDS[name]
             everything = kind.units(sweep)
             units = {uid: everything[uid] for uid in plan[name]}  # only what runs travels to the workers
@@ -366,7 +379,9 @@ def run_stages(
                 _trainable, run=kind.run, units=units, root=sweep_dir.root, sweep_name=sweep.name, env=env
             )
             label = lambda c, units=units, kind=kind: kind.label(units[c["unit"]])  # noqa: E731
-            summaries.append(_fit(kind.stage, trainable, list(units), resources, sweep_dir, label, max_concurrent))
+            progress = _Progress(kind.stage, name, len(units), label, sweep_progress)
+            summaries.append(_fit(kind.stage, trainable, list(units), resources, sweep_dir, progress, max_concurrent))
+        sweep_progress.close()
         return summaries
     finally:
         if started:

@@ -184,7 +184,14 @@ def _stitch_and_evaluate(
         out.update(similarities(spec, p.front, p.end_front, p.stitcher, x, x_fit, device))
         out["time_similarity_s"] = time.perf_counter() - t_sim
     ctx = FitContext(
-        front=p.front, end=p.end, stitcher=p.stitcher, splits=splits, spec=spec, device=device, end_front=p.end_front
+        front=p.front,
+        end=p.end,
+        stitcher=p.stitcher,
+        splits=splits,
+        spec=spec,
+        device=device,
+        end_front=p.end_front,
+        report=report,
     )
     t1 = time.perf_counter()
     out["time_setup_s"] = t1 - t0 - out.get("time_similarity_s", 0.0)

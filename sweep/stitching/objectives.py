@@ -71,6 +71,7 @@ class FitContext:
     device: torch.device
     end_front: nn.Module | None = None  # g<=j: the end model's own front half (needed by direct matching)
     curves: list[tuple[int, str, float]] = field(default_factory=list)
+    report: Callable[[dict], None] | None = None  # a heartbeat per epoch (the sweep's progress display)
 
     def stitched(self, x: torch.Tensor) -> torch.Tensor:
         return self.end(self.stitcher(self.front(x)))
@@ -192,6 +193,8 @@ def _fit_by_gradient(
         sched.step()
         train_loss = total / n
         ctx.curves.append((epoch, "train_loss", train_loss))
+        if ctx.report is not None:
+            ctx.report({"phase": "fit", "epoch": epoch, "epochs": spec.epochs, "train_loss": train_loss})
         with eval_mode(ctx.front, ctx.end, ctx.stitcher):
             val_pred = predict(
                 ctx.stitched, ctx.splits.val_x, ctx.device, precision=spec.precision, channels_last=spec.channels_last

@@ -1,0 +1,84 @@
+"""The whole-sweep progress line and its ETA, on a fake clock (no timing of real work)."""
+
+import io
+
+import pytest
+
+from sweep.progress import SweepProgress, duration
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def _simulate(progress, clock, kind, n, seconds, parallel, until=None):
+    """Run `n` units of `seconds` each, `parallel` at a time, advancing the fake clock; stop at `until`."""
+    queue = [f"{kind}-{i}" for i in range(n)]
+    running: dict[str, float] = {}
+    while queue or running:
+        while queue and len(running) < parallel:
+            unit = queue.pop(0)
+            progress.started(kind, unit)
+            running[unit] = clock.t + seconds
+        unit, end = min(running.items(), key=lambda kv: kv[1])
+        if until is not None and end > until:
+            clock.t = until
+            return
+        clock.t = end
+        del running[unit]
+        progress.finished(kind, unit)
+
+
+def test_a_20_minute_sweep_has_a_correct_eta_within_its_first_quarter():
+    """40 trials of 60 s, two at a time: 20 minutes. After 5 minutes the ETA is the 15 minutes left."""
+    clock = Clock()
+    p = SweepProgress({"trial": ("trials", 40)}, clock=clock, out=io.StringIO(), live=False)
+    _simulate(p, clock, "trial", 40, 60.0, 2, until=300.0)
+    assert p.eta() == pytest.approx(900.0, rel=0.05)
+    assert p.line().startswith("10/40 finished, 2 running, 28 pending; 5m00s elapsed, ETA 15m")
+
+
+def test_eta_waits_for_a_kind_without_finished_units_and_weighs_kinds_by_their_own_durations():
+    clock = Clock()
+    p = SweepProgress({"donor": ("donors", 2), "trial": ("trials", 10)}, clock=clock, out=io.StringIO(), live=False)
+    _simulate(p, clock, "donor", 2, 100.0, 2)
+    assert p.eta() is None and "ETA after the first trial ends" in p.line()
+    _simulate(p, clock, "trial", 2, 10.0, 2)  # two trials of 10 s: 8 left, two at a time
+    assert p.eta() == pytest.approx(40.0)
+    p.finished("trial", "never-started", failed=True)
+    assert "(1 failed)" in p.line()
+
+
+def test_off_a_terminal_events_are_lines_and_a_summary_follows_at_most_every_interval():
+    clock, out = Clock(), io.StringIO()
+    p = SweepProgress({"trial": ("trials", 3)}, clock=clock, out=out, live=False, summary_every=15.0)
+    p.started("trial", "a")
+    clock.t = 10.0
+    p.finished("trial", "a")
+    p.note("[stitch 1/3] a: done")
+    clock.t = 20.0
+    p.note("[stitch 1/3] b: fitting, epoch 2/4")
+    lines = out.getvalue().splitlines()
+    assert lines == ["[stitch 1/3] a: done", "[stitch 1/3] b: fitting, epoch 2/4", lines[2]]
+    assert lines[2].startswith("[sweep] 1/3 finished, 0 running, 2 pending; 20s elapsed, ETA 20s")
+
+
+def test_on_a_terminal_a_bar_carries_the_counts():
+    clock, out = Clock(), io.StringIO()
+    p = SweepProgress({"trial": ("trials", 2)}, clock=clock, out=out, live=True)
+    p.started("trial", "a")
+    clock.t = 5.0
+    p.finished("trial", "a")
+    p.note("[stitch 1/2] a: done")
+    p.close()
+    text = out.getvalue()
+    assert "[stitch 1/2] a: done" in text and "1/2 finished" in text and "ETA 5s" in text
+
+
+@pytest.mark.parametrize("seconds, text", [(5, "5s"), (65, "1m05s"), (3 * 3600 + 7 * 60, "3h07m")])
+def test_durations_read_as_people_write_them(seconds, text):
+    assert duration(seconds) == text
