@@ -7,6 +7,7 @@ that names the field, what was expected and what was found, before anything runs
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -66,17 +67,28 @@ def _open_results(path: str):
 
 
 def cmd_plan(args) -> int:
-    from sweep.registry import DONOR_SOURCES, KINDS
+    """A summary of what the space holds (`--trials`: every unit; `--json`: both, machine-readable); with
+    `--storage`, also what that results root has recorded and what a run would do."""
+    from sweep.registry import KINDS
+    from sweep.results import SweepDir
 
     sweep = _load_space(args.space)
     units = {name: kind.units(sweep) for name, kind in KINDS.items()}
+    todo = None
+    if args.storage is not None:
+        sweep_dir = SweepDir(_storage("--storage", args.storage), sweep.name)
+        todo = planning.to_run(sweep, sweep_dir, retry_failed=False) if sweep_dir.path.exists() else None
+    if args.json:
+        print(json.dumps(planning.plan_json(sweep, units, todo), indent=2))
+        return 0
     print(f"sweep {sweep.name}: " + ", ".join(f"{len(u)} {KINDS[k].noun}" for k, u in units.items() if u))
-    for name, kind in KINDS.items():
-        for unit in units[name].values():
-            print(f"  {kind.line(unit)}")
-    for d in sweep.donors.values():
-        if not d.network:  # nothing to train or evaluate: no unit of work, but part of the plan
-            print(f"  sender {d.ref}: {DONOR_SOURCES[d.source].describe(d)} (no network)")
+    lines = planning.plan_lines(sweep, units, full=args.trials)
+    print("\n".join(f"  {line}" for line in lines))
+    if args.storage is not None:
+        for name, u in units.items():
+            if u:
+                left = len(u) if todo is None else len(todo.get(name, ()))
+                print(f"{KINDS[name].noun} under {args.storage}: {len(u) - left} recorded, {left} would run")
     return 0
 
 
@@ -188,10 +200,39 @@ def _print_status(sweep, sweep_dir) -> bool:
     return complete
 
 
+def status_json(sweep, sweep_dir) -> dict:
+    """What `status --json` prints: per kind of work its counts and its first failures."""
+    from sweep.registry import KINDS
+
+    kinds = {}
+    for name, prog in planning.progress(sweep, sweep_dir).items():
+        if not prog.total:
+            continue
+        kind, units = KINDS[name], KINDS[name].units(sweep)
+        failures = [
+            {
+                "id": uid,
+                "label": kind.label(units[uid]),
+                "error": next(filter(None, map(planning.read_error, parts)), None),
+            }
+            for uid, parts in list(prog.failed_parts.items())[:20]
+        ]
+        counts = {"total": prog.total, "done": len(prog.done), "failed": len(prog.failed), "pending": len(prog.pending)}
+        kinds[name] = {"noun": kind.noun, **counts, "failures": failures}
+    complete = all(k["failed"] == 0 and k["pending"] == 0 for k in kinds.values())
+    return {"sweep": sweep.name, "results": sweep_dir.uri, "complete": complete, "kinds": kinds}
+
+
 def cmd_status(args) -> int:
+    """Counts per kind of work; exit code 0 when every unit is done, EXIT_INCOMPLETE otherwise (for scripts)."""
     sweep, sweep_dir = _open_results(args.results)
-    _print_status(sweep, sweep_dir)
-    return 0
+    if args.json:
+        doc = status_json(sweep, sweep_dir)
+        print(json.dumps(doc, indent=2))
+        complete = doc["complete"]
+    else:
+        complete = _print_status(sweep, sweep_dir)
+    return 0 if complete else EXIT_INCOMPLETE
 
 
 def cmd_report(args) -> int:
@@ -211,8 +252,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"stitchsweep {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("plan", help="validate a search space and list its trials")
-    p.add_argument("space")
+    p = sub.add_parser(
+        "plan",
+        help="validate a search space and summarise its work",
+        epilog="example: stitchsweep plan search_spaces/quickstart.yaml --trials",
+    )
+    p.add_argument("space", help="a search-space YAML file")
+    p.add_argument("--trials", action="store_true", help="list every unit of work (default: a summary)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON (summary and every unit)")
+    p.add_argument("--storage", default=None, help="also say what this results root has recorded and would run")
     p.set_defaults(fn=cmd_plan)
 
     def ray_options(p):
@@ -239,8 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
     ray_options(p)
     p.set_defaults(fn=cmd_resume)
 
-    p = sub.add_parser("status", help="count done / failed / pending trials")
-    p.add_argument("results")
+    p = sub.add_parser(
+        "status",
+        help="count done / failed / pending units; exit code 0 when the sweep is complete, 1 otherwise",
+        epilog="example: stitchsweep status results/quickstart --json",
+    )
+    p.add_argument("results", help="RESULTS directory, e.g. results/quickstart")
+    p.add_argument("--json", action="store_true", help="print the counts and first failures as JSON")
     p.set_defaults(fn=cmd_status)
 
     p = sub.add_parser("report", help="write the HTML report and PNG charts of a sweep")

@@ -94,3 +94,49 @@ def read_error(part) -> str | None:
         return part.read_parquet(columns=["error"])["error"][0].as_py()
     except Exception:
         return None
+
+
+SUMMARY_LINES = 40  # `plan`'s summary lists at most this many groups of a kind
+
+
+def plan_lines(sweep, units: dict[str, dict], full: bool) -> list[str]:
+    """`plan`'s lines: every unit (`full`), or per kind its units counted by group (`Kind.group`), and the
+    senders that are no network."""
+    from sweep.registry import DONOR_SOURCES
+
+    lines = []
+    for name, kind in KINDS.items():
+        if full or kind.group is None:
+            lines += [kind.line(u) for u in units[name].values()]
+            continue
+        groups: dict[str, int] = {}
+        for u in units[name].values():
+            groups[kind.group(u)] = groups.get(kind.group(u), 0) + 1
+        for g, n in list(groups.items())[:SUMMARY_LINES]:
+            lines.append(f"{g}: {n} {kind.noun if n != 1 else kind.noun.rstrip('s')}")
+        if len(groups) > SUMMARY_LINES:
+            lines.append(f"... and {len(groups) - SUMMARY_LINES} more groups (`plan --trials` lists every unit)")
+    for d in sweep.donors.values():
+        if not d.network:  # nothing to train or evaluate: no unit of work, but part of the plan
+            lines.append(f"sender {d.ref}: {DONOR_SOURCES[d.source].describe(d)} (no network)")
+    return lines
+
+
+def plan_json(sweep, units: dict[str, dict], todo: dict[str, list[str]] | None) -> dict:
+    """`plan --json`: per kind its count and every unit's id and label; with a results root (`todo`: what a run
+    would do there), how many are recorded and which would run."""
+    kinds = {}
+    for name, kind in KINDS.items():
+        if not units[name]:
+            continue
+        entry = {
+            "noun": kind.noun,
+            "count": len(units[name]),
+            "units": [{"id": uid, "label": kind.label(u)} for uid, u in units[name].items()],
+        }
+        if todo is not None:
+            entry["to_run"] = list(todo.get(name, ()))
+            entry["recorded"] = entry["count"] - len(entry["to_run"])
+        kinds[name] = entry
+    senders = [d.ref for d in sweep.donors.values() if not d.network]
+    return {"sweep": sweep.name, "kinds": kinds, "senders": senders}

@@ -21,7 +21,15 @@ from .conftest import REPO
 
 LAYERS = [
     {"sweep", "sweep.registry", "sweep.config"},
-    {"sweep.data", "sweep.models", "sweep.stitching", "sweep.measures", "sweep.train", "sweep.results"},
+    {
+        "sweep.data",
+        "sweep.models",
+        "sweep.stitching",
+        "sweep.measures",
+        "sweep.train",
+        "sweep.results",
+        "sweep.progress",
+    },
     {"sweep.kinds"},
     {"sweep.backends", "sweep.cli", "sweep.planning", "sweep.__main__"},
 ]

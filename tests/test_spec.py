@@ -127,7 +127,10 @@ def test_plan_prints_the_trial_count(tiny_space, write_space):
         check=True,
     ).stdout
     assert out.splitlines()[0] == "sweep tiny: 1 donors, 4 trials"
-    assert len(out.splitlines()) == 1 + 1 + 4
+    assert out.splitlines()[2:] == [
+        "  zoo:plain_a -> zoo:plain_a tlm: 2 trials",
+        "  zoo:plain_a -> zoo:plain_a dm: 2 trials",
+    ]
 
 
 def test_misspelt_top_level_field_is_named_without_a_leading_dot(tiny_space):

@@ -103,16 +103,24 @@ class TrialSpec:
         "noise_test_per_class",
     )
 
-    @property
-    def label(self) -> str:
-        """One line for humans: pair, point, objective and the options that distinguish it."""
+    def _options(self) -> str:
+        """The options that tell this trial's configuration apart, as ' key=value' words."""
         opts = "".join(f" {k}={v:g}" for k, v in (("alpha", self.alpha), ("beta", self.beta)) if v is not None)
         opts += f" init={self.init}" if self.init not in (None, "random") else ""
         opts += f" stitcher={self.stitcher}" if self.stitcher != "affine" else ""
         opts += f" on={self.dataset}" if self.stitch_data in ("front", "end") else ""
-        opts += "".join(f" {k}={v}" for k, v in self.params)
+        return opts + "".join(f" {k}={v}" for k, v in self.params)
+
+    @property
+    def label(self) -> str:
+        """One line for humans: pair, point, objective and the options that distinguish it."""
         at = self.front_point if self.end_point == self.front_point else f"{self.front_point}->{self.end_point}"
-        return f"{self.front} -> {self.end} @{at} {self.objective}{opts} seed={self.seed}"
+        return f"{self.front} -> {self.end} @{at} {self.objective}{self._options()} seed={self.seed}"
+
+    @property
+    def group(self) -> str:
+        """The label without point and seed: what `plan`'s summary counts trials under."""
+        return f"{self.front} -> {self.end} {self.objective}{self._options()}"
 
     @property
     def trial_id(self) -> str:

@@ -44,7 +44,8 @@ class Kind:
     its units itself (`units(sweep)`: unit id -> unit). Units must be picklable: the backend ships them.
     `parts(sweep_dir, unit)`: the Parquet parts that record a unit; `run(unit, ctx)`: run it, returning at
     least {"status", "error"} (and any metrics worth a progress line); `label(unit)`: a short name for
-    progress lines; `describe(unit)`: the line `stitchsweep plan` prints (default: the unit id and label). The
+    progress lines; `describe(unit)`: the line `stitchsweep plan --trials` prints (default: the unit id and
+    label); `group(unit)`: the line `plan`'s summary counts it under (default: every unit its own line). The
     backend runs the kinds in registration order, a kind after those named in `after` (it reads their parts)."""
 
     name: str  # "donor", "trial", ...
@@ -59,6 +60,7 @@ class Kind:
     unit_id: Callable[[Any], str] | None = None
     find_units: Callable[[Sweep], dict[str, Any]] | None = None  # for a kind without a section
     describe: Callable[[Any], str] | None = None
+    group: Callable[[Any], str] | None = None  # `plan`'s summary: units of one group are counted together
     after: tuple[str, ...] = ()
     rerun_failed: bool = False  # a failed unit is tried again by every run (else only with --failed)
 

@@ -164,17 +164,12 @@ def _stitch_and_evaluate(
     data_root: str | None = None,
     download: bool = True,
 ) -> dict:
-    out: dict = {"split_id": splits.split_id}
-    out["train_size"], out["val_size"], out["test_size"] = (len(splits.train_y), len(splits.val_y), len(splits.test_y))
     p = _assemble(spec, splits, sweep, device)
     images = splits  # the data's images: what the receiver's own front sees
     if spec.noise_sigma is not None:  # the stitcher trains and is tested on the noise sender's samples
         splits = _noise(spec, p, images, device)
-        out["train_size"], out["val_size"], out["test_size"] = (
-            len(splits.train_y),
-            len(splits.val_y),
-            len(splits.test_y),
-        )
+    out: dict = {"split_id": splits.split_id}
+    out["train_size"], out["val_size"], out["test_size"] = (len(splits.train_y), len(splits.val_y), len(splits.test_y))
     # Everything that describes the donors is measured before the fit: with `donor_bn: update` the fit moves
     # their BatchNorm statistics, and the indices and the reference accuracy are about the donors as trained.
     out.update(_reference_accuracies(spec, sweep, p.front_model, p.end_model, images, device))
@@ -385,6 +380,7 @@ register_kind(
         parts=lambda sweep_dir, spec: [sweep_dir.trial_part(spec.trial_id)],
         run=_run,
         label=lambda spec: spec.label,
+        group=lambda spec: spec.group,
         after=("donor",),
     )
 )

@@ -1,0 +1,63 @@
+"""`plan` and `status` for people and for scripts: the summary, every unit with --trials, --json, what a
+results root has recorded, and status's exit code (0 only for a complete sweep)."""
+
+import json
+
+import torch
+import yaml
+
+from sweep.cli import EXIT_INCOMPLETE, main
+from sweep.config.space import parse_space
+from sweep.kinds.donor import run_donor
+from sweep.kinds.stitch import run_trial
+from sweep.results import SweepDir
+
+
+def test_plan_summarises_by_pair_and_objective_and_lists_every_trial_on_request(tiny_space, write_space, capsys):
+    space = str(write_space(tiny_space))
+    assert main(["plan", space]) == 0
+    summary = capsys.readouterr().out.splitlines()
+    assert summary[-2:] == ["  zoo:plain_a -> zoo:plain_a tlm: 2 trials", "  zoo:plain_a -> zoo:plain_a dm: 2 trials"]
+    assert main(["plan", space, "--trials"]) == 0
+    full = capsys.readouterr().out.splitlines()
+    assert len(full) == 1 + 1 + 4 and sum("@layer1.0" in line for line in full) == 2
+
+
+def test_plan_json_and_storage_say_what_is_recorded_and_what_would_run(tiny_space, write_space, tmp_path, capsys):
+    sweep = parse_space(tiny_space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    first = sweep.trials[0]
+    run_trial(first, sweep_dir, device=torch.device("cpu"))
+    space = str(write_space(tiny_space))
+    assert main(["plan", space, "--json", "--storage", str(tmp_path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    trials = doc["kinds"]["trial"]
+    assert trials["count"] == 4 and trials["recorded"] == 1 and first.trial_id not in trials["to_run"]
+    assert {u["id"] for u in trials["units"]} == {t.trial_id for t in sweep.trials}
+    assert doc["kinds"]["donor"]["recorded"] == 1
+    assert main(["plan", space, "--storage", str(tmp_path)]) == 0
+    assert "trials under" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_status_exit_code_and_json_tell_a_complete_sweep_from_an_incomplete_one(tiny_space, tmp_path, capsys):
+    sweep = parse_space(tiny_space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    sweep_dir.space.write_text(yaml.safe_dump(tiny_space))
+    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    run_trial(sweep.trials[0], sweep_dir, device=torch.device("cpu"))
+    results = str(tmp_path / sweep.name)
+    assert main(["status", results, "--json"]) == EXIT_INCOMPLETE
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["complete"] is False
+    assert {k: doc["kinds"]["trial"][k] for k in ("total", "done", "failed", "pending")} == {
+        "total": 4, "done": 1, "failed": 0, "pending": 3
+    }  # fmt: skip
+    assert main(["status", results]) == EXIT_INCOMPLETE
+    assert "finish with: stitchsweep resume" in capsys.readouterr().out
+    for t in sweep.trials[1:]:
+        run_trial(t, sweep_dir, device=torch.device("cpu"))
+    assert main(["status", results, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["complete"] is True
