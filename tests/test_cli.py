@@ -61,3 +61,36 @@ def test_status_exit_code_and_json_tell_a_complete_sweep_from_an_incomplete_one(
         run_trial(t, sweep_dir, device=torch.device("cpu"))
     assert main(["status", results, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["complete"] is True
+
+
+def test_plan_refuses_an_identity_init_between_different_channel_counts(tiny_space, write_space, capsys):
+    """What shapes can tell is caught by `plan`, before Ray starts: an identity needs equal channel counts."""
+    tiny_space["stitching"].update(init="identity", end_points="all", objectives=["tlm"])
+    del tiny_space["stitching"]["dm_samples"]
+    assert main(["plan", str(write_space(tiny_space))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stitchsweep: error: stitching.init: expected a stitcher that can start as the identity")
+    assert "zoo:plain_a @layer1.0 (8 channels) to zoo:plain_a @layer2.0 (16)" in err
+
+
+def test_a_dataset_that_cannot_be_had_stops_the_run_before_ray_in_one_line(tiny_space, write_space, tmp_path,
+                                                                           monkeypatch, capsys):  # fmt: skip
+    """Offline MNIST: one attempt in the driver, one line naming the dataset, no Ray, no trial recorded."""
+    import sweep.data.core as core
+
+    calls = []
+
+    def offline(name, root=None, download=True):
+        calls.append(name)
+        raise RuntimeError("Error downloading train-images-idx3-ubyte.gz:\nTried https://...\n<urlopen error>")
+
+    monkeypatch.setattr(core, "load_pool", offline)
+    tiny_space["data"] = {"dataset": "mnist", "root": str(tmp_path / "data"), "train_size": 100, "test_size": 50}
+    storage = tmp_path / "results"
+    assert main(["run", str(write_space(tiny_space)), "--storage", str(storage)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "stitchsweep: error: data: expected the mnist files, or a download of them, found 'neither'"
+        " (RuntimeError: Error downloading train-images-idx3-ubyte.gz:)"
+    )
+    assert calls == ["mnist"] and not list((storage / "tiny" / "trials").glob("*.parquet"))

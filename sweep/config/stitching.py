@@ -13,7 +13,7 @@ from sweep.config.donors import DonorEval, DonorSpec, resolve_ref, scaled_step
 from sweep.config.errors import SpecError
 from sweep.config.evaluation import EvalSpec
 from sweep.config.fields import Section
-from sweep.config.shapes import activation_shape, check_dm_samples, layout
+from sweep.config.shapes import activation_shape, channels, check_dm_samples, layout
 from sweep.config.trial import TrialSpec
 from sweep.registry import ARCHITECTURES, DATASETS, OBJECTIVES, did_you_mean
 
@@ -224,12 +224,16 @@ def _trial(
     fields = dict(per_data)
     seed_used = fields.pop("seed_used")
     sender = _sender_arch(front, end)
+    src, tgt = activation_shape(sender, tdata.dataset, point), activation_shape(end.arch, tdata.dataset, end_point)
     if fields["dm_samples"] is not None:
-        src, tgt = (
-            activation_shape(sender, tdata.dataset, point),
-            activation_shape(end.arch, tdata.dataset, end_point),
-        )
         check_dm_samples(f"{block.path}.dm_samples", fields["dm_samples"], [src], [tgt], f"from {point} to {end_point}")
+    if fields.get("init") == "identity" and channels(src) != channels(tgt):
+        raise SpecError(
+            f"{block.path}.init",
+            "a stitcher that can start as the identity: equal channel counts",
+            f"{front.ref} @{point} ({channels(src)} channels) to {end.ref} @{end_point} ({channels(tgt)})",
+            "use init: random or dm",
+        )
     valid, end_valid = ARCHITECTURES[sender].stitch_points(), ARCHITECTURES[end.arch].stitch_points()
     return TrialSpec(
         **tdata.fields(),
