@@ -206,9 +206,13 @@ def _print_status(sweep, sweep_dir) -> bool:
         kind = KINDS[name]
         if not prog.total:
             continue
+        blocked = ""
+        if prog.blocked:
+            donors = sorted({d for ds in prog.blocked.values() for d in ds})
+            blocked = f", {len(prog.blocked)} blocked by failed donors ({', '.join(donors)})"
         print(
             f"sweep {sweep.name}: {prog.total} {kind.noun}: {len(prog.done)} done, {len(prog.failed)} failed,"
-            f" {len(prog.pending)} pending"
+            f" {len(prog.pending)} pending{blocked}"
         )
         units = kind.units(sweep)
         for uid in prog.failed[:20]:
@@ -216,7 +220,7 @@ def _print_status(sweep, sweep_dir) -> bool:
             print(f"  failed {uid} {kind.label(units[uid])}: {error}")
         if len(prog.failed) > 20:
             print(f"  ... and {len(prog.failed) - 20} more failed (see the {kind.table} table)")
-        complete = complete and not prog.failed and not prog.pending
+        complete = complete and not prog.failed and not prog.pending and not prog.blocked
         any_failed = any_failed or bool(prog.failed)
     if not complete:
         print(f"finish with: stitchsweep resume {sweep_dir.uri}" + (" --failed" if any_failed else ""))
@@ -241,8 +245,8 @@ def status_json(sweep, sweep_dir) -> dict:
             for uid, parts in list(prog.failed_parts.items())[:20]
         ]
         counts = {"total": prog.total, "done": len(prog.done), "failed": len(prog.failed), "pending": len(prog.pending)}
-        kinds[name] = {"noun": kind.noun, **counts, "failures": failures}
-    complete = all(k["failed"] == 0 and k["pending"] == 0 for k in kinds.values())
+        kinds[name] = {"noun": kind.noun, **counts, "blocked": prog.blocked, "failures": failures}
+    complete = all(k["failed"] == 0 and k["pending"] == 0 and not k["blocked"] for k in kinds.values())
     return {"sweep": sweep.name, "results": sweep_dir.uri, "complete": complete, "kinds": kinds}
 
 

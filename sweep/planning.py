@@ -47,18 +47,33 @@ class Progress:
     failed: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     failed_parts: dict = field(default_factory=dict)  # unit id -> its failed parts
+    blocked: dict = field(default_factory=dict)  # unit id -> the failed donors it reads (not run until they succeed)
 
     @property
     def total(self) -> int:
-        return len(self.done) + len(self.failed) + len(self.pending)
+        return len(self.done) + len(self.failed) + len(self.pending) + len(self.blocked)
+
+
+def failed_donors(sweep, sweep_dir) -> set[str]:
+    """The refs ('zoo:name') of the donors whose zoo stage failed (recorded failed, not done)."""
+    donors = KINDS["donor"].units(sweep)
+    return {donors[uid].donor.ref for uid in progress(sweep, sweep_dir, ["donor"])["donor"].failed}
+
+
+def blocked_by(kind, unit, failed: set[str]) -> list[str]:
+    """The failed donors among those `unit` reads (none for a kind that reads no donors)."""
+    return [ref for ref in dict.fromkeys(kind.donors(unit) if kind.donors else ()) if ref in failed]
 
 
 def progress(sweep, sweep_dir, kinds=None) -> dict[str, Progress]:
-    """Kind name -> Progress, for every registered kind (or those named in `kinds`)."""
+    """Kind name -> Progress, for every registered kind (or those named in `kinds`). A pending unit that reads
+    a failed donor is `blocked` instead: it cannot run until the donor does."""
     out = {}
+    failed = failed_donors(sweep, sweep_dir) if kinds != ["donor"] else set()
     for name in kinds or list(KINDS):
         kind = KINDS[name]
-        parts = {uid: kind.parts(sweep_dir, unit) for uid, unit in kind.units(sweep).items()}
+        units = kind.units(sweep)
+        parts = {uid: kind.parts(sweep_dir, unit) for uid, unit in units.items()}
         found = statuses([p for ps in parts.values() for p in ps])
         prog = Progress(name)
         for uid, ps in parts.items():
@@ -68,6 +83,8 @@ def progress(sweep, sweep_dir, kinds=None) -> dict[str, Progress]:
             elif all(s is not None for s in states):
                 prog.failed.append(uid)
                 prog.failed_parts[uid] = [p for p, s in zip(ps, states) if s == "failed"]
+            elif blocked_by(kind, units[uid], failed):
+                prog.blocked[uid] = blocked_by(kind, units[uid], failed)
             else:
                 prog.pending.append(uid)
         out[name] = prog
@@ -76,7 +93,9 @@ def progress(sweep, sweep_dir, kinds=None) -> dict[str, Progress]:
 
 def to_run(sweep, sweep_dir, retry_failed: bool) -> dict[str, list[str]]:
     """Kind name -> the unit ids a run schedules: the pending ones, and the failed ones of a kind that reruns
-    them (donors) or when `retry_failed` (their failed parts are removed first, so the units run again)."""
+    them (donors) or when `retry_failed` (their failed parts are removed first, so the units run again). Units
+    blocked by a failed donor are scheduled too: the donor stage runs again first, and `runnable` drops those
+    whose donor failed again before their stage starts."""
     plan = {}
     for name, prog in progress(sweep, sweep_dir).items():
         retry = retry_failed or KINDS[name].rerun_failed
@@ -84,8 +103,19 @@ def to_run(sweep, sweep_dir, retry_failed: bool) -> dict[str, list[str]]:
             for uid in prog.failed:
                 for part in prog.failed_parts[uid]:
                     part.unlink(missing_ok=True)
-        plan[name] = prog.pending + (prog.failed if retry else [])
+        plan[name] = prog.pending + list(prog.blocked) + (prog.failed if retry else [])
     return plan
+
+
+def runnable(sweep, sweep_dir, name: str, uids: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """(the units of kind `name` among `uids` that can run now, those blocked -> their failed donors): asked
+    just before the kind's stage starts, after the donor stage of the same run."""
+    kind = KINDS[name]
+    if kind.donors is None:
+        return uids, {}
+    failed, units = failed_donors(sweep, sweep_dir), kind.units(sweep)
+    blocked = {uid: blocked_by(kind, units[uid], failed) for uid in uids}
+    return [u for u in uids if not blocked[u]], {u: b for u, b in blocked.items() if b}
 
 
 def read_error(part) -> str | None:

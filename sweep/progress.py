@@ -91,6 +91,13 @@ class SweepProgress:
             self._bar.update(1)
         self._refresh()
 
+    def skip(self, kind: str, n: int) -> None:
+        """`n` units of `kind` will not run in this sweep (blocked): they leave the counts."""
+        self.kinds[kind].total -= n
+        if self._bar is not None:
+            self._bar.total -= n
+        self._refresh()
+
     def note(self, line: str) -> None:
         """An event line (a finished unit, a heartbeat): above the bar on a terminal, else a line of its own,
         followed by a summary when one is due."""

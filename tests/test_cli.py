@@ -94,3 +94,38 @@ def test_a_dataset_that_cannot_be_had_stops_the_run_before_ray_in_one_line(tiny_
         " (RuntimeError: Error downloading train-images-idx3-ubyte.gz:)"
     )
     assert calls == ["mnist"] and not list((storage / "tiny" / "trials").glob("*.parquet"))
+
+
+def test_units_of_a_failed_donor_are_blocked_until_it_succeeds(tiny_space, tmp_path, monkeypatch, capsys):
+    """A donor that fails blocks the trials that read it: `status` counts them as blocked (not pending, not
+    run), and once the donor succeeds they are pending again."""
+    import sweep.kinds.donor as donor_kind
+    from sweep import planning
+
+    sweep = parse_space(tiny_space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    sweep_dir.space.write_text(yaml.safe_dump(tiny_space))
+    real = donor_kind.make_splits
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(donor_kind, "make_splits", broken)
+    row = run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    assert row["status"] == "failed"
+    prog = planning.progress(sweep, sweep_dir)["trial"]
+    assert prog.pending == [] and set(prog.blocked) == {t.trial_id for t in sweep.trials}
+    assert all(v == ["zoo:plain_a"] for v in prog.blocked.values())
+    ready, blocked = planning.runnable(sweep, sweep_dir, "trial", [t.trial_id for t in sweep.trials])
+    assert ready == [] and len(blocked) == 4
+    assert main(["status", str(tmp_path / sweep.name)]) == EXIT_INCOMPLETE
+    out = capsys.readouterr().out
+    assert "4 trials: 0 done, 0 failed, 0 pending, 4 blocked by failed donors (zoo:plain_a)" in out
+    monkeypatch.setattr(donor_kind, "make_splits", real)
+    assert (
+        run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))["status"]
+        == "done"
+    )
+    prog = planning.progress(sweep, sweep_dir)["trial"]
+    assert not prog.blocked and len(prog.pending) == 4

@@ -27,6 +27,7 @@ from ray import tune  # noqa: E402
 
 from sweep.config.errors import SpecError  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
+from sweep.planning import runnable  # noqa: E402
 from sweep.progress import SweepProgress  # noqa: E402
 from sweep.results import Loc, SweepDir  # noqa: E402
 
@@ -374,7 +375,18 @@ def run_stages(
         for name in names:
             kind = KINDS[name]
             everything = kind.units(sweep)
-            units = {uid: everything[uid] for uid in plan[name]}  # only what runs travels to the workers
+            ready, blocked = runnable(sweep, sweep_dir, name, plan[name])  # after this run's donor stage
+            if blocked:
+                donors = sorted({d for ds in blocked.values() for d in ds})
+                sweep_progress.skip(name, len(blocked))
+                print(
+                    f"[{kind.stage}] {len(blocked)} {kind.noun} blocked by failed donors ({', '.join(donors)}): not"
+                    " run; they run once the donor succeeds (`stitchsweep resume`)",
+                    flush=True,
+                )
+            if not ready:
+                continue
+            units = {uid: everything[uid] for uid in ready}  # only what runs travels to the workers
             trainable = tune.with_parameters(
                 _trainable, run=kind.run, units=units, root=sweep_dir.root, sweep_name=sweep.name, env=env
             )

@@ -61,6 +61,7 @@ class Kind:
     find_units: Callable[[Sweep], dict[str, Any]] | None = None  # for a kind without a section
     describe: Callable[[Any], str] | None = None
     group: Callable[[Any], str] | None = None  # `plan`'s summary: units of one group are counted together
+    donors: Callable[[Any], tuple[str, ...]] | None = None  # the donor refs a unit reads: a failed one blocks it
     after: tuple[str, ...] = ()
     rerun_failed: bool = False  # a failed unit is tried again by every run (else only with --failed)
 

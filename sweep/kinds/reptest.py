@@ -209,6 +209,7 @@ register_kind(
         parts=lambda sweep_dir, spec: [sweep_dir.reptest_part(spec.unit_id)],
         run=_run_unit,
         label=lambda spec: spec.label,
+        donors=lambda spec: tuple(dict.fromkeys(m[0] for m in spec.members)),
         after=("donor",),
     )
 )

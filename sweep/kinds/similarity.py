@@ -124,6 +124,7 @@ register_kind(
         parts=lambda sweep_dir, spec: [sweep_dir.part(SIMILARITY_DIR, spec.unit_id)],
         run=run_similarity,
         label=lambda spec: spec.label,
+        donors=lambda spec: tuple(r for r in dict.fromkeys((spec.a, spec.b, spec.attack_source)) if r),
         after=("donor",),
     )
 )

@@ -381,6 +381,7 @@ register_kind(
         run=_run,
         label=lambda spec: spec.label,
         group=lambda spec: spec.group,
+        donors=lambda spec: (spec.front, spec.end),
         after=("donor",),
     )
 )

@@ -102,6 +102,7 @@ register_kind(
         parts=lambda sweep_dir, spec: [sweep_dir.part(TRAINING_SIMILARITY_DIR, spec.unit_id)],
         run=run_training_similarity,
         label=lambda spec: spec.label,
+        donors=lambda spec: (spec.donor,),
         after=("donor",),
     )
 )
