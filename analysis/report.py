@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from .charts import (
     stitching_grid,
 )
 from .load import load
+from .page import markdown_table, page, table
 from .stats import correlation_table, rank_correlations
 from .store.storage import Loc, open_root
 from .tables import generalisation, layer_identification, long_matrices
@@ -60,18 +60,6 @@ DONOR_COLUMNS = [
     "attack_iterations",
     "trained_now",
 ]
-
-
-def _table(df: pd.DataFrame, columns: list[str]) -> str:
-    cols = [c for c in columns if c in df.columns]
-    return df[cols].to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="", border=0)
-
-
-def markdown_table(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table (floats to 3 decimals)."""
-    cells = [[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row] for row in df.itertuples(index=False)]
-    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in cells]) + "\n"
 
 
 def _png(chart, path: Path) -> None:
@@ -292,15 +280,21 @@ TABLES = [
 ]
 
 
-def write_report(results: str | Path | Loc, out: str | Path) -> Path:
+def write_report(results: str | Path | Loc, out: str | Path, expected: dict | None = None) -> Path:
     """Write into `out`: `index.html` and the files of every section of CHARTS and TABLES that has data
     (`stitching.png` with one `stitching_<front>__<end>.png` per pair, `most_frequent_class.png`,
     `cross_task.png`, `layer_matrices.png`/`.csv`, `layer_identification.csv`/`.md`, `rank_correlations*`,
-    `problems.csv`), plus `trials.csv` and `donors.csv`. Returns the HTML path."""
+    `problems.csv`), plus `trials.csv` and `donors.csv`. Returns the HTML path.
+
+    `expected` (what `stitchsweep report` passes: the sweep's `space.yaml` read by the engine) holds per kind
+    of work its counts (`kinds`: name -> {noun, total, done, failed, pending, blocked}) and the trial ids of
+    the space (`trial_ids`): the page's header then says how much of the sweep is recorded, and trials no
+    longer in the space are listed apart (`stale_trials.csv`) instead of being drawn."""
     results, out = open_root(results), Path(out)  # results: a local folder or a pyarrow.fs URI
     out.mkdir(parents=True, exist_ok=True)
     tables = load(results)
-    trials = tables["trials"].assign(setting=setting_label(tables["trials"]))
+    trials, stale = _split_stale(tables["trials"], expected)
+    trials = trials.assign(setting=setting_label(trials))
     data = ReportData(
         results.name,
         trials,
@@ -338,37 +332,24 @@ def write_report(results: str | Path | Loc, out: str | Path) -> Path:
             (out / section.md).write_text(markdown_table(rows))
         if len(rows) or section.title in ("Donors", "Trials"):
             intro = f"<p>{section.intro}</p>" if section.intro else ""
-            html_tables.append(f"<h2>{section.title}</h2>{intro}" + _table(rows, section.columns or list(rows.columns)))
+            html_tables.append(f"<h2>{section.title}</h2>{intro}" + table(rows, section.columns or list(rows.columns)))
+    if len(stale):
+        stale.to_csv(out / "stale_trials.csv", index=False)
+        html_tables.append(
+            "<h2>Trials no longer in the space</h2><p>Recorded by an earlier version of the search space; not"
+            " drawn above (<code>stale_trials.csv</code>).</p>" + table(stale, STALE_COLUMNS)
+        )
     index = out / "index.html"
-    index.write_text(_page(data, charts, html_tables))
+    index.write_text(page(data, charts, html_tables, expected))
     return index
 
 
-def _page(data: ReportData, charts: list, html_tables: list[str]) -> str:
-    intro = (
-        f"<h1>stitchsweep report: {html.escape(data.name)}</h1>"
-        f"<p>{len(data.trials)} trials recorded: {len(data.done)} done, {len(data.failed)} failed."
-        " Stitching plots: clean (blue) and robust (yellow) accuracy of the stitched network at each stitch"
-        " point; bands span the two donors' accuracies. One row per donor pair, one column per setting"
-        " (objective, alpha, beta, init, stitcher). Class collapse: the share of the most often predicted"
-        " class (black line: 1/number of classes)."
-        + (
-            " Cross-task: donors trained on different datasets; 'on D' names the data the stitcher was"
-            " trained and tested on; each band spans the donors' accuracies on their own tasks."
-            if len(data.cross_task)
-            else ""
-        )
-        + "</p>"
-    )
-    rest = "\n".join(html_tables)
-    marker = '<div class="vega-visualization" id="vis"></div>'
-    if charts:
-        chart_html = alt.vconcat(*charts, spacing=40).resolve_scale(color="independent").to_html(inline=True)
-        return chart_html.replace(marker, intro + "<h2>Charts</h2>" + marker + rest, 1)
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
-        + intro
-        + "<p>No finished trials to plot yet.</p>"
-        + rest
-        + "</body></html>"
-    )
+STALE_COLUMNS = ["trial_id", "front", "end", "front_point", "end_point", "objective", "seed", "status"]
+
+
+def _split_stale(trials: pd.DataFrame, expected: dict | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the trials of the space, those no longer in it); all trials when the space is not known."""
+    if expected is None or "trial_ids" not in expected or trials.empty:
+        return trials, trials.iloc[0:0]
+    known = trials["trial_id"].isin(set(expected["trial_ids"]))
+    return trials[known], trials[~known]

@@ -264,10 +264,18 @@ def cmd_status(args) -> int:
 
 def cmd_report(args) -> int:
     from analysis.report import write_report
+    from analysis.store.schema import SPACE_FILE
+    from sweep.registry import KINDS
 
     p = _storage("RESULTS", args.results)
     _check_results(p, args.results, "trials", "a results directory with a trials/ folder (made by `stitchsweep run`)")
-    index = write_report(p, Path(args.out))
+    expected = None
+    if (p / SPACE_FILE).exists():  # the header's counts and which trials are still in the space
+        sweep, sweep_dir = _open_results(args.results)
+        doc = status_json(sweep, sweep_dir)
+        kinds = {k: dict(v, blocked=len(v["blocked"])) for k, v in doc["kinds"].items()}
+        expected = {"kinds": kinds, "trial_ids": list(KINDS["trial"].units(sweep))}
+    index = write_report(p, Path(args.out), expected)
     print(f"report: {index}")
     return 0
 

@@ -129,3 +129,29 @@ def test_units_of_a_failed_donor_are_blocked_until_it_succeeds(tiny_space, tmp_p
     )
     prog = planning.progress(sweep, sweep_dir)["trial"]
     assert not prog.blocked and len(prog.pending) == 4
+
+
+def test_the_reports_header_counts_an_interrupted_sweep_and_lists_trials_left_out_of_the_space(
+    tiny_space, tmp_path, capsys
+):
+    import pandas as pd
+
+    sweep = parse_space(tiny_space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    first, second = [t for t in sweep.trials if t.objective == "dm"]  # fast: direct matching
+    run_trial(first, sweep_dir, device=torch.device("cpu"))
+    run_trial(second, sweep_dir, device=torch.device("cpu"))
+    # the space shrinks after the run: the second trial's point is no longer in it
+    tiny_space["stitching"]["stitch_points"] = [first.front_point]
+    sweep_dir.space.write_text(yaml.safe_dump(tiny_space))
+    out = tmp_path / "report"
+    assert main(["report", str(tmp_path / sweep.name), "--out", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    assert "1 of 2 trials recorded (1 done, 0 failed), 1 pending" in page
+    assert "1 of 1 donors recorded (1 done, 0 failed), 0 pending" in page
+    assert "Trials no longer in the space" in page
+    stale = pd.read_csv(out / "stale_trials.csv")
+    assert list(stale["trial_id"]) == [second.trial_id]
+    assert list(pd.read_csv(out / "trials.csv")["trial_id"]) == [first.trial_id]

@@ -1,0 +1,65 @@
+"""The report's HTML: its tables, its header (how much of the sweep is recorded) and the page around the
+inlined Vega-Lite charts. Offline: Vega's scripts are inlined by Altair, nothing is fetched."""
+
+from __future__ import annotations
+
+import html
+
+import altair as alt
+import pandas as pd
+
+
+def table(df: pd.DataFrame, columns: list[str]) -> str:
+    cols = [c for c in columns if c in df.columns]
+    return df[cols].to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="", border=0)
+
+
+def markdown_table(df: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table (floats to 3 decimals)."""
+    cells = [[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row] for row in df.itertuples(index=False)]
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in cells]) + "\n"
+
+
+def counts(expected: dict | None) -> str:
+    """'48 of 48 trials recorded (47 done, 1 failed), 0 pending; ...' for the header, per kind of work."""
+    if not expected:
+        return ""
+    parts = []
+    for k in expected["kinds"].values():
+        recorded = k["done"] + k["failed"]
+        text = f"{recorded} of {k['total']} {k['noun']} recorded ({k['done']} done, {k['failed']} failed)"
+        text += f", {k['pending']} pending"
+        parts.append(text + (f", {k['blocked']} blocked by failed donors" if k.get("blocked") else ""))
+    return "<p><b>Sweep:</b> " + "; ".join(parts) + ".</p>"
+
+
+def page(data, charts: list, html_tables: list[str], expected: dict | None = None) -> str:
+    intro = (
+        f"<h1>stitchsweep report: {html.escape(data.name)}</h1>"
+        + counts(expected)
+        + f"<p>{len(data.trials)} trials recorded: {len(data.done)} done, {len(data.failed)} failed."
+        " Stitching plots: clean (blue) and robust (yellow) accuracy of the stitched network at each stitch"
+        " point; bands span the two donors' accuracies. One row per donor pair, one column per setting"
+        " (objective, alpha, beta, init, stitcher). Class collapse: the share of the most often predicted"
+        " class (black line: 1/number of classes)."
+        + (
+            " Cross-task: donors trained on different datasets; 'on D' names the data the stitcher was"
+            " trained and tested on; each band spans the donors' accuracies on their own tasks."
+            if len(data.cross_task)
+            else ""
+        )
+        + "</p>"
+    )
+    rest = "\n".join(html_tables)
+    marker = '<div class="vega-visualization" id="vis"></div>'
+    if charts:
+        chart_html = alt.vconcat(*charts, spacing=40).resolve_scale(color="independent").to_html(inline=True)
+        return chart_html.replace(marker, intro + "<h2>Charts</h2>" + marker + rest, 1)
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
+        + intro
+        + "<p>No finished trials to plot yet.</p>"
+        + rest
+        + "</body></html>"
+    )
