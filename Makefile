@@ -9,7 +9,7 @@ FASHION_DIR := /usr/share/datasets/fashion-mnist
 STORAGE ?= results
 REPORT ?= report
 
-.PHONY: quickstart test install lock fashion-mnist clean
+.PHONY: quickstart test install lock fashion-mnist browser clean
 
 install: $(STAMP)
 
@@ -39,11 +39,20 @@ fashion-mnist:
 		|| echo "note: could not install dataset-fashion-mnist; the loader will try torchvision's download"; \
 	else echo "note: no $(FASHION_DIR); the loader will try torchvision's download"; fi
 
+# Debian's Chromium and its driver, for the report's browser test (tests/test_browser.py skips without them).
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		(apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+		 (apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null)) \
+		|| echo "note: could not install chromium; the browser test will be skipped"; \
+	else echo "note: no chromium; the browser test will be skipped"; fi
+
 quickstart: $(STAMP) fashion-mnist
 	$(VENV)/bin/stitchsweep run search_spaces/quickstart.yaml --storage $(STORAGE)
 	$(VENV)/bin/stitchsweep report $(STORAGE)/quickstart --out $(REPORT)
 
-test: $(STAMP) fashion-mnist
+test: $(STAMP) fashion-mnist browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest

@@ -54,7 +54,8 @@ def page(data, charts: list, html_tables: list[str], expected: dict | None = Non
     rest = "\n".join(html_tables)
     marker = '<div class="vega-visualization" id="vis"></div>'
     if charts:
-        chart_html = alt.vconcat(*charts, spacing=40).resolve_scale(color="independent").to_html(inline=True)
+        chart = alt.vconcat(*charts, spacing=40).resolve_scale(color="independent")
+        chart_html = chart.to_html(inline=True, embed_options={"renderer": "svg"})  # marks a test can count
         return chart_html.replace(marker, intro + "<h2>Charts</h2>" + marker + rest, 1)
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"

@@ -1,0 +1,110 @@
+"""The HTML report in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`, which
+`make test` installs where it can) driven by Selenium opens a report the suite makes, offline. No console
+error, no network request (everything is inlined), and every chart section drawn: an SVG with marks."""
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from sweep.config.space import parse_space
+from sweep.kinds.donor import run_donor
+from sweep.kinds.stitch import run_trial
+from sweep.results import SweepDir
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and DRIVER),
+    reason="no Chromium here: install Debian's chromium and chromium-driver (make test does, as root)",
+)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory, tiny_space_module):
+    from analysis.report import write_report
+
+    sweep = parse_space(tiny_space_module)
+    root = tmp_path_factory.mktemp("results")
+    sweep_dir = SweepDir(root, sweep.name)
+    sweep_dir.create()
+    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    for t in sweep.trials:
+        run_trial(t, sweep_dir, device=torch.device("cpu"))
+    return write_report(sweep_dir.path, root / "report")
+
+
+@pytest.fixture(scope="module")
+def tiny_space_module():
+    import copy
+
+    from .conftest import TINY_SPACE
+
+    return copy.deepcopy(TINY_SPACE)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="chromium-")
+    # a closed network: without these, Chromium's own background connections fail, many at a time
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def _wait_for_svg(driver, timeout: float = 30.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        svgs = driver.find_elements("css selector", "#vis svg")
+        if svgs:
+            return svgs[0]
+        time.sleep(0.2)
+    raise AssertionError("no chart SVG was drawn")
+
+
+def test_the_report_renders_offline_with_every_chart_and_no_console_error(report, browser):
+    browser.get_log("performance"), browser.get_log("browser")  # drop what the new-tab page logged
+    browser.get(Path(report).as_uri())
+    svg = _wait_for_svg(browser)
+    # every chart section of the page is a titled sub-view of the SVG, with marks
+    sections = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#vis svg g.mark-group.role-title text'))"
+        ".map(t => t.textContent)"
+    )
+    titles = [t for t in sections if t.startswith(("Stitching plots", "Class collapse"))]
+    assert len(titles) == 2, sections
+    marks = svg.find_elements("css selector", "g.mark-line path, g.mark-symbol path, g.mark-area path")
+    assert len(marks) >= 10
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
+    requests = []
+    for entry in browser.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            requests.append(message["params"]["request"]["url"])
+    assert any(u.startswith("file:") for u in requests)  # the log saw the page itself
+    remote = [u for u in requests if u.split(":", 1)[0] in ("http", "https", "ws", "wss", "ftp")]
+    assert not remote, remote
+    assert "stitchsweep report: tiny" in browser.page_source
