@@ -90,8 +90,7 @@ def test_the_report_renders_offline_with_every_chart_and_no_console_error(report
     svg = _wait_for_svg(browser)
     # every chart section of the page is a titled sub-view of the SVG, with marks
     sections = browser.execute_script(
-        "return Array.from(document.querySelectorAll('#vis svg g.mark-group.role-title text'))"
-        ".map(t => t.textContent)"
+        "return Array.from(document.querySelectorAll('#vis svg g.mark-group.role-title text')).map(t => t.textContent)"
     )
     titles = [t for t in sections if t.startswith(("Stitching plots", "Class collapse"))]
     assert len(titles) == 2, sections
