@@ -4,9 +4,44 @@ inlined Vega-Lite charts. Offline: Vega's scripts are inlined by Altair, nothing
 from __future__ import annotations
 
 import html
+import json
+from datetime import datetime, timezone
+from pathlib import Path
 
 import altair as alt
 import pandas as pd
+
+MANIFEST = "manifest.json"  # what a report wrote: the next report of the same sweep replaces exactly that
+
+
+class ReportFolderError(ValueError):
+    """The output folder holds files this sweep's previous report did not write."""
+
+
+def claim_folder(out: Path, sweep: str) -> None:
+    """Make `out` ready for `sweep`'s report: create it, or, when it holds this sweep's previous report (its
+    manifest), delete the files that report listed. Refuse a non-empty folder without a manifest (a person's
+    files) or with another sweep's."""
+    out.mkdir(parents=True, exist_ok=True)
+    entries = [p for p in out.iterdir()]
+    if not entries:
+        return
+    manifest = out / MANIFEST
+    if not manifest.is_file():
+        raise ReportFolderError(f"{out} is not empty and holds no report of {sweep} ({len(entries)} entries)")
+    previous = json.loads(manifest.read_text())
+    if previous.get("sweep") != sweep:
+        raise ReportFolderError(f"{out} holds the report of another sweep ({previous.get('sweep')!r})")
+    for name in previous.get("files", []):
+        (out / name).unlink(missing_ok=True)
+    manifest.unlink()
+
+
+def write_manifest(out: Path, sweep: str, files: list[str]) -> None:
+    """Record whose report `out` holds and what it wrote (first with no files, when the report starts; then
+    with every file it wrote)."""
+    doc = {"sweep": sweep, "written_at": datetime.now(timezone.utc).isoformat(), "files": sorted(set(files))}
+    (out / MANIFEST).write_text(json.dumps(doc, indent=2))
 
 
 def table(df: pd.DataFrame, columns: list[str]) -> str:

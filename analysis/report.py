@@ -22,7 +22,7 @@ from .charts import (
     stitching_grid,
 )
 from .load import load
-from .page import markdown_table, page, table
+from .page import MANIFEST, claim_folder, markdown_table, page, table, write_manifest
 from .stats import correlation_table, rank_correlations
 from .store.storage import Loc, open_root
 from .tables import generalisation, layer_identification, long_matrices
@@ -291,7 +291,8 @@ def write_report(results: str | Path | Loc, out: str | Path, expected: dict | No
     the space (`trial_ids`): the page's header then says how much of the sweep is recorded, and trials no
     longer in the space are listed apart (`stale_trials.csv`) instead of being drawn."""
     results, out = open_root(results), Path(out)  # results: a local folder or a pyarrow.fs URI
-    out.mkdir(parents=True, exist_ok=True)
+    claim_folder(out, results.name)
+    write_manifest(out, results.name, [])  # the folder is this sweep's from now on, even if this report stops
     tables = load(results)
     trials, stale = _split_stale(tables["trials"], expected)
     trials = trials.assign(setting=setting_label(trials))
@@ -341,6 +342,7 @@ def write_report(results: str | Path | Loc, out: str | Path, expected: dict | No
         )
     index = out / "index.html"
     index.write_text(page(data, charts, html_tables, expected))
+    write_manifest(out, results.name, [p.name for p in out.iterdir() if p.name != MANIFEST])
     return index
 
 

@@ -275,7 +275,13 @@ def cmd_report(args) -> int:
         doc = status_json(sweep, sweep_dir)
         kinds = {k: dict(v, blocked=len(v["blocked"])) for k, v in doc["kinds"].items()}
         expected = {"kinds": kinds, "trial_ids": list(KINDS["trial"].units(sweep))}
-    index = write_report(p, Path(args.out), expected)
+    from analysis.page import ReportFolderError
+
+    out = Path(args.out) if args.out else Path("report") / p.name
+    try:
+        index = write_report(p, out, expected)
+    except ReportFolderError as exc:
+        raise SpecError("--out", "an empty folder, or this sweep's previous report", str(out), str(exc)) from None
     print(f"report: {index}")
     return 0
 
@@ -333,7 +339,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="write the HTML report and PNG charts of a sweep")
     p.add_argument("results")
-    p.add_argument("--out", default="report", help="output directory (default: ./report)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="output folder (default: ./report/<sweep>); it may hold this sweep's previous report (replaced)",
+    )
     p.set_defaults(fn=cmd_report)
     return parser
 

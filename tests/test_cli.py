@@ -155,3 +155,33 @@ def test_the_reports_header_counts_an_interrupted_sweep_and_lists_trials_left_ou
     stale = pd.read_csv(out / "stale_trials.csv")
     assert list(stale["trial_id"]) == [second.trial_id]
     assert list(pd.read_csv(out / "trials.csv")["trial_id"]) == [first.trial_id]
+
+
+def test_a_report_folder_is_per_sweep_replaced_by_its_next_report_and_refused_when_not_its_own(
+    tiny_space, tmp_path, capsys, monkeypatch
+):
+    sweep = parse_space(tiny_space)
+    sweep_dir = SweepDir(tmp_path / "results", sweep.name)
+    sweep_dir.create()
+    sweep_dir.space.write_text(yaml.safe_dump(tiny_space))
+    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    results = str(tmp_path / "results" / sweep.name)
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", results]) == 0  # default: ./report/<sweep>
+    out = tmp_path / "report" / "tiny"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["sweep"] == "tiny" and "index.html" in manifest["files"] and "donors.csv" in manifest["files"]
+    (out / "trials.csv").unlink()  # a file the previous report wrote, gone: no matter
+    assert main(["report", results]) == 0  # the same sweep's report replaces its own files
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    assert main(["report", results, "--out", str(mine)]) == 2
+    assert "--out: expected an empty folder, or this sweep's previous report" in capsys.readouterr().err
+    assert (mine / "notes.txt").read_text() == "keep me"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "manifest.json").write_text(json.dumps({"sweep": "quickstart", "files": ["index.html"]}))
+    (other / "index.html").write_text("quickstart's")
+    assert main(["report", results, "--out", str(other)]) == 2
+    assert "another sweep ('quickstart')" in capsys.readouterr().err and (other / "index.html").exists()
