@@ -86,16 +86,52 @@ def page(data, charts: list, html_tables: list[str], expected: dict | None = Non
         )
         + "</p>"
     )
-    rest = "\n".join(html_tables)
+    rest = "\n".join(html_tables) + TABLE_SCRIPT
+    head = f"<head><meta charset='utf-8'><title>stitchsweep: {html.escape(data.name)}</title>{STYLE}"
     marker = '<div class="vega-visualization" id="vis"></div>'
     if charts:
         chart = alt.vconcat(*charts, spacing=40).resolve_scale(color="independent")
         chart_html = chart.to_html(inline=True, embed_options={"renderer": "svg"})  # marks a test can count
+        chart_html = chart_html.replace("<head>", head, 1)
         return chart_html.replace(marker, intro + "<h2>Charts</h2>" + marker + rest, 1)
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
-        + intro
-        + "<p>No finished trials to plot yet.</p>"
-        + rest
-        + "</body></html>"
-    )
+    return f"<!DOCTYPE html><html>{head}</head><body>{intro}<p>No finished trials to plot yet.</p>{rest}</body></html>"
+
+
+# Inline, so the report stays one offline file: a readable page, and tables that sort (click a header) and
+# filter (type in the box above them).
+STYLE = """<style>
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 110em; padding: 0 1em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+table.dataframe { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+table.dataframe th, table.dataframe td { padding: 0.2em 0.6em; border-bottom: 1px solid #eee; text-align: right; }
+table.dataframe th { background: #f4f4f4; cursor: pointer; position: sticky; top: 0; }
+table.dataframe tr:hover td { background: #f8f8ff; }
+input.filter { margin: 0.5em 0 0; padding: 0.2em 0.4em; width: 20em; }
+</style>"""
+TABLE_SCRIPT = """<script>
+document.querySelectorAll("table.dataframe").forEach(function (table) {
+  var body = table.tBodies[0];
+  if (!body) { return; }
+  var box = document.createElement("input");
+  box.className = "filter"; box.placeholder = "filter rows";
+  box.addEventListener("input", function () {
+    var q = box.value.toLowerCase();
+    Array.from(body.rows).forEach(function (r) {
+      r.style.display = r.textContent.toLowerCase().includes(q) ? "" : "none";
+    });
+  });
+  table.parentNode.insertBefore(box, table);
+  Array.from(table.tHead.rows[0].cells).forEach(function (th, col) {
+    th.title = "sort"; var up = true;
+    th.addEventListener("click", function () {
+      var rows = Array.from(body.rows), key = function (r) { return r.cells[col].textContent.trim(); };
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b), nx = parseFloat(x), ny = parseFloat(y);
+        var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+        return up ? c : -c;
+      });
+      up = !up; rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+</script>"""

@@ -28,10 +28,12 @@ from .store.storage import Loc, open_root
 from .tables import generalisation, layer_identification, long_matrices
 
 TRIAL_COLUMNS = [
+    "trial_id",
     "front",
     "end",
     "dataset",
     "front_point",
+    "end_point",
     "setting",
     "seed",
     "clean_acc",

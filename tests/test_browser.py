@@ -106,4 +106,29 @@ def test_the_report_renders_offline_with_every_chart_and_no_console_error(report
     assert any(u.startswith("file:") for u in requests)  # the log saw the page itself
     remote = [u for u in requests if u.split(":", 1)[0] in ("http", "https", "ws", "wss", "ftp")]
     assert not remote, remote
-    assert "stitchsweep report: tiny" in browser.page_source
+    assert browser.title == "stitchsweep: tiny"
+
+
+def test_report_tables_sort_on_a_header_click_and_filter_as_one_types(report, browser):
+    browser.get(Path(report).as_uri())
+    _wait_for_svg(browser)
+    trials = [t for t in browser.find_elements("css selector", "table.dataframe") if "trial_id" in t.text][0]
+
+    def column(name):
+        headers = [th.text for th in trials.find_elements("css selector", "thead th")]
+        k = headers.index(name) + 1
+        return [
+            td.text for td in trials.find_elements("css selector", f"tbody tr td:nth-child({k})") if td.is_displayed()
+        ]
+
+    header = [th for th in trials.find_elements("css selector", "thead th") if th.text == "clean_acc"][0]
+    header.click()
+    ascending = [float(v) for v in column("clean_acc")]
+    assert ascending == sorted(ascending) and len(ascending) == 4
+    header.click()
+    assert [float(v) for v in column("clean_acc")] == sorted(ascending, reverse=True)
+    box = browser.execute_script("return arguments[0].previousElementSibling", trials)
+    box.send_keys("layer3.1")
+    points = column("front_point")
+    assert points and set(points) == {"layer3.1"}
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
