@@ -16,6 +16,7 @@ import yaml
 
 from sweep import planning
 from sweep.config.errors import SpecError
+from sweep.lease import Lease
 
 EXIT_INCOMPLETE = 1  # run/resume ended with failed or pending trials (all recorded; see `status`)
 EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT): stopped after the running trials were handed back
@@ -142,11 +143,16 @@ def check_data(sweep) -> None:
 
 
 def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
+    _check_counts(args)
+    _prepare(sweep_dir)
+    with Lease(sweep_dir):  # one driver per sweep
+        return _execute_leased(sweep, sweep_dir, args, retry_failed)
+
+
+def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
     from sweep.registry import KINDS
     from sweep.results import remove_stale_tmp
 
-    _check_counts(args)
-    _prepare(sweep_dir)
     stale = remove_stale_tmp(sweep_dir)
     if stale:
         print(f"removed {stale} partial file(s) left by an interrupted run")
