@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable
@@ -82,6 +83,19 @@ class ReportData:
     similarity: pd.DataFrame
     training_similarity: pd.DataFrame
     donor_curves: pd.DataFrame
+
+    def where(self, **settings) -> ReportData:
+        """The same data restricted to rows whose columns equal `settings` (a list: any of its values), in every
+        table that has those columns: e.g. `data.where(objective="tlm", front="zoo:plain_a")`."""
+        tables = {}
+        for f in dataclasses.fields(self):
+            df = getattr(self, f.name)
+            if isinstance(df, pd.DataFrame):
+                for column, value in settings.items():
+                    if column in df.columns:
+                        df = df[df[column].isin(value if isinstance(value, (list, tuple, set)) else [value])]
+            tables[f.name] = df
+        return ReportData(**tables)
 
     @functools.cached_property
     def done(self) -> pd.DataFrame:
@@ -295,20 +309,8 @@ def write_report(results: str | Path | Loc, out: str | Path, expected: dict | No
     results, out = open_root(results), Path(out)  # results: a local folder or a pyarrow.fs URI
     claim_folder(out, results.name)
     write_manifest(out, results.name, [])  # the folder is this sweep's from now on, even if this report stops
-    tables = load(results)
-    trials, stale = _split_stale(tables["trials"], expected)
-    trials = trials.assign(setting=setting_label(trials))
-    data = ReportData(
-        results.name,
-        trials,
-        tables["donors"],
-        tables["problems"],
-        tables["reptests"],
-        tables["similarity"],
-        tables["training_similarity"],
-        tables["donor_curves"],
-    )
-    trials.to_csv(out / "trials.csv", index=False)
+    data, stale = report_data(results, expected)
+    data.trials.to_csv(out / "trials.csv", index=False)
     charts = []
     for section in CHARTS:
         rows = section.data(data)
@@ -346,6 +348,17 @@ def write_report(results: str | Path | Loc, out: str | Path, expected: dict | No
     index.write_text(page(data, charts, html_tables, expected))
     write_manifest(out, results.name, [p.name for p in out.iterdir() if p.name != MANIFEST])
     return index
+
+
+def report_data(results, expected: dict | None = None) -> tuple[ReportData, pd.DataFrame]:
+    """(every table of a results directory, prepared as the report draws it; the trials no longer in the
+    space, when `expected` says which are)."""
+    results = open_root(results)
+    tables = load(results)
+    trials, stale = _split_stale(tables["trials"], expected)
+    trials = trials.assign(setting=setting_label(trials))
+    names = ("donors", "problems", "reptests", "similarity", "training_similarity", "donor_curves")
+    return ReportData(results.name, trials, *(tables[n] for n in names)), stale
 
 
 STALE_COLUMNS = ["trial_id", "front", "end", "front_point", "end_point", "objective", "seed", "status"]

@@ -23,7 +23,13 @@ def _typed(trials: pd.DataFrame) -> pd.DataFrame:
         return trials.iloc[0:0]
     d = trials[(trials["status"] == "done") & trials["rank_receiver"].notna()]
     noise = d["noise_sigma"].notna() if "noise_sigma" in d else pd.Series(False, index=d.index)
-    return d.assign(sender=d["front_dataset"].where(~noise, "noise"), receiver=d["end_dataset"])
+    # the baseline: the receiver on the trial's own test images (older rows: its donors-table accuracy)
+    baseline = d["receiver_acc"] if "receiver_acc" in d else pd.Series(float("nan"), index=d.index)
+    return d.assign(
+        sender=d["front_dataset"].where(~noise, "noise"),
+        receiver=d["end_dataset"],
+        baseline=baseline.fillna(d["end_clean_acc"]),
+    )
 
 
 def _arch(d: pd.DataFrame, donors: pd.DataFrame) -> pd.Series:
@@ -45,7 +51,7 @@ def by_point(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
         acc_min=("clean_acc", "min"),
         acc_max=("clean_acc", "max"),
         runs=("trial_id", "nunique"),
-        baseline=("end_clean_acc", "mean"),
+        baseline=("baseline", "mean"),
     )
     own = own_accuracy(donors)
     if not own.empty:
@@ -138,7 +144,7 @@ def rank_chart(rows: pd.DataFrame) -> alt.FacetChart:
 def first_point_table(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
     """Table C1, generalised: stitched accuracy at each architecture's first point, mean over runs, senders as
     rows and receivers as columns (a row is that type as sender, a column as receiver), with each type's base
-    accuracy on the stitching test data (the donors' mean over initialisations)."""
+    accuracy on the stitching test data (its networks as receivers, mean over their trials)."""
     d = _typed(trials)
     if d.empty:
         return pd.DataFrame()
@@ -147,23 +153,9 @@ def first_point_table(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFram
     table = first.pivot_table(index=["arch", "sender"], columns="receiver", values="clean_acc", aggfunc="mean")
     table.columns = [f"receiver {c}" for c in table.columns]
     table = table.reset_index()
-    base = _base_accuracy(donors, set(d["dataset"]))
-    if not base.empty:
-        table = table.merge(base.rename(columns={"model": "sender"}), on=["arch", "sender"], how="left")
-    return table
-
-
-def _base_accuracy(donors: pd.DataFrame, datasets: set) -> pd.DataFrame:
-    """Each model type's mean accuracy on the stitching test data (the donors' evaluation on it)."""
-    if donors.empty:
-        return pd.DataFrame()
-    d = donors[(donors["status"] == "done") & donors["eval_dataset"].isin(datasets)]
-    d = d[d["training"] != "noise"]
-    return (
-        d.groupby(["arch", "dataset"], as_index=False)
-        .agg(base_acc=("clean_acc", "mean"))
-        .rename(columns={"dataset": "model"})
-    )
+    # a type's base accuracy: its networks, as receivers, on the stitching test images (mean over trials)
+    base = d.groupby(["arch", "receiver"], as_index=False).agg(base_acc=("baseline", "mean"))
+    return table.merge(base.rename(columns={"receiver": "sender"}), on=["arch", "sender"], how="left")
 
 
 def own_accuracy_table(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:

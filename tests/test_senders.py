@@ -10,7 +10,8 @@ from analysis import senders
 def _trial(tid, front_dataset, end_dataset, point, index, acc, rank, rank_end, noise=None, end="zoo:d0"):
     return dict(
         trial_id=tid, status="done", front_dataset=front_dataset, end_dataset=end_dataset, dataset="corr",
-        front_point=point, point_index=index, clean_acc=acc, end_clean_acc=0.9, rank_receiver=rank,
+        front_point=point, point_index=index, clean_acc=acc, end_clean_acc=0.5, rank_receiver=rank,
+        receiver_acc=0.9 if end == "zoo:d0" else 0.6,
         rank_receiver_end=rank_end, noise_sigma=noise, end=end,
     )  # fmt: skip
 

@@ -193,3 +193,43 @@ def test_noise_senders_are_refused_where_they_have_no_images(digits_receiver):
         with pytest.raises(SpecError) as err:
             parse_space(bad)
         assert err.value.field == field
+
+
+def test_noise_into_a_receiver_trained_on_other_data_uses_the_receivers_accuracy_on_the_sweeps_images(tmp_path):
+    """The receiver baseline is the receiver on the stitching data's images, whatever data it trained on."""
+    import copy
+
+    from sweep.config.space import parse_space
+    from sweep.data.core import make_splits
+    from sweep.kinds.donor import load_donor, run_donor
+    from sweep.kinds.stitch import run_trial
+    from sweep.results import SweepDir
+    from sweep.train.evaluate import predict
+
+    from .conftest import TINY_SPACE
+
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"] = {
+        "fashion": {"arch": "resnet_tiny", "epochs": 1, "data": {"dataset": "fashion_mnist", "train_size": 300}},
+        "noise": {"noise": {"sigma": 0.1, "train_per_class": 20, "test_per_class": 10}},
+    }
+    space["stitching"] = {
+        "pairs": [{"front": "noise:noise", "end": "zoo:fashion"}],
+        "stitch_points": ["layer3.1"],
+        "objectives": ["tlm"],
+        "epochs": 1,
+        "indices": ["receiver_rank"],
+        "similarity_samples": 50,
+    }
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    run_donor(sweep.donors["fashion"], sweep.donor_evals["fashion"], sweep_dir, torch.device("cpu"))
+    (trial,) = sweep.trials
+    row = run_trial(trial, sweep_dir, device=torch.device("cpu"))
+    assert row["status"] == "done", row.get("error")
+    digits = make_splits(trial.dataset, trial.train_size, trial.val_size, trial.test_size)
+    receiver = load_donor(sweep_dir, trial.end_key, torch.device("cpu"))
+    on_digits = float((predict(receiver, digits.test_x, torch.device("cpu")) == digits.test_y).float().mean())
+    assert row["receiver_acc"] == pytest.approx(on_digits)
+    assert row["relative_acc"] == pytest.approx(row["clean_acc"] / on_digits)

@@ -87,6 +87,9 @@ _TRIAL_HEAD = [
     ("clean_acc", pa.float64()),
     ("robust_acc", pa.float64()),
     ("relative_acc", pa.float64()),  # clean_acc / the clean accuracy of the donor trained on `dataset`
+    # the end network's own clean accuracy on this trial's test images (the receiver baseline of Smith & Marcu
+    # 2024; measured with the receiver_rank index)
+    ("receiver_acc", pa.float64()),
     ("most_frequent_class", pa.int32()),
     ("most_frequent_class_ratio", pa.float64()),
     ("num_classes", pa.int32()),  # of the test data: 1/num_classes is the ratio of an unbiased classifier

@@ -261,19 +261,22 @@ def _reference_accuracies(
     end_acc, end_rob = donor_accuracies(sweep, spec.end, spec.end_key, spec.end_eval)
     if spec.end_dataset in ("", spec.dataset):
         ref_model, ref_acc = end_model, end_acc
+    elif front_model is None:  # a noise sender: the receiver on this data's images
+        ref_model, ref_acc = end_model, None
     elif spec.front_dataset == spec.dataset:
         ref_model, ref_acc = front_model, front_acc
     else:  # neither donor trained on this data: the end model's accuracy on it
         ref_model, ref_acc = end_model, None
     if ref_acc is None:  # no donors row for these images and settings: measure it here
         ref_acc = float((predict(ref_model, splits.test_x, device) == splits.test_y).float().mean())
-    return dict(
-        front_clean_acc=front_acc,
-        front_robust_acc=front_rob,
-        end_clean_acc=end_acc,
-        end_robust_acc=end_rob,
-        _ref_acc=ref_acc,
-    )
+    out = dict(front_clean_acc=front_acc, front_robust_acc=front_rob, end_clean_acc=end_acc, end_robust_acc=end_rob)
+    if "receiver_rank" in spec.indices:  # Smith & Marcu's baseline: the receiver on these very images
+        out["receiver_acc"] = (
+            ref_acc
+            if ref_model is end_model and ref_acc is not None
+            else float((predict(end_model, splits.test_x, device) == splits.test_y).float().mean())
+        )
+    return dict(out, _ref_acc=ref_acc)
 
 
 def outlier_images(
