@@ -1,0 +1,56 @@
+"""docs/notebooks.md runs: every Python example against a results directory the test makes (one donor and its
+four trials), with RESULTS and OUT bound as the page says."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from sweep.config.space import parse_space
+from sweep.kinds.donor import run_donor
+from sweep.kinds.stitch import run_trial
+from sweep.results import SweepDir
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "notebooks.md"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    import copy
+
+    from .conftest import TINY_SPACE
+
+    sweep = parse_space(copy.deepcopy(TINY_SPACE))
+    sweep_dir = SweepDir(tmp_path_factory.mktemp("results"), sweep.name)
+    sweep_dir.create()
+    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    for t in sweep.trials:
+        run_trial(t, sweep_dir, device=torch.device("cpu"))
+    return sweep_dir.path
+
+
+SNIPPETS = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_the_page_has_examples():
+    assert len(SNIPPETS) >= 4
+
+
+@pytest.mark.parametrize("k", range(len(SNIPPETS)))
+def test_every_example_of_notebooks_md_runs(results, tmp_path, k, capsys):
+    exec(compile(SNIPPETS[k], f"docs/notebooks.md[{k}]", "exec"), {"RESULTS": str(results), "OUT": tmp_path})
+    assert capsys.readouterr().err == ""
+
+
+def test_figure_and_table_names_are_the_reports_files_and_unknown_names_are_refused(results):
+    import analysis
+
+    data = analysis.report_data(results)
+    assert "stitching" in analysis.figures() and "donors" in analysis.tables()
+    assert analysis.figure("stitching", data).to_dict()["$schema"].startswith("https://vega.github.io/schema")
+    with pytest.raises(ValueError, match="unknown report section 'stiching'"):
+        analysis.figure("stiching", data)
+    with pytest.raises(ValueError, match="no rows in this data"):
+        analysis.figure("cka_matrices", data)
+    assert len(data.where(objective="dm").trials) == 2 and len(data.where(objective=["dm", "tlm"]).trials) == 4
