@@ -107,6 +107,15 @@ def to_run(sweep, sweep_dir, retry_failed: bool) -> dict[str, list[str]]:
     return plan
 
 
+def blocked_note(noun: str, blocked: dict[str, list[str]]) -> str:
+    """What a run says of the units it leaves out because their donors failed."""
+    donors = sorted({d for ds in blocked.values() for d in ds})
+    return (
+        f"{len(blocked)} {noun} blocked by failed donors ({', '.join(donors)}): not run; they run once the donor"
+        " succeeds (`stitchsweep resume`)"
+    )
+
+
 def runnable(sweep, sweep_dir, name: str, uids: list[str]) -> tuple[list[str], dict[str, list[str]]]:
     """(the units of kind `name` among `uids` that can run now, those blocked -> their failed donors): asked
     just before the kind's stage starts, after the donor stage of the same run."""

@@ -29,6 +29,7 @@ LAYERS = [
         "sweep.train",
         "sweep.results",
         "sweep.progress",
+        "sweep.lease",
     },
     {"sweep.kinds"},
     {"sweep.backends", "sweep.cli", "sweep.planning", "sweep.__main__"},

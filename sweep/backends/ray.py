@@ -27,7 +27,7 @@ from ray import tune  # noqa: E402
 
 from sweep.config.errors import SpecError  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
-from sweep.planning import runnable  # noqa: E402
+from sweep.planning import blocked_note, runnable  # noqa: E402
 from sweep.progress import SweepProgress  # noqa: E402
 from sweep.results import Loc, SweepDir  # noqa: E402
 
@@ -377,13 +377,8 @@ def run_stages(
             everything = kind.units(sweep)
             ready, blocked = runnable(sweep, sweep_dir, name, plan[name])  # after this run's donor stage
             if blocked:
-                donors = sorted({d for ds in blocked.values() for d in ds})
                 sweep_progress.skip(name, len(blocked))
-                print(
-                    f"[{kind.stage}] {len(blocked)} {kind.noun} blocked by failed donors ({', '.join(donors)}): not"
-                    " run; they run once the donor succeeds (`stitchsweep resume`)",
-                    flush=True,
-                )
+                print(f"[{kind.stage}] {blocked_note(kind.noun, blocked)}", flush=True)
             if not ready:
                 continue
             units = {uid: everything[uid] for uid in ready}  # only what runs travels to the workers

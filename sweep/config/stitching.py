@@ -94,6 +94,15 @@ def _read_pairs(raw: Any, path: str, donors: dict[str, DonorSpec], end_points: A
     return pairs
 
 
+def _refuse_identity(path: str, source: str, src: tuple, target: str, tgt: tuple) -> None:
+    raise SpecError(
+        f"{path}.init",
+        "a stitcher that can start as the identity: equal channel counts",
+        f"{source} ({channels(src)} channels) to {target} ({channels(tgt)})",
+        "use init: random or dm",
+    )
+
+
 def _sender_arch(front: DonorSpec, end: DonorSpec) -> str:
     """The architecture whose points and shapes the sender has: its own, or, for a noise sender (shaped like
     the receiver's activations), the receiver's."""
@@ -228,12 +237,7 @@ def _trial(
     if fields["dm_samples"] is not None:
         check_dm_samples(f"{block.path}.dm_samples", fields["dm_samples"], [src], [tgt], f"from {point} to {end_point}")
     if fields.get("init") == "identity" and channels(src) != channels(tgt):
-        raise SpecError(
-            f"{block.path}.init",
-            "a stitcher that can start as the identity: equal channel counts",
-            f"{front.ref} @{point} ({channels(src)} channels) to {end.ref} @{end_point} ({channels(tgt)})",
-            "use init: random or dm",
-        )
+        _refuse_identity(block.path, f"{front.ref} @{point}", src, f"{end.ref} @{end_point}", tgt)
     valid, end_valid = ARCHITECTURES[sender].stitch_points(), ARCHITECTURES[end.arch].stitch_points()
     return TrialSpec(
         **tdata.fields(),
