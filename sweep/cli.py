@@ -176,6 +176,11 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
             sweep, sweep_dir, plan, address=args.address, num_cpus=args.num_cpus, max_concurrent=args.max_concurrent
         )
     complete = _print_status(sweep, sweep_dir)
+    if complete and sweep_dir.ray.exists():  # Ray's records of interrupted runs: nothing left to debug
+        try:
+            sweep_dir.ray.delete_tree()
+        except OSError as exc:
+            print(f"note: could not remove Ray's run records at {sweep_dir.ray}: {exc}", flush=True)
     return 0 if complete else EXIT_INCOMPLETE
 
 

@@ -185,3 +185,24 @@ def test_a_report_folder_is_per_sweep_replaced_by_its_next_report_and_refused_wh
     (other / "index.html").write_text("quickstart's")
     assert main(["report", results, "--out", str(other)]) == 2
     assert "another sweep ('quickstart')" in capsys.readouterr().err and (other / "index.html").exists()
+
+
+def test_rays_records_of_interrupted_runs_go_once_the_sweep_is_complete(tiny_space, tmp_path, capsys):
+    sweep = parse_space(tiny_space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    sweep_dir.space.write_text(yaml.safe_dump(tiny_space))
+    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    leftover = sweep_dir.ray.path + "/stitch-20261126-120000-000000/trial"
+    import os
+
+    os.makedirs(leftover)
+    open(leftover + "/result.json", "w").close()
+    results = str(tmp_path / sweep.name)
+    assert main(["status", results]) == EXIT_INCOMPLETE  # status touches nothing
+    assert sweep_dir.ray.exists()
+    for t in sweep.trials:
+        run_trial(t, sweep_dir, device=torch.device("cpu"))
+    assert main(["resume", results]) == 0  # nothing left to run: no Ray; complete, so the records go
+    assert not sweep_dir.ray.exists()
+    assert "4 trials: 4 done, 0 failed, 0 pending" in capsys.readouterr().out
