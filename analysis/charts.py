@@ -153,7 +153,7 @@ def stitching_plot(
     """One stitching plot: stitched accuracies over stitch points with the donors' accuracy bands."""
     points, order = stitching_data(trials, front, end, setting)
     color = alt.Color(
-        "metric:N", title=None, scale=alt.Scale(domain=list(METRIC_COLORS), range=list(METRIC_COLORS.values()))
+        "metric:N", title="metric", scale=alt.Scale(domain=list(METRIC_COLORS), range=list(METRIC_COLORS.values()))
     )
     donors = points[points["x"].isin([END_LABEL, FRONT_LABEL])]
     bands = (
@@ -267,7 +267,7 @@ def layer_heatmap(long: pd.DataFrame, front: str, end: str, measure: str, size: 
         .encode(
             x=alt.X("end_point:N", sort=cols, title=f"{end} layer", axis=alt.Axis(labelAngle=-40)),
             y=alt.Y("front_point:N", sort=rows, title=f"{front} layer"),
-            color=alt.Color("value:Q", title=None, scale=alt.Scale(scheme="viridis")),
+            color=alt.Color("value:Q", title=measure, scale=alt.Scale(scheme="viridis")),
             tooltip=["front_point:N", "end_point:N", alt.Tooltip("value:Q", format=".3f")],
         )
         .properties(width=size, height=size, title=measure)
@@ -300,7 +300,7 @@ def donor_curves_chart(curves: pd.DataFrame) -> alt.FacetChart:
         .encode(
             x=alt.X("epoch:Q", title="epoch"),
             y=alt.Y("value:Q", title="loss"),
-            color=alt.Color("metric:N", title=None),
+            color=alt.Color("metric:N", title="loss"),
             tooltip=["donor:N", "metric:N", "epoch:Q", alt.Tooltip("value:Q", format=".3f")],
         )
         .properties(width=260, height=160)

@@ -87,7 +87,7 @@ def accuracy_chart(rows: pd.DataFrame) -> alt.FacetChart:
         .mark_rule(strokeDash=[4, 3])
         .encode(
             y="mean(baseline):Q",
-            color=alt.Color("pair:N"),
+            color=alt.Color("pair:N", title="sender -> receiver"),
             tooltip=[alt.Tooltip("mean(baseline):Q", title="receiver baseline", format=".3f")],
         )
     )

@@ -54,3 +54,31 @@ def test_figure_and_table_names_are_the_reports_files_and_unknown_names_are_refu
     with pytest.raises(ValueError, match="no rows in this data"):
         analysis.figure("cka_matrices", data)
     assert len(data.where(objective="dm").trials) == 2 and len(data.where(objective=["dm", "tlm"]).trials) == 4
+
+
+def _colour_encodings(spec):
+    if isinstance(spec, dict):
+        enc = spec.get("encoding", {})
+        if isinstance(enc.get("color"), dict) and "field" in enc["color"]:
+            yield enc["color"]
+        for v in spec.values():
+            yield from _colour_encodings(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            yield from _colour_encodings(v)
+
+
+def test_every_colour_legend_of_the_reports_figures_has_a_title(results):
+    import analysis
+
+    data = analysis.report_data(results)
+    drawn = 0
+    for name in analysis.figures():
+        try:
+            spec = analysis.figure(name, data).to_dict()
+        except ValueError:  # nothing in this sweep for it
+            continue
+        drawn += 1
+        for colour in _colour_encodings(spec):
+            assert colour.get("title"), f"{name}: a colour legend without a title: {colour}"
+    assert drawn >= 2
