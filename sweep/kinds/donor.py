@@ -26,7 +26,7 @@ from sweep.models.base import StagedNet, build
 from sweep.registry import DONOR_SOURCES
 from sweep.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
 from sweep.train.donors import TRAIN_STATE
-from sweep.train.evaluate import predict, robust_accuracy
+from sweep.train.evaluate import accuracy, predict, robust_accuracy
 
 CHECKPOINT = "model.pt"
 
@@ -182,7 +182,7 @@ def _make_checkpoint(
 
 def _accuracies(model: StagedNet, x, y, ev: DonorEval, device: torch.device, n_robust: int) -> tuple:
     """(clean accuracy on x, robust accuracy on its first `n_robust` images) under the evaluation's attack."""
-    clean = float((predict(model, x, device) == y).float().mean())
+    clean = accuracy(predict(model, x, device), y)
     robust = robust_accuracy(
         model,
         x,

@@ -29,7 +29,7 @@ from sweep.registry import INDICES
 from sweep.results import SweepDir
 from sweep.stitching.objectives import FitContext, direct_match
 from sweep.stitching.stitcher import StitchedNet, Stitcher
-from sweep.train.evaluate import activations, predict
+from sweep.train.evaluate import accuracy, activations, predict
 
 
 class LowRank(nn.Module):
@@ -130,7 +130,7 @@ def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, do
     reference = _Reference(
         front=members[ref_m],
         end=split(models[ref_key], ref_layer)[1].eval(),
-        acc=float((predict(models[ref_key], xte, device) == yte).float().mean()),
+        acc=accuracy(predict(models[ref_key], xte, device), yte),
         a=activations(members[ref_m], xte, device).cpu(),
         a_fit=activations(members[ref_m], splits.train_x[: spec.dm_samples], device).cpu(),
     )
@@ -184,7 +184,7 @@ def _dissimilarities(spec, f: nn.Module, ref: _Reference, splits, xte, yte, devi
             end_front=ref.front,
         )
         direct_match(ctx)
-        acc = float((predict(StitchedNet(f, stitcher.eval(), ref.end).eval(), xte, device) == yte).float().mean())
+        acc = accuracy(predict(StitchedNet(f, stitcher.eval(), ref.end).eval(), xte, device), yte)
         row["dm_func_acc"] = acc
         row["d_dm_func"] = 1.0 - (acc / ref.acc if ref.acc else 0.0)
     return row

@@ -21,7 +21,7 @@ from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
 from sweep.measures.similarity import MinibatchCKA, linear_cka, minibatches
 from sweep.models.features import features
-from sweep.train.evaluate import predict
+from sweep.train.evaluate import accuracy, predict
 from sweep.train.threats import craft
 
 
@@ -58,7 +58,7 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
         ctx.report({"phase": "crafted", "images": len(x)})
     xa, xb = inputs[spec.a_inputs], inputs[spec.b_inputs]
     acc = {
-        side: float((predict(models[key], xs, ctx.device) == y).float().mean())
+        side: accuracy(predict(models[key], xs, ctx.device), y)
         for side, key, xs in (("a", spec.a_key, xa), ("b", spec.b_key, xb))
     }
     fa = features(models[spec.a_key], spec.a_points)

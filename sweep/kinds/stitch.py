@@ -31,7 +31,7 @@ from sweep.results import SweepDir, write_rows
 from sweep.stitching.noise import noise_seed, noise_splits
 from sweep.stitching.objectives import OBJECTIVES, FitContext, eval_mode
 from sweep.stitching.stitcher import StitchedNet, Stitcher
-from sweep.train.evaluate import activations, most_frequent_class, predict, robust_accuracy
+from sweep.train.evaluate import accuracy, activations, most_frequent_class, predict, robust_accuracy
 
 Report = Callable[[dict], None]
 
@@ -230,7 +230,7 @@ def _evaluate(spec: TrialSpec, stitched: StitchedNet, splits: Splits, device: to
     """Clean accuracy (and what the stitched network predicts most), relative and robust accuracy."""
     t2 = time.perf_counter()
     pred = predict(stitched, splits.test_x, device, precision=spec.precision, channels_last=spec.channels_last)
-    out = {"clean_acc": float((pred == splits.test_y).float().mean()), "num_classes": splits.num_classes}
+    out = {"clean_acc": accuracy(pred, splits.test_y), "num_classes": splits.num_classes}
     out["most_frequent_class"], out["most_frequent_class_ratio"] = most_frequent_class(pred, splits.num_classes)
     out["relative_acc"] = out["clean_acc"] / ref_acc if ref_acc else None
     t3 = time.perf_counter()
@@ -268,13 +268,13 @@ def _reference_accuracies(
     else:  # neither donor trained on this data: the end model's accuracy on it
         ref_model, ref_acc = end_model, None
     if ref_acc is None:  # no donors row for these images and settings: measure it here
-        ref_acc = float((predict(ref_model, splits.test_x, device) == splits.test_y).float().mean())
+        ref_acc = accuracy(predict(ref_model, splits.test_x, device), splits.test_y)
     out = dict(front_clean_acc=front_acc, front_robust_acc=front_rob, end_clean_acc=end_acc, end_robust_acc=end_rob)
     if "receiver_rank" in spec.indices:  # Smith & Marcu's baseline: the receiver on these very images
         out["receiver_acc"] = (
             ref_acc
             if ref_model is end_model and ref_acc is not None
-            else float((predict(end_model, splits.test_x, device) == splits.test_y).float().mean())
+            else accuracy(predict(end_model, splits.test_x, device), splits.test_y)
         )
     return dict(out, _ref_acc=ref_acc)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from sweep.train.evaluate import accuracy
+
 
 def linear_probe_accuracy(
     train_x: torch.Tensor,
@@ -54,4 +56,4 @@ def linear_probe_accuracy(
             loss.backward()
             opt.step()
     with torch.no_grad():
-        return float((probe(xte).argmax(1) == yte).float().mean())
+        return accuracy(probe(xte).argmax(1), yte)

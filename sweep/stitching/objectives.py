@@ -30,7 +30,7 @@ from sweep.data.core import Splits, batches
 from sweep.registry import OBJECTIVES
 from sweep.stitching.stitcher import positions
 from sweep.train.attacks import pgd_linf, trades_linf, trades_loss
-from sweep.train.evaluate import predict
+from sweep.train.evaluate import accuracy, predict
 from sweep.train.loops import DivergedError, autocast, optimiser_step, to_device
 from sweep.train.optimizers import make_optimizer, make_schedule
 
@@ -199,7 +199,7 @@ def _fit_by_gradient(
             val_pred = predict(
                 ctx.stitched, ctx.splits.val_x, ctx.device, precision=spec.precision, channels_last=spec.channels_last
             )
-        val_acc = float((val_pred == ctx.splits.val_y).float().mean()) if len(val_pred) else math.nan
+        val_acc = accuracy(val_pred, ctx.splits.val_y) if len(val_pred) else math.nan
         ctx.curves.append((epoch, "val_acc", val_acc))
     out["final_train_loss"] = train_loss
     return out

@@ -31,6 +31,11 @@ def predict(
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.long, device=x.device)
 
 
+def accuracy(pred: torch.Tensor, y: torch.Tensor) -> float:
+    """The share of correct predictions, as an exact ratio (no float32 digits); NaN for no images."""
+    return int((pred.cpu() == y.cpu()).sum()) / len(y) if len(y) else float("nan")
+
+
 def most_frequent_class(pred: torch.Tensor, num_classes: int) -> tuple[int, float]:
     """The class predicted most often and the fraction of predictions that fall in it (Balogh & Jelasity 2023 Fig.
     4)."""
