@@ -11,6 +11,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from .catalogue import INDEX_CATALOGUE
+from .columns import describe
 
 SCHEMA_VERSION = 2  # 2: trial and donor identities changed (see docs: a results folder of version 1 reruns)
 
@@ -321,8 +322,21 @@ def _index_columns(reptest: bool) -> list[tuple[str, pa.DataType]]:
 
 
 def schema(table: str) -> pa.Schema:
-    """The Parquet schema of `table` ("trials", "donors", "curves" or "reptests"), with the columns of every
-    index registered in the catalogue now."""
+    """The Parquet schema of `table` (one of `TABLES`), with the columns of every index registered in the
+    catalogue now, each field carrying its description (`columns.py`) in its metadata."""
+    bare = _bare_schema(table)
+    return pa.schema([f.with_metadata({"description": _description(table, f.name)}) for f in bare])
+
+
+def _description(table: str, column: str) -> str:
+    for e in INDEX_CATALOGUE.values():
+        if column in e.columns or column == e.reptest_column:
+            what = e.description or e.label
+            return f"{what} (d(A, B) in representation tests)" if column == e.reptest_column else what
+    return describe(table, column) or ""
+
+
+def _bare_schema(table: str) -> pa.Schema:
     if table == TRIALS_DIR:
         return pa.schema(_TRIAL_HEAD + _index_columns(reptest=False) + _TRIAL_TAIL)
     if table == REPTESTS_DIR:

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from analysis.store.schema import DONOR_CURVES_DIR, DONOR_SCHEMA, SCHEMA_VERSION, schema
+from analysis.store.schema import DONOR_CURVES_DIR, DONORS_DIR, SCHEMA_VERSION, schema
 from sweep import __version__
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.data.core import Splits, make_splits, test_images
@@ -132,7 +132,7 @@ def run_donor(
             )
     for row, (_, part) in zip(rows, todo):
         row["finished_at"] = datetime.now(timezone.utc)
-        write_rows(part, [row], DONOR_SCHEMA)
+        write_rows(part, [row], schema(DONORS_DIR))
     return rows[0]
 
 

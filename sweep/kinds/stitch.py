@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from analysis.store.schema import CURVE_SCHEMA, SCHEMA_VERSION, trial_schema
+from analysis.store.schema import CURVES_DIR, SCHEMA_VERSION, schema, trial_schema
 from sweep import __version__
 from sweep.config.donors import DonorEval
 from sweep.config.space import read_stitching
@@ -110,7 +110,7 @@ def run_trial(
             write_rows(
                 sweep.curves / f"{spec.trial_id}.parquet",
                 [{"trial_id": spec.trial_id, "epoch": e, "metric": m, "value": v} for e, m, v in curves],
-                CURVE_SCHEMA,
+                schema(CURVES_DIR),
             )
     except Exception as exc:  # recorded with its reason; the sweep goes on
         row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
