@@ -65,12 +65,12 @@ def by_point(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
 
 
 def accuracy_chart(rows: pd.DataFrame) -> alt.FacetChart:
-    """Accuracy per point, one line per (sender -> receiver) with its min-max band over runs, and each
-    receiver's baseline as a dashed rule; one panel per architecture."""
-    rows = rows.assign(pair=rows["sender"] + " -> " + rows["receiver"])
+    """Accuracy per point, one line per sender with its min-max band over runs, and the receiver's baseline
+    as a dashed rule; one panel per receiver (rows) and architecture (columns)."""
+    rows = rows.assign(pair=rows["sender"])
     order = rows.sort_values("point_index")["front_point"].drop_duplicates().tolist()
     x = alt.X("front_point:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-30))
-    colour = alt.Color("pair:N", title="sender -> receiver", legend=alt.Legend(orient="bottom", columns=2))
+    colour = alt.Color("pair:N", title="sender", legend=alt.Legend(orient="bottom", columns=2, labelLimit=400))
     band = alt.Chart().mark_area(opacity=0.2).encode(x=x, y="acc_min:Q", y2="acc_max:Q", color=colour)
     line = (
         alt.Chart()
@@ -87,14 +87,14 @@ def accuracy_chart(rows: pd.DataFrame) -> alt.FacetChart:
         .mark_rule(strokeDash=[4, 3])
         .encode(
             y="mean(baseline):Q",
-            color=alt.Color("pair:N", title="sender -> receiver"),
+            color=alt.Color("pair:N", title="sender"),
             tooltip=[alt.Tooltip("mean(baseline):Q", title="receiver baseline", format=".3f")],
         )
     )
     return (
         alt.layer(band, line, base, data=rows)
         .properties(width=360, height=240)
-        .facet(column=alt.Column("arch:N", title=None))
+        .facet(row=alt.Row("receiver:N", title="receiver"), column=alt.Column("arch:N", title=None))
     )
 
 
@@ -118,11 +118,12 @@ def ranks(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
 
 
 def rank_chart(rows: pd.DataFrame) -> alt.FacetChart:
-    """Receiver rank per point, one line per sender (and the receiver's own 'baseline'), +-1 std bands."""
-    rows = rows.assign(pair=rows["sender"] + " -> " + rows["receiver"])
+    """Receiver rank per point, one line per sender (and the receiver's own 'baseline'), +-1 std bands; one
+    panel per receiver and architecture."""
+    rows = rows.assign(pair=rows["sender"])
     order = rows.sort_values("point_index")["front_point"].drop_duplicates().tolist()
     x = alt.X("front_point:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-30))
-    colour = alt.Color("pair:N", title="sender -> receiver", legend=alt.Legend(orient="bottom", columns=2))
+    colour = alt.Color("pair:N", title="sender", legend=alt.Legend(orient="bottom", columns=2, labelLimit=400))
     band = alt.Chart().mark_area(opacity=0.2).encode(x=x, y="lo:Q", y2="hi:Q", color=colour)
     line = (
         alt.Chart()
@@ -137,7 +138,7 @@ def rank_chart(rows: pd.DataFrame) -> alt.FacetChart:
     return (
         alt.layer(band, line, data=rows)
         .properties(width=360, height=240)
-        .facet(column=alt.Column("arch:N", title=None))
+        .facet(row=alt.Row("receiver:N", title="receiver"), column=alt.Column("arch:N", title=None))
     )
 
 

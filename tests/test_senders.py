@@ -48,7 +48,8 @@ def test_accuracy_by_point_has_min_max_bands_over_runs_and_the_whole_receiver():
     whole = rows.loc[("digit", "colour", senders.WHOLE)]
     assert whole["acc"] == 0.98 and whole["point_index"] == 0  # the receiver on its own test set, first
     chart = senders.accuracy_chart(senders.by_point(TRIALS, DONORS)).to_dict()
-    assert chart["facet"]["column"]["field"] == "arch" and len(chart["spec"]["layer"]) == 3
+    assert chart["facet"]["column"]["field"] == "arch" and chart["facet"]["row"]["field"] == "receiver"
+    assert len(chart["spec"]["layer"]) == 3
 
 
 def test_ranks_have_std_bands_and_the_receivers_own_baseline():
