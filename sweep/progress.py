@@ -59,7 +59,7 @@ class SweepProgress:
         summary_every: float = 15.0,
     ) -> None:
         self.kinds = {name: _Kind(noun, total) for name, (noun, total) in totals.items()}
-        self.clock, self.out = clock, out or sys.stdout
+        self.clock, self._out = clock, out
         self.t0 = clock()
         self.parallel = 1
         self.summary_every, self._last_summary = summary_every, self.t0
@@ -70,6 +70,15 @@ class SweepProgress:
 
             total = sum(k.total for k in self.kinds.values())
             self._bar = tqdm(total=total, file=self.out, dynamic_ncols=True, bar_format="{l_bar}{bar}| {postfix}")
+
+    @property
+    def out(self) -> TextIO:
+        """The stream given, else the current `sys.stdout` (looked up when written to)."""
+        return self._out or sys.stdout
+
+    def __getstate__(self) -> dict:
+        """Picklable (Ray Tune saves its callbacks with the experiment's state): without the stream and bar."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_out", "_bar")} | {"_out": None, "_bar": None}
 
     # events
     def started(self, kind: str, unit: str) -> None:
