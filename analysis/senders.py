@@ -64,38 +64,46 @@ def by_point(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(keys).reset_index(drop=True)
 
 
-def accuracy_chart(rows: pd.DataFrame) -> alt.FacetChart:
-    """Accuracy per point, one line per sender with its min-max band over runs, and the receiver's baseline
-    as a dashed rule; one panel per receiver (rows) and architecture (columns)."""
-    rows = rows.assign(pair=rows["sender"])
+def _per_point(rows: pd.DataFrame, y: str, lo: str, hi: str, title: str, fmt: str) -> list[alt.Chart]:
+    """A band (lo..hi) and a line (y) per sender over the stitch points, input to output."""
     order = rows.sort_values("point_index")["front_point"].drop_duplicates().tolist()
     x = alt.X("front_point:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-30))
-    colour = alt.Color("pair:N", title="sender", legend=alt.Legend(orient="bottom", columns=2, labelLimit=400))
-    band = alt.Chart().mark_area(opacity=0.2).encode(x=x, y="acc_min:Q", y2="acc_max:Q", color=colour)
+    colour = alt.Color("sender:N", title="sender", legend=alt.Legend(orient="bottom", columns=2, labelLimit=400))
+    band = alt.Chart().mark_area(opacity=0.2).encode(x=x, y=f"{lo}:Q", y2=f"{hi}:Q", color=colour)
     line = (
         alt.Chart()
         .mark_line(point=True)
         .encode(
             x=x,
-            y=alt.Y("acc:Q", title="stitched accuracy (band: min-max over runs)", scale=alt.Scale(zero=False)),
+            y=alt.Y(f"{y}:Q", title=title, scale=alt.Scale(zero=False)),
             color=colour,
-            tooltip=["pair:N", "front_point:N", alt.Tooltip("acc:Q", format=".3f"), "runs:Q"],
+            tooltip=["sender:N", "front_point:N", alt.Tooltip(f"{y}:Q", format=fmt), "runs:Q"],
         )
     )
-    base = (
-        alt.Chart()
-        .mark_rule(strokeDash=[4, 3])
-        .encode(
-            y="mean(baseline):Q",
-            color=alt.Color("pair:N", title="sender"),
-            tooltip=[alt.Tooltip("mean(baseline):Q", title="receiver baseline", format=".3f")],
-        )
-    )
+    return [band, line]
+
+
+def _panels(layers: list[alt.Chart], rows: pd.DataFrame) -> alt.FacetChart:
+    """One panel per receiver (rows) and architecture (columns)."""
     return (
-        alt.layer(band, line, base, data=rows)
+        alt.layer(*layers, data=rows)
         .properties(width=360, height=240)
         .facet(row=alt.Row("receiver:N", title="receiver"), column=alt.Column("arch:N", title=None))
     )
+
+
+def accuracy_chart(rows: pd.DataFrame) -> alt.FacetChart:
+    """Accuracy per point, one line per sender with its min-max band over runs, and the receiver's baseline
+    as a dashed rule; one panel per receiver and architecture."""
+    layers = _per_point(rows, "acc", "acc_min", "acc_max", "stitched accuracy (band: min-max over runs)", ".3f")
+    base = (
+        alt.Chart()
+        .mark_rule(strokeDash=[4, 3], color="gray")
+        .encode(
+            y="mean(baseline):Q", tooltip=[alt.Tooltip("mean(baseline):Q", title="receiver baseline", format=".3f")]
+        )
+    )
+    return _panels([*layers, base], rows)
 
 
 def ranks(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
@@ -120,26 +128,7 @@ def ranks(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
 def rank_chart(rows: pd.DataFrame) -> alt.FacetChart:
     """Receiver rank per point, one line per sender (and the receiver's own 'baseline'), +-1 std bands; one
     panel per receiver and architecture."""
-    rows = rows.assign(pair=rows["sender"])
-    order = rows.sort_values("point_index")["front_point"].drop_duplicates().tolist()
-    x = alt.X("front_point:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-30))
-    colour = alt.Color("pair:N", title="sender", legend=alt.Legend(orient="bottom", columns=2, labelLimit=400))
-    band = alt.Chart().mark_area(opacity=0.2).encode(x=x, y="lo:Q", y2="hi:Q", color=colour)
-    line = (
-        alt.Chart()
-        .mark_line(point=True)
-        .encode(
-            x=x,
-            y=alt.Y("rank:Q", title="receiver rank after the stitch (band: +-1 std)"),
-            color=colour,
-            tooltip=["pair:N", "front_point:N", alt.Tooltip("rank:Q", format=".1f"), "runs:Q"],
-        )
-    )
-    return (
-        alt.layer(band, line, data=rows)
-        .properties(width=360, height=240)
-        .facet(row=alt.Row("receiver:N", title="receiver"), column=alt.Column("arch:N", title=None))
-    )
+    return _panels(_per_point(rows, "rank", "lo", "hi", "receiver rank after the stitch (band: +-1 std)", ".1f"), rows)
 
 
 def first_point_table(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:

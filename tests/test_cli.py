@@ -13,6 +13,17 @@ from sweep.kinds.stitch import run_trial
 from sweep.results import SweepDir
 
 
+def _results(space: dict, root, donor: bool = True):
+    """A results directory as `run` leaves it after the donor stage: the space copied in, the donor trained."""
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(root, sweep.name)
+    sweep_dir.create()
+    sweep_dir.space.write_text(yaml.safe_dump(space))
+    if donor:
+        run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    return sweep, sweep_dir
+
+
 def test_plan_summarises_by_pair_and_objective_and_lists_every_trial_on_request(tiny_space, write_space, capsys):
     space = str(write_space(tiny_space))
     assert main(["plan", space]) == 0
@@ -42,11 +53,7 @@ def test_plan_json_and_storage_say_what_is_recorded_and_what_would_run(tiny_spac
 
 
 def test_status_exit_code_and_json_tell_a_complete_sweep_from_an_incomplete_one(tiny_space, tmp_path, capsys):
-    sweep = parse_space(tiny_space)
-    sweep_dir = SweepDir(tmp_path, sweep.name)
-    sweep_dir.create()
-    sweep_dir.space.write_text(yaml.safe_dump(tiny_space))
-    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    sweep, sweep_dir = _results(tiny_space, tmp_path)
     run_trial(sweep.trials[0], sweep_dir, device=torch.device("cpu"))
     results = str(tmp_path / sweep.name)
     assert main(["status", results, "--json"]) == EXIT_INCOMPLETE
@@ -188,11 +195,7 @@ def test_a_report_folder_is_per_sweep_replaced_by_its_next_report_and_refused_wh
 
 
 def test_rays_records_of_interrupted_runs_go_once_the_sweep_is_complete(tiny_space, tmp_path, capsys):
-    sweep = parse_space(tiny_space)
-    sweep_dir = SweepDir(tmp_path, sweep.name)
-    sweep_dir.create()
-    sweep_dir.space.write_text(yaml.safe_dump(tiny_space))
-    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    sweep, sweep_dir = _results(tiny_space, tmp_path)
     leftover = sweep_dir.ray.path + "/stitch-20261126-120000-000000/trial"
     import os
 
