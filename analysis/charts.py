@@ -106,15 +106,21 @@ def _panel(trials: pd.DataFrame, front: str, end: str, setting: str) -> pd.DataF
 
 
 def stitching_data(trials: pd.DataFrame, front: str, end: str, setting: str) -> tuple[pd.DataFrame, list[str]]:
-    """Long-format points (x, metric, value) of one stitching plot, and the x order. `setting` is an
-    objective label from `setting_label` (for a run without options, the objective's name)."""
+    """Long-format points (x, metric, value: the mean over seeds, lo / hi: their min and max) of one stitching
+    plot, and the x order. `setting` is an objective label from `setting_label` (for a run without options,
+    the objective's name). Balogh & Jelasity 2023 plots every run of its three: the min-max whiskers show their
+    spread around the mean."""
     t = _panel(trials, front, end, setting)
     if t.empty:
-        return pd.DataFrame(columns=["x", "metric", "value", "n_seeds"]), [END_LABEL, FRONT_LABEL]
+        return pd.DataFrame(columns=["x", "metric", "value", "lo", "hi", "n_seeds"]), [END_LABEL, FRONT_LABEL]
     order = t[["front_point", "point_index"]].drop_duplicates().sort_values("point_index")["front_point"].tolist()
     agg = t.groupby("front_point").agg(
         accuracy=("clean_acc", "mean"),
+        accuracy_lo=("clean_acc", "min"),
+        accuracy_hi=("clean_acc", "max"),
         robust=("robust_acc", "mean"),
+        robust_lo=("robust_acc", "min"),
+        robust_hi=("robust_acc", "max"),
         n_seeds=("seed", "nunique"),
         end_clean=("end_clean_acc", "first"),
         end_robust=("end_robust_acc", "first"),
@@ -123,9 +129,10 @@ def stitching_data(trials: pd.DataFrame, front: str, end: str, setting: str) -> 
     )
     rows = []
     for point, r in agg.iterrows():
-        rows.append({"x": point, "metric": "accuracy", "value": r["accuracy"], "n_seeds": r["n_seeds"]})
-        if pd.notna(r["robust"]):
-            rows.append({"x": point, "metric": "robust accuracy", "value": r["robust"], "n_seeds": r["n_seeds"]})
+        for metric, col in (("accuracy", "accuracy"), ("robust accuracy", "robust")):
+            if pd.notna(r[col]):
+                spread = {"lo": r[f"{col}_lo"], "hi": r[f"{col}_hi"]}
+                rows.append({"x": point, "metric": metric, "value": r[col], **spread, "n_seeds": r["n_seeds"]})
     first = agg.iloc[0]
     for label, clean, robust in (
         (END_LABEL, first["end_clean"], first["end_robust"]),
@@ -167,13 +174,15 @@ def stitching_plot(
         .mark_line(point=True)
         .encode(
             x=alt.X("x:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-40)),
-            y=alt.Y("value:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("value:Q", title="accuracy (mean; whiskers: min-max over seeds)", scale=alt.Scale(domain=[0, 1])),
             color=color,
             tooltip=["x:N", "metric:N", alt.Tooltip("value:Q", format=".3f"), "n_seeds:Q"],
         )
     )
+    spread = points[points["n_seeds"] > 1] if "lo" in points else points.iloc[0:0]
+    whiskers = alt.Chart(spread).mark_rule().encode(x=alt.X("x:N", sort=order), y="lo:Q", y2="hi:Q", color=color)
     title = f"{_pair_title(_panel(trials, front, end, setting), front, end)} ({setting})"
-    return alt.layer(band, lines).properties(width=width, height=height, title=title)
+    return alt.layer(band, whiskers, lines).properties(width=width, height=height, title=title)
 
 
 def _pairs_and_settings(trials: pd.DataFrame) -> tuple[pd.DataFrame, list, list[str]]:

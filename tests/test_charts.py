@@ -52,11 +52,15 @@ def test_points_are_ordered_from_end_model_to_front_model_and_averaged_over_seed
     acc = points[points["metric"] == "accuracy"].set_index("x")["value"]
     assert abs(acc["layer1.0"] - 0.605) < 1e-9  # mean of seeds 0 and 1; the failed trial is ignored
     assert acc[END_LABEL] == 0.9 and acc[FRONT_LABEL] == 0.8
+    spread = points[(points["metric"] == "accuracy") & (points["x"] == "layer1.0")].iloc[0]
+    assert (spread["lo"], spread["hi"]) == (0.6, 0.61)  # the seeds' min and max
 
 
 def test_stitching_plot_has_donor_bands_and_sorted_axis():
     spec = stitching_plot(_trials(), "zoo:r", "zoo:p", "tlm").to_dict()
-    band, line = spec["layer"]
+    band, whiskers, line = spec["layer"]
+    assert whiskers["mark"]["type"] == "rule" and whiskers["encoding"]["y2"]["field"] == "hi"
+    assert len(spec["datasets"][whiskers["data"]["name"]]) == 6  # 3 points x 2 metrics with two seeds each
     assert band["mark"]["type"] == "rect" and band["encoding"]["y2"]["field"] == "hi"
     assert line["encoding"]["x"]["sort"][0] == END_LABEL
     assert line["encoding"]["x"]["sort"][-1] == FRONT_LABEL
