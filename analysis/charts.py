@@ -130,7 +130,7 @@ def stitching_data(trials: pd.DataFrame, front: str, end: str, setting: str) -> 
     rows = []
     for point, r in agg.iterrows():
         for metric, col in (("accuracy", "accuracy"), ("robust accuracy", "robust")):
-            if pd.notna(r[col]):
+            if metric == "accuracy" or pd.notna(r[col]):  # accuracy always (a NaN draws nothing)
                 spread = {"lo": r[f"{col}_lo"], "hi": r[f"{col}_hi"]}
                 rows.append({"x": point, "metric": metric, "value": r[col], **spread, "n_seeds": r["n_seeds"]})
     first = agg.iloc[0]
@@ -215,19 +215,20 @@ def cross_task_grid(trials: pd.DataFrame) -> alt.VConcatChart:
 
 
 def class_collapse_data(trials: pd.DataFrame, front: str, end: str) -> tuple[pd.DataFrame, list[str], float | None]:
-    """Per setting and stitch point, the mean most-frequent-class ratio; the x order; 1/num_classes."""
+    """Per setting and stitch point, the most-frequent-class ratio's mean over seeds and its min and max (`lo`,
+    `hi`: the paper plots every run); the x order; 1/num_classes."""
     done = _with_setting(trials[trials["status"] == "done"])
     t = done[(done["front"] == front) & (done["end"] == end)]
     if "end_point" in t:
         t = t[t["end_point"] == t["front_point"]]
     if t.empty:
-        return pd.DataFrame(columns=["x", "setting", "ratio"]), [], None
+        return pd.DataFrame(columns=["x", "setting", "ratio", "lo", "hi"]), [], None
     order = t[["front_point", "point_index"]].drop_duplicates().sort_values("point_index")["front_point"].tolist()
     agg = (
         t.groupby(["setting", "front_point"])["most_frequent_class_ratio"]
-        .mean()
+        .agg(ratio="mean", lo="min", hi="max")
         .reset_index()
-        .rename(columns={"front_point": "x", "most_frequent_class_ratio": "ratio"})
+        .rename(columns={"front_point": "x"})
     )
     classes = t["num_classes"].dropna() if "num_classes" in t else pd.Series(dtype=float)
     return agg, order, (1.0 / classes.iloc[0]) if len(classes) else None
@@ -244,12 +245,21 @@ def class_collapse_plot(
         .mark_line(point=True)
         .encode(
             x=alt.X("x:N", sort=order, title="stitch point", axis=alt.Axis(labelAngle=-40)),
-            y=alt.Y("ratio:Q", title="most frequent class ratio", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y(
+                "ratio:Q",
+                title="most frequent class ratio (whiskers: min-max over seeds)",
+                scale=alt.Scale(domain=[0, 1]),
+            ),
             color=alt.Color("setting:N", title="setting"),
             tooltip=["x:N", "setting:N", alt.Tooltip("ratio:Q", format=".3f")],
         )
     )
-    layers = [lines]
+    whiskers = (
+        alt.Chart(data)
+        .mark_rule()
+        .encode(x=alt.X("x:N", sort=order), y="lo:Q", y2="hi:Q", color=alt.Color("setting:N", title="setting"))
+    )
+    layers = [whiskers, lines]
     if chance is not None:
         layers.append(alt.Chart(pd.DataFrame({"chance": [chance]})).mark_rule(color="black").encode(y="chance:Q"))
     return alt.layer(*layers).properties(width=width, height=height, title=f"{front} -> {end}")
@@ -277,7 +287,7 @@ def layer_heatmap(long: pd.DataFrame, front: str, end: str, measure: str, size: 
             x=alt.X("end_point:N", sort=cols, title=f"{end} layer", axis=alt.Axis(labelAngle=-40)),
             y=alt.Y("front_point:N", sort=rows, title=f"{front} layer"),
             color=alt.Color("value:Q", title=measure, scale=alt.Scale(scheme="viridis")),
-            tooltip=["front_point:N", "end_point:N", alt.Tooltip("value:Q", format=".3f")],
+            tooltip=["front_point:N", "end_point:N", alt.Tooltip("value:Q", format=".3f"), "seeds:Q"],
         )
         .properties(width=size, height=size, title=measure)
     )

@@ -7,6 +7,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from .intervals import with_interval
+
 
 def unit_title(rows: pd.DataFrame) -> str:
     """'zoo:a (benign) ~ zoo:b (adversarial vs zoo:a)' for one unit's rows."""
@@ -129,24 +131,35 @@ def _groups(training: pd.DataFrame) -> pd.DataFrame:
 
 def epoch_curves(training: pd.DataFrame) -> pd.DataFrame:
     """Cianfarani et al. Fig. 6: every point's CKA with the final epoch, per epoch, mean over the units
-    (training seeds) of each group, with how many units the mean is over."""
+    (training seeds) of each group, with how many units the mean is over and its interval over them (the paper
+    states no band: `analysis.intervals`' rule)."""
     d = _groups(training)
     d = d[d["epoch_b"] == d["final_epoch"]]
     keys = ["group", "point", "point_index", "epoch_a"]
-    return d.groupby(keys, as_index=False).agg(cka=("cka", "mean"), units=("unit_id", "nunique"))
+    return with_interval(d, keys, "cka").rename(columns={"n": "units"})
 
 
 def epoch_curve_chart(curves: pd.DataFrame) -> alt.FacetChart:
+    """One line per layer, its band the interval over the group's units (labelled in the y title)."""
     order = curves.sort_values("point_index")["point"].drop_duplicates().tolist()
-    return (
-        alt.Chart(curves)
+    how = " / ".join(sorted(set(curves["interval"].dropna()) - {""})) if "interval" in curves else ""
+    colour = alt.Color("point:N", sort=order, title="layer")
+    x = alt.X("epoch_a:Q", title="epoch")
+    band = alt.Chart().mark_area(opacity=0.15).encode(x=x, y="lo:Q", y2="hi:Q", color=colour)
+    line = (
+        alt.Chart()
         .mark_line(point=True)
         .encode(
-            x=alt.X("epoch_a:Q", title="epoch"),
-            y=alt.Y("cka:Q", title="CKA with the final epoch", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("point:N", sort=order, title="layer"),
+            x=x,
+            y=alt.Y(
+                "cka:Q", title=f"CKA with the final epoch (band: {how or 'one unit'})", scale=alt.Scale(domain=[0, 1])
+            ),
+            color=colour,
             tooltip=["group:N", "point:N", "epoch_a:Q", alt.Tooltip("cka:Q", format=".3f"), "units:Q"],
         )
+    )
+    return (
+        alt.layer(band, line, data=curves)
         .properties(width=320, height=200)
         .facet(facet=alt.Facet("group:N", title=None), columns=2)
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .intervals import with_interval
 from .store.catalogue import Measure, measures
 
 # objectives in the order the papers discuss them; others follow in alphabetical order
@@ -55,36 +56,41 @@ def layer_matrix(trials: pd.DataFrame, front: str, end: str, measure: str) -> pd
 
 def long_matrices(trials: pd.DataFrame) -> pd.DataFrame:
     """Every pair's matrices in long format: front, end, measure, front_point, end_point, point_index,
-    end_index, value (what the heatmaps draw and `layer_matrices.csv` holds)."""
+    end_index, value (the mean over seeds) and seeds (how many it is over): what the heatmaps draw and
+    `layer_matrices.csv` holds."""
     rows = []
     done = trials[trials["status"] == "done"]
     for pair in done[["front", "end"]].drop_duplicates().itertuples(index=False):
-        for measure in available_measures(done[(done["front"] == pair.front) & (done["end"] == pair.end)]):
+        mine = done[(done["front"] == pair.front) & (done["end"] == pair.end)]
+        for measure in available_measures(mine):
             m = layer_matrix(done, pair.front, pair.end, measure)
+            seeds = _seed_counts(mine, measure)
             for i, fp in enumerate(m.index, start=1):
                 for j, ep in enumerate(m.columns, start=1):
                     if pd.notna(m.loc[fp, ep]):
-                        rows.append(
-                            dict(
-                                front=pair.front,
-                                end=pair.end,
-                                measure=measure,
-                                front_point=fp,
-                                end_point=ep,
-                                point_index=i,
-                                end_index=j,
-                                value=float(m.loc[fp, ep]),
-                            )
+                        cell = dict(
+                            front_point=fp, end_point=ep, point_index=i, end_index=j, value=float(m.loc[fp, ep])
                         )
-    return pd.DataFrame(
-        rows, columns=["front", "end", "measure", "front_point", "end_point", "point_index", "end_index", "value"]
-    )
+                        rows.append(dict(front=pair.front, end=pair.end, measure=measure, **cell, seeds=seeds[fp, ep]))
+    return pd.DataFrame(rows, columns=[*_LONG, "seeds"])
+
+
+_LONG = ["front", "end", "measure", "front_point", "end_point", "point_index", "end_index", "value"]
+
+
+def _seed_counts(trials: pd.DataFrame, measure: str) -> dict:
+    """(front_point, end_point) -> how many seeds measured `measure` there."""
+    m = _measures(trials)[measure]
+    t = trials if m.objective is None else trials[trials["objective"] == m.objective]
+    t = t[t[m.column].notna()]
+    return t.groupby(["front_point", "end_point"])["seed"].nunique().to_dict()
 
 
 def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:
     """Balogh & Jelasity 2025 Table 1: per measure, the share of front layers whose most similar end layer (by that
     measure, over every end layer tried) is the architecturally corresponding one. One row per (measure,
-    kind: intra | inter), averaged over donor pairs; only layers whose whole row was measured count."""
+    kind: intra | inter), averaged over donor pairs, with its interval over pairs (`lo`, `hi`, `interval`:
+    `analysis.intervals`); only layers whose whole row was measured count."""
     done = trials[trials["status"] == "done"]
     results = []
     for pair in done[["front", "end"]].drop_duplicates().itertuples(index=False):
@@ -115,11 +121,12 @@ def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:
                 )
     per_pair = pd.DataFrame(results, columns=["measure", "kind", "front", "end", "layers", "accuracy"])
     if per_pair.empty:
-        return pd.DataFrame(columns=["measure", "kind", "pairs", "layers", "accuracy"])
+        return pd.DataFrame(columns=["measure", "kind", "pairs", "layers", "accuracy", "lo", "hi", "interval"])
     table = (
         per_pair.groupby(["measure", "kind"], sort=False)
-        .agg(pairs=("front", "size"), layers=("layers", "sum"), accuracy=("accuracy", "mean"))
+        .agg(pairs=("front", "size"), layers=("layers", "sum"))
         .reset_index()
+        .merge(with_interval(per_pair, ["measure", "kind"], "accuracy").drop(columns="n"), on=["measure", "kind"])
     )
     order = {m: i for i, m in enumerate(_measures(done))}
     return table.sort_values(

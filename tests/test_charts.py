@@ -162,8 +162,10 @@ def test_class_collapse_plot_draws_the_one_over_classes_line():
         "tlm init=identity",
     }
     spec = class_collapse_plot(_robust_trials(), "zoo:p", "zoo:q").to_dict()
-    rule = spec["layer"][1]
+    whiskers, _, rule = spec["layer"]
     assert rule["mark"]["type"] == "rule" and spec["datasets"][rule["data"]["name"]] == [{"chance": 0.1}]
+    assert whiskers["encoding"]["y"]["field"] == "lo" and whiskers["encoding"]["y2"]["field"] == "hi"
+    assert (data["lo"] <= data["ratio"]).all() and (data["ratio"] <= data["hi"]).all()
 
 
 def test_cross_task_grid_keeps_only_pairs_across_datasets():

@@ -1,6 +1,7 @@
 """Layer matrices and the layer-identification table (Balogh & Jelasity 2025 Table 1) on hand-made trial rows."""
 
 import pandas as pd
+import pytest
 
 from analysis.charts import heatmap_grid
 from analysis.tables import layer_identification, layer_matrix, long_matrices
@@ -46,6 +47,23 @@ def test_layer_identification_scores_each_measure_intra_and_inter():
     table = layer_identification(_trials()).set_index(["measure", "kind"])["accuracy"]
     assert table[("dm", "intra")] == 1.0 and table[("cka", "inter")] == 1.0 and table[("opd", "inter")] == 1.0
     assert abs(table[("tlm", "intra")] - 1 / 3) < 1e-12  # tlm picks l3 for every row: right only for l3
+
+
+def test_layer_identification_carries_its_interval_over_pairs_and_matrices_their_seed_counts():
+    trials = _trials()
+    # three more pairs like (a, a): four intra pairs, enough for a bootstrap interval
+    extra = []
+    for front in ("zoo:c", "zoo:d", "zoo:e"):
+        t = trials[(trials["front"] == "zoo:a") & (trials["end"] == "zoo:a")].assign(front=front, end=front)
+        extra.append(t)
+    table = layer_identification(pd.concat([trials, *extra])).set_index(["measure", "kind"])
+    row = table.loc[("cka", "intra")]
+    assert row["pairs"] == 4 and row["interval"] == "95% bootstrap CI" and row["lo"] <= row["accuracy"] <= row["hi"]
+    two = layer_identification(trials).set_index(["measure", "kind"]).loc[("cka", "inter")]
+    assert two["pairs"] == 1 and two["interval"] == "min-max (fewer than 3 values)" and two["lo"] == two["hi"] == 1.0
+    seeded = pd.concat([trials, trials.assign(seed=1)])
+    long = long_matrices(seeded)
+    assert set(long["seeds"]) == {2} and set(long_matrices(trials)["seeds"]) == {1}
 
 
 def test_heatmaps_have_one_panel_per_measure():
@@ -102,3 +120,27 @@ def test_within_networks_keeps_self_benign_units_and_labels_their_training():
     assert [len(line["hconcat"]) for line in chart["vconcat"]] == [2, 1]  # one row per width
     first = chart["vconcat"][0]["hconcat"][0]["title"]
     assert first.startswith("wrn28_1, plain")  # plain first, then the robust network
+
+
+def test_epoch_curves_average_units_and_carry_their_interval():
+    """Cianfarani et al. Fig. 6 from hand-made rows: CKA with the final epoch, mean over a group's units, with
+    min-max for two units and a bootstrap interval from three."""
+    from analysis import cka
+
+    rows = []
+    for unit, value in (("u1", 0.5), ("u2", 0.7), ("u3", 0.9)):
+        for group, units in (("two", ("u1", "u2")), ("three", ("u1", "u2", "u3"))):
+            if unit not in units:
+                continue
+            for epoch_a in (1, 2):
+                rows.append(dict(unit_id=f"{group}-{unit}", status="done", name=group, donor="zoo:d", inputs="benign",
+                                 point="l1", point_index=1, epoch_a=epoch_a, epoch_b=2, final_epoch=2,
+                                 cka=value if epoch_a == 1 else 1.0))  # fmt: skip
+    curves = cka.epoch_curves(pd.DataFrame(rows)).set_index(["group", "epoch_a"])
+    two = curves.loc[("two (benign)", 1)]
+    assert two["cka"] == pytest.approx(0.6) and (two["lo"], two["hi"]) == (0.5, 0.7) and two["units"] == 2
+    three = curves.loc[("three (benign)", 1)]
+    assert three["cka"] == pytest.approx(0.7) and three["interval"] == "95% bootstrap CI"
+    assert 0.5 <= three["lo"] < 0.7 < three["hi"] <= 0.9
+    chart = cka.epoch_curve_chart(curves.reset_index()).to_dict()
+    assert "band: 95% bootstrap CI / min-max" in chart["spec"]["layer"][1]["encoding"]["y"]["title"]

@@ -1,0 +1,47 @@
+"""Uncertainty over runs, one rule for every figure and table that has no band of its paper's: the mean with a
+95% percentile-bootstrap interval of the mean (2,000 resamples, a fixed seed: the report is reproducible), or,
+with fewer than 3 values, their min and max, and the label says which. A figure that reproduces a paper keeps
+the paper's band instead (min-max over runs in Balogh & Jelasity 2023's and Smith & Marcu 2024's accuracy
+plots, +-1 std in Smith & Marcu's rank plots)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+BOOTSTRAP = "95% bootstrap CI"
+MINMAX = "min-max (fewer than 3 values)"
+RESAMPLES = 2000
+
+
+def interval(values, seed: int = 0) -> tuple[float, float, str]:
+    """(lo, hi, how) for the mean of `values` (NaNs dropped); (nan, nan, '') for none."""
+    v = np.asarray(pd.Series(values, dtype=float).dropna())
+    if len(v) == 0:
+        return float("nan"), float("nan"), ""
+    if len(v) < 3:
+        return float(v.min()), float(v.max()), MINMAX
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, len(v), size=(RESAMPLES, len(v)))].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return float(lo), float(hi), BOOTSTRAP
+
+
+def with_interval(df: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
+    """Per group of `keys`: the mean of `value` (as `value`), its interval (`lo`, `hi`), how it was made
+    (`interval`) and how many values (`n`)."""
+    rows = []
+    for key, g in df.groupby(keys, sort=False):
+        lo, hi, how = interval(g[value])
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append(
+            {
+                **dict(zip(keys, key)),
+                value: g[value].mean(),
+                "lo": lo,
+                "hi": hi,
+                "interval": how,
+                "n": g[value].notna().sum(),
+            }
+        )
+    return pd.DataFrame(rows, columns=[*keys, value, "lo", "hi", "interval", "n"])
