@@ -287,7 +287,9 @@ def layer_heatmap(long: pd.DataFrame, front: str, end: str, measure: str, size: 
             x=alt.X("end_point:N", sort=cols, title=f"{end} layer", axis=alt.Axis(labelAngle=-40)),
             y=alt.Y("front_point:N", sort=rows, title=f"{front} layer"),
             color=alt.Color("value:Q", title=measure, scale=alt.Scale(scheme="viridis")),
-            tooltip=["front_point:N", "end_point:N", alt.Tooltip("value:Q", format=".3f"), "seeds:Q"],
+            tooltip=["front_point:N", "end_point:N", alt.Tooltip("value:Q", format=".3f"), "seeds:Q", "null_p:Q"],
+            # a value not above its permutation null is faded (no null measured: drawn as usual)
+            opacity=alt.condition("datum.above_null === false", alt.value(0.3), alt.value(1.0)),
         )
         .properties(width=size, height=size, title=measure)
     )

@@ -56,25 +56,29 @@ def layer_matrix(trials: pd.DataFrame, front: str, end: str, measure: str) -> pd
 
 def long_matrices(trials: pd.DataFrame) -> pd.DataFrame:
     """Every pair's matrices in long format: front, end, measure, front_point, end_point, point_index,
-    end_index, value (the mean over seeds) and seeds (how many it is over): what the heatmaps draw and
-    `layer_matrices.csv` holds."""
+    end_index, value (the mean over seeds), seeds (how many it is over), and for an index measured with a
+    permutation null its largest p-value over seeds (`null_p`) and whether every seed beat the null at
+    `ALPHA` (`above_null`): what the heatmaps draw and `layer_matrices.csv` holds."""
     rows = []
     done = trials[trials["status"] == "done"]
     for pair in done[["front", "end"]].drop_duplicates().itertuples(index=False):
         mine = done[(done["front"] == pair.front) & (done["end"] == pair.end)]
         for measure in available_measures(mine):
             m = layer_matrix(done, pair.front, pair.end, measure)
-            seeds = _seed_counts(mine, measure)
+            seeds, null_p = _seed_counts(mine, measure), _null_p(mine, measure)
             for i, fp in enumerate(m.index, start=1):
                 for j, ep in enumerate(m.columns, start=1):
                     if pd.notna(m.loc[fp, ep]):
                         cell = dict(
                             front_point=fp, end_point=ep, point_index=i, end_index=j, value=float(m.loc[fp, ep])
                         )
-                        rows.append(dict(front=pair.front, end=pair.end, measure=measure, **cell, seeds=seeds[fp, ep]))
-    return pd.DataFrame(rows, columns=[*_LONG, "seeds"])
+                        p = null_p.get((fp, ep), float("nan"))
+                        cell.update(seeds=seeds[fp, ep], null_p=p, above_null=None if pd.isna(p) else bool(p < ALPHA))
+                        rows.append(dict(front=pair.front, end=pair.end, measure=measure, **cell))
+    return pd.DataFrame(rows, columns=[*_LONG, "seeds", "null_p", "above_null"])
 
 
+ALPHA = 0.05  # a value is above its permutation null when its p-value is below this, for every seed
 _LONG = ["front", "end", "measure", "front_point", "end_point", "point_index", "end_index", "value"]
 
 
@@ -84,6 +88,15 @@ def _seed_counts(trials: pd.DataFrame, measure: str) -> dict:
     t = trials if m.objective is None else trials[trials["objective"] == m.objective]
     t = t[t[m.column].notna()]
     return t.groupby(["front_point", "end_point"])["seed"].nunique().to_dict()
+
+
+def _null_p(trials: pd.DataFrame, measure: str) -> dict:
+    """(front_point, end_point) -> the largest permutation p-value of `measure` over its seeds (none: absent)."""
+    m = _measures(trials)[measure]
+    col = f"{m.column}_p"
+    if m.objective is not None or col not in trials or trials[col].isna().all():
+        return {}
+    return trials[trials[col].notna()].groupby(["front_point", "end_point"])[col].max().to_dict()
 
 
 def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:

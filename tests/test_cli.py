@@ -3,6 +3,7 @@ results root has recorded, and status's exit code (0 only for a complete sweep).
 
 import json
 
+import pytest
 import torch
 import yaml
 
@@ -209,3 +210,31 @@ def test_rays_records_of_interrupted_runs_go_once_the_sweep_is_complete(tiny_spa
     assert main(["resume", results]) == 0  # nothing left to run: no Ray; complete, so the records go
     assert not sweep_dir.ray.exists()
     assert "4 trials: 4 done, 0 failed, 0 pending" in capsys.readouterr().out
+
+
+def test_a_trial_with_permutations_records_each_index_null(tiny_space, tmp_path):
+    """`permutations:` joins the trial id only when set, is refused without indices, and a trial records
+    `<index>_null` and `<index>_p` for each similarity and distance it measures."""
+    import copy
+
+    from sweep.config.errors import SpecError
+
+    plain = parse_space(tiny_space).trials
+    tiny_space["stitching"].update(indices=["cka", "opd", "rank"], similarity_samples=60)
+    with_indices = {t.trial_id for t in parse_space(tiny_space).trials}
+    zero = copy.deepcopy(tiny_space)
+    zero["stitching"]["permutations"] = 0
+    assert {t.trial_id for t in parse_space(zero).trials} == with_indices  # 0: the default, not in the hash
+    tiny_space["stitching"]["permutations"] = 19
+    sweep, sweep_dir = _results(tiny_space, tmp_path)
+    assert not {t.trial_id for t in sweep.trials} & with_indices
+    row = run_trial(sweep.trials[0], sweep_dir, device=torch.device("cpu"))
+    assert row["status"] == "done" and row["permutations"] == 19
+    for col in ("sim_cka", "sim_opd"):
+        assert 1 / 20 <= row[f"{col}_p"] <= 1 and row[f"{col}_null"] == row[f"{col}_null"]  # set, not NaN
+    assert "rank_front_null" not in row
+    bad = copy.deepcopy(tiny_space)
+    del bad["stitching"]["indices"], bad["stitching"]["similarity_samples"]
+    with pytest.raises(SpecError, match=r"^stitching.permutations: expected an option of a block that lists indices"):
+        parse_space(bad)
+    assert plain  # the space without indices still expands

@@ -318,3 +318,26 @@ def test_the_engine_computes_every_catalogued_index_and_the_schema_holds_their_c
             assert index.entry.reptest_column in reptest_schema().names
     assert {"sim_cka", "sim_dm", "rank_front", "rank_receiver_end"} <= set(trial_schema().names)
     assert str(trial_schema().field("rank_front").type) == "int32"
+
+
+def test_the_permutation_null_separates_a_paired_similarity_from_a_broken_pairing():
+    """Index.null: a sender and a target that are functions of the same images score far above the index with
+    the pairing broken (p = 1 / (1 + shuffles), the smallest possible); two independent ones do not. For a
+    distance (OPD) the null sits on the other side."""
+    from sweep.measures.indices import INDICES, Pair
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(80, 10, generator=g, dtype=torch.float64)
+    paired = Pair(x, x @ torch.randn(10, 6, generator=g, dtype=torch.float64))
+    unrelated = Pair(x, torch.randn(80, 6, generator=g, dtype=torch.float64))
+    cka, opd = INDICES["cka"], INDICES["opd"]
+    value = cka.values(paired)["sim_cka"]
+    null = cka.null(paired, value, permutations=49, seed=0)
+    assert null["sim_cka_p"] == pytest.approx(1 / 50) and null["sim_cka_null"] < value - 0.3
+    other = cka.null(unrelated, cka.values(unrelated)["sim_cka"], permutations=49, seed=0)
+    assert other["sim_cka_p"] > 0.05
+    d = opd.values(paired)["sim_opd"]
+    dnull = opd.null(paired, d, permutations=49, seed=0)
+    assert dnull["sim_opd_p"] == pytest.approx(1 / 50) and dnull["sim_opd_null"] > d  # a distance must beat it low
+    assert cka.null(paired, value, permutations=49, seed=0) == null  # reproducible from its seed
+    assert INDICES["rank"].null(paired, 3.0, permutations=9, seed=0) == {}  # ranks have no null

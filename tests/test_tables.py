@@ -144,3 +144,16 @@ def test_epoch_curves_average_units_and_carry_their_interval():
     assert 0.5 <= three["lo"] < 0.7 < three["hi"] <= 0.9
     chart = cka.epoch_curve_chart(curves.reset_index()).to_dict()
     assert "band: 95% bootstrap CI / min-max" in chart["spec"]["layer"][1]["encoding"]["y"]["title"]
+
+
+def test_matrix_cells_not_above_their_permutation_null_are_marked_and_faded():
+    trials = _trials()
+    # a null for cka: the diagonal beats it (p = 0.01), the rest does not (p = 0.4)
+    trials["sim_cka_p"] = [0.01 if r.front_point == r.end_point else 0.4 for r in trials.itertuples()]
+    long = long_matrices(trials)
+    cka = long[long["measure"] == "cka"]
+    assert (cka["above_null"] == (cka["front_point"] == cka["end_point"])).all()
+    assert long[long["measure"] == "tlm"]["above_null"].isna().all()  # no null for a stitching measure
+    spec = heatmap_grid(long).to_dict()
+    opacity = spec["vconcat"][0]["hconcat"][2]["encoding"]["opacity"]
+    assert opacity["condition"]["test"] == "datum.above_null === false" and opacity["condition"]["value"] == 0.3

@@ -84,6 +84,7 @@ _TRIAL_HEAD = [
     ("noise_train_per_class", pa.int64()),
     ("noise_test_per_class", pa.int64()),
     ("params", pa.string()),  # the objective's own parameters, a JSON object (null: it declares none)
+    ("permutations", pa.int32()),  # the indices' permutation null: shuffles of the target's images (0: none)
     # metrics
     ("clean_acc", pa.float64()),
     ("robust_acc", pa.float64()),
@@ -318,6 +319,8 @@ def _index_columns(reptest: bool) -> list[tuple[str, pa.DataType]]:
             cols += [(e.reptest_column, pa.float64())] if e.reptest_column else []
         else:
             cols += [(c, dtype) for c in e.columns]
+            if e.kind in ("similarity", "distance"):  # its permutation null, when the trial asked for one
+                cols += [(f"{e.column}_null", pa.float64()), (f"{e.column}_p", pa.float64())]
     return cols
 
 
@@ -330,6 +333,11 @@ def schema(table: str) -> pa.Schema:
 
 def _description(table: str, column: str) -> str:
     for e in INDEX_CATALOGUE.values():
+        if e.kind in ("similarity", "distance") and column == f"{e.column}_null":
+            side = "95th" if e.kind == "similarity" else "5th"
+            return f"{e.label}: the {side} percentile of its permutation null (the target's images shuffled)"
+        if e.kind in ("similarity", "distance") and column == f"{e.column}_p":
+            return f"{e.label}: the permutation p-value, (1 + shuffles at least as extreme) / (1 + shuffles)"
         if column in e.columns or column == e.reptest_column:
             what = e.description or e.label
             return f"{what} (d(A, B) in representation tests)" if column == e.reptest_column else what

@@ -45,6 +45,7 @@ OPTIONS = by_key(
         Option("channels_last", "bool", False),
         Option("indices", "string", (), many=True, choices=lambda: INDICES),
         Option("similarity_samples", "integer", 1000, low=5, nullable=True, cap="test"),
+        Option("permutations", "integer", 0, low=0, doc="a permutation null for each index: 0 = none"),
         Option("layouts", "mapping", None, doc="per index of LAYOUT_OPTIONS"),
         Option("ood", "mapping", None, nullable=True, doc="OOD_OPTIONS; null: no OOD AUROC"),
     )
@@ -79,6 +80,7 @@ class Block:
     stitcher: str
     indices: tuple[str, ...]
     similarity_samples: int | None  # as written (None: the default, capped by the test images)
+    permutations: int  # the indices' permutation null: how many shuffles (0: none)
     ood: dict | None
     layouts: dict[str, str]
     dm_samples: int | None  # as written (None: the default, capped by the training images)
@@ -110,13 +112,14 @@ def read_block(raw: Any, path: str, evaluation: EvalSpec) -> Block:
     _refuse_unread_options(st, path, objectives, init)
     params = _read_params(st, path, objectives, own)
     indices = tuple(_opt(st, "indices")) if st.raw.get("indices") else ()
-    if "similarity_samples" in st.raw and not indices:
-        raise SpecError(
-            f"{path}.similarity_samples",
-            "an option of a block that lists indices",
-            st.raw["similarity_samples"],
-            f"set indices, some of {sorted(INDICES)}",
-        )
+    for key in ("similarity_samples", "permutations"):
+        if key in st.raw and not indices:
+            raise SpecError(
+                f"{path}.{key}",
+                "an option of a block that lists indices",
+                st.raw[key],
+                f"set indices, some of {sorted(INDICES)}",
+            )
     end_points = st.raw.get("end_points", OPTIONS["end_points"].default)
     if end_points not in ("same", "all") and (not isinstance(end_points, list) or not end_points):
         raise SpecError(
@@ -146,6 +149,7 @@ def read_block(raw: Any, path: str, evaluation: EvalSpec) -> Block:
         numerics=dict(precision=_opt(st, "precision"), channels_last=_opt(st, "channels_last")),
         stitcher=_opt(st, "stitcher"),
         indices=indices,
+        permutations=_opt(st, "permutations") if indices else 0,
         similarity_samples=_opt(st, "similarity_samples", default=None),
         ood=_read_ood(st, path),
         layouts=_read_layouts(st, path, indices),

@@ -252,6 +252,7 @@ def _trial(
         **fields,
         stitcher=block.stitcher,
         indices=block.indices,
+        permutations=block.permutations,
         **{
             f"{k}_layout": layout(v, tdata.dataset, sender, point, end.arch, end_point)
             for k, v in block.layouts.items()

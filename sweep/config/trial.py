@@ -65,6 +65,8 @@ class TrialSpec:
     # the objective's own parameters (`Objective.params`), sorted (key, value) pairs; none for the built-in
     # objectives, and then left out of the hash, so adding the field changed no trial id
     params: tuple[tuple[str, object], ...] = ()
+    # the indices' permutation null (shuffles of the target's images); 0, the default, is left out of the hash
+    permutations: int = 0
     # bookkeeping: not part of the identity (the donor keys already fix the donors and their datasets; the
     # names are labels, and two names for one donor are refused)
     point_index: int = field(default=0, compare=False)
@@ -129,4 +131,6 @@ class TrialSpec:
             fields.pop(k)
         if not self.params:
             fields.pop("params")
+        if not self.permutations:
+            fields.pop("permutations")
         return stable_hash({"kind": "stitch-trial", "v": SCHEMA_VERSION, **fields})

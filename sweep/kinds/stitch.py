@@ -362,7 +362,10 @@ def similarities(
     for name in spec.indices:
         index = INDICES[name]
         if not index.after_fit:  # those are measured on the stitched network, after the fit
-            out.update(index.values(pair))
+            values = index.values(pair)
+            out.update(values)
+            if spec.permutations and index.kind in ("similarity", "distance"):
+                out.update(index.null(pair, values[index.entry.column], spec.permutations, spec.seed))
     return out
 
 

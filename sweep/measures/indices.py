@@ -116,6 +116,32 @@ class Index:
             return dict(zip(self.columns, (self.fn(to_2d(pair.sender, layout)), self.fn(to_2d(pair.target, layout)))))
         return {self.entry.column: (self.score or _on_pair(self.fn))(pair, layout)}
 
+    def null(self, pair: Pair, value: float, permutations: int, seed: int) -> dict:
+        """The permutation null of this similarity or distance on `pair`: the index with the target's images
+        shuffled (the pairing broken, each side's own structure kept), `permutations` times. Returns
+        `{column}_null` (the null's 95th percentile for a similarity, its 5th for a distance: what the value
+        must beat) and `{column}_p` ((1 + shuffles at least as extreme as `value`) / (1 + shuffles))."""
+        import numpy as np
+
+        if self.kind not in ("similarity", "distance") or not permutations:
+            return {}
+        layout = pair.layouts.get(self.name) or self.layout
+        score = self.score or _on_pair(self.fn)
+        gen = torch.Generator().manual_seed(seed)
+        draws = []
+        for _ in range(permutations):
+            order = torch.randperm(len(pair.target), generator=gen)
+            shuffled = Pair(pair.sender, pair.target[order], pair.resize, pair.fit, pair.layouts, pair._fitted)
+            draws.append(score(shuffled, layout))
+        draws = np.asarray(draws)
+        similar = self.kind == "similarity"
+        extreme = (draws >= value) if similar else (draws <= value)
+        col = self.entry.column
+        return {
+            f"{col}_null": float(np.percentile(draws, 95 if similar else 5)),
+            f"{col}_p": float((1 + extreme.sum()) / (1 + permutations)),
+        }
+
     def dissimilarity(self, pair: Pair) -> float:
         """d(A, B) for representation tests: 1 - s for a similarity, the distance itself."""
         if not self.entry.reptest_column:
