@@ -121,27 +121,6 @@ def _check_counts(args) -> None:
             raise SpecError(flag, "a whole number >= 1", value)
 
 
-def check_data(sweep) -> None:
-    """Fail fast: every dataset the sweep reads is on disk, or is downloaded now, once, in the driver; a
-    dataset that cannot be had stops the run before Ray starts, in one line (not once per trial)."""
-    from sweep.data.core import load_pool, missing_files
-
-    names = {sweep.data.dataset} | {d.data.dataset for d in sweep.donors.values()}
-    names |= {o for t in sweep.trials for o in t.ood_outliers if o != "noise"}
-    root = Path(sweep.data_root) if sweep.data_root else None
-    for name in sorted(names):
-        if not missing_files(name, root):
-            continue
-        print(f"dataset {name}: files missing, downloading once before the sweep starts", flush=True)
-        try:
-            load_pool(name, sweep.data_root, sweep.download)
-        except Exception as exc:  # noqa: BLE001  (whatever a download raises: one line, then stop)
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise SpecError(
-                "data", f"the {name} files, or a download of them", "neither", f"{type(exc).__name__}: {first}"
-            ) from None
-
-
 def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
     _check_counts(args)
     _prepare(sweep_dir)
@@ -168,7 +147,7 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
     args.sweep_uri = sweep_dir.uri  # for the Ctrl+C hint
     if any(plan.values()):
         if args.address is None:  # an embedded Ray's workers read the driver's data root
-            check_data(sweep)
+            planning.check_data(sweep)
         _cluster_auth(args.address)
         from sweep.backends import ray as ray_backend  # the only Ray import, only where work is scheduled
 

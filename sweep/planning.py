@@ -179,3 +179,28 @@ def plan_json(sweep, units: dict[str, dict], todo: dict[str, list[str]] | None) 
         kinds[name] = entry
     senders = [d.ref for d in sweep.donors.values() if not d.network]
     return {"sweep": sweep.name, "kinds": kinds, "senders": senders}
+
+
+def check_data(sweep) -> None:
+    """Fail fast: every dataset the sweep reads is on disk, or is downloaded now, once, where this runs (the
+    driver of an embedded Ray; a task on a worker node of a cluster); a dataset that cannot be had stops the
+    run before anything is scheduled, in one line (not once per trial)."""
+    from pathlib import Path
+
+    from sweep.config.errors import SpecError
+    from sweep.data.core import load_pool, missing_files
+
+    names = {sweep.data.dataset} | {d.data.dataset for d in sweep.donors.values()}
+    names |= {o for t in sweep.trials for o in t.ood_outliers if o != "noise"}
+    root = Path(sweep.data_root) if sweep.data_root else None
+    for name in sorted(names):
+        if not missing_files(name, root):
+            continue
+        print(f"dataset {name}: files missing, downloading once before the sweep starts", flush=True)
+        try:
+            load_pool(name, sweep.data_root, sweep.download)
+        except Exception as exc:  # noqa: BLE001  (whatever a download raises: one line, then stop)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise SpecError(
+                "data", f"the {name} files, or a download of them", "neither", f"{type(exc).__name__}: {first}"
+            ) from None

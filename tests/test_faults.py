@@ -1,5 +1,6 @@
 """Bad storage, an address nobody answers at, and corrupt or foreign results parts."""
 
+import dataclasses
 import subprocess
 import sys
 import time
@@ -106,16 +107,33 @@ def test_run_sets_an_unreadable_trial_part_aside_and_reruns_the_trial(tmp_path, 
     assert (sweep_dir.trials / f"{bad.trial_id}.parquet.corrupt").exists()  # kept for inspection
 
 
+def _a_worker_without_the_data_stops_the_run(checks, tmp_path):
+    """On a cluster the data check runs as a task on a worker (its data root, not the driver's)."""
+    import copy
+
+    from sweep.config.errors import SpecError
+
+    from .conftest import TINY_SPACE
+
+    space = copy.deepcopy(TINY_SPACE)
+    space["data"] = {"dataset": "mnist", "root": str(tmp_path / "nodata"), "train_size": 100, "test_size": 50}
+    sweep = parse_space(space)
+    with pytest.raises(SpecError, match=r"^data: expected the mnist files, or a download of them"):
+        checks.check_data_on_a_worker(dataclasses.replace(sweep, download=False))
+    checks.check_data_on_a_worker(parse_space(copy.deepcopy(TINY_SPACE)))  # the digits: nothing to fetch
+
+
 @pytest.mark.ray
 def test_storage_that_a_node_cannot_see_is_refused_on_a_multi_node_cluster(tmp_path, monkeypatch):
     import ray
 
-    from sweep.backends import ray as ray_backend
+    from sweep.backends import checks as ray_backend
     from sweep.config.errors import SpecError
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         nodes = [n for n in ray.nodes() if n["Alive"]]
+        _a_worker_without_the_data_stops_the_run(ray_backend, tmp_path)
         seen = tmp_path / "seen"
         seen.write_text("x")
         assert ray_backend.blind_nodes(seen, nodes) == []

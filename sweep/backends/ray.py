@@ -1,4 +1,4 @@
-"""The one module that imports Ray: it schedules the units of every kind of work as Ray Tune trials.
+"""With `checks.py`, the only module that imports Ray: it schedules the units of every kind of work as Tune trials.
 
 One stage per registered kind with work to do (`sweep.kinds`: the zoo stage of donors first, then the kinds
 that read them: stitching trials, representation-test units), each as Tune experiments whose trials are the
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -25,6 +24,12 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
+from sweep.backends.checks import (  # noqa: E402
+    _check_reachable,
+    check_data_on_a_worker,
+    check_resources,
+    check_storage_shared,
+)
 from sweep.config.errors import SpecError  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
 from sweep.planning import blocked_note, runnable  # noqa: E402
@@ -259,93 +264,6 @@ def start_ray(address: str | None, num_cpus: int | None) -> bool:
     return True
 
 
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """Fail in seconds, naming the address, when nothing listens at a host:port address (Ray itself would
-    retry for a minute or more). "auto" and ray:// client addresses are left to Ray."""
-    if address == "auto" or "://" in address or ":" not in address:
-        return
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
-    except (OSError, ValueError) as exc:
-        raise SpecError(
-            "--address",
-            "the host:port of a running Ray cluster's head (GCS)",
-            address,
-            f"nothing answers there within {timeout:g} s: {exc}",
-        ) from None
-
-
-def check_resources(sweep: Sweep, nodes: list[dict]) -> None:
-    """Refuse, before scheduling anything, a per-trial request that no node of this cluster can meet
-    (Ray would otherwise leave the trials pending for ever). `nodes` is the resources of each live node."""
-    for field, key, want in (
-        ("resources.gpus_per_trial", "GPU", sweep.gpus_per_trial),
-        ("resources.cpus_per_trial", "CPU", sweep.cpus_per_trial),
-    ):
-        have = max((n.get(key, 0.0) for n in nodes), default=0.0)
-        if want > have:
-            raise SpecError(
-                field,
-                f"at most the {have:g} {key}s of the largest node of this Ray cluster",
-                want,
-                "lower it, or join a cluster that has them with --address",
-            )
-
-
-@ray.remote(num_cpus=0)
-def _sees(path: Loc) -> tuple[str, bool]:
-    try:
-        seen = path.exists()
-    except Exception:  # no credentials, endpoint unreachable from this node, ...
-        seen = False
-    return ray.util.get_node_ip_address(), seen
-
-
-def blind_nodes(path: Loc, nodes: list[dict], timeout: float = 60.0) -> list[str]:
-    """The IPs of live nodes that do not see `path` (a file the driver just wrote, on any storage): one
-    zero-CPU task pinned to each node checks. A node that does not answer in time counts as blind."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    refs = {
-        n["NodeManagerAddress"]: _sees.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
-        ).remote(path)
-        for n in nodes
-    }
-    blind = []
-    for ip, ref in refs.items():
-        try:
-            _, seen = ray.get(ref, timeout=timeout)
-        except Exception:
-            seen = False
-        if not seen:
-            blind.append(ip)
-    return blind
-
-
-def check_storage_shared(sweep_dir: SweepDir, nodes: list[dict]) -> None:
-    """On a cluster of several nodes, refuse storage that some node cannot see (a local folder of the
-    head, say): their trials could read no donor and their results would be lost to the driver."""
-    if len(nodes) < 2:
-        return
-    marker = sweep_dir.path / f".stitchsweep-visible-{os.getpid()}"
-    marker.write_text("written by the driver to check that every node sees the storage\n")
-    try:
-        blind = blind_nodes(marker, nodes)
-    finally:
-        marker.unlink(missing_ok=True)
-    if blind:
-        raise SpecError(
-            "--storage",
-            "storage every node of the cluster sees: a shared folder (NFS, EFS, ...)"
-            " mounted at the same path, or an object store (s3://, gs://) every node can reach",
-            str(sweep_dir.root),
-            f"not visible on node(s) {', '.join(blind)}",
-        )
-
-
 def run_stages(
     sweep: Sweep,
     sweep_dir: SweepDir,
@@ -365,6 +283,8 @@ def run_stages(
         alive = [n for n in ray.nodes() if n.get("Alive")]
         check_resources(sweep, [n["Resources"] for n in alive])
         check_storage_shared(sweep_dir, alive)
+        if not started:  # a cluster: its workers' data root, seen from a worker (the driver checked an embedded one)
+            check_data_on_a_worker(sweep)
         resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
         env = dict(
             cpus=sweep.cpus_per_trial, gpu=sweep.gpus_per_trial > 0, data_root=sweep.data_root, download=sweep.download

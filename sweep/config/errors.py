@@ -21,6 +21,7 @@ class SpecError(ValueError):
         self.field = field
         self.expected = expected
         self.found = found
+        self.hint = hint
         msg = f"{field}: expected {expected}, found {found!r}"
         if hint:
             msg += f" ({hint})"
