@@ -125,13 +125,13 @@ def test_each_package_imports_only_its_layer_and_those_below():
     assert not bad, "\n".join(sorted(bad))
 
 
-def test_only_the_ray_backend_imports_ray():
+def test_only_the_ray_backends_import_ray():
     for path in (REPO / "sweep").rglob("*.py"):
         tree = ast.parse(path.read_text())
         names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0]
         if any(name == "ray" or name.startswith("ray.") for name in names):
-            assert _module_name(path) == "sweep.backends.ray", f"{path.relative_to(REPO)} imports ray"
+            assert _module_name(path).startswith("sweep.backends."), f"{path.relative_to(REPO)} imports ray"
 
 
 def _anchor(heading: str) -> str:
