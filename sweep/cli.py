@@ -155,6 +155,7 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
             sweep, sweep_dir, plan, address=args.address, num_cpus=args.num_cpus, max_concurrent=args.max_concurrent
         )
     complete = _print_status(sweep, sweep_dir)
+    planning.write_manifest(sweep, sweep_dir)  # the next status reads only what changed since
     if complete and sweep_dir.ray.exists():  # Ray's records of interrupted runs: nothing left to debug
         try:
             sweep_dir.ray.delete_tree()

@@ -12,22 +12,29 @@ from dataclasses import dataclass, field
 from sweep.registry import KINDS
 
 
-def statuses(parts: list) -> dict:
+def statuses(parts: list, known: dict | None = None, seen: dict | None = None) -> dict:
     """The status of each of `parts`: one listing per folder, then a read of each part that exists (in
-    parallel: on an object store each read is a request). An unreadable part is set aside (renamed
-    `*.corrupt`, reported) and counts as absent, as does a missing one (None)."""
+    parallel: on an object store each read is a request), except those `known` (a status manifest: path ->
+    [size, mtime_ns, status]) records with the size and modification time the listing shows. An unreadable
+    part is set aside (renamed `*.corrupt`, reported) and counts as absent, as does a missing one (None).
+    `seen`, when given, receives path -> [size, mtime_ns, status] of every part found (the next manifest)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from sweep.results import read_status, set_aside
 
     if not parts:
         return {}
-    present = set()
+    stamps: dict[str, tuple[int, int]] = {}
     for folder in {str(p.parent): p.parent for p in parts}.values():
-        present.update(str(folder / f.name) for f in folder.files(".parquet"))
-    existing = [p for p in parts if str(p) in present]
+        stamps.update(folder.file_stamps(".parquet"))
+    known = known or {}
+    existing = [p for p in parts if p.path in stamps]
+    cached = {p: known[p.path][2] for p in existing if list(known.get(p.path, [])[:2]) == list(stamps[p.path])}
+    to_read = [p for p in existing if p not in cached]
     with ThreadPoolExecutor(max_workers=16) as pool:
-        found = dict(zip(existing, pool.map(read_status, existing)))
+        found = {**cached, **dict(zip(to_read, pool.map(read_status, to_read)))}
+    if seen is not None:
+        seen.update({p.path: [*stamps[p.path], s] for p, s in found.items() if s is not None})
     for part, status in found.items():
         if status is None:
             print(
@@ -65,16 +72,43 @@ def blocked_by(kind, unit, failed: set[str]) -> list[str]:
     return [ref for ref in dict.fromkeys(kind.donors(unit) if kind.donors else ()) if ref in failed]
 
 
-def progress(sweep, sweep_dir, kinds=None) -> dict[str, Progress]:
+STATUS_MANIFEST = "status.json"  # path -> [size, mtime_ns, status] of every part a run saw at its end
+
+
+def read_manifest(sweep_dir) -> dict:
+    """The status manifest `write_manifest` left (empty when there is none or it cannot be read)."""
+    import json
+
+    try:
+        return json.loads((sweep_dir.path / STATUS_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_manifest(sweep, sweep_dir) -> int:
+    """Record every part's status with the size and modification time its listing shows, atomically: the
+    next `status`, `resume` or `run` reads only the parts that changed since (on an object store, a handful
+    of listing requests instead of a request per part). Returns how many parts it records."""
+    import json
+
+    seen: dict = {}
+    progress(sweep, sweep_dir, seen=seen)
+    (sweep_dir.path / STATUS_MANIFEST).write_text(json.dumps(seen))
+    return len(seen)
+
+
+def progress(sweep, sweep_dir, kinds=None, seen: dict | None = None) -> dict[str, Progress]:
     """Kind name -> Progress, for every registered kind (or those named in `kinds`). A pending unit that reads
-    a failed donor is `blocked` instead: it cannot run until the donor does."""
+    a failed donor is `blocked` instead: it cannot run until the donor does. Parts the status manifest
+    records unchanged are not read."""
     out = {}
+    known = read_manifest(sweep_dir)
     failed = failed_donors(sweep, sweep_dir) if kinds != ["donor"] else set()
     for name in kinds or list(KINDS):
         kind = KINDS[name]
         units = kind.units(sweep)
         parts = {uid: kind.parts(sweep_dir, unit) for uid, unit in units.items()}
-        found = statuses([p for ps in parts.values() for p in ps])
+        found = statuses([p for ps in parts.values() for p in ps], known, seen)
         prog = Progress(name)
         for uid, ps in parts.items():
             states = [found[p] for p in ps]

@@ -238,3 +238,28 @@ def test_a_trial_with_permutations_records_each_index_null(tiny_space, tmp_path)
     with pytest.raises(SpecError, match=r"^stitching.permutations: expected an option of a block that lists indices"):
         parse_space(bad)
     assert plain  # the space without indices still expands
+
+
+def test_a_status_manifest_spares_reading_parts_that_did_not_change(tiny_space, tmp_path, monkeypatch):
+    """After a run, `status` reads no part whose listing shows the size and time the manifest recorded; a part
+    rewritten since (or one the manifest does not know) is read again."""
+    import os
+
+    import sweep.results as results
+    from sweep import planning
+
+    sweep, sweep_dir = _results(tiny_space, tmp_path)
+    for t in sweep.trials[:2]:
+        run_trial(t, sweep_dir, device=torch.device("cpu"))
+    assert planning.write_manifest(sweep, sweep_dir) == 3  # the donor's part and two trials
+    reads = []
+    real = results.read_status
+    monkeypatch.setattr(results, "read_status", lambda part: reads.append(part.name) or real(part))
+    prog = planning.progress(sweep, sweep_dir)
+    assert reads == [] and len(prog["trial"].done) == 2 and len(prog["trial"].pending) == 2
+    part = sweep_dir.trial_part(sweep.trials[0].trial_id)
+    os.utime(part.path, ns=(1, 1))  # the same bytes, another time: no longer trusted
+    run_trial(sweep.trials[2], sweep_dir, device=torch.device("cpu"))  # a part the manifest does not know
+    prog = planning.progress(sweep, sweep_dir)
+    assert sorted(reads) == sorted([part.name, f"{sweep.trials[2].trial_id}.parquet"])
+    assert len(prog["trial"].done) == 3

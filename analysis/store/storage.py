@@ -136,6 +136,15 @@ class Loc:
         except (NotADirectoryError, FileNotFoundError):
             return []
 
+    def file_stamps(self, suffix: str) -> dict[str, tuple[int, int]]:
+        """Direct child files ending in `suffix` (hidden ones left out) -> (size, modification time in ns):
+        what one listing request tells of each, without reading it."""
+        return {
+            i.path: (int(i.size or 0), int(i.mtime_ns or 0))
+            for i in self._children()
+            if i.type == pafs.FileType.File and i.base_name.endswith(suffix) and not i.base_name.startswith(".")
+        }
+
     def glob(self, pattern: str) -> list[Loc]:
         """Direct children whose name matches `pattern` (fnmatch), sorted by name."""
         return sorted(
