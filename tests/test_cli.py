@@ -263,3 +263,16 @@ def test_a_status_manifest_spares_reading_parts_that_did_not_change(tiny_space, 
     prog = planning.progress(sweep, sweep_dir)
     assert sorted(reads) == sorted([part.name, f"{sweep.trials[2].trial_id}.parquet"])
     assert len(prog["trial"].done) == 3
+
+
+def test_results_hold_no_spurious_float32_digits(tiny_space, tmp_path):
+    """Accuracies are exact ratios of counts; float32 losses are stored as the float32 precision they carry."""
+    import numpy as np
+
+    sweep, sweep_dir = _results(tiny_space, tmp_path)
+    tlm = next(t for t in sweep.trials if t.objective == "tlm")
+    row = run_trial(tlm, sweep_dir, device=torch.device("cpu"))
+    n = row["test_size"]
+    assert abs(row["clean_acc"] * n - round(row["clean_acc"] * n)) < 1e-9
+    loss = row["final_train_loss"]
+    assert loss == float(str(np.float32(loss))) and len(repr(loss).replace("0.", "")) <= 10

@@ -31,7 +31,7 @@ from sweep.registry import OBJECTIVES
 from sweep.stitching.stitcher import positions
 from sweep.train.attacks import pgd_linf, trades_linf, trades_loss
 from sweep.train.evaluate import accuracy, predict
-from sweep.train.loops import DivergedError, autocast, optimiser_step, to_device
+from sweep.train.loops import DivergedError, autocast, float32_value, optimiser_step, to_device
 from sweep.train.optimizers import make_optimizer, make_schedule
 
 __all__ = [
@@ -191,7 +191,7 @@ def _fit_by_gradient(
             total += optimiser_step(opt, loss, f"{spec.objective}, epoch {epoch}") * len(yb)
             n += len(yb)
         sched.step()
-        train_loss = total / n
+        train_loss = float32_value(total / n)
         ctx.curves.append((epoch, "train_loss", train_loss))
         if ctx.report is not None:
             ctx.report({"phase": "fit", "epoch": epoch, "epochs": spec.epochs, "train_loss": train_loss})

@@ -21,7 +21,7 @@ from sweep.models.base import StagedNet, build
 from sweep.registry import TRAINING_METHODS
 from sweep.results import Loc, load_torch, save_torch
 from sweep.train.attacks import trades_linf, trades_loss
-from sweep.train.loops import optimiser_step
+from sweep.train.loops import float32_value, optimiser_step
 from sweep.train.optimizers import make_optimizer, make_schedule
 from sweep.train.threats import attack, craft
 
@@ -137,7 +137,7 @@ def train_donor(
             total += optimiser_step(opt, loss, f"donor {donor.name}, epoch {epoch}") * len(yb)
             n += len(yb)
         sched.step()
-        metrics = {"train_loss": total / n, **validation(model, splits, donor, method, device)}
+        metrics = {"train_loss": float32_value(total / n), **validation(model, splits, donor, method, device)}
         history.extend([epoch, k, v] for k, v in metrics.items())
         if workdir is not None:
             _keep(workdir, donor, epoch, model, opt, sched, gen, history)
@@ -174,7 +174,7 @@ def _loss_and_accuracy(model, x: torch.Tensor, y: torch.Tensor, device: torch.de
             target = y[i : i + 500].to(device)
             loss += float(nn.functional.cross_entropy(logits, target, reduction="sum"))
             right += int((logits.argmax(1) == target).sum())
-    return {f"{prefix}_loss": loss / len(y), f"{prefix}_acc": right / len(y)}
+    return {f"{prefix}_loss": float32_value(loss / len(y)), f"{prefix}_acc": right / len(y)}
 
 
 def _keep(workdir: Loc, donor, epoch: int, model, opt, sched, gen: torch.Generator, history: list) -> None:

@@ -16,6 +16,14 @@ def step_schedule(opt: torch.optim.Optimizer, epochs: int) -> torch.optim.lr_sch
     return torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.1)
 
 
+def float32_value(x: float) -> float:
+    """A mean of float32 losses as the float32 precision it carries: the shortest decimal that float32 reads
+    back (0.1234568, not 0.12345678918063641), so the results hold no spurious digits."""
+    import numpy as np
+
+    return float(str(np.float32(x)))
+
+
 def optimiser_step(opt: torch.optim.Optimizer, loss: torch.Tensor, where: str) -> float:
     """Backpropagate `loss` and step, refusing a non-finite loss; returns the loss value."""
     value = loss.item()
