@@ -308,13 +308,23 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--failed", action="store_true", help="also rerun trials recorded as failed")
 
-    p = sub.add_parser("run", help="run a sweep (trials already recorded are skipped)")
-    p.add_argument("space")
-    p.add_argument("--storage", default="results", help="results root (default: ./results)")
+    p = sub.add_parser(
+        "run",
+        help="run a sweep (trials already recorded are skipped)",
+        epilog="example: stitchsweep run search_spaces/quickstart.yaml --storage results --num-cpus 2",
+    )
+    p.add_argument("space", help="a search-space YAML file")
+    p.add_argument(
+        "--storage", default="results", help="results root: a folder or a pyarrow.fs URI (default: ./results)"
+    )
     ray_options(p)
     p.set_defaults(fn=cmd_run)
 
-    p = sub.add_parser("resume", help="finish an interrupted sweep from its results directory")
+    p = sub.add_parser(
+        "resume",
+        help="finish an interrupted sweep from its results directory",
+        epilog="example: stitchsweep resume results/quickstart --failed",
+    )
     p.add_argument("results", help="RESULTS directory, e.g. results/quickstart")
     ray_options(p)
     p.set_defaults(fn=cmd_resume)
@@ -328,8 +338,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the counts and first failures as JSON")
     p.set_defaults(fn=cmd_status)
 
-    p = sub.add_parser("report", help="write the HTML report and PNG charts of a sweep")
-    p.add_argument("results")
+    p = sub.add_parser(
+        "report",
+        help="write the HTML report and PNG charts of a sweep",
+        epilog="example: stitchsweep report results/quickstart --out report/quickstart",
+    )
+    p.add_argument("results", help="RESULTS directory, e.g. results/quickstart")
     p.add_argument(
         "--out",
         default=None,

@@ -276,3 +276,16 @@ def test_results_hold_no_spurious_float32_digits(tiny_space, tmp_path):
     assert abs(row["clean_acc"] * n - round(row["clean_acc"] * n)) < 1e-9
     loss = row["final_train_loss"]
     assert loss == float(str(np.float32(loss))) and len(repr(loss).replace("0.", "")) <= 10
+
+
+def test_every_command_and_argument_has_help_and_an_example():
+    from sweep.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    assert set(commands) == {"plan", "run", "resume", "status", "report"}
+    for name, sub in commands.items():
+        assert sub.epilog and sub.epilog.startswith(f"example: stitchsweep {name} "), name
+        for action in sub._actions:
+            if action.dest != "help":
+                assert action.help, f"{name} {action.dest} has no help"
