@@ -9,12 +9,15 @@ warning naming its path, and listed in `load(...)["problems"]`: it never crashes
 
 from __future__ import annotations
 
+import json
 import os
+import posixpath
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from .store.schema import (
     CURVES_DIR,
@@ -65,12 +68,56 @@ def _to_schema(t: pa.Table, expected: pa.Schema) -> pa.Table:
     return t.select(known + extra).cast(pa.schema(list(expected) + [t.schema.field(c) for c in extra]))
 
 
-def read_table(results: str | os.PathLike | Loc, kind: str, problems: list[dict] | None = None) -> pa.Table:
-    """All parts of `kind` ("trials", "donors" or "curves") as one Arrow table with a unified schema.
-    Unreadable parts are skipped with a warning and appended to `problems` as {path, kind, error}."""
+SNAPSHOT_DIR = "_snapshot"  # <kind>.parquet: every part's rows at the last snapshot, each with its part's name
+PART = "_part"  # the snapshot's column naming the part a row came from
+
+
+def _snapshot(root: Loc, kind: str, stamps: dict[str, tuple[int, int]], expected: pa.Schema) -> tuple:
+    """(the snapshot's rows of the parts whose listing is unchanged since it was taken, those parts' paths);
+    nothing when there is no usable snapshot."""
+    folder = root / kind
+    try:
+        snap = (root / SNAPSHOT_DIR / f"{kind}.parquet").read_parquet()
+        taken = json.loads((root / SNAPSHOT_DIR / f"{kind}.json").read_text())
+    except (OSError, ValueError, pa.ArrowException):
+        return None, set()
+    same = {p for p, st in stamps.items() if list(taken.get(posixpath.basename(p), [])) == list(st)}
+    names = pa.array(sorted(posixpath.basename(p) for p in same), pa.string())
+    keep = snap.filter(pa.compute.is_in(snap[PART], value_set=names))
+    rows = _to_schema(keep, expected) if keep.num_rows else None  # `_part` stays, after the schema's columns
+    return rows, {str(folder / posixpath.basename(p)) for p in same}
+
+
+def write_snapshot(results: str | os.PathLike | Loc) -> int:
+    """Take a snapshot of every table (after a run): one Parquet file per table holding every part's rows, and
+    each part's listed size and time. Later reads take the unchanged parts' rows from it: on an object store
+    a few requests instead of one per part. Returns how many parts it covers."""
+    root = open_root(results)
+    covered = 0
+    for kind in TABLES:
+        stamps = (root / kind).file_stamps(".parquet")
+        table = read_table(root, kind, with_parts=True)
+        (root / SNAPSHOT_DIR / f"{kind}.parquet").write_parquet(table)
+        (root / SNAPSHOT_DIR / f"{kind}.json").write_text(
+            json.dumps({posixpath.basename(p): list(st) for p, st in stamps.items()})
+        )
+        covered += len(stamps)
+    return covered
+
+
+def read_table(
+    results: str | os.PathLike | Loc, kind: str, problems: list[dict] | None = None, with_parts: bool = False
+) -> pa.Table:
+    """All parts of `kind` ("trials", "donors" or "curves") as one Arrow table with a unified schema, in the
+    parts' name order (`with_parts`: a `_part` column names each row's part). The rows of parts unchanged since
+    the last snapshot come from it (`write_snapshot`). Unreadable parts are skipped with a warning and appended
+    to `problems` as {path, kind, error}."""
     expected = schema(kind)  # with the columns of every index registered now
-    tables = []
-    parts = _parts(open_root(results) / kind)
+    root = open_root(results)
+    stamps = (root / kind).file_stamps(".parquet")
+    snapped, covered = _snapshot(root, kind, stamps, expected)
+    tables = [] if snapped is None else [snapped]
+    parts = [p for p in _parts(root / kind) if str(p) not in covered]
 
     def attempt(part: Loc) -> pa.Table | Exception:
         try:
@@ -89,10 +136,13 @@ def read_table(results: str | os.PathLike | Loc, kind: str, problems: list[dict]
             if problems is not None:
                 problems.append({"path": str(part), "kind": kind, "error": error})
         else:
-            tables.append(got)
+            tables.append(got.append_column(PART, pa.array([part.name] * got.num_rows, pa.string())))
     if not tables:
-        return expected.empty_table()
-    return _to_schema(pa.concat_tables(tables, promote_options="permissive"), expected)
+        empty = expected.empty_table()
+        return empty.append_column(PART, pa.array([], pa.string())) if with_parts else empty
+    merged = pa.concat_tables(tables, promote_options="permissive").sort_by(PART)
+    merged = _to_schema(merged, expected)
+    return merged if with_parts else merged.drop_columns([PART])
 
 
 def load_trials(results: str | os.PathLike | Loc) -> pd.DataFrame:

@@ -289,3 +289,29 @@ def test_every_command_and_argument_has_help_and_an_example():
         for action in sub._actions:
             if action.dest != "help":
                 assert action.help, f"{name} {action.dest} has no help"
+
+
+def test_a_snapshot_serves_the_rows_of_unchanged_parts_and_rereads_the_rest(tiny_space, tmp_path, monkeypatch):
+    """After `write_snapshot`, reading a table reads no part whose listing is unchanged; a rewritten part is
+    read again, a deleted one's rows are gone, and the rows equal a read without the snapshot."""
+    import importlib
+    import os
+
+    load = importlib.import_module("analysis.load")  # the module (`analysis.load` is also a function's name)
+    sweep, sweep_dir = _results(tiny_space, tmp_path)
+    for t in sweep.trials[:3]:
+        run_trial(t, sweep_dir, device=torch.device("cpu"))
+    plain = load.load_trials(sweep_dir.path)
+    assert load.write_snapshot(sweep_dir.path) >= 4  # three trials and the donor's part, and their curves
+    reads = []
+    real = load._read_part
+    monkeypatch.setattr(
+        load, "_read_part", lambda part, kind, expected: reads.append(part.name) or real(part, kind, expected)
+    )
+    again = load.load_trials(sweep_dir.path)
+    assert reads == [] and again.equals(plain)
+    first, second = (sweep_dir.trial_part(t.trial_id) for t in sweep.trials[:2])
+    os.utime(first.path, ns=(1, 1))
+    second.unlink()
+    after = load.load_trials(sweep_dir.path)
+    assert reads == [first.name] and len(after) == 2 and sweep.trials[1].trial_id not in set(after["trial_id"])
