@@ -184,8 +184,9 @@ def load_similarity(results: str | os.PathLike | Loc) -> pd.DataFrame:
 
 
 def load(results: str | os.PathLike | Loc) -> dict[str, pd.DataFrame]:
-    """Every table of a results directory ({"trials", "donors", "curves", "reptests", "similarity"}), plus
-    "problems": the parts that could not be read (path, kind, error), empty when every part is fine."""
+    """Every table of a results directory (`TABLES`: trials, donors, curves, reptests, similarity,
+    training_similarity, donor_curves), plus "problems": the parts that could not be read (path, kind, error),
+    empty when every part is fine."""
     problems: list[dict] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported through "problems" instead

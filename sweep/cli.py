@@ -78,7 +78,7 @@ def cmd_plan(args) -> int:
     todo = None
     if args.storage is not None:
         sweep_dir = SweepDir(_storage("--storage", args.storage), sweep.name)
-        todo = planning.to_run(sweep, sweep_dir, retry_failed=False) if sweep_dir.path.exists() else None
+        todo = planning.to_run(sweep, sweep_dir, retry_failed=False, dry=True) if sweep_dir.path.exists() else None
     if args.json:
         print(json.dumps(planning.plan_json(sweep, units, todo), indent=2))
         return 0
@@ -280,6 +280,32 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _command(sub, name: str, fn, help: str, example: str, first: tuple[str, str]) -> argparse.ArgumentParser:
+    """A subcommand with its help, an example and its positional argument."""
+    p = sub.add_parser(name, help=help, epilog=f"example: stitchsweep {name} {example}")
+    p.add_argument(first[0], help=first[1])
+    p.set_defaults(fn=fn)
+    return p
+
+
+def _ray_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--address", default=None, help="Ray cluster to join (e.g. 'auto'); default: start an embedded local Ray"
+    )
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the embedded local Ray (default: all)")
+    p.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=None,
+        help="at most this many trials at once (default: as resources allow)",
+    )
+    p.add_argument("--failed", action="store_true", help="also rerun trials recorded as failed")
+
+
+SPACE = ("space", "a search-space YAML file")
+RESULTS = ("results", "RESULTS directory, e.g. results/quickstart")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from sweep import __version__
 
@@ -287,72 +313,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"stitchsweep {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser(
-        "plan",
-        help="validate a search space and summarise its work",
-        epilog="example: stitchsweep plan search_spaces/quickstart.yaml --trials",
-    )
-    p.add_argument("space", help="a search-space YAML file")
+    p = _command(sub, "plan", cmd_plan, "validate a search space and summarise its work",
+                 "search_spaces/quickstart.yaml --trials", SPACE)  # fmt: skip
     p.add_argument("--trials", action="store_true", help="list every unit of work (default: a summary)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON (summary and every unit)")
     p.add_argument("--storage", default=None, help="also say what this results root has recorded and would run")
-    p.set_defaults(fn=cmd_plan)
 
-    def ray_options(p):
-        p.add_argument(
-            "--address", default=None, help="Ray cluster to join (e.g. 'auto'); default: start an embedded local Ray"
-        )
-        p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the embedded local Ray (default: all)")
-        p.add_argument(
-            "--max-concurrent",
-            type=int,
-            default=None,
-            help="at most this many trials at once (default: as resources allow)",
-        )
-        p.add_argument("--failed", action="store_true", help="also rerun trials recorded as failed")
-
-    p = sub.add_parser(
-        "run",
-        help="run a sweep (trials already recorded are skipped)",
-        epilog="example: stitchsweep run search_spaces/quickstart.yaml --storage results --num-cpus 2",
-    )
-    p.add_argument("space", help="a search-space YAML file")
+    p = _command(sub, "run", cmd_run, "run a sweep (trials already recorded are skipped)",
+                 "search_spaces/quickstart.yaml --storage results --num-cpus 2", SPACE)  # fmt: skip
     p.add_argument(
         "--storage", default="results", help="results root: a folder or a pyarrow.fs URI (default: ./results)"
     )
-    ray_options(p)
-    p.set_defaults(fn=cmd_run)
+    _ray_options(p)
 
-    p = sub.add_parser(
-        "resume",
-        help="finish an interrupted sweep from its results directory",
-        epilog="example: stitchsweep resume results/quickstart --failed",
-    )
-    p.add_argument("results", help="RESULTS directory, e.g. results/quickstart")
-    ray_options(p)
-    p.set_defaults(fn=cmd_resume)
+    p = _command(sub, "resume", cmd_resume, "finish an interrupted sweep from its results directory",
+                 "results/quickstart --failed", RESULTS)  # fmt: skip
+    _ray_options(p)
 
-    p = sub.add_parser(
-        "status",
-        help="count done / failed / pending units; exit code 0 when the sweep is complete, 1 otherwise",
-        epilog="example: stitchsweep status results/quickstart --json",
-    )
-    p.add_argument("results", help="RESULTS directory, e.g. results/quickstart")
+    p = _command(sub, "status", cmd_status,
+                 "count done / failed / pending units; exit code 0 when the sweep is complete, 1 otherwise",
+                 "results/quickstart --json", RESULTS)  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the counts and first failures as JSON")
-    p.set_defaults(fn=cmd_status)
 
-    p = sub.add_parser(
-        "report",
-        help="write the HTML report and PNG charts of a sweep",
-        epilog="example: stitchsweep report results/quickstart --out report/quickstart",
-    )
-    p.add_argument("results", help="RESULTS directory, e.g. results/quickstart")
+    p = _command(sub, "report", cmd_report, "write the HTML report and PNG charts of a sweep",
+                 "results/quickstart --out report/quickstart", RESULTS)  # fmt: skip
     p.add_argument(
         "--out",
         default=None,
         help="output folder (default: ./report/<sweep>); it may hold this sweep's previous report (replaced)",
     )
-    p.set_defaults(fn=cmd_report)
     return parser
 
 

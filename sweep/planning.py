@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from sweep.registry import KINDS
 
 
-def statuses(parts: list, known: dict | None = None, seen: dict | None = None) -> dict:
+def statuses(parts: list, known: dict | None = None, seen: dict | None = None, repair: bool = False) -> dict:
     """The status of each of `parts`: one listing per folder, then a read of each part that exists (in
     parallel: on an object store each read is a request), except those `known` (a status manifest: path ->
     [size, mtime_ns, status]) records with the size and modification time the listing shows. An unreadable
-    part is set aside (renamed `*.corrupt`, reported) and counts as absent, as does a missing one (None).
+    part counts as absent, as does a missing one (None); with `repair` (what a run does, not `status` or
+    `report`) it is also set aside (renamed `*.corrupt`, reported) so that it can be computed again.
     `seen`, when given, receives path -> [size, mtime_ns, status] of every part found (the next manifest)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -36,11 +37,13 @@ def statuses(parts: list, known: dict | None = None, seen: dict | None = None) -
     if seen is not None:
         seen.update({p.path: [*stamps[p.path], s] for p, s in found.items() if s is not None})
     for part, status in found.items():
-        if status is None:
+        if status is None and repair:
             print(
                 f"warning: unreadable results part {part}: set aside as {set_aside(part).name}; it will be recomputed",
                 flush=True,
             )
+        elif status is None:
+            print(f"warning: unreadable results part {part}: counted as missing (`resume` recomputes it)", flush=True)
     return {p: found.get(p) for p in parts}
 
 
@@ -97,7 +100,7 @@ def write_manifest(sweep, sweep_dir) -> int:
     return len(seen)
 
 
-def progress(sweep, sweep_dir, kinds=None, seen: dict | None = None) -> dict[str, Progress]:
+def progress(sweep, sweep_dir, kinds=None, seen: dict | None = None, repair: bool = False) -> dict[str, Progress]:
     """Kind name -> Progress, for every registered kind (or those named in `kinds`). A pending unit that reads
     a failed donor is `blocked` instead: it cannot run until the donor does. Parts the status manifest
     records unchanged are not read."""
@@ -108,7 +111,7 @@ def progress(sweep, sweep_dir, kinds=None, seen: dict | None = None) -> dict[str
         kind = KINDS[name]
         units = kind.units(sweep)
         parts = {uid: kind.parts(sweep_dir, unit) for uid, unit in units.items()}
-        found = statuses([p for ps in parts.values() for p in ps], known, seen)
+        found = statuses([p for ps in parts.values() for p in ps], known, seen, repair)
         prog = Progress(name)
         for uid, ps in parts.items():
             states = [found[p] for p in ps]
@@ -125,15 +128,16 @@ def progress(sweep, sweep_dir, kinds=None, seen: dict | None = None) -> dict[str
     return out
 
 
-def to_run(sweep, sweep_dir, retry_failed: bool) -> dict[str, list[str]]:
+def to_run(sweep, sweep_dir, retry_failed: bool, dry: bool = False) -> dict[str, list[str]]:
     """Kind name -> the unit ids a run schedules: the pending ones, and the failed ones of a kind that reruns
     them (donors) or when `retry_failed` (their failed parts are removed first, so the units run again). Units
     blocked by a failed donor are scheduled too: the donor stage runs again first, and `runnable` drops those
-    whose donor failed again before their stage starts."""
+    whose donor failed again before their stage starts. `dry` (`plan --storage`) changes nothing: no failed
+    part is removed and no unreadable one set aside."""
     plan = {}
-    for name, prog in progress(sweep, sweep_dir).items():
+    for name, prog in progress(sweep, sweep_dir, repair=not dry).items():
         retry = retry_failed or KINDS[name].rerun_failed
-        if retry:
+        if retry and not dry:
             for uid in prog.failed:
                 for part in prog.failed_parts[uid]:
                     part.unlink(missing_ok=True)

@@ -315,3 +315,16 @@ def test_a_snapshot_serves_the_rows_of_unchanged_parts_and_rereads_the_rest(tiny
     second.unlink()
     after = load.load_trials(sweep_dir.path)
     assert reads == [first.name] and len(after) == 2 and sweep.trials[1].trial_id not in set(after["trial_id"])
+
+
+def test_plan_with_storage_changes_nothing_there(tiny_space, write_space, tmp_path, monkeypatch, capsys):
+    """`plan --storage` only looks: a failed donor's part (which a run would remove to retry it) stays."""
+    import sweep.kinds.donor as donor_kind
+
+    sweep, sweep_dir = _results(tiny_space, tmp_path, donor=False)
+    monkeypatch.setattr(donor_kind, "make_splits", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    before = sorted(p.name for p in sweep_dir.donors.files(".parquet"))
+    assert before and main(["plan", str(write_space(tiny_space)), "--storage", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kinds"]["donor"]["to_run"] == ["plain_a"]
+    assert sorted(p.name for p in sweep_dir.donors.files(".parquet")) == before

@@ -99,7 +99,10 @@ def test_readers_skip_bad_parts_by_path_and_never_crash(tmp_path, tiny_space):
 
 def test_run_sets_an_unreadable_trial_part_aside_and_reruns_the_trial(tmp_path, tiny_space, capsys):
     sweep, sweep_dir, good, bad = _results_with_bad_parts(tmp_path, tiny_space)
-    trials = progress(sweep, sweep_dir)["trial"]
+    looked = progress(sweep, sweep_dir)["trial"]  # status and report only look: nothing renamed
+    assert bad.trial_id in looked.pending and sweep_dir.trial_part(bad.trial_id).exists()
+    assert "counted as missing" in capsys.readouterr().out
+    trials = progress(sweep, sweep_dir, repair=True)["trial"]  # what run / resume do
     out = capsys.readouterr().out
     assert bad.trial_id in trials.pending and good.trial_id not in trials.pending and trials.done == [good.trial_id]
     assert f"unreadable results part {sweep_dir.trial_part(bad.trial_id)}" in out
