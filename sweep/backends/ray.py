@@ -94,15 +94,12 @@ class _Progress(tune.Callback):
     """Tune's events for one stage, as lines on the driver's stdout (the Parquet parts are the real record)
     and as the whole sweep's counts and ETA (`SweepProgress`)."""
 
-    HEARTBEAT_S = 30.0  # a running stitcher's epoch line at most this often: alive, not flooding
-
     def __init__(self, stage: str, kind: str, total: int, label, sweep: SweepProgress) -> None:
         self.stage, self.kind, self.total, self.label, self.done = stage, kind, total, label, 0
         self.sweep = sweep
         self.finished = 0  # trials whose trainable returned its final status, or that Ray gave up on
         self.errored = 0  # trials Ray gave up on (their logs under _ray/ are kept)
         self.last: dict = {}
-        self.beat: dict = {}
         self.t0 = time.perf_counter()
 
     def _prefix(self) -> str:
@@ -110,18 +107,16 @@ class _Progress(tune.Callback):
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.sweep.started(self.kind, trial.trial_id)
-        self.beat[trial.trial_id] = time.perf_counter()
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         self.last[trial.trial_id] = result
         phase = result.get("phase")
         if phase == "zoo":  # donor training is the long part of a small sweep: show epochs
             line = f"epoch {result['epoch']}/{result['epochs']} train_loss={result['train_loss']:.3f}"
-        elif phase == "fit" and time.perf_counter() - self.beat.get(trial.trial_id, 0.0) >= self.HEARTBEAT_S:
+        elif phase == "fit":  # a long fit's heartbeat (the trial reports one at most every 30 s)
             line = f"fitting, epoch {result['epoch']}/{result['epochs']} train_loss={result['train_loss']:.3f}"
         else:
             return
-        self.beat[trial.trial_id] = time.perf_counter()
         self.sweep.note(f"{self._prefix()} {self.label(trial.config)}: {line}")
 
     def on_trial_complete(self, iteration, trials, trial, **info):

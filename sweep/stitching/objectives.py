@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -59,6 +60,9 @@ GRADIENT_FIELDS = {
     "lr_schedule",
 }
 ATTACK_FIELDS = {"adv_eps", "adv_step_size", "adv_steps", "adv_random_start"}
+
+
+HEARTBEAT_S = 30.0  # a fitting stitcher reports an epoch line at most this often (one Tune report each)
 
 
 @dataclass
@@ -181,6 +185,7 @@ def _fit_by_gradient(
     opt = make_optimizer(spec.optimizer, ctx.stitcher.parameters(), spec.lr, spec.momentum, spec.weight_decay)
     sched = make_schedule(spec.lr_schedule, opt, spec.epochs)
     gen = torch.Generator().manual_seed(spec.seed)
+    last_beat = time.monotonic()
     train_loss = math.nan
     for epoch in range(1, spec.epochs + 1):
         total, n = 0.0, 0
@@ -193,8 +198,9 @@ def _fit_by_gradient(
         sched.step()
         train_loss = float32_value(total / n)
         ctx.curves.append((epoch, "train_loss", train_loss))
-        if ctx.report is not None:
+        if ctx.report is not None and time.monotonic() - last_beat >= HEARTBEAT_S:  # alive, not chatty
             ctx.report({"phase": "fit", "epoch": epoch, "epochs": spec.epochs, "train_loss": train_loss})
+            last_beat = time.monotonic()
         with eval_mode(ctx.front, ctx.end, ctx.stitcher):
             val_pred = predict(
                 ctx.stitched, ctx.splits.val_x, ctx.device, precision=spec.precision, channels_last=spec.channels_last
