@@ -1,10 +1,16 @@
 import copy
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The workers' node-level activation cache of this test session (its Ray workers inherit it): its own folder,
+# so a run of the suite neither reads nor leaves files in the machine's shared one.
+os.environ.setdefault("STITCHSWEEP_CACHE_DIR", tempfile.mkdtemp(prefix="stitchsweep-cache-tests-"))
 
 # A search space small enough to run end to end in seconds: scikit-learn's digits, one tiny donor.
 TINY_SPACE = {

@@ -30,9 +30,11 @@ LAYERS = [
         "sweep.results",
         "sweep.progress",
         "sweep.lease",
+        "sweep.cache",
+        "sweep.activations",
     },
     {"sweep.kinds"},
-    {"sweep.backends", "sweep.cli", "sweep.planning", "sweep.__main__"},
+    {"sweep.backends", "sweep.cli", "sweep.planning", "sweep.estimate", "sweep.__main__"},
 ]
 
 

@@ -281,6 +281,26 @@ def make_splits(
     )
 
 
+def worker_splits(
+    name: str,
+    train_size: int | None,
+    val_size: int,
+    test_size: int | None,
+    device: torch.device,
+    *,
+    root: str | None = None,
+    download: bool = True,
+) -> Splits:
+    """`make_splits(...).to(device)`, built and moved once per worker (the worker's cache keeps it, under the
+    dataset's resolved data root): units that share data share one copy, which none of them changes."""
+    from sweep.cache import worker_cache
+
+    key = ("splits", name, train_size, val_size, test_size, str(root or data_root()), str(device))
+    return worker_cache().get(
+        key, lambda: make_splits(name, train_size, val_size, test_size, root=root, download=download).to(device)
+    )
+
+
 def batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.Generator | None = None):
     """Yield (x, y) mini-batches; shuffled when a generator is given."""
     n = len(y)

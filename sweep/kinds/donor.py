@@ -10,17 +10,20 @@ A donor may train on its own `data` (cross-task stitching); `train_size` there s
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+import pyarrow.fs as pafs
 import torch
 
 from analysis.store.schema import DONOR_CURVES_DIR, DONORS_DIR, SCHEMA_VERSION, schema
 from sweep import __version__
+from sweep.cache import worker_cache
 from sweep.config.donors import DonorEval, DonorSpec
-from sweep.data.core import Splits, make_splits, test_images
+from sweep.data.core import Splits, test_images, worker_splits
 from sweep.kinds.base import Kind, RunContext, register_kind
 from sweep.models.base import StagedNet, build
 from sweep.registry import DONOR_SOURCES
@@ -46,11 +49,26 @@ def save_donor(path: Loc, model: StagedNet, donor: DonorSpec, splits: Splits, me
     save_torch(path, payload)
 
 
-def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedNet:
-    """Load a cached zoo donor in eval mode."""
+def checkpoint_identity(sweep: SweepDir, donor_key: str) -> tuple:
+    """What names a zoo checkpoint's content for the worker's cache: its location, size and modification
+    time (a retrained or replaced checkpoint is another entry)."""
     path = sweep.zoo(donor_key) / CHECKPOINT
-    if not path.exists():
+    info = path.fs.get_file_info(path.path)
+    if info.type == pafs.FileType.NotFound:
         raise FileNotFoundError(f"zoo donor {donor_key} has no checkpoint at {path}: run the zoo stage first")
+    return (str(path), info.size, info.mtime_ns)
+
+
+def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedNet:
+    """A zoo donor in eval mode: read once per worker (the worker's cache keeps it), a copy per caller (a
+    trial may move its BatchNorm statistics or its memory layout)."""
+    identity = checkpoint_identity(sweep, donor_key)
+    cache = worker_cache()
+    model = cache.get(("donor", *identity, str(device)), lambda: _read_donor(sweep.zoo(donor_key) / CHECKPOINT, device))
+    return copy.deepcopy(model).eval() if cache.settings.enabled else model
+
+
+def _read_donor(path: Loc, device: torch.device) -> StagedNet:
     ckpt = load_torch(path, map_location=device)
     model = build(
         ckpt["arch"],
@@ -70,14 +88,25 @@ def donor_part(sweep: SweepDir, donor: DonorSpec, ev: DonorEval) -> Loc:
 
 def donor_row(sweep: SweepDir, donor_name: str, donor_key: str, ev: DonorEval) -> dict | None:
     """The donors-table row of exactly this donor and evaluation (same images, same attack settings), or
-    None when there is none (or it failed, or records other settings)."""
+    None when there is none (or it failed, or records other settings). A worker reads each part once: on
+    a local disk its size and modification time name it; on an object store its location alone (the zoo
+    stage writes donors' parts before any unit reads them)."""
     part = sweep.donors / f"{donor_name}-{ev.eval_id(donor_key)}.parquet"
     try:
-        row = part.read_parquet().to_pylist()[0]
+        row = worker_cache().get(("donor_row", *_part_identity(part)), lambda: part.read_parquet().to_pylist()[0])
     except Exception:  # missing or unreadable: the caller measures what it needs itself
         return None
     wanted = {"donor_key": donor_key, "status": "done", **ev.row_fields()}
-    return row if all(row.get(k) == v for k, v in wanted.items()) else None
+    return dict(row) if all(row.get(k) == v for k, v in wanted.items()) else None
+
+
+def _part_identity(part: Loc) -> tuple:
+    if not part.is_local:
+        return (str(part),)
+    info = part.fs.get_file_info(part.path)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(str(part))
+    return (str(part), info.size, info.mtime_ns)
 
 
 def run_donor(
@@ -101,8 +130,8 @@ def run_donor(
     t0 = time.perf_counter()
     rows = []
     try:
-        splits = make_splits(d.dataset, d.train_size, d.val_size, d.test_size, root=data_root, download=download).to(
-            device
+        splits = worker_splits(
+            d.dataset, d.train_size, d.val_size, d.test_size, device, root=data_root, download=download
         )
         trained_now = not ckpt.exists() and DONOR_SOURCES[donor.source].trains
         if not ckpt.exists():

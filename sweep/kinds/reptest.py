@@ -19,7 +19,7 @@ from torch import nn
 
 from analysis.store.schema import REPTESTS_DIR
 from sweep.config.reptests import RepTestSpec, parse_reptests
-from sweep.data.core import make_splits
+from sweep.data.core import worker_splits
 from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
 from sweep.measures.indices import Pair
@@ -30,6 +30,8 @@ from sweep.results import SweepDir
 from sweep.stitching.objectives import FitContext, direct_match
 from sweep.stitching.stitcher import StitchedNet, Stitcher
 from sweep.train.evaluate import accuracy, activations, predict
+
+CPU = torch.device("cpu")  # the unit moves the images it uses; the worker keeps them on the host
 
 
 class LowRank(nn.Module):
@@ -103,8 +105,8 @@ def _fronts(spec: RepTestSpec, models: dict, xtr: torch.Tensor, device: torch.de
 
 
 def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, download, report) -> list[dict]:
-    splits = make_splits(
-        spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=data_root, download=download
+    splits = worker_splits(
+        spec.dataset, spec.train_size, spec.val_size, spec.test_size, CPU, root=data_root, download=download
     )
     xtr, ytr = splits.train_x[: spec.probe_train_size], splits.train_y[: spec.probe_train_size]
     xte, yte = splits.test_x[: spec.samples], splits.test_y[: spec.samples].to(device)

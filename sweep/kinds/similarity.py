@@ -16,13 +16,15 @@ import torch
 
 from analysis.store.schema import SIMILARITY_DIR
 from sweep.config.similarity import SimilaritySpec, parse_similarity
-from sweep.data.core import make_splits
+from sweep.data.core import worker_splits
 from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
 from sweep.measures.similarity import MinibatchCKA, linear_cka, minibatches
 from sweep.models.features import features
 from sweep.train.evaluate import accuracy, predict
 from sweep.train.threats import craft
+
+CPU = torch.device("cpu")  # the unit moves the images it uses; the worker keeps them on the host
 
 
 def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
@@ -45,8 +47,8 @@ def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
 
 
 def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
-    splits = make_splits(
-        spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=ctx.data_root, download=ctx.download
+    splits = worker_splits(
+        spec.dataset, spec.train_size, spec.val_size, spec.test_size, CPU, root=ctx.data_root, download=ctx.download
     )
     x, y = splits.test_x[: spec.images], splits.test_y[: spec.images]
     keys = {spec.a_key, spec.b_key} | ({spec.attack_key} if spec.attack_key else set())

@@ -18,20 +18,22 @@ import torch
 
 from analysis.store.schema import CURVES_DIR, SCHEMA_VERSION, schema, trial_schema
 from sweep import __version__
+from sweep.activations import Frozen
 from sweep.config.donors import DonorEval
 from sweep.config.space import read_stitching
 from sweep.config.trial import TrialSpec
-from sweep.data.core import Splits, make_splits
+from sweep.data.core import Splits, worker_splits
 from sweep.kinds.base import Kind, RunContext, register_kind
-from sweep.kinds.donor import donor_row, load_donor
-from sweep.measures.indices import Network, Pair
+from sweep.kinds.donor import checkpoint_identity, donor_row, load_donor
+from sweep.kinds.trial_measures import ood_auroc, similarities
+from sweep.measures.indices import Network
 from sweep.models.base import split
 from sweep.registry import INDICES
 from sweep.results import SweepDir, write_rows
 from sweep.stitching.noise import noise_seed, noise_splits
 from sweep.stitching.objectives import OBJECTIVES, FitContext, eval_mode
 from sweep.stitching.stitcher import StitchedNet, Stitcher
-from sweep.train.evaluate import accuracy, activations, most_frequent_class, predict, robust_accuracy
+from sweep.train.evaluate import accuracy, most_frequent_class, predict, robust_accuracy
 
 Report = Callable[[dict], None]
 
@@ -98,9 +100,9 @@ def run_trial(
     curves: list[tuple[int, str, float]] = []
     t0 = time.perf_counter()
     try:
-        splits = make_splits(
-            spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=data_root, download=download
-        ).to(device)
+        splits = worker_splits(
+            spec.dataset, spec.train_size, spec.val_size, spec.test_size, device, root=data_root, download=download
+        )
         metrics = _stitch_and_evaluate(spec, splits, sweep, device, curves, report, t0, data_root, download)
         unknown = sorted(set(metrics) - set(trial_schema().names))
         if unknown:
@@ -123,7 +125,8 @@ def run_trial(
 @dataclass
 class _Parts:
     """The pieces of a stitched network: both donors, f<=i, g<=j and g>j, and a fresh stitcher. A noise
-    sender has no model: its front is the identity on its samples."""
+    sender has no model: its front is the identity on its samples. `front_acts` / `end_acts`: f<=i and g<=j
+    with their activations on the splits (cached in the worker when the cache is on)."""
 
     front_model: torch.nn.Module | None
     end_model: torch.nn.Module
@@ -131,6 +134,8 @@ class _Parts:
     end_front: torch.nn.Module
     end: torch.nn.Module
     stitcher: Stitcher
+    front_acts: Frozen | None = None
+    end_acts: Frozen | None = None
 
 
 def _assemble(spec: TrialSpec, splits: Splits, sweep: SweepDir, device: torch.device) -> _Parts:
@@ -153,6 +158,16 @@ def _assemble(spec: TrialSpec, splits: Splits, sweep: SweepDir, device: torch.de
     return _Parts(front_model, end_model, front, end_front, end, stitcher)
 
 
+def _frozen(spec: TrialSpec, p: _Parts, splits: Splits, sweep: SweepDir, device: torch.device) -> None:
+    """The frozen halves of `p` on `splits`, named for the worker's cache by checkpoint and point (a noise
+    sender's halves on its samples are not cached: they are drawn per trial)."""
+    noise = spec.noise_sigma is not None
+    front_id = None if noise else (*checkpoint_identity(sweep, spec.front_key), spec.front_point)
+    end_id = None if noise else (*checkpoint_identity(sweep, spec.end_key), spec.end_point)
+    p.front_acts = Frozen(p.front, front_id, splits, device, spec.channels_last)
+    p.end_acts = Frozen(p.end_front, end_id, splits, device, spec.channels_last)
+
+
 def _stitch_and_evaluate(
     spec: TrialSpec,
     splits: Splits,
@@ -168,6 +183,7 @@ def _stitch_and_evaluate(
     images = splits  # the data's images: what the receiver's own front sees
     if spec.noise_sigma is not None:  # the stitcher trains and is tested on the noise sender's samples
         splits = _noise(spec, p, images, device)
+    _frozen(spec, p, splits, sweep, device)
     out: dict = {"split_id": splits.split_id}
     out["train_size"], out["val_size"], out["test_size"] = (len(splits.train_y), len(splits.val_y), len(splits.test_y))
     # Everything that describes the donors is measured before the fit: with `donor_bn: update` the fit moves
@@ -175,26 +191,22 @@ def _stitch_and_evaluate(
     out.update(_reference_accuracies(spec, sweep, p.front_model, p.end_model, images, device))
     if any(not INDICES[name].after_fit for name in spec.indices):  # the after-fit ones are measured below
         t_sim = time.perf_counter()
-        x, x_fit = splits.test_x[: spec.similarity_samples], splits.train_x[: spec.dm_samples or 0]
-        out.update(similarities(spec, p.front, p.end_front, p.stitcher, x, x_fit, device))
+        out.update(similarities(spec, p.front_acts, p.end_acts, p.stitcher))
         out["time_similarity_s"] = time.perf_counter() - t_sim
-    ctx = FitContext(
-        front=p.front,
-        end=p.end,
-        stitcher=p.stitcher,
-        splits=splits,
-        spec=spec,
-        device=device,
-        end_front=p.end_front,
-        report=report,
-    )
+    ctx = FitContext(p.front, p.end, p.stitcher, splits, spec, device, p.end_front, report=report)
+    ctx.front_acts, ctx.end_acts = p.front_acts, p.end_acts
     t1 = time.perf_counter()
     out["time_setup_s"] = t1 - t0 - out.get("time_similarity_s", 0.0)
     out.update(OBJECTIVES[spec.objective].fit(ctx))
     curves.extend(ctx.curves)
     out["time_fit_s"] = time.perf_counter() - t1
     report({"phase": "fit_done", "time_fit_s": out["time_fit_s"]})
-    out.update(_evaluate(spec, StitchedNet(p.front, p.stitcher, p.end).eval(), splits, device, out.pop("_ref_acc")))
+    if not ctx.front_is_frozen:  # the fit moved the front's BatchNorm statistics: its cached activations are stale
+        p.front_acts = dataclasses.replace(p.front_acts, identity=None)
+    sent = p.front_acts.on("test", precision=spec.precision) if p.front_acts.cached else None
+    out.update(
+        _evaluate(spec, StitchedNet(p.front, p.stitcher, p.end).eval(), splits, device, out.pop("_ref_acc"), sent)
+    )
     t4 = time.perf_counter()
     after_fit = [INDICES[name] for name in spec.indices if INDICES[name].after_fit]
     if after_fit:  # indices of the stitched network, after the fit
@@ -206,7 +218,9 @@ def _stitch_and_evaluate(
             for index in after_fit:
                 out.update(index.after_fit(net))
     if spec.ood_outliers:
-        out["ood_auroc"] = ood_auroc(spec, sweep, p.front, p.end_front, p.stitcher, splits, device, data_root, download)
+        out["ood_auroc"] = ood_auroc(
+            spec, sweep, p.front_acts, p.end_acts, p.stitcher, splits, device, data_root, download
+        )
         out["time_ood_s"] = time.perf_counter() - t4
     return out
 
@@ -226,10 +240,12 @@ def _noise(spec: TrialSpec, p: _Parts, images: Splits, device: torch.device) -> 
     ).to(device)
 
 
-def _evaluate(spec: TrialSpec, stitched: StitchedNet, splits: Splits, device: torch.device, ref_acc) -> dict:
-    """Clean accuracy (and what the stitched network predicts most), relative and robust accuracy."""
+def _evaluate(spec: TrialSpec, stitched: StitchedNet, splits: Splits, device: torch.device, ref_acc, sent=None) -> dict:
+    """Clean accuracy (and what the stitched network predicts most), relative and robust accuracy. `sent`:
+    the front's cached activations of the test images (the clean pass then starts after the front)."""
     t2 = time.perf_counter()
-    pred = predict(stitched, splits.test_x, device, precision=spec.precision, channels_last=spec.channels_last)
+    net, x = (lambda a: stitched.end(stitched.stitcher(a)), sent) if sent is not None else (stitched, splits.test_x)
+    pred = predict(net, x, device, precision=spec.precision, channels_last=spec.channels_last)
     out = {"clean_acc": accuracy(pred, splits.test_y), "num_classes": splits.num_classes}
     out["most_frequent_class"], out["most_frequent_class_ratio"] = most_frequent_class(pred, splits.num_classes)
     out["relative_acc"] = out["clean_acc"] / ref_acc if ref_acc else None
@@ -279,96 +295,6 @@ def _reference_accuracies(
     return dict(out, _ref_acc=ref_acc)
 
 
-def outlier_images(
-    names: tuple[str, ...], n: int, like: torch.Tensor, data_root: str | None, download: bool, seed: int = 0
-) -> torch.Tensor:
-    """The auxiliary outlier set: the first `n` training images of each named dataset and/or `n` images of
-    uniform noise, shaped like `like` (one image)."""
-    from sweep.data.core import load_pool
-
-    parts = []
-    for name in names:
-        if name == "noise":
-            gen = torch.Generator().manual_seed(seed)
-            parts.append(torch.rand((n, *like.shape), generator=gen))
-        else:
-            parts.append(load_pool(name, data_root, download).train_x[:n])
-    return torch.cat(parts)
-
-
-def ood_auroc(
-    spec: TrialSpec,
-    sweep: SweepDir,
-    front,
-    end_front,
-    stitcher,
-    splits: Splits,
-    device: torch.device,
-    data_root: str | None,
-    download: bool,
-) -> float:
-    """AUROC of the end layer's energy detector between target activations g<=j(x) and stitched ones
-    T(f<=i(x)) on test images (Balogh & Jelasity 2025 Section 4); the detector is trained once per end donor, layer and
-    OOD setting and cached in the zoo."""
-    from sweep.measures.ood import auroc, detector_path, energy, load_or_train, train_detector
-
-    for m in (front, end_front, stitcher):
-        m.eval()
-    setting = {
-        "outliers": list(spec.ood_outliers),
-        "train_size": spec.ood_train_size,
-        "epochs": spec.ood_epochs,
-        "oe_epochs": spec.ood_oe_epochs,
-        "split": splits.split_id,
-        "v": 1,
-    }
-
-    def train():
-        x_in = splits.train_x[: spec.ood_train_size]
-        x_out = outlier_images(spec.ood_outliers, spec.ood_train_size, x_in[0], data_root, download)
-        return train_detector(
-            activations(end_front, x_in, device).cpu(),
-            splits.train_y[: spec.ood_train_size].cpu(),
-            activations(end_front, x_out, device).cpu(),
-            splits.num_classes,
-            epochs=spec.ood_epochs,
-            oe_epochs=spec.ood_oe_epochs,
-            device=device,
-        )
-
-    det = load_or_train(detector_path(sweep.zoo(spec.end_key), spec.end_point, setting), train).to(device).eval()
-    x = splits.test_x[: spec.ood_samples]
-    with torch.no_grad():
-        e_target = energy(activations(lambda b: det(end_front(b)), x, device)).cpu()
-        e_stitched = energy(activations(lambda b: det(stitcher(front(b))), x, device)).cpu()
-    return auroc(e_target, e_stitched)
-
-
-def similarities(
-    spec: TrialSpec, front, end_front, stitcher: Stitcher, x: torch.Tensor, x_fit: torch.Tensor, device: torch.device
-) -> dict:
-    """The requested indices between f<=i(x) and g<=j(x) on the test images `x`, each in its layout (the
-    registered one, or the spec's for PWCCA and OPD). The DM distance fits its map on the K training images
-    `x_fit` (Balogh & Jelasity 2025, 2.3), computed only when it is requested."""
-
-    pair = Pair(
-        activations(front, x, device).cpu(),
-        activations(end_front, x, device).cpu(),
-        resize=stitcher.resize,
-        fit=lambda: (activations(front, x_fit, device).cpu(), activations(end_front, x_fit, device).cpu()),
-        layouts={k: v for k, v in (("pwcca", spec.pwcca_layout), ("opd", spec.opd_layout)) if v},
-    )
-    out = {}
-    for name in spec.indices:
-        index = INDICES[name]
-        if not index.after_fit:  # those are measured on the stitched network, after the fit
-            values = index.values(pair)
-            out.update(values)
-            if spec.permutations and index.kind in ("similarity", "distance"):
-                out.update(index.null(pair, values[index.entry.column], spec.permutations, spec.seed))
-    return out
-
-
 def _run(spec: TrialSpec, ctx: RunContext) -> dict:
     row = run_trial(spec, ctx.sweep_dir, ctx.report, ctx.device, ctx.data_root, ctx.download)
     return {k: row.get(k) for k in ("status", "clean_acc", "robust_acc", "error")}
@@ -389,5 +315,6 @@ register_kind(
         group=lambda spec: spec.group,
         donors=lambda spec: (spec.front, spec.end),
         after=("donor",),
+        locality=lambda spec: (spec.front_key, spec.front_point, spec.end_key, spec.end_point),
     )
 )

@@ -16,7 +16,7 @@ import torch
 
 from analysis.store.schema import TRAINING_SIMILARITY_DIR
 from sweep.config.similarity import TrainingSimilaritySpec, parse_training_similarity
-from sweep.data.core import make_splits
+from sweep.data.core import worker_splits
 from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
 from sweep.measures.similarity import MinibatchCKA, grams, minibatches
@@ -24,6 +24,8 @@ from sweep.models.features import features
 from sweep.results import load_torch
 from sweep.train.donors import epoch_checkpoint
 from sweep.train.threats import craft
+
+CPU = torch.device("cpu")  # the unit moves the images it uses; the worker keeps them on the host
 
 
 def run_training_similarity(spec: TrainingSimilaritySpec, ctx: RunContext) -> dict:
@@ -59,8 +61,8 @@ def epoch_models(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[torch.nn
 
 
 def _measure(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[dict]:
-    splits = make_splits(
-        spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=ctx.data_root, download=ctx.download
+    splits = worker_splits(
+        spec.dataset, spec.train_size, spec.val_size, spec.test_size, CPU, root=ctx.data_root, download=ctx.download
     )
     x, y = splits.test_x[: spec.images], splits.test_y[: spec.images]
     models = epoch_models(spec, ctx)

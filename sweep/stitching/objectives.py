@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from sweep.activations import Frozen
 from sweep.config.fields import Option
 from sweep.data.core import Splits, batches
 from sweep.registry import OBJECTIVES
@@ -76,9 +77,22 @@ class FitContext:
     end_front: nn.Module | None = None  # g<=j: the end model's own front half (needed by direct matching)
     curves: list[tuple[int, str, float]] = field(default_factory=list)
     report: Callable[[dict], None] | None = None  # a heartbeat per epoch (the sweep's progress display)
+    # the frozen halves' activations on the splits (`sweep.activations.Frozen`); None: computed per batch
+    front_acts: Frozen | None = None
+    end_acts: Frozen | None = None
 
     def stitched(self, x: torch.Tensor) -> torch.Tensor:
         return self.end(self.stitcher(self.front(x)))
+
+    def head(self, a: torch.Tensor) -> torch.Tensor:  # the stitched network after the front: g>j(T(a))
+        return self.end(self.stitcher(a))
+
+    @property
+    def front_is_frozen(self) -> bool:
+        """Whether f<=i(x) is a pure function of x during the fit (BatchNorm statistics do not move), so
+        a gradient fit may read the front's cached activations instead of recomputing them."""
+        moves_bn = self.spec.donor_bn == "update"  # blanked (None) for objectives that train nothing
+        return bool(self.front_acts and self.front_acts.cached) and not moves_bn
 
     @property
     def params(self) -> dict:
@@ -174,10 +188,14 @@ def adv_mix_count(batch: int, alpha: float) -> int:
 
 
 def _fit_by_gradient(
-    ctx: FitContext, batch_loss: Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]
+    ctx: FitContext,
+    batch_loss: Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor],
+    on_features: bool = False,
 ) -> dict:
     """The spec's optimiser on the stitcher's parameters (default: Adam with A.2's weight decay and step
-    schedule, Balogh & Jelasity 2023 A.5); `batch_loss(x, y, generator)` gives the loss."""
+    schedule, Balogh & Jelasity 2023 A.5); `batch_loss(x, y, generator)` gives the loss. With `on_features`
+    its `x` are the front's cached activations f<=i(x) (train, and val for the per-epoch accuracy) instead
+    of images: the same batches, in the same order, without the front's forward passes."""
     spec = ctx.spec
     out = _initialise(ctx)
     set_donor_mode(ctx)
@@ -187,9 +205,14 @@ def _fit_by_gradient(
     gen = torch.Generator().manual_seed(spec.seed)
     last_beat = time.monotonic()
     train_loss = math.nan
+    if on_features:
+        train_x = ctx.front_acts.on("train", precision=spec.precision)
+        val_x, net = ctx.front_acts.on("val", precision=spec.precision), ctx.head
+    else:
+        train_x, val_x, net = ctx.splits.train_x, ctx.splits.val_x, ctx.stitched
     for epoch in range(1, spec.epochs + 1):
         total, n = 0.0, 0
-        for xb, yb in batches(ctx.splits.train_x, ctx.splits.train_y, spec.batch_size, gen):
+        for xb, yb in batches(train_x, ctx.splits.train_y, spec.batch_size, gen):
             xb, yb = to_device(xb, ctx.device, spec.channels_last), yb.to(ctx.device)
             with autocast(ctx.device, spec.precision):
                 loss = batch_loss(xb, yb, gen)
@@ -202,9 +225,7 @@ def _fit_by_gradient(
             ctx.report({"phase": "fit", "epoch": epoch, "epochs": spec.epochs, "train_loss": train_loss})
             last_beat = time.monotonic()
         with eval_mode(ctx.front, ctx.end, ctx.stitcher):
-            val_pred = predict(
-                ctx.stitched, ctx.splits.val_x, ctx.device, precision=spec.precision, channels_last=spec.channels_last
-            )
+            val_pred = predict(net, val_x, ctx.device, precision=spec.precision, channels_last=spec.channels_last)
         val_acc = accuracy(val_pred, ctx.splits.val_y) if len(val_pred) else math.nan
         ctx.curves.append((epoch, "val_acc", val_acc))
     out["final_train_loss"] = train_loss
@@ -247,6 +268,9 @@ def _pgd(ctx: FitContext, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator
     "task loss matching (Balogh & Jelasity 2023 Eq. 1): cross-entropy of the stitched net, Adam, lr/10 at 1/3 and 2/3",
 )
 def fit_task_loss(ctx: FitContext) -> dict:
+    if ctx.front_is_frozen:  # the loss reads f<=i(x) only: train on the cached activations
+        return _fit_by_gradient(ctx, lambda a, y, gen: _ce(ctx.head(a), y), on_features=True)
+
     def loss(x, y, gen):
         return _ce(_head(ctx, _features(ctx, x)), y)
 
@@ -329,8 +353,8 @@ def direct_match(ctx: FitContext) -> dict:
     # Fitted on the first K images of the (already shuffled) training split, never on evaluation data.
     x = ctx.splits.train_x[:k].to(ctx.device)
     with eval_mode(ctx.front, ctx.end_front), torch.no_grad():
-        src = ctx.front(x)
-        tgt = ctx.end_front(x)
+        src = ctx.front_acts.on("train", k) if ctx.front_acts is not None else ctx.front(x)
+        tgt = ctx.end_acts.on("train", k) if ctx.end_acts is not None else ctx.end_front(x)
         if hasattr(ctx.stitcher, "resize"):  # cross-layer: the map sees source maps at the target's size
             src = ctx.stitcher.resize(src)
     if src.dim() == 2:  # vectors: one position each

@@ -1,0 +1,106 @@
+"""What a stitching trial measures besides accuracy: the similarity indices between f<=i and g<=j, and the
+energy-OOD AUROC of the stitched representation. Both read the frozen halves' activations through
+`sweep.activations.Frozen`, so they come from the worker's cache when it is on."""
+
+from __future__ import annotations
+
+import torch
+
+from sweep.activations import Frozen
+from sweep.config.trial import TrialSpec
+from sweep.data.core import Splits
+from sweep.registry import INDICES
+from sweep.results import SweepDir
+from sweep.stitching.stitcher import Stitcher
+from sweep.train.evaluate import activations
+
+
+def outlier_images(
+    names: tuple[str, ...], n: int, like: torch.Tensor, data_root: str | None, download: bool, seed: int = 0
+) -> torch.Tensor:
+    """The auxiliary outlier set: the first `n` training images of each named dataset and/or `n` images of
+    uniform noise, shaped like `like` (one image)."""
+    from sweep.data.core import load_pool
+
+    parts = []
+    for name in names:
+        if name == "noise":
+            gen = torch.Generator().manual_seed(seed)
+            parts.append(torch.rand((n, *like.shape), generator=gen))
+        else:
+            parts.append(load_pool(name, data_root, download).train_x[:n])
+    return torch.cat(parts)
+
+
+def ood_auroc(
+    spec: TrialSpec,
+    sweep: SweepDir,
+    front: Frozen,
+    end_front: Frozen,
+    stitcher,
+    splits: Splits,
+    device: torch.device,
+    data_root: str | None,
+    download: bool,
+) -> float:
+    """AUROC of the end layer's energy detector between target activations g<=j(x) and stitched ones
+    T(f<=i(x)) on test images (Balogh & Jelasity 2025 Section 4); the detector is trained once per end
+    donor, layer and OOD setting and cached in the zoo."""
+    from sweep.measures.ood import auroc, detector_path, energy, load_or_train, train_detector
+
+    for m in (front.module, end_front.module, stitcher):
+        m.eval()
+    setting = {
+        "outliers": list(spec.ood_outliers),
+        "train_size": spec.ood_train_size,
+        "epochs": spec.ood_epochs,
+        "oe_epochs": spec.ood_oe_epochs,
+        "split": splits.split_id,
+        "v": 1,
+    }
+
+    def train():
+        x_in = splits.train_x[: spec.ood_train_size]
+        x_out = outlier_images(spec.ood_outliers, spec.ood_train_size, x_in[0], data_root, download)
+        return train_detector(
+            end_front.on("train", spec.ood_train_size).float().cpu(),
+            splits.train_y[: spec.ood_train_size].cpu(),
+            activations(end_front.module, x_out, device).cpu(),
+            splits.num_classes,
+            epochs=spec.ood_epochs,
+            oe_epochs=spec.ood_oe_epochs,
+            device=device,
+        )
+
+    det = load_or_train(detector_path(sweep.zoo(spec.end_key), spec.end_point, setting), train).to(device).eval()
+    n = spec.ood_samples
+    sent = front.on("test", n)
+    with torch.no_grad():
+        e_target = energy(activations(det, end_front.on("test", n), device)).cpu()
+        e_stitched = energy(activations(lambda a: det(stitcher(a)), sent, device)).cpu()
+    return auroc(e_target, e_stitched)
+
+
+def similarities(spec: TrialSpec, front: Frozen, end_front: Frozen, stitcher: Stitcher) -> dict:
+    """The requested indices between f<=i(x) and g<=j(x) on the first `similarity_samples` test images,
+    each in its layout (the registered one, or the spec's for PWCCA and OPD). The DM distance fits its map
+    on the first K training images (Balogh & Jelasity 2025, 2.3), computed only when it is requested."""
+    from sweep.measures.indices import Pair
+
+    n, k = spec.similarity_samples, spec.dm_samples or 0
+    pair = Pair(
+        front.on("test", n).float().cpu(),
+        end_front.on("test", n).float().cpu(),
+        resize=stitcher.resize,
+        fit=lambda: (front.on("train", k).float().cpu(), end_front.on("train", k).float().cpu()),
+        layouts={k: v for k, v in (("pwcca", spec.pwcca_layout), ("opd", spec.opd_layout)) if v},
+    )
+    out = {}
+    for name in spec.indices:
+        index = INDICES[name]
+        if not index.after_fit:  # those are measured on the stitched network, after the fit
+            values = index.values(pair)
+            out.update(values)
+            if spec.permutations and index.kind in ("similarity", "distance"):
+                out.update(index.null(pair, values[index.entry.column], spec.permutations, spec.seed))
+    return out

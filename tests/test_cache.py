@@ -1,0 +1,209 @@
+"""The worker's cache (`sweep.cache`, `sweep.activations`): cached and uncached trials record the same rows,
+the LRU keeps to its byte budget, the node's folder is shared and survives torn files, donors are copies."""
+
+import copy
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+import analysis
+from sweep import cache
+from sweep.activations import Frozen, compute
+from sweep.config.space import parse_space
+from sweep.data.core import make_splits
+from sweep.kinds.donor import load_donor, run_donor
+from sweep.kinds.stitch import run_trial
+from sweep.models.base import split
+from sweep.models.resnet import resnet_tiny
+from sweep.registry import KINDS
+from sweep.results import SweepDir
+
+from .conftest import TINY_SPACE
+
+# Columns that may differ between two runs of one trial: timings, where and when it ran.
+VOLATILE = {"hostname", "device", "finished_at"}
+
+
+@pytest.fixture
+def settings(tmp_path):
+    """`settings(**env)`: this process's cache reconfigured for one test (its folder under tmp_path), the
+    environment's settings restored afterwards."""
+
+    def set_(**env):
+        return cache.configure({cache.DIR_ENV: str(tmp_path / "node"), **env})
+
+    yield set_
+    cache.configure()
+
+
+def test_lru_keeps_to_its_budget_and_evicts_the_least_recently_used(settings):
+    c = settings(STITCHSWEEP_CACHE_MB="1", STITCHSWEEP_CACHE_DIR="")
+    quarter = lambda v: torch.full((2**16,), float(v))  # noqa: E731  256 KiB each
+    calls = []
+    for i in range(4):
+        c.get(("t", i), lambda i=i: calls.append(i) or quarter(i))
+    assert c.bytes == 2**20 and calls == [0, 1, 2, 3]
+    c.get(("t", 0), lambda: calls.append("again") or quarter(0))  # a hit: 0 becomes the most recent
+    c.get(("t", 4), lambda: quarter(4))  # evicts 1, the least recently used
+    assert c.bytes <= 2**20 and c.stats.evicted == 1
+    c.get(("t", 1), lambda: calls.append("1 again") or quarter(1))
+    assert calls == [0, 1, 2, 3, "1 again"]
+    big = c.get(("big",), lambda: torch.zeros(2**19))  # 2 MiB: computed, returned, not kept
+    assert len(big) == 2**19 and c.stats.too_large == 1 and c.bytes <= 2**20
+
+
+def test_disk_level_is_shared_between_processes_and_survives_a_torn_file(settings, tmp_path):
+    first = settings()
+    value = torch.randn(100, 8)
+    assert torch.equal(first.get(("acts", 1), lambda: value, disk=True), value)
+    # another worker of the node: a fresh process cache, same folder
+    other = cache.WorkerCache(cache.Settings.from_env({cache.DIR_ENV: str(tmp_path / "node")}))
+    got = other.get(("acts", 1), lambda: pytest.fail("recomputed what the node has"), disk=True)
+    assert torch.equal(got, value) and other.stats.disk_hits == 1
+    (file,) = (tmp_path / "node").glob("*.pt")
+    file.write_bytes(file.read_bytes()[:50])  # a writer that died half way
+    third = cache.WorkerCache(cache.Settings.from_env({cache.DIR_ENV: str(tmp_path / "node")}))
+    assert torch.equal(third.get(("acts", 1), lambda: value * 2, disk=True), value * 2)
+    assert third.stats.misses == 1
+
+
+def test_disk_level_keeps_to_its_budget(settings, tmp_path):
+    c = settings(STITCHSWEEP_CACHE_DISK_MB="1")
+    for i in range(6):  # 256 KiB each: at most four fit
+        c.get(("acts", i), lambda: torch.zeros(2**16), disk=True)
+    files = list((tmp_path / "node").glob("*.pt"))
+    assert 0 < len(files) <= 4 and sum(f.stat().st_size for f in files) <= 2**20
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [("STITCHSWEEP_CACHE", "maybe", "'on' or 'off'"), ("STITCHSWEEP_CACHE_MB", "-3", "megabytes")],
+)
+def test_bad_settings_name_the_variable(name, value, expected):
+    with pytest.raises(ValueError, match=f"{name}: expected .*{expected}.*{value}"):
+        cache.Settings.from_env({name: value})
+
+
+def test_front_activations_do_not_depend_on_how_images_are_batched():
+    """What makes cached rows bitwise equal on CPU fp32: f<=i of an image is the same whether it is computed
+    in a shuffled training batch or in the cache's fixed chunks."""
+    torch.manual_seed(0)
+    model = resnet_tiny(in_channels=1, num_classes=10, mean=(0.5,), std=(0.5,), image_size=16).eval()
+    x = torch.rand(300, 1, 16, 16)
+    perm = torch.randperm(300)
+    for point in model.stitch_points:
+        front, _ = split(model, point)
+        front.eval()
+        whole = compute(front, x, torch.device("cpu"))
+        with torch.no_grad():
+            shuffled = torch.empty_like(whole)
+            for i in range(0, 300, 64):
+                shuffled[perm[i : i + 64]] = front(x[perm[i : i + 64]])
+        assert torch.equal(whole, shuffled), point
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"].update(
+        stitch_points=["layer1.1", "layer3.0"],
+        objectives=["tlm", "dm+tlm", "dm"],
+        indices=["cka", "dm"],
+        ood={"outliers": ["noise"], "train_size": 200, "epochs": 1, "oe_epochs": 1, "samples": 100},
+    )
+    space["stitching"]["epochs"] = 2
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path_factory.mktemp("results"), sweep.name)
+    sweep_dir.create()
+    row = run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    assert row["status"] == "done", row.get("error")
+    return sweep, sweep_dir
+
+
+def _rows(sweep, sweep_dir, trials):
+    for spec in trials:
+        row = run_trial(spec, sweep_dir, device=torch.device("cpu"))
+        assert row["status"] == "done", row.get("error")
+    rows = analysis.load_trials(sweep_dir.path).set_index("trial_id").sort_index()
+    keep = [c for c in rows.columns if not c.startswith("time_") and c not in VOLATILE]
+    return rows[keep]
+
+
+def test_cached_and_uncached_trials_record_the_same_rows(zoo, settings, tmp_path):
+    """Every column but timings, host, device and time, bitwise (CPU fp32): TLM from random and DM init, DM,
+    indices (CKA, DM distance), OOD AUROC; the second cached pass reads everything from the cache."""
+    sweep, sweep_dir = zoo
+    trials = [dataclasses.replace(t, n_eval_robust=8) for t in sweep.trials]
+    assert {t.objective for t in trials} == {"tlm", "dm+tlm", "dm"}
+
+    def copy_of_zoo(name):
+        d = SweepDir(tmp_path / name, sweep.name)
+        d.create()
+        shutil.copytree(str(sweep_dir.root / "zoo"), str(d.root / "zoo"))
+        shutil.copytree(str(sweep_dir.donors), str(d.donors), dirs_exist_ok=True)
+        return d
+
+    settings(STITCHSWEEP_CACHE="off")
+    uncached = _rows(sweep, copy_of_zoo("off"), trials)
+    c = settings()
+    on = copy_of_zoo("on")
+    cached = _rows(sweep, on, trials)
+    assert c.stats.misses > 0
+    for part in (on.path / "trials").glob("*.parquet"):
+        part.unlink()
+    misses = c.stats.misses
+    again = _rows(sweep, on, trials)  # the worker's next trials: donors and activations from the cache
+    assert c.stats.misses == misses and c.stats.hits > 0
+    assert len(uncached) == len(trials)
+    pd.testing.assert_frame_equal(cached, uncached, check_exact=True)
+    pd.testing.assert_frame_equal(again, uncached, check_exact=True)
+
+
+def test_load_donor_hands_out_copies(zoo, settings):
+    _, sweep_dir = zoo
+    settings()
+    key = next(iter(p.name for p in Path(str(sweep_dir.root / "zoo")).iterdir()))
+    a = load_donor(sweep_dir, key, torch.device("cpu"))
+    with torch.no_grad():
+        next(a.parameters()).add_(1.0)
+    b = load_donor(sweep_dir, key, torch.device("cpu"))
+    assert not torch.equal(next(a.parameters()), next(b.parameters()))
+
+
+def test_frozen_uncached_computes_only_what_is_asked(settings):
+    settings(STITCHSWEEP_CACHE="off")
+    splits = make_splits("digits", 100, 50, 60)
+    seen = []
+    net = lambda x: seen.append(len(x)) or x.flatten(1)  # noqa: E731
+    got = Frozen(net, ("x", "p"), splits, torch.device("cpu")).on("test", 10)
+    assert got.shape[0] == 10 and sum(seen) == 10
+
+
+def test_trials_sharing_a_front_are_ordered_together():
+    sweep = parse_space(dict(copy.deepcopy(TINY_SPACE), stitching=dict(TINY_SPACE["stitching"], stitch_points="all")))
+    kind = KINDS["trial"]
+    units = list(kind.units(sweep).values())
+    ordered = sorted(units, key=kind.locality)
+    fronts = [(u.front_key, u.front_point) for u in ordered]
+    changes = sum(a != b for a, b in zip(fronts, fronts[1:]))
+    assert changes == len(set(fronts)) - 1  # each front's trials are one run
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "field"),
+    [(["--cache-mb", "-1"], {}, "--cache-mb"), ([], {"STITCHSWEEP_CACHE": "maybe"}, "STITCHSWEEP_CACHE")],
+)
+def test_run_refuses_bad_cache_settings_before_ray_starts(
+    flags, env, field, write_space, tiny_space, tmp_path, monkeypatch, capsys
+):
+    from sweep.cli import EXIT_BAD_INPUT, main
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    code = main(["run", str(write_space(tiny_space)), "--storage", str(tmp_path / "r"), *flags])
+    assert code == EXIT_BAD_INPUT
+    assert f"error: {field}: expected" in capsys.readouterr().err
