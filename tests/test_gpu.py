@@ -53,3 +53,24 @@ def test_adversarial_objectives_and_trades_donor_on_cuda(tmp_path):
         row = run_trial(dataclasses.replace(spec, n_eval_robust=16), sweep_dir, device=cuda)
         assert row["status"] == "done", row.get("error")
         assert row["device"].startswith("cuda")
+
+
+def test_quarter_gpu_trials_share_the_device_under_ray(tmp_path, write_space):
+    """`gpus_per_trial: 0.25`: Ray places up to four trials on the one GPU at once; every trial runs on it."""
+    import subprocess
+    import sys
+
+    import analysis
+
+    space = copy.deepcopy(TINY_SPACE)
+    space["resources"] = {"cpus_per_trial": 1, "gpus_per_trial": 0.25}
+    space["stitching"]["stitch_points"] = "all"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep", "run", str(write_space(space)), "--storage", str(tmp_path), "--num-cpus", "4"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    trials = analysis.load_trials(tmp_path / "tiny")
+    assert (trials["status"] == "done").all() and trials["device"].str.startswith("cuda").all()

@@ -5,6 +5,7 @@ process itself.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,6 +49,10 @@ def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_sp
     assert "[stitch 4/4" in out and "4 done, 0 failed, 0 pending" in out
     # the whole sweep's counts after each stage: the donor, then its 4 trials
     assert "[sweep] 1/5 finished, 0 running, 4 pending" in out and "[sweep] 5/5 finished, 0 running, 0 pending" in out
+    # Tune reuses the workers (2 CPUs, 1 per trial: at most 2 processes for 4 trials), whose caches serve the
+    # trials after their first: the donor, the splits and the shared fronts' activations
+    workers = re.search(r"\[stitch\] 4 trial units ran in (\d+) worker process\(es\); worker cache: (\d+) hits", out)
+    assert workers and int(workers.group(1)) <= 2 and int(workers.group(2)) > 0, out
     # none of Ray's lines that contradict or repeat ours
     for noise in ("Token authentication is enabled", "Wrote the latest version", "Tuner.restore"):
         assert noise not in first.stdout + first.stderr, noise

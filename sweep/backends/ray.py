@@ -76,9 +76,11 @@ def _trainable(config: dict, run, units: dict, root: Loc, sweep_name: str, env: 
     cloudpickle sees fit, so a kind registered only in the driver runs too), its progress forwarded to Tune."""
     import torch
 
+    from sweep.cache import configure
     from sweep.kinds.base import RunContext
 
     torch.set_num_threads(_threads(env["cpus"]))
+    cache = configure(env["cache"])  # the driver's cache settings; a reused actor keeps what it cached
     ctx = RunContext(
         SweepDir(root, sweep_name),
         torch.device("cuda" if env["gpu"] and torch.cuda.is_available() else "cpu"),
@@ -87,7 +89,10 @@ def _trainable(config: dict, run, units: dict, root: Loc, sweep_name: str, env: 
         report=lambda m: tune.report(m),
     )
     out = run(units[config["unit"]], ctx)
-    tune.report({"status": out.get("status", "skipped"), **{k: v for k, v in out.items() if k != "status"}})
+    worker = {"worker_pid": os.getpid(), "worker_node": ray.get_runtime_context().get_node_id()}
+    st = cache.stats
+    worker.update(cache_hits=st.hits + st.disk_hits, cache_misses=st.misses, cache_mb=cache.bytes / 2**20)
+    tune.report({"status": out.get("status", "skipped"), **{k: v for k, v in out.items() if k != "status"}, **worker})
 
 
 class _Progress(tune.Callback):
@@ -100,7 +105,18 @@ class _Progress(tune.Callback):
         self.finished = 0  # trials whose trainable returned its final status, or that Ray gave up on
         self.errored = 0  # trials Ray gave up on (their logs under _ray/ are kept)
         self.last: dict = {}
+        self.workers: dict[tuple, dict] = {}  # (node, pid) -> its units and latest cache counters
         self.t0 = time.perf_counter()
+
+    def worker_line(self) -> str:
+        """How the stage's units spread over worker processes, and what their caches served."""
+        w = self.workers.values()
+        hits, misses = sum(x["hits"] for x in w), sum(x["misses"] for x in w)
+        held = max((x["mb"] for x in w), default=0.0)
+        return (
+            f"[{self.stage}] {sum(x['units'] for x in w)} {self.kind} units ran in {len(w)} worker process(es);"
+            f" worker cache: {hits} hits, {misses} misses, at most {held:.0f} MB held by a worker"
+        )
 
     def _prefix(self) -> str:
         return f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s]"
@@ -122,6 +138,9 @@ class _Progress(tune.Callback):
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.done += 1
         r = self.last.pop(trial.trial_id, {})
+        if "worker_pid" in r:
+            w = self.workers.setdefault((r["worker_node"], r["worker_pid"]), {"units": 0})
+            w.update(units=w["units"] + 1, hits=r["cache_hits"], misses=r["cache_misses"], mb=r["cache_mb"])
         status = r.get("status", "?")
         if "status" in r:
             self.finished += 1
@@ -182,6 +201,7 @@ def _fit(
     size = trials_per_experiment()
     for start in range(0, len(grid), size):
         _fit_chunk(name, trainable, grid[start : start + size], resources, sweep_dir, progress, max_concurrent)
+    progress.sweep.note(progress.worker_line())
     progress.sweep.summary()
     return StageSummary(name, len(grid), time.perf_counter() - t0)
 
@@ -203,6 +223,9 @@ def _fit_chunk(
             param_space={"unit": tune.grid_search(grid)},
             tune_config=tune.TuneConfig(
                 max_concurrent_trials=max_concurrent,
+                # One actor runs trial after trial (they all ask for the same resources), so its donors,
+                # splits and cached activations (`sweep.cache`) serve every trial it runs.
+                reuse_actors=True,
                 trial_name_creator=lambda t: str(t.config["unit"]),
                 trial_dirname_creator=lambda t: str(t.config["unit"]),
             ),
@@ -282,7 +305,11 @@ def run_stages(
             check_data_on_a_worker(sweep)
         resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
         env = dict(
-            cpus=sweep.cpus_per_trial, gpu=sweep.gpus_per_trial > 0, data_root=sweep.data_root, download=sweep.download
+            cpus=sweep.cpus_per_trial,
+            gpu=sweep.gpus_per_trial > 0,
+            data_root=sweep.data_root,
+            download=sweep.download,
+            cache={k: v for k, v in os.environ.items() if k.startswith("STITCHSWEEP_CACHE")},
         )
         summaries = []
         names = [k for k in KINDS if plan.get(k)]
@@ -296,7 +323,10 @@ def run_stages(
                 print(f"[{kind.stage}] {blocked_note(kind.noun, blocked)}", flush=True)
             if not ready:
                 continue
-            units = {uid: everything[uid] for uid in ready}  # only what runs travels to the workers
+            # Only what runs travels to the workers; units that share a front run one after the other
+            # (`Kind.locality`), so a worker's cached activations serve them.
+            order = sorted(ready, key=lambda uid: kind.locality(everything[uid])) if kind.locality else ready
+            units = {uid: everything[uid] for uid in order}
             trainable = tune.with_parameters(
                 _trainable, run=kind.run, units=units, root=sweep_dir.root, sweep_name=sweep.name, env=env
             )

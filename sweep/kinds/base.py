@@ -63,6 +63,8 @@ class Kind:
     group: Callable[[Any], str] | None = None  # `plan`'s summary: units of one group are counted together
     donors: Callable[[Any], tuple[str, ...]] | None = None  # the donor refs a unit reads: a failed one blocks it
     after: tuple[str, ...] = ()
+    # A sort key of units that share expensive state (a donor, a point): the backend runs them consecutively.
+    locality: Callable[[Any], tuple] | None = None
     rerun_failed: bool = False  # a failed unit is tried again by every run (else only with --failed)
 
     def units(self, sweep: Sweep) -> dict[str, Any]:
