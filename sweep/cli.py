@@ -75,7 +75,7 @@ def cmd_plan(args) -> int:
 
     sweep = _load_space(args.space)
     units = {name: kind.units(sweep) for name, kind in KINDS.items()}
-    todo = None
+    todo, sweep_dir = None, None
     if args.storage is not None:
         sweep_dir = SweepDir(_storage("--storage", args.storage), sweep.name)
         todo = planning.to_run(sweep, sweep_dir, retry_failed=False, dry=True) if sweep_dir.path.exists() else None
@@ -90,6 +90,11 @@ def cmd_plan(args) -> int:
             if u:
                 left = len(u) if todo is None else len(todo.get(name, ()))
                 print(f"{KINDS[name].noun} under {args.storage}: {len(u) - left} recorded, {left} would run")
+    if args.estimate:
+        from sweep.estimate import plan_estimate
+
+        known = sweep_dir if todo is not None else None
+        print("\n".join(plan_estimate(sweep, units, todo, known, args.costs, args.workers)))
     return 0
 
 
@@ -121,8 +126,23 @@ def _check_counts(args) -> None:
             raise SpecError(flag, "a whole number >= 1", value)
 
 
+def _cache_settings(args) -> None:
+    """--cache / --cache-mb set the workers' cache (`sweep.cache`) through its environment variables, which
+    the backend hands to every worker; a bad variable is refused here, before Ray starts."""
+    from sweep import cache
+
+    if args.cache is not None:
+        os.environ[cache.SWITCH_ENV] = args.cache
+    if args.cache_mb is not None:
+        if args.cache_mb < 0:
+            raise SpecError("--cache-mb", "a whole number of megabytes >= 0", args.cache_mb)
+        os.environ[cache.BUDGET_ENV] = str(args.cache_mb)
+    cache.Settings.from_env()  # a bad variable is a SpecError naming it
+
+
 def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
     _check_counts(args)
+    _cache_settings(args)
     _prepare(sweep_dir)
     with Lease(sweep_dir):  # one driver per sweep
         return _execute_leased(sweep, sweep_dir, args, retry_failed)
@@ -300,6 +320,13 @@ def _ray_options(p: argparse.ArgumentParser) -> None:
         help="at most this many trials at once (default: as resources allow)",
     )
     p.add_argument("--failed", action="store_true", help="also rerun trials recorded as failed")
+    p.add_argument(
+        "--cache",
+        choices=("on", "off"),
+        default=None,
+        help="the workers' cache of donors, data and frozen activations (default: on; results are the same)",
+    )
+    p.add_argument("--cache-mb", type=int, default=None, help="its memory budget per worker (default: 2048)")
 
 
 SPACE = ("space", "a search-space YAML file")
@@ -318,6 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", action="store_true", help="list every unit of work (default: a summary)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON (summary and every unit)")
     p.add_argument("--storage", default=None, help="also say what this results root has recorded and would run")
+    p.add_argument("--estimate", action="store_true", help="predict the device time of what would run (cost model)")
+    p.add_argument("--costs", default=None, help="--estimate: a cost profile (default: the shipped 2-core CPU one)")
+    p.add_argument("--workers", type=int, default=None, help="--estimate: units running at once (default: 1)")
 
     p = _command(sub, "run", cmd_run, "run a sweep (trials already recorded are skipped)",
                  "search_spaces/quickstart.yaml --storage results --num-cpus 2", SPACE)  # fmt: skip
