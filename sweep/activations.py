@@ -3,58 +3,77 @@ needs them: the TLM/DM fits (every epoch), clean evaluation, similarity indices 
 
 A frozen half is f<=i of a front donor or g<=j of an end donor with its BatchNorm in eval mode, no input
 augmentation and no attack through it: then its activations on a split's part are a pure function of (the
-donor's checkpoint, the point, the split's images, the precision, the memory layout, the device kind), which
-is the cache key. Per-sample outputs of the convolutions do not depend on how images are batched (checked
-bitwise on CPU fp32 for the ResNets: `tests/test_cache.py`), so a trial that reads cached activations
-records the same rows as one that recomputes them batch by batch.
+donor's checkpoint, the point, the split's images, the precision, the memory layout, the device kind, the
+code), which is the cache key.
+
+Same rows with the cache on or off: the activations are always computed the same way, in fixed chunks of
+`CHUNK` images from the start of the part (a prefix of n images is computed up to the end of its last
+chunk, then cut), and whether a fit trains on them does not depend on the cache: the cache only decides
+whether they are kept. (A convolution's output for one image can differ in the last bit between a batch of
+one and a larger batch, so the chunk grid, not the batching of the caller, fixes the arithmetic.) A part
+whose activations would exceed the memory budget is never materialised: the fit then recomputes the front
+per batch, as without this module.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from sweep.cache import worker_cache
-from sweep.data.core import Splits
+from sweep.data.core import Splits, fingerprint
 from sweep.train.loops import autocast, to_device
 
-PARTS = ("train", "val", "test")
-
-
-def fingerprint(splits: Splits) -> str:
-    """A cheap content fingerprint of a split (its id, shapes, every label and a stride of its pixels): two
-    data roots that hold different images under one dataset name never share cached activations."""
-    h = hashlib.sha256(splits.split_id.encode())
-    for part in PARTS:
-        x, y = getattr(splits, f"{part}_x"), getattr(splits, f"{part}_y")
-        h.update(repr((tuple(x.shape), str(x.dtype))).encode())
-        h.update(y.cpu().numpy().tobytes())
-        flat = x.reshape(-1)
-        h.update(flat[:: max(1, len(flat) // 4096)].cpu().numpy().tobytes())
-    return h.hexdigest()[:16]
+CHUNK = 250
 
 
 def compute(module, x: torch.Tensor, device: torch.device, precision: str = "fp32", channels_last: bool = False):
-    """module(x) in eval mode and batches, without gradients, under the precision's autocast."""
+    """module(x) in eval mode, in chunks of `CHUNK` images, without gradients, under the precision's
+    autocast, into one preallocated tensor."""
     was = getattr(module, "training", None)
     if was is not None:
         module.eval()
+    out = None
     try:
         with torch.no_grad(), autocast(device, precision):
-            out = [module(to_device(x[i : i + 250], device, channels_last)) for i in range(0, len(x), 250)]
+            for i in range(0, len(x), CHUNK):
+                a = module(to_device(x[i : i + CHUNK], device, channels_last))
+                if out is None:
+                    fmt = torch.channels_last if channels_last and a.dim() == 4 else torch.contiguous_format
+                    out = torch.empty((len(x), *a.shape[1:]), dtype=a.dtype, device=a.device, memory_format=fmt)
+                out[i : i + len(a)] = a
     finally:
         if was is not None:
             module.train(was)
-    return torch.cat(out) if out else torch.zeros(0, device=device)
+    return out if out is not None else torch.zeros(0, device=device)
+
+
+_CODE: str | None = None
+
+
+def code_version() -> str:
+    """What the activations' code is: torch's and stitchsweep's versions and a hash of the model sources,
+    so a node's cached files never outlive an upgrade or an edit of an architecture."""
+    global _CODE
+    if _CODE is None:
+        from sweep import __version__
+
+        h = hashlib.sha256(f"{torch.__version__} {__version__}".encode())
+        for path in sorted((Path(__file__).parent / "models").glob("*.py")):
+            h.update(path.read_bytes())
+        _CODE = h.hexdigest()[:12]
+    return _CODE
 
 
 @dataclass
 class Frozen:
-    """A frozen half on a trial's splits. `identity` names the donor's checkpoint and point (None: nothing to
-    cache, e.g. a noise sender's identity front); `on(part, n)` is its activations on the first `n` images
-    of a part, from the worker's cache when it is on."""
+    """A frozen half on a trial's splits. `identity` names the donor's checkpoint and point (None: not a
+    frozen donor half, e.g. a noise sender's identity front: computed directly, never kept); `on(part, n)`
+    is its activations on the first `n` images of a part."""
 
     module: torch.nn.Module
     identity: tuple | None
@@ -67,35 +86,33 @@ class Frozen:
 
     @property
     def cached(self) -> bool:
-        return self.identity is not None and worker_cache().settings.enabled
+        """Whether its activations come from the fixed chunk grid (and the worker's cache, when it is on)."""
+        return self.identity is not None
+
+    def fits(self, part: str, precision: str = "fp32") -> bool:
+        """Whether a whole part's activations fit the worker's memory budget (probed on one image)."""
+        x = getattr(self.splits, f"{part}_x")
+        if self.identity is None or not len(x):
+            return self.identity is not None  # an empty part "fits"; a noise sender's is never kept
+        key = ("bytes-per-image", *self.identity, tuple(x.shape[1:]), precision, self.device.type)
+        per_image = worker_cache().get(key, lambda: _per_image(self.module, x[:2], self.device, precision))
+        return per_image * len(x) <= worker_cache().settings.budget
 
     def on(self, part: str, n: int | None = None, precision: str = "fp32") -> torch.Tensor:
         x = getattr(self.splits, f"{part}_x")
-        if not self.cached:
+        n = len(x) if n is None else min(n, len(x))
+        if self.identity is None:
             return compute(self.module, x[:n], self.device, precision, self.channels_last)
-        key = (
-            "activations",
-            *self.identity,
-            fingerprint_of(self.splits),
-            part,
-            precision,
-            self.channels_last,
-            self.device.type,
-        )
+        if not self.fits(part, precision):  # too large to keep: the prefix asked for, on the same chunk grid
+            end = min(len(x), math.ceil(n / CHUNK) * CHUNK) if n else min(len(x), 1)
+            return compute(self.module, x[:end], self.device, precision, self.channels_last)[:n]
+        data = self.splits.fingerprint or fingerprint(self.splits)
+        key = ("activations", *self.identity, data, part, precision, self.channels_last)
+        key += (self.device.type, code_version())
         make = lambda: compute(self.module, x, self.device, precision, self.channels_last)  # noqa: E731
-        full = worker_cache().get(key, make, disk=True, device=self.device)
-        return full[:n]
+        return worker_cache().get(key, make, disk=True, device=self.device)[:n]
 
 
-def fingerprint_of(splits: Splits) -> str:
-    """`fingerprint(splits)`, remembered per splits object (the worker keeps its splits)."""
-    got = _FINGERPRINTS.get(id(splits))
-    if got is None or got[0] is not splits:
-        got = (splits, fingerprint(splits))
-        _FINGERPRINTS[id(splits)] = got
-        while len(_FINGERPRINTS) > 64:
-            _FINGERPRINTS.pop(next(iter(_FINGERPRINTS)))
-    return got[1]
-
-
-_FINGERPRINTS: dict[int, tuple[Splits, str]] = {}
+def _per_image(module, x: torch.Tensor, device: torch.device, precision: str) -> int:
+    a = compute(module, x, device, precision)
+    return a[0].numel() * a.element_size() if len(a) else 0

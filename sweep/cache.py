@@ -168,31 +168,34 @@ def _read_tensor(path: Path):
         value = torch.load(path, mmap=True, weights_only=True)
         os.utime(path)  # recently used: evicted last
         return value
-    except (OSError, RuntimeError, EOFError):  # absent, or half-written by a process that died: recompute
+    except Exception:  # absent, or torn by a writer that died, or unreadable: recompute
         return None
 
 
 def _write_tensor(path: Path, value, disk_budget: int) -> None:
-    """Write atomically (a temporary name, then a rename); a full disk or a read-only folder only costs the
-    sharing. Oldest files are removed first to stay within `disk_budget`."""
+    """Write atomically (a temporary name, then a rename); a full disk or a folder this user cannot write
+    only costs the sharing, never the unit. Oldest files are removed first to stay within `disk_budget`."""
     import torch
 
     size = nbytes(value)
     if size > disk_budget:
         return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _make_room(path.parent, disk_budget - size)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         torch.save(value.detach().cpu() if value.device.type != "cpu" else value, tmp)
         os.replace(tmp, path)
-    except OSError:
-        pass
+    except Exception:  # torch.save raises RuntimeError, not OSError, for a path it cannot write
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def _make_room(folder: Path, budget: int) -> None:
     files = []
-    for f in folder.glob("*.pt"):
+    for f in [*folder.glob("*.pt"), *folder.glob(".*.tmp")]:  # temporary files of writers that died count too
         try:
             st = f.stat()
         except OSError:

@@ -234,17 +234,23 @@ def refine(est: Estimate, sweep, sweep_dir, profile: dict, cache: bool = True) -
 
 
 def _recorded_seconds(sweep_dir) -> dict[str, dict[str, float]]:
+    """Kind -> unit id -> its recorded seconds: trials' `time_total_s`, the other units' `time_unit_s` (their
+    rows share it). Donors are not used: their table records training and each evaluation apart."""
     import analysis
 
     out: dict[str, dict[str, float]] = {}
-    loaders = {"trial": ("load_trials", "trial_id", "time_total_s")}
-    for kind, (fn, key, col) in loaders.items():
+    tables = {
+        "trial": (analysis.load_trials, "trial_id", "time_total_s"),
+        "reptest": (analysis.load_reptests, "unit_id", "time_unit_s"),
+        "similarity": (analysis.load_similarity, "unit_id", "time_unit_s"),
+    }
+    for kind, (load, key, col) in tables.items():
         try:
-            table = getattr(analysis, fn)(sweep_dir.path)
+            table = load(sweep_dir.path)
         except Exception:  # nothing recorded yet
             continue
-        if col in table and len(table):
-            done = table[table["status"] == "done"]
+        if col in table and key in table and len(table):
+            done = table[table["status"] == "done"].drop_duplicates(key)
             out[kind] = dict(zip(done[key], done[col].astype(float)))
     return out
 
@@ -266,17 +272,23 @@ def plan_estimate(sweep, units: dict, todo: dict | None, sweep_dir, costs: str |
 
 def describe(est: Estimate, profile: dict, sweep, workers: int) -> list[str]:
     """The lines `plan --estimate` prints."""
-    lines = [
-        f"estimate ({profile.get('name', 'profile')}: {profile.get('hardware', '?')}, {profile.get('measured', '?')})"
-    ]
-    for name, secs in est.seconds.items():
-        scale = f", x{est.scale[name]:.2f} from recorded units" if name in est.scale else ""
-        lines.append(f"  {est.units[name]} {name} units: {_hours(secs)} device time{scale}")
-    gpus = sweep.gpus_per_trial
+    from sweep.registry import KINDS
+
+    name, hardware, when = (profile.get(k, "?") for k in ("name", "hardware", "measured"))
+    lines = [f"estimate with the {name} profile ({hardware}, measured {when}):"]
+    for kind, secs in est.seconds.items():
+        if est.units[kind]:
+            scale = (
+                f" (x{est.scale[kind]:.2f}: measured / predicted of its recorded units)" if kind in est.scale else ""
+            )
+            lines.append(f"  {est.units[kind]} {KINDS[kind].noun}: {_hours(secs)} device time{scale}")
+    if not any(est.units.values()):
+        lines.append("  nothing to run")
+    gpus = sweep.gpus_per_trial or 1
     wall = est.total / max(1, workers)
     lines.append(f"  total: {_hours(est.total)} device time; {_hours(wall)} wall time on {workers} worker(s)")
     if profile.get("device", "cpu") != "cpu":
-        lines.append(f"  GPU-hours: {est.total * (gpus or 1) / 3600:.1f} (gpus_per_trial {gpus or 1})")
+        lines.append(f"  GPU-hours: {est.total * gpus / 3600:.1f} (gpus_per_trial {gpus})")
     else:
         lines.append("  GPU-hours: not predicted (a CPU profile; calibrate on the GPU: tests/benchmarks/calibrate.py)")
     if est.uncalibrated:

@@ -89,8 +89,9 @@ def test_bad_settings_name_the_variable(name, value, expected):
 
 
 def test_front_activations_do_not_depend_on_how_images_are_batched():
-    """What makes cached rows bitwise equal on CPU fp32: f<=i of an image is the same whether it is computed
-    in a shuffled training batch or in the cache's fixed chunks."""
+    """Why a trial that trains on the front's activations records the row the engine recorded when it
+    recomputed the front per batch (CPU fp32): f<=i of an image is the same in a shuffled training batch as
+    in the fixed chunks (batches of one image excepted, which the design does not rely on)."""
     torch.manual_seed(0)
     model = resnet_tiny(in_channels=1, num_classes=10, mean=(0.5,), std=(0.5,), image_size=16).eval()
     x = torch.rand(300, 1, 16, 16)
@@ -124,6 +125,14 @@ def zoo(tmp_path_factory):
     return sweep, sweep_dir
 
 
+def test_an_unwritable_node_folder_costs_only_the_sharing(settings, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    c = settings(STITCHSWEEP_CACHE_DIR=str(blocker / "cache"))
+    value = torch.ones(10)
+    assert torch.equal(c.get(("acts", "x"), lambda: value, disk=True), value)
+
+
 def _rows(sweep, sweep_dir, trials):
     for spec in trials:
         row = run_trial(spec, sweep_dir, device=torch.device("cpu"))
@@ -137,7 +146,9 @@ def test_cached_and_uncached_trials_record_the_same_rows(zoo, settings, tmp_path
     """Every column but timings, host, device and time, bitwise (CPU fp32): TLM from random and DM init, DM,
     indices (CKA, DM distance), OOD AUROC; the second cached pass reads everything from the cache."""
     sweep, sweep_dir = zoo
-    trials = [dataclasses.replace(t, n_eval_robust=8) for t in sweep.trials]
+    # sizes that leave one image alone: the last training batch (1025 = 8 x 128 + 1) and the last chunk of
+    # the indices' 251 test images, where a convolution's output may differ in the last bit
+    trials = [dataclasses.replace(t, n_eval_robust=8, train_size=1025, similarity_samples=251) for t in sweep.trials]
     assert {t.objective for t in trials} == {"tlm", "dm+tlm", "dm"}
 
     def copy_of_zoo(name):
@@ -174,13 +185,15 @@ def test_load_donor_hands_out_copies(zoo, settings):
     assert not torch.equal(next(a.parameters()), next(b.parameters()))
 
 
-def test_frozen_uncached_computes_only_what_is_asked(settings):
-    settings(STITCHSWEEP_CACHE="off")
-    splits = make_splits("digits", 100, 50, 60)
+def test_a_part_over_the_budget_is_computed_only_up_to_the_chunk_asked_for(settings):
+    c = settings(STITCHSWEEP_CACHE_MB="0", STITCHSWEEP_CACHE_DIR="")
+    splits = make_splits("digits", 100, 50, 300)
     seen = []
     net = lambda x: seen.append(len(x)) or x.flatten(1)  # noqa: E731
     got = Frozen(net, ("x", "p"), splits, torch.device("cpu")).on("test", 10)
-    assert got.shape[0] == 10 and sum(seen) == 10
+    # a probe of 2 images sizes the part (300 x 784 floats > 0 MB), then the first chunk of 250 images
+    assert got.shape == (10, 784) and seen == [2, 250] and c.bytes == 0
+    assert torch.equal(got, splits.test_x[:10].flatten(1))
 
 
 def test_trials_sharing_a_front_are_ordered_together():
@@ -207,3 +220,20 @@ def test_run_refuses_bad_cache_settings_before_ray_starts(
     code = main(["run", str(write_space(tiny_space)), "--storage", str(tmp_path / "r"), *flags])
     assert code == EXIT_BAD_INPUT
     assert f"error: {field}: expected" in capsys.readouterr().err
+
+
+def test_training_on_the_fronts_activations_reproduces_training_on_images(zoo, settings, tmp_path):
+    """A budget of 0 MB keeps nothing and sends every fit back to recomputing the front per batch (the engine
+    before the cache); at sizes where no batch holds a single image, its rows equal those of the fits that
+    train on the front's activations, bit for bit."""
+    sweep, sweep_dir = zoo
+    trials = [dataclasses.replace(t, n_eval_robust=8) for t in sweep.trials]
+    rows = {}
+    for budget in ("0", "2048"):
+        settings(STITCHSWEEP_CACHE_MB=budget, STITCHSWEEP_CACHE_DIR="")
+        d = SweepDir(tmp_path / f"mb{budget}", sweep.name)
+        d.create()
+        shutil.copytree(str(sweep_dir.root / "zoo"), str(d.root / "zoo"))
+        shutil.copytree(str(sweep_dir.donors), str(d.donors), dirs_exist_ok=True)
+        rows[budget] = _rows(sweep, d, trials)
+    pd.testing.assert_frame_equal(rows["0"], rows["2048"], check_exact=True)

@@ -114,12 +114,12 @@ def test_units_of_a_failed_donor_are_blocked_until_it_succeeds(tiny_space, tmp_p
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
     sweep_dir.space.write_text(yaml.safe_dump(tiny_space))
-    real = donor_kind.make_splits
+    real = donor_kind.worker_splits
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(donor_kind, "make_splits", broken)
+    monkeypatch.setattr(donor_kind, "worker_splits", broken)
     row = run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
     assert row["status"] == "failed"
     prog = planning.progress(sweep, sweep_dir)["trial"]
@@ -130,7 +130,7 @@ def test_units_of_a_failed_donor_are_blocked_until_it_succeeds(tiny_space, tmp_p
     assert main(["status", str(tmp_path / sweep.name)]) == EXIT_INCOMPLETE
     out = capsys.readouterr().out
     assert "4 trials: 0 done, 0 failed, 0 pending, 4 blocked by failed donors (zoo:plain_a)" in out
-    monkeypatch.setattr(donor_kind, "make_splits", real)
+    monkeypatch.setattr(donor_kind, "worker_splits", real)
     assert (
         run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))["status"]
         == "done"
@@ -322,7 +322,7 @@ def test_plan_with_storage_changes_nothing_there(tiny_space, write_space, tmp_pa
     import sweep.kinds.donor as donor_kind
 
     sweep, sweep_dir = _results(tiny_space, tmp_path, donor=False)
-    monkeypatch.setattr(donor_kind, "make_splits", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    monkeypatch.setattr(donor_kind, "worker_splits", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
     run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
     before = sorted(p.name for p in sweep_dir.donors.files(".parquet"))
     assert before and main(["plan", str(write_space(tiny_space)), "--storage", str(tmp_path), "--json"]) == 0

@@ -117,7 +117,7 @@ def test_plan_estimate_prints_the_prediction(write_space, tiny_space, tmp_path, 
     profile.write_text(json.dumps(PROFILE))
     assert main(["plan", str(write_space(tiny_space)), "--estimate", "--costs", str(profile), "--workers", "2"]) == 0
     out = capsys.readouterr().out
-    assert "estimate (made-up" in out and "device time" in out and "on 2 worker(s)" in out
+    assert "estimate with the made-up profile" in out and "4 trials:" in out and "on 2 worker(s)" in out
     assert main(["plan", str(write_space(tiny_space)), "--estimate", "--costs", str(tmp_path / "none.json")]) == 2
     assert "--costs: expected a cost profile" in capsys.readouterr().err
 

@@ -20,6 +20,9 @@ from datetime import datetime
 # parts; must be set before ray.tune is imported.
 os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+# Tune's experiment-state snapshots (every trial's state as JSON, rewritten as the stage runs) are not what
+# `resume` reads (the Parquet parts are): write them rarely instead of Tune's adaptive default.
+os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "600")
 
 import ray  # noqa: E402
 from ray import tune  # noqa: E402

@@ -59,6 +59,7 @@ class Splits:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     split_id: str
+    fingerprint: str = ""  # of the images' content (`fingerprint`), set by `worker_splits`
 
     @property
     def in_channels(self) -> int:
@@ -296,9 +297,25 @@ def worker_splits(
     from sweep.cache import worker_cache
 
     key = ("splits", name, train_size, val_size, test_size, str(root or data_root()), str(device))
-    return worker_cache().get(
-        key, lambda: make_splits(name, train_size, val_size, test_size, root=root, download=download).to(device)
-    )
+
+    def make() -> Splits:
+        splits = make_splits(name, train_size, val_size, test_size, root=root, download=download)
+        return dataclasses.replace(splits, fingerprint=fingerprint(splits)).to(device)
+
+    return worker_cache().get(key, make)
+
+
+def fingerprint(splits: Splits) -> str:
+    """A cheap content fingerprint of a split (its id, shapes, every label and a stride of its pixels): two
+    data roots that hold different images under one dataset name never share cached activations."""
+    h = hashlib.sha256(splits.split_id.encode())
+    for part in ("train", "val", "test"):
+        x, y = getattr(splits, f"{part}_x"), getattr(splits, f"{part}_y")
+        h.update(repr((tuple(x.shape), str(x.dtype))).encode())
+        h.update(y.cpu().numpy().tobytes())
+        flat = x.reshape(-1)
+        h.update(flat[:: max(1, len(flat) // 4096)].cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 def batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.Generator | None = None):

@@ -11,6 +11,7 @@ A donor may train on its own `data` (cross-task stitching); `train_size` there s
 from __future__ import annotations
 
 import copy
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,20 +52,30 @@ def save_donor(path: Loc, model: StagedNet, donor: DonorSpec, splits: Splits, me
 
 def checkpoint_identity(sweep: SweepDir, donor_key: str) -> tuple:
     """What names a zoo checkpoint's content for the worker's cache: its location, size and modification
-    time (a retrained or replaced checkpoint is another entry)."""
+    time (a retrained or replaced checkpoint is another entry); where the filesystem keeps no modification
+    time, a hash of its bytes."""
     path = sweep.zoo(donor_key) / CHECKPOINT
     info = path.fs.get_file_info(path.path)
     if info.type == pafs.FileType.NotFound:
         raise FileNotFoundError(f"zoo donor {donor_key} has no checkpoint at {path}: run the zoo stage first")
+    if info.mtime_ns is None:
+        return (str(path), info.size, hashlib.sha256(path.read_bytes()).hexdigest())
     return (str(path), info.size, info.mtime_ns)
 
 
 def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedNet:
     """A zoo donor in eval mode: read once per worker (the worker's cache keeps it), a copy per caller (a
-    trial may move its BatchNorm statistics or its memory layout)."""
+    trial may move its BatchNorm statistics or its memory layout). `model.checkpoint_identity` is what the
+    cache knows it by (`checkpoint_identity`)."""
     identity = checkpoint_identity(sweep, donor_key)
     cache = worker_cache()
-    model = cache.get(("donor", *identity, str(device)), lambda: _read_donor(sweep.zoo(donor_key) / CHECKPOINT, device))
+
+    def read() -> StagedNet:
+        model = _read_donor(sweep.zoo(donor_key) / CHECKPOINT, device)
+        model.checkpoint_identity = identity
+        return model
+
+    model = cache.get(("donor", *identity, str(device)), read)
     return copy.deepcopy(model).eval() if cache.settings.enabled else model
 
 

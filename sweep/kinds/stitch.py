@@ -24,7 +24,7 @@ from sweep.config.space import read_stitching
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits, worker_splits
 from sweep.kinds.base import Kind, RunContext, register_kind
-from sweep.kinds.donor import checkpoint_identity, donor_row, load_donor
+from sweep.kinds.donor import donor_row, load_donor
 from sweep.kinds.trial_measures import ood_auroc, similarities
 from sweep.measures.indices import Network
 from sweep.models.base import split
@@ -158,12 +158,12 @@ def _assemble(spec: TrialSpec, splits: Splits, sweep: SweepDir, device: torch.de
     return _Parts(front_model, end_model, front, end_front, end, stitcher)
 
 
-def _frozen(spec: TrialSpec, p: _Parts, splits: Splits, sweep: SweepDir, device: torch.device) -> None:
+def _frozen(spec: TrialSpec, p: _Parts, splits: Splits, device: torch.device) -> None:
     """The frozen halves of `p` on `splits`, named for the worker's cache by checkpoint and point (a noise
     sender's halves on its samples are not cached: they are drawn per trial)."""
-    noise = spec.noise_sigma is not None
-    front_id = None if noise else (*checkpoint_identity(sweep, spec.front_key), spec.front_point)
-    end_id = None if noise else (*checkpoint_identity(sweep, spec.end_key), spec.end_point)
+    noise = spec.noise_sigma is not None  # the checkpoints the donors were read from, and the points
+    front_id = None if noise else (*p.front_model.checkpoint_identity, spec.front_point)
+    end_id = None if noise else (*p.end_model.checkpoint_identity, spec.end_point)
     p.front_acts = Frozen(p.front, front_id, splits, device, spec.channels_last)
     p.end_acts = Frozen(p.end_front, end_id, splits, device, spec.channels_last)
 
@@ -183,7 +183,7 @@ def _stitch_and_evaluate(
     images = splits  # the data's images: what the receiver's own front sees
     if spec.noise_sigma is not None:  # the stitcher trains and is tested on the noise sender's samples
         splits = _noise(spec, p, images, device)
-    _frozen(spec, p, splits, sweep, device)
+    _frozen(spec, p, splits, device)
     out: dict = {"split_id": splits.split_id}
     out["train_size"], out["val_size"], out["test_size"] = (len(splits.train_y), len(splits.val_y), len(splits.test_y))
     # Everything that describes the donors is measured before the fit: with `donor_bn: update` the fit moves
@@ -203,7 +203,7 @@ def _stitch_and_evaluate(
     report({"phase": "fit_done", "time_fit_s": out["time_fit_s"]})
     if not ctx.front_is_frozen:  # the fit moved the front's BatchNorm statistics: its cached activations are stale
         p.front_acts = dataclasses.replace(p.front_acts, identity=None)
-    sent = p.front_acts.on("test", precision=spec.precision) if p.front_acts.cached else None
+    sent = p.front_acts.on("test", precision=spec.precision) if p.front_acts.fits("test", spec.precision) else None
     out.update(
         _evaluate(spec, StitchedNet(p.front, p.stitcher, p.end).eval(), splits, device, out.pop("_ref_acc"), sent)
     )

@@ -89,8 +89,8 @@ class FitContext:
 
     @property
     def front_is_frozen(self) -> bool:
-        """Whether f<=i(x) is a pure function of x during the fit (BatchNorm statistics do not move), so
-        a gradient fit may read the front's cached activations instead of recomputing them."""
+        """Whether f<=i(x) is a pure function of x during the fit (BatchNorm statistics do not move), so a
+        gradient fit may train on its activations (computed once; kept when the cache is on)."""
         moves_bn = self.spec.donor_bn == "update"  # blanked (None) for objectives that train nothing
         return bool(self.front_acts and self.front_acts.cached) and not moves_bn
 
@@ -268,7 +268,7 @@ def _pgd(ctx: FitContext, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator
     "task loss matching (Balogh & Jelasity 2023 Eq. 1): cross-entropy of the stitched net, Adam, lr/10 at 1/3 and 2/3",
 )
 def fit_task_loss(ctx: FitContext) -> dict:
-    if ctx.front_is_frozen:  # the loss reads f<=i(x) only: train on the cached activations
+    if ctx.front_is_frozen and all(ctx.front_acts.fits(p, ctx.spec.precision) for p in ("train", "val")):
         return _fit_by_gradient(ctx, lambda a, y, gen: _ce(ctx.head(a), y), on_features=True)
 
     def loss(x, y, gen):

@@ -1,0 +1,87 @@
+"""Measure a cost profile for `stitchsweep plan --estimate` on this machine: per architecture and input
+shape of the shipped search spaces (or those given), forward and training-step seconds per image and the
+forward share up to each stitch point (`sweep.estimate.calibrate`), plus the fixed cost of a unit on a warm
+worker (`--unit-s`, from `tests/benchmarks/engine_overhead.py`).
+
+    .venv/bin/python tests/benchmarks/calibrate.py --name cpu-2core --hardware "2-core CPU" \
+        --out sweep/profiles/cpu-2core.json
+    .venv/bin/python tests/benchmarks/calibrate.py --device cuda --name h100 --hardware "NVIDIA H100" --out h100.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+
+def shapes_of(spaces: list[Path]) -> list[tuple[str, int, int]]:
+    from sweep.config.space import load_space
+    from sweep.registry import DATASETS
+
+    found = set()
+    for path in spaces:
+        sweep = load_space(str(path))
+        datasets = {sweep.data.dataset} | {d.data.dataset for d in sweep.donors.values()}
+        for d in sweep.donors.values():
+            if d.noise_sigma is not None:
+                continue
+            own = DATASETS[d.data.dataset]
+            for ds in datasets:  # cross-task trials run a donor on another dataset's images
+                info = DATASETS[ds]
+                if info.channels == own.channels:
+                    found.add((d.arch, info.channels, info.image_size))
+    return sorted(found)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("spaces", nargs="*", help="search spaces (default: every shipped one)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--name", default="cpu-2core")
+    ap.add_argument("--hardware", default="2-core CPU (the project's development machine)")
+    ap.add_argument(
+        "--unit-s",
+        type=float,
+        default=0.05,
+        help="fixed seconds per unit on a warm worker (default 0.05: Tune's 0.02 s per trial and a warm trial's"
+        " setup, measured by tests/benchmarks/engine_overhead.py on the 2-core machine)",
+    )
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+
+    import torch
+
+    from sweep.estimate import calibrate
+
+    torch.set_num_threads(args.threads)
+    spaces = [Path(s) for s in args.spaces] or sorted((REPO / "search_spaces").glob("*.yaml"))
+    shapes = shapes_of(spaces)
+    t0 = time.perf_counter()
+    archs = {}
+    for shape in shapes:
+        batch = 128 if shape[2] <= 64 else 16
+        archs.update(calibrate([shape], args.device, batch=batch))
+        print(f"{shape}: {archs[next(reversed(archs))]['forward_s'] * 1e3:.3f} ms/image forward", flush=True)
+    profile = {
+        "name": args.name,
+        "hardware": args.hardware,
+        "device": "cuda" if args.device.startswith("cuda") else "cpu",
+        "measured": datetime.date.today().isoformat(),
+        "command": " ".join(sys.argv),
+        "unit_s": args.unit_s,
+        "archs": archs,
+    }
+    Path(args.out).write_text(json.dumps(profile, indent=1) + "\n")
+    print(f"{len(archs)} shapes in {time.perf_counter() - t0:.0f} s -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
