@@ -26,7 +26,7 @@ from .load import load
 from .page import MANIFEST, claim_folder, markdown_table, page, table, write_manifest
 from .stats import correlation_table, rank_correlations
 from .store.storage import Loc, open_root
-from .tables import generalisation, layer_identification, long_matrices
+from .tables import agreement_table, generalisation, layer_identification, long_matrices
 
 TRIAL_COLUMNS = [
     "trial_id",
@@ -275,6 +275,15 @@ TABLES = [
         " (intra: a donor with itself; inter: two donors of one architecture).",
         csv="layer_identification.csv",
         md="layer_identification.md",
+    ),
+    TableSection(
+        "Agreement with the end network after stitching (Jones et al. 2022 4.5, Figs 7-8)",
+        lambda d: agreement_table(d.done),
+        "Share of test images on which the stitched network predicts what the end network does: overall, where"
+        " both donors give the correct label, the same wrong label, or different labels; mean and standard"
+        " error over the trials stitching two different donors.",
+        csv="agreement.csv",
+        md="agreement.md",
     ),
     TableSection("Donors", lambda d: d.donors, columns=DONOR_COLUMNS, csv="donors.csv"),
     TableSection(

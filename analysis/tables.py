@@ -160,3 +160,26 @@ def generalisation(donors: pd.DataFrame) -> pd.DataFrame:
     out["robust_acc"] = d["robust_acc"]
     out["robust_gap"] = d["train_robust_acc"] - d["robust_acc"]
     return out.sort_values("donor").reset_index(drop=True)
+
+
+AGREEMENT = ["head_agreement", "agree_both_correct", "agree_both_wrong", "agree_disagree"]
+
+
+def agreement_table(trials: pd.DataFrame, by: tuple[str, ...] = ("objective", "front_point", "end_point")):
+    """Agreement of stitched networks with their end network (Jones et al. 2022 4.5, Figs 7-8): for each group
+    of `by`, the mean over its trials that stitch two different donors, and the standard error of that mean
+    (`<measure>_se`: sample std / sqrt(n); NaN for one trial), with `pairs` = n. A trial of self-stitching
+    agrees with its end network wherever the fit succeeds, so it is left out."""
+    present = [c for c in AGREEMENT if c in trials]
+    if "head_agreement" not in present or not len(trials):
+        return pd.DataFrame()
+    d = trials[(trials["front"] != trials["end"]) & trials["head_agreement"].notna()]
+    if d.empty:
+        return pd.DataFrame()
+    groups = d.groupby(list(by), sort=False)
+    out = groups[present].mean()
+    se = groups[present].std(ddof=1) / groups[present].count().pow(0.5)
+    for c in present:
+        out[f"{c}_se"] = se[c]
+    out["pairs"] = groups.size()
+    return out[[x for c in present for x in (c, f"{c}_se")] + ["pairs"]].reset_index()

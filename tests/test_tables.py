@@ -157,3 +157,29 @@ def test_matrix_cells_not_above_their_permutation_null_are_marked_and_faded():
     spec = heatmap_grid(long).to_dict()
     opacity = spec["vconcat"][0]["hconcat"][2]["encoding"]["opacity"]
     assert opacity["condition"]["test"] == "datum.above_null === false" and opacity["condition"]["value"] == 0.3
+
+
+def test_agreement_table_is_mean_and_standard_error_over_pairs_of_different_donors():
+    from analysis.tables import agreement_table
+
+    rows = [  # (front, end, objective, head_agreement, agree_disagree)
+        ("zoo:a", "zoo:b", "dm", 0.9, 0.2),
+        ("zoo:b", "zoo:a", "dm", 0.7, 0.4),
+        ("zoo:a", "zoo:c", "dm", 0.8, 0.6),
+        ("zoo:a", "zoo:a", "dm", 1.0, float("nan")),  # self-stitching: left out
+        ("zoo:a", "zoo:b", "tlm", 0.5, 0.1),  # a group of one: no standard error
+    ]
+    trials = pd.DataFrame(
+        [
+            dict(front=f, end=e, objective=o, front_point="p", end_point="p", head_agreement=h, agree_disagree=a)
+            for f, e, o, h, a in rows
+        ]
+    )
+    table = agreement_table(trials).set_index("objective")
+    dm = table.loc["dm"]
+    assert dm["pairs"] == 3 and dm["head_agreement"] == pytest.approx(0.8)
+    # sample std of (0.9, 0.7, 0.8) is 0.1: standard error 0.1 / sqrt(3)
+    assert dm["head_agreement_se"] == pytest.approx(0.1 / 3**0.5)
+    assert dm["agree_disagree"] == pytest.approx(0.4) and dm["agree_disagree_se"] == pytest.approx(0.2 / 3**0.5)
+    assert table.loc["tlm", "pairs"] == 1 and pd.isna(table.loc["tlm", "head_agreement_se"])
+    assert agreement_table(trials[trials["front"] == trials["end"]]).empty

@@ -55,6 +55,11 @@ def test_dm_self_stitching_gives_relative_accuracy_one_at_every_point(zoo):
         assert row["dm_residual"] < 1e-4
         # DM self-stitching predicts what the end model predicts: the same class collapse statistics
         assert row["most_frequent_class"] == top and row["most_frequent_class_ratio"] == count / len(preds)
+        # ... and agrees with it (the head) everywhere; body and head are one network, so they never disagree
+        # and the images both get right are those the end model gets right, counted here independently
+        assert row["head_agreement"] == 1.0 and row["n_disagree"] == 0 and row["agree_both_correct"] == 1.0
+        assert row["n_both_correct"] == sum(p == y for p, y in zip(preds, splits.test_y.tolist()))
+        assert row["n_both_correct"] + row["n_both_wrong"] == row["test_size"]
 
 
 def test_tlm_trial_records_metrics_curves_and_is_idempotent(zoo):
@@ -349,3 +354,30 @@ def test_a_new_objective_is_one_registry_entry(tmp_path, registered):
     assert set(trials["objective"]) == {"dm", "dm_copy"}
     with pytest.raises(SpecError, match=r"did you mean 'dm_copy'"):
         parse_space(dict(space, stitching=dict(space["stitching"], objectives=["dm_cpy"])))
+
+
+def test_agreement_splits_add_up_and_match_a_per_image_count():
+    """`agreement` against a plain loop over images (Jones et al. 2022 4.5): every image falls in exactly one
+    split, and the overall agreement is the splits' shares weighted by their sizes."""
+    import math
+
+    from sweep.train.evaluate import agreement
+
+    gen = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 4, (500,), generator=gen)
+    head = torch.where(torch.rand(500, generator=gen) < 0.7, y, torch.randint(0, 4, (500,), generator=gen))
+    body = torch.where(torch.rand(500, generator=gen) < 0.6, head, torch.randint(0, 4, (500,), generator=gen))
+    stitched = torch.where(torch.rand(500, generator=gen) < 0.8, head, body)
+    got = agreement(stitched, body, head, y)
+    counts = {"both_correct": [0, 0], "both_wrong": [0, 0], "disagree": [0, 0]}  # [images, stitched == head]
+    for s_, b, h, t in zip(stitched.tolist(), body.tolist(), head.tolist(), y.tolist()):
+        split = "disagree" if b != h else ("both_correct" if h == t else "both_wrong")
+        counts[split][0] += 1
+        counts[split][1] += s_ == h
+    for split, (n, same) in counts.items():
+        assert got[f"n_{split}"] == n and got[f"agree_{split}"] == pytest.approx(same / n)
+    assert sum(got[f"n_{k}"] for k in counts) == 500
+    weighted = sum(got[f"agree_{k}"] * got[f"n_{k}"] for k in counts) / 500
+    assert got["head_agreement"] == pytest.approx(weighted)
+    empty = agreement(head, head, head, y)  # body == head: no image where they disagree
+    assert empty["n_disagree"] == 0 and math.isnan(empty["agree_disagree"]) and empty["head_agreement"] == 1.0

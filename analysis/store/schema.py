@@ -97,6 +97,15 @@ _TRIAL_HEAD = [
     ("num_classes", pa.int32()),  # of the test data: 1/num_classes is the ratio of an unbiased classifier
     ("final_train_loss", pa.float64()),
     ("dm_residual", pa.float64()),
+    # agreement with the end network ("head") on the test images (Jones et al. 2022 4.5), by whether the front
+    # network ("body") and the head agree on an image, and on the true label
+    ("head_agreement", pa.float64()),
+    ("agree_both_correct", pa.float64()),
+    ("agree_both_wrong", pa.float64()),
+    ("agree_disagree", pa.float64()),
+    ("n_both_correct", pa.int64()),
+    ("n_both_wrong", pa.int64()),
+    ("n_disagree", pa.int64()),
 ]
 # ... then the columns of every similarity index in the catalogue (`catalogue.py`), then:
 _TRIAL_TAIL = [

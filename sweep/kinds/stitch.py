@@ -33,7 +33,7 @@ from sweep.results import SweepDir, write_rows
 from sweep.stitching.noise import noise_seed, noise_splits
 from sweep.stitching.objectives import OBJECTIVES, FitContext, eval_mode
 from sweep.stitching.stitcher import StitchedNet, Stitcher
-from sweep.train.evaluate import accuracy, most_frequent_class, predict, robust_accuracy
+from sweep.train.evaluate import accuracy, agreement, most_frequent_class, predict, robust_accuracy
 
 Report = Callable[[dict], None]
 
@@ -204,9 +204,8 @@ def _stitch_and_evaluate(
     if not ctx.front_is_frozen:  # the fit moved the front's BatchNorm statistics: its cached activations are stale
         p.front_acts = dataclasses.replace(p.front_acts, identity=None)
     sent = p.front_acts.on("test", precision=spec.precision) if p.front_acts.fits("test", spec.precision) else None
-    out.update(
-        _evaluate(spec, StitchedNet(p.front, p.stitcher, p.end).eval(), splits, device, out.pop("_ref_acc"), sent)
-    )
+    stitched, ref = StitchedNet(p.front, p.stitcher, p.end).eval(), out.pop("_ref_acc")
+    out.update(_evaluate(spec, stitched, splits, device, ref, sent, out.pop("_body_head", None)))
     t4 = time.perf_counter()
     after_fit = [INDICES[name] for name in spec.indices if INDICES[name].after_fit]
     if after_fit:  # indices of the stitched network, after the fit
@@ -240,13 +239,18 @@ def _noise(spec: TrialSpec, p: _Parts, images: Splits, device: torch.device) -> 
     ).to(device)
 
 
-def _evaluate(spec: TrialSpec, stitched: StitchedNet, splits: Splits, device: torch.device, ref_acc, sent=None) -> dict:
-    """Clean accuracy (and what the stitched network predicts most), relative and robust accuracy. `sent`:
-    the front's cached activations of the test images (the clean pass then starts after the front)."""
+def _evaluate(
+    spec: TrialSpec, stitched: StitchedNet, splits: Splits, device: torch.device, ref_acc, sent=None, body_head=None
+) -> dict:
+    """Clean accuracy (and what the stitched network predicts most), relative and robust accuracy, agreement
+    with the end network (`body_head`: the donors' own test predictions). `sent`: the front's cached
+    activations of the test images (the clean pass then starts after the front)."""
     t2 = time.perf_counter()
     net, x = (lambda a: stitched.end(stitched.stitcher(a)), sent) if sent is not None else (stitched, splits.test_x)
     pred = predict(net, x, device, precision=spec.precision, channels_last=spec.channels_last)
     out = {"clean_acc": accuracy(pred, splits.test_y), "num_classes": splits.num_classes}
+    if body_head is not None:
+        out.update(agreement(pred, *body_head, splits.test_y))
     out["most_frequent_class"], out["most_frequent_class_ratio"] = most_frequent_class(pred, splits.num_classes)
     out["relative_acc"] = out["clean_acc"] / ref_acc if ref_acc else None
     t3 = time.perf_counter()
@@ -286,6 +290,8 @@ def _reference_accuracies(
     if ref_acc is None:  # no donors row for these images and settings: measure it here
         ref_acc = accuracy(predict(ref_model, splits.test_x, device), splits.test_y)
     out = dict(front_clean_acc=front_acc, front_robust_acc=front_rob, end_clean_acc=end_acc, end_robust_acc=end_rob)
+    if front_model is not None:  # the donors' own predictions, as trained: what agreement compares against
+        out["_body_head"] = tuple(_predictions(m, splits, device) for m in (front_model, end_model))
     if "receiver_rank" in spec.indices:  # Smith & Marcu's baseline: the receiver on these very images
         out["receiver_acc"] = (
             ref_acc
@@ -293,6 +299,11 @@ def _reference_accuracies(
             else accuracy(predict(end_model, splits.test_x, device), splits.test_y)
         )
     return dict(out, _ref_acc=ref_acc)
+
+
+def _predictions(model, splits: Splits, device: torch.device) -> torch.Tensor:
+    """A donor's predictions on the test images, from the worker's cache (its logits, keyed like activations)."""
+    return Frozen(model, (*model.checkpoint_identity, "logits"), splits, device).on("test").argmax(1)
 
 
 def _run(spec: TrialSpec, ctx: RunContext) -> dict:

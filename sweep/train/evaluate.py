@@ -36,6 +36,24 @@ def accuracy(pred: torch.Tensor, y: torch.Tensor) -> float:
     return int((pred.cpu() == y.cpu()).sum()) / len(y) if len(y) else float("nan")
 
 
+def agreement(stitched: torch.Tensor, body: torch.Tensor, head: torch.Tensor, y: torch.Tensor) -> dict:
+    """How often the stitched network predicts what the head (end network) predicts: overall, and among the
+    images where the body (front network) and the head give the same correct label, the same wrong label, or
+    different labels (Jones et al. 2022 4.5, Figs 7-8). A share is NaN where its split is empty."""
+    s, b, h, y = (t.cpu() for t in (stitched, body, head, y))
+    same, both = s == h, b == h
+    splits = {"both_correct": both & (h == y), "both_wrong": both & (h != y), "disagree": ~both}
+
+    def share(mask: torch.Tensor) -> float:
+        n = int(mask.sum())
+        return int((same & mask).sum()) / n if n else float("nan")
+
+    out = {"head_agreement": share(torch.ones_like(same))}
+    for name, mask in splits.items():
+        out[f"agree_{name}"], out[f"n_{name}"] = share(mask), int(mask.sum())
+    return out
+
+
 def most_frequent_class(pred: torch.Tensor, num_classes: int) -> tuple[int, float]:
     """The class predicted most often and the fraction of predictions that fall in it (Balogh & Jelasity 2023 Fig.
     4)."""
