@@ -52,17 +52,18 @@ def _read_part(part: Loc, kind: str, expected: pa.Schema) -> pa.Table:
     t = part.read_parquet()
     if t.schema.equals(expected):  # written by this version: nothing to add or cast
         return t
-    names = set(t.column_names)
-    if KEY_COLUMN[kind] not in names:
+    if KEY_COLUMN[kind] not in t.column_names:
         raise ValueError(f"not a stitchsweep {kind} part: it has no {KEY_COLUMN[kind]!r} column")
-    for field in expected:  # add the columns this part predates
-        if field.name not in names:
-            t = t.append_column(field, pa.nulls(len(t), field.type))
     return _to_schema(t, expected)
 
 
 def _to_schema(t: pa.Table, expected: pa.Schema) -> pa.Table:
-    """The schema's columns first, in its order and types; columns beyond it kept after them."""
+    """The schema's columns first, in its order and types (null where `t` predates a column: a part or a
+    snapshot written by an earlier release); columns beyond it kept after them."""
+    names = set(t.column_names)
+    for field in expected:
+        if field.name not in names:
+            t = t.append_column(field, pa.nulls(len(t), field.type))
     known = [f.name for f in expected]
     extra = [c for c in t.column_names if c not in known]
     return t.select(known + extra).cast(pa.schema(list(expected) + [t.schema.field(c) for c in extra]))

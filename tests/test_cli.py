@@ -317,6 +317,25 @@ def test_a_snapshot_serves_the_rows_of_unchanged_parts_and_rereads_the_rest(tiny
     assert reads == [first.name] and len(after) == 2 and sweep.trials[1].trial_id not in set(after["trial_id"])
 
 
+def test_a_snapshot_of_an_earlier_release_reads_with_the_columns_it_predates(tiny_space, tmp_path):
+    """A snapshot written before a column existed (an upgrade between two runs of a sweep) reads with that
+    column null, like a part of that release does."""
+    import importlib
+
+    import pyarrow.parquet as pq
+
+    load = importlib.import_module("analysis.load")
+    sweep, sweep_dir = _results(tiny_space, tmp_path)
+    run_trial(sweep.trials[0], sweep_dir, device=torch.device("cpu"))
+    load.write_snapshot(sweep_dir.path)
+    snap = sweep_dir.path / load.SNAPSHOT_DIR / "trials.parquet"
+    older = pq.read_table(str(snap))
+    pq.write_table(older.drop_columns(["head_agreement", "n_disagree"]), str(snap))  # as an earlier release wrote it
+    trials = load.load_trials(sweep_dir.path)
+    assert len(trials) == 1 and trials["head_agreement"].isna().all() and trials["n_disagree"].isna().all()
+    assert trials["clean_acc"].notna().all()
+
+
 def test_plan_with_storage_changes_nothing_there(tiny_space, write_space, tmp_path, monkeypatch, capsys):
     """`plan --storage` only looks: a failed donor's part (which a run would remove to retry it) stays."""
     import sweep.kinds.donor as donor_kind

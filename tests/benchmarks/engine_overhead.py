@@ -98,7 +98,8 @@ def _compare(mine: Path, other: Path) -> None:
         return t[[c for c in t.columns if not c.startswith("time_") and c not in ("hostname", "device", "finished_at")]]
 
     a, b = rows(mine), rows(other)
-    common = [c for c in a.columns if c in b.columns]  # a newer release may record more columns
+    # a newer release may record more columns (an older release's rows read with them null)
+    common = [c for c in a.columns if c in b.columns and (b[c].notna().any() or a[c].isna().all())]
     a, b = a[common], b[common]
     same = a.index.equals(b.index) and a.equals(b)
     print(f"  rows equal to {other}'s, every column but timings, host, device and time: {same}", flush=True)
