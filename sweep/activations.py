@@ -26,30 +26,14 @@ import torch
 
 from sweep.cache import worker_cache
 from sweep.data.core import Splits, fingerprint
-from sweep.train.loops import autocast, to_device
+from sweep.train.evaluate import activations
 
 CHUNK = 250
 
 
 def compute(module, x: torch.Tensor, device: torch.device, precision: str = "fp32", channels_last: bool = False):
-    """module(x) in eval mode, in chunks of `CHUNK` images, without gradients, under the precision's
-    autocast, into one preallocated tensor."""
-    was = getattr(module, "training", None)
-    if was is not None:
-        module.eval()
-    out = None
-    try:
-        with torch.no_grad(), autocast(device, precision):
-            for i in range(0, len(x), CHUNK):
-                a = module(to_device(x[i : i + CHUNK], device, channels_last))
-                if out is None:
-                    fmt = torch.channels_last if channels_last and a.dim() == 4 else torch.contiguous_format
-                    out = torch.empty((len(x), *a.shape[1:]), dtype=a.dtype, device=a.device, memory_format=fmt)
-                out[i : i + len(a)] = a
-    finally:
-        if was is not None:
-            module.train(was)
-    return out if out is not None else torch.zeros(0, device=device)
+    """module(x) on the fixed grid of `CHUNK`-image chunks (`sweep.train.evaluate.activations`)."""
+    return activations(module, x, device, CHUNK, precision, channels_last)
 
 
 _CODE: str | None = None
@@ -80,9 +64,6 @@ class Frozen:
     splits: Splits
     device: torch.device
     channels_last: bool = False
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.module(x)
 
     @property
     def cached(self) -> bool:

@@ -91,14 +91,31 @@ def robust_accuracy(
     )
 
 
-def activations(module, x: torch.Tensor, device: torch.device, batch_size: int = 250) -> torch.Tensor:
-    """module(x) in eval mode, in batches (the module's train/eval mode is restored)."""
+def activations(
+    module,
+    x: torch.Tensor,
+    device: torch.device,
+    batch_size: int = 250,
+    precision: str = "fp32",
+    channels_last: bool = False,
+) -> torch.Tensor:
+    """module(x) in eval mode (the module's mode is restored after), without gradients, in batches of
+    `batch_size` images from the first, under the precision's autocast (fp32 outputs as float32), into one
+    preallocated tensor."""
     was = getattr(module, "training", None)
     if was is not None:
         module.eval()
+    out = None
     try:
-        with torch.no_grad():
-            return torch.cat([module(x[i : i + batch_size].to(device)).float() for i in range(0, len(x), batch_size)])
+        with torch.no_grad(), autocast(device, precision):
+            for i in range(0, len(x), batch_size):
+                a = module(to_device(x[i : i + batch_size], device, channels_last))
+                a = a.float() if precision == "fp32" else a
+                if out is None:
+                    fmt = torch.channels_last if channels_last and a.dim() == 4 else torch.contiguous_format
+                    out = torch.empty((len(x), *a.shape[1:]), dtype=a.dtype, device=a.device, memory_format=fmt)
+                out[i : i + len(a)] = a
     finally:
         if was is not None:
             module.train(was)
+    return out if out is not None else torch.zeros(0, device=device)
