@@ -21,7 +21,18 @@ def unit_title(rows: pd.DataFrame) -> str:
 
 
 def done(similarity: pd.DataFrame) -> pd.DataFrame:
-    return similarity[similarity["status"] == "done"] if len(similarity) else similarity
+    """The done CKA rows (not saliency units: they have no points)."""
+    if not len(similarity):
+        return similarity
+    cka = similarity["measure"].fillna("cka") == "cka" if "measure" in similarity else True
+    return similarity[(similarity["status"] == "done") & cka]
+
+
+def matrices(similarity: pd.DataFrame) -> pd.DataFrame:
+    """The done rows of units with more than one pair of points: units of a single pair (Jones et al.'s
+    penultimate CKA) are drawn by the robustness-level charts instead."""
+    d = done(similarity)
+    return d[d.groupby("unit_id")["unit_id"].transform("size") > 1] if len(d) else d
 
 
 def cka_heatmap(rows: pd.DataFrame, size: int = 200) -> alt.Chart:
@@ -45,7 +56,7 @@ def cka_heatmap(rows: pd.DataFrame, size: int = 200) -> alt.Chart:
 
 def cka_grid(similarity: pd.DataFrame, per_row: int = 3) -> alt.VConcatChart:
     """Every unit's heatmap, `per_row` to a row, one shared colour scale (CKA in [0, 1])."""
-    maps = [cka_heatmap(rows) for _, rows in done(similarity).groupby("unit_id", sort=False)]
+    maps = [cka_heatmap(rows) for _, rows in matrices(similarity).groupby("unit_id", sort=False)]
     return alt.vconcat(*[alt.hconcat(*maps[i : i + per_row]) for i in range(0, len(maps), per_row)])
 
 

@@ -23,6 +23,7 @@ from .store.schema import (
     CURVES_DIR,
     DONOR_CURVES_DIR,
     DONORS_DIR,
+    INVERSIONS_DIR,
     REPTESTS_DIR,
     SIMILARITY_DIR,
     TABLES,
@@ -41,6 +42,7 @@ KEY_COLUMN = {
     SIMILARITY_DIR: "unit_id",
     TRAINING_SIMILARITY_DIR: "unit_id",
     DONOR_CURVES_DIR: "donor_key",
+    INVERSIONS_DIR: "unit_id",
 }
 
 
@@ -186,8 +188,8 @@ def load_similarity(results: str | os.PathLike | Loc) -> pd.DataFrame:
 
 def load(results: str | os.PathLike | Loc) -> dict[str, pd.DataFrame]:
     """Every table of a results directory (`TABLES`: trials, donors, curves, reptests, similarity,
-    training_similarity, donor_curves), plus "problems": the parts that could not be read (path, kind, error),
-    empty when every part is fine."""
+    training_similarity, donor_curves, inversions), plus "problems": the parts that could not be read (path,
+    kind, error), empty when every part is fine."""
     problems: list[dict] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported through "problems" instead

@@ -87,11 +87,13 @@ class Pricer:
             return 0.0
         return images * e["forward_s"] * _share(e, upto, after)
 
-    def step(self, arch: str, dataset: str, images: float, after: str | None = None) -> float:
+    def step(self, arch: str, dataset: str, images: float, after: str | None = None, upto: str | None = None):
+        """Seconds of training steps (a forward and a backward) of `images`, of the whole network or of the
+        stages after `after` / up to `upto`."""
         e = self._entry(arch, dataset)
         if e is None:
             return 0.0
-        return images * e["step_s"] * _share(e, None, after)
+        return images * e["step_s"] * _share(e, upto, after)
 
 
 def _share(entry: dict, upto: str | None, after: str | None) -> float:
@@ -170,8 +172,13 @@ def trial_seconds(spec, p: Pricer, arch_of: dict, fills: set | None = None) -> f
 
 
 def _other_seconds(name: str, unit, p: Pricer) -> float:
-    """CKA, training-similarity and representation-test units: their images through each model they read."""
+    """CKA, saliency, training-similarity, representation-test and inversion units: their images through each
+    model they read (an inversion: a forward and a backward through the donor up to its point per step)."""
     ds = unit.dataset
+    if name == "similarity" and unit.measure == "saliency":
+        return p.unit_s + p.step(unit.a_arch, ds, unit.images) + p.step(unit.b_arch, ds, unit.images)
+    if name == "inversion":
+        return p.unit_s + p.step(unit.arch, ds, unit.images * (unit.steps + 1), upto=unit.point)
     if name == "similarity":
         images = unit.images * (unit.passes or 1)
         adv = (unit.attack_steps or 0) if "adversarial" in (unit.a_inputs, unit.b_inputs) else 0
@@ -243,6 +250,7 @@ def _recorded_seconds(sweep_dir) -> dict[str, dict[str, float]]:
         "trial": (analysis.load_trials, "trial_id", "time_total_s"),
         "reptest": (analysis.load_reptests, "unit_id", "time_unit_s"),
         "similarity": (analysis.load_similarity, "unit_id", "time_unit_s"),
+        "inversion": (lambda path: analysis.load(path)["inversions"], "unit_id", "time_unit_s"),
     }
     for kind, (load, key, col) in tables.items():
         try:
@@ -355,6 +363,6 @@ def calibrate(shapes: list[tuple[str, int, int]], device: str = "cpu", batch: in
         out[shape_key(arch, channels, size)] = {
             "forward_s": forward / batch,
             "step_s": step / batch,
-            "share": {k: v for k, v in share.items() if k in model.stitch_points},
+            "share": {k: v for k, v in share.items() if k in model.stitch_points or k in model.extra_points},
         }
     return out

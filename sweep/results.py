@@ -7,6 +7,8 @@ Layout under the storage root:
     <root>/<sweep>/trials/<trial_id>.parquet   one row per trial (done or failed)
     <root>/<sweep>/curves/<trial_id>.parquet   long format: trial_id, epoch, metric, value
     <root>/<sweep>/donors/<name>-<eval_id>.parquet   one row per donor and evaluation setting
+    <root>/<sweep>/<table>/<unit_id>.parquet   the other kinds of work (`analysis.store.schema.TABLES`)
+    <root>/<sweep>/inverted/<unit_id>.npz   an inversion unit's images (written before its part)
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pyarrow as pa
 
 from analysis.store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TABLES, TRIALS_DIR
 from analysis.store.storage import TMP_PREFIX, Loc, StorageError, child_uri, open_root
+from analysis.store.units import INVERTED_DIR
 
 __all__ = [
     "SweepDir",
@@ -83,6 +86,11 @@ class SweepDir:
     def part(self, table: str, unit_id: str) -> Loc:
         return self.table(table) / f"{unit_id}.parquet"
 
+    def inverted(self, unit_id: str) -> Loc:
+        """An inversion unit's images: `inverted`, `targets`, `seeds` (N x C x H x W, float32) and `image`
+        (the targets' test indices), as a NumPy .npz."""
+        return self.path / INVERTED_DIR / f"{unit_id}.npz"
+
     def create(self) -> None:
         for name in TABLES:
             self.table(name).mkdir()
@@ -130,7 +138,7 @@ def writable_or_error(path: Loc) -> str | None:
 def remove_stale_tmp(sweep: SweepDir) -> int:
     """Delete temporary files left by writers that died mid-write. Call only when no trial is running."""
     n = 0
-    for d in (*(sweep.table(name) for name in TABLES), sweep.root / "zoo"):
+    for d in (*(sweep.table(name) for name in TABLES), sweep.path / INVERTED_DIR, sweep.root / "zoo"):
         for p in d.rglob(f"{TMP_PREFIX}*"):
             p.unlink(missing_ok=True)
             n += 1

@@ -64,6 +64,21 @@ def test_dm_trial_price_is_the_documented_sum():
     assert _trial_seconds(sweep, "dm", cache=False) == pytest.approx(uncached)
 
 
+def test_inversion_and_saliency_prices_are_the_documented_products():
+    space = copy.deepcopy(TINY_SPACE)
+    del space["stitching"]
+    space["donors"]["plain_b"] = dict(space["donors"]["plain_a"], seed=1)
+    space["inversions"] = {"donors": ["zoo:plain_a"], "point": "layer2.0", "steps": 9, "images": 20}
+    space["similarity"] = {"measure": "saliency", "images": 50, "pairs": [{"a": "zoo:plain_a", "b": "zoo:plain_b"}]}
+    sweep = parse_space(space)
+    (inv,), (sal,) = sweep.units["inversion"], sweep.units["similarity"]
+    est = estimate.estimate(sweep, {"inversion": [inv.unit_id], "similarity": [sal.unit_id]}, PROFILE)
+    # 20 images x (9 steps + the last iterate's loss) training steps through f<=layer2.0 (share 0.4) at 0.03 s
+    assert est.seconds["inversion"] == pytest.approx(0.5 + 20 * 10 * 0.03 * 0.4)
+    # one input gradient (a step) per image and model
+    assert est.seconds["similarity"] == pytest.approx(0.5 + 2 * 50 * 0.03)
+
+
 def test_tlm_trial_price_scales_with_epochs_and_the_cache_saves_the_front_per_epoch():
     prices = {}
     for epochs in (1, 3):

@@ -276,7 +276,7 @@ BAD = [
     ("stitching.init", "zeros", "stitching.init", "zeros"),
     ("stitching.stitcher", "bn", "stitching.stitcher", "bn"),
     ("donors.plain_a.beta", 10, "donors.plain_a.beta", "training: trades"),
-    ("donors.plain_a.data", {"dataset": "imagenet"}, "donors.plain_a.data.dataset", "imagenet"),
+    ("donors.plain_a.data", {"dataset": "imagenet21k"}, "donors.plain_a.data.dataset", "imagenet21k"),
     (
         "stitching.pairs",
         [{"front": "zoo:plain_a", "end": "zoo:plain_a", "data": "middle"}],

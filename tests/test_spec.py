@@ -82,7 +82,7 @@ BAD = [
     ("donors.plain_a.arch", "resnet_huge", "donors.plain_a.arch", "resnet_huge"),
     ("stitching.stitch_points", ["layer1.0", "layer7.0"], "stitching.stitch_points[1]", "layer7.0"),
     ("stitching.objectives", ["tlm", "magic"], "stitching.objectives[1]", "magic"),
-    ("data.dataset", "imagenet", "data.dataset", "imagenet"),
+    ("data.dataset", "imagenet21k", "data.dataset", "imagenet21k"),
     ("stitching.epochs", "ten", "stitching.epochs", "ten"),
     ("donors.plain_a.epochs", KeyError, "donors.plain_a.epochs", "required"),
     ("stitching.learning_rate", 0.1, "stitching.learning_rate", "unknown field"),

@@ -215,98 +215,15 @@ CURVE_SCHEMA = pa.schema(
     ]
 )
 
-SIMILARITY_DIR = "similarity"
-
-# Similarity without stitching (Cianfarani et al. 2022): one part per unit, one row per (A point, B point).
-# Columns every unit of a measuring kind (similarity, training similarity) records first, and last.
-_UNIT_HEAD = [
-    ("unit_id", pa.string()),
-    ("sweep", pa.string()),
-    ("name", pa.string()),
-    ("status", pa.string()),
-    ("error", pa.string()),
-    ("dataset", pa.string()),
-]
-_UNIT_TAIL = [
-    ("seed", pa.int64()),
-    ("time_unit_s", pa.float64()),
-    ("device", pa.string()),
-    ("stitchsweep_version", pa.string()),
-    ("schema_version", pa.int32()),
-    ("finished_at", pa.timestamp("us", tz="UTC")),
-]
-_MINIBATCH = [("images", pa.int32()), ("batch_size", pa.int32()), ("passes", pa.int32())]
-_ATTACK = [
-    ("attack_norm", pa.string()),
-    ("attack_eps", pa.float64()),
-    ("attack_steps", pa.int32()),
-    ("attack_step_size", pa.float64()),
-]
-
-SIMILARITY_SCHEMA = pa.schema(
-    _UNIT_HEAD
-    + [
-        ("a", pa.string()),  # the donors' references, e.g. "zoo:plain_a"
-        ("b", pa.string()),
-        ("a_key", pa.string()),
-        ("b_key", pa.string()),
-        ("a_arch", pa.string()),
-        ("b_arch", pa.string()),
-        ("a_inputs", pa.string()),  # what each side saw: "benign" | "adversarial"
-        ("b_inputs", pa.string()),
-        ("a_point", pa.string()),
-        ("b_point", pa.string()),
-        ("a_index", pa.int32()),  # the point's position among the unit's points of that side, input to output
-        ("b_index", pa.int32()),
-        ("cka", pa.float64()),
-        ("estimator", pa.string()),  # "minibatch" (unbiased HSIC, Nguyen et al. 2021) | "full"
-    ]
-    + _MINIBATCH
-    + [("attack_source", pa.string())]  # the adversarial examples: crafted against this donor
-    + _ATTACK
-    + [
-        ("a_acc", pa.float64()),  # each side's accuracy on the inputs it saw (b_acc on a's adversarial
-        ("b_acc", pa.float64()),  # examples: Cianfarani et al. Fig. 5a's transfer robustness)
-    ]
-    + _UNIT_TAIL
-)
-
-DONOR_CURVES_DIR = "donor_curves"
-
-# A trained donor's curves, one part per donor: per epoch its training loss and its validation loss and
-# accuracy, benign and (adversarial methods) on the method's own attack: `val_adv_loss`, `val_adv_acc`.
-DONOR_CURVES_SCHEMA = pa.schema(
-    [
-        ("donor", pa.string()),
-        ("donor_key", pa.string()),
-        ("training", pa.string()),
-        ("epoch", pa.int32()),
-        ("metric", pa.string()),
-        ("value", pa.float64()),
-    ]
-)
-
-TRAINING_SIMILARITY_DIR = "training_similarity"
-
-# CKA across training epochs (Cianfarani et al. 2022 Figs 6, 25): one part per unit (a donor), one row per
-# (point, epoch, epoch).
-TRAINING_SIMILARITY_SCHEMA = pa.schema(
-    _UNIT_HEAD
-    + [
-        ("donor", pa.string()),
-        ("donor_key", pa.string()),
-        ("arch", pa.string()),
-        ("inputs", pa.string()),  # "benign" | "adversarial" (crafted against the donor's final epoch)
-        ("point", pa.string()),
-        ("point_index", pa.int32()),
-        ("epoch_a", pa.int32()),
-        ("epoch_b", pa.int32()),
-        ("final_epoch", pa.int32()),
-        ("cka", pa.float64()),
-    ]
-    + _MINIBATCH
-    + _ATTACK
-    + _UNIT_TAIL
+from .units import (  # noqa: E402  (the measuring kinds' tables)
+    DONOR_CURVES_DIR,
+    DONOR_CURVES_SCHEMA,
+    INVERSION_SCHEMA,
+    INVERSIONS_DIR,
+    SIMILARITY_DIR,
+    SIMILARITY_SCHEMA,
+    TRAINING_SIMILARITY_DIR,
+    TRAINING_SIMILARITY_SCHEMA,
 )
 
 TABLES = (
@@ -317,6 +234,7 @@ TABLES = (
     SIMILARITY_DIR,
     TRAINING_SIMILARITY_DIR,
     DONOR_CURVES_DIR,
+    INVERSIONS_DIR,
 )
 
 
@@ -368,6 +286,8 @@ def _bare_schema(table: str) -> pa.Schema:
         return TRAINING_SIMILARITY_SCHEMA
     if table == DONOR_CURVES_DIR:
         return DONOR_CURVES_SCHEMA
+    if table == INVERSIONS_DIR:
+        return INVERSION_SCHEMA
     raise KeyError(f"unknown results table {table!r}; the tables are {list(TABLES)}")
 
 

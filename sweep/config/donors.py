@@ -47,7 +47,7 @@ class DonorSpec:
     name: str
     arch: str
     data: DataSpec
-    source: str = "zoo"  # "zoo" | "file" | "robustbench"
+    source: str = "zoo"  # "zoo" | "file" | "robustbench" | "salman" | "noise"
     training: str | None = None
     epochs: int | None = None
     lr: float | None = None
@@ -62,6 +62,7 @@ class DonorSpec:
     path: str | None = None  # file: the checkpoint; robustbench: the model folder (not part of the identity)
     file_sha256: str | None = None
     robustbench_id: str | None = None  # "dataset/threat_model/name"
+    salman_id: str | None = None  # Salman et al. 2020's checkpoint name, "resnet18_l2_eps3"
     mean: tuple[float, ...] | None = None  # file donors: the normalisation their weights expect
     std: tuple[float, ...] | None = None
     # zoo donors: keep the weights of every N-th epoch (and the last), for CKA across training epochs
@@ -106,7 +107,7 @@ class DonorSpec:
         fields.pop("name")  # a label: two donors with the same config share one checkpoint
         fields.pop("path")  # a location, not content
         fields["data"].pop("test_size")  # evaluation only: it does not shape the weights
-        added_later = ("beta", "checkpoint_every", *DONOR_OPTIMISER, *NOISE_FIELDS)
+        added_later = ("beta", "checkpoint_every", *DONOR_OPTIMISER, *NOISE_FIELDS, "salman_id")
         for added in added_later:  # added after the first release: unset, the old hashes hold
             if fields[added] is None:
                 fields.pop(added)

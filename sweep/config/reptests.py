@@ -115,10 +115,10 @@ def _parse_test(entry: Any, path: str, data: DataSpec, donors: dict, used: set[s
     test = s.read(OPTIONS["test"])
     chosen = _chosen_donors(s, path, test, data, donors)
     arch = chosen[0].arch
-    valid = ARCHITECTURES[arch].stitch_points()
+    valid = ARCHITECTURES[arch].points()
     layers_raw = s.raw.get("layers", OPTIONS["layers"].default)
     layers = (
-        valid
+        ARCHITECTURES[arch].stitch_points()
         if layers_raw == "all"
         else [
             check_value(v, f"{path}.layers[{k}]", "string", choices=valid)

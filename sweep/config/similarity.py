@@ -21,13 +21,16 @@ from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
 from sweep.registry import ARCHITECTURES, THREATS, did_you_mean
 
-INPUTS = ("benign", "adversarial")
+INPUTS = ("benign", "adversarial", "inverted")
 ESTIMATORS = ("minibatch", "full")
+MEASURES = ("cka", "saliency")
 
 OPTIONS = by_key(
     (
         Option("name", "string", "", doc="a label"),
         Option("pairs", "mapping", doc="[{a: REF, b: REF, a_inputs: benign, b_inputs: benign}]"),
+        Option("measure", "string", "cka", choices=MEASURES, doc="cka | saliency: cosine of input gradients"),
+        Option("inverted", "string", None, nullable=True, doc="an inversions entry's name: A's inverted images"),
         Option("points", "string", "stitch", doc="stitch | modules | a list of point or node names"),
         Option("images", "integer", 1000, low=4, cap="test", doc="the first N test images"),
         Option("estimator", "string", "minibatch", choices=ESTIMATORS),
@@ -79,41 +82,52 @@ class SimilaritySpec:
     attack_steps: int | None = None
     attack_step_size: float | None = None
     seed: int = 0
+    measure: str = "cka"
+    inversion_id: str | None = None  # the inversion unit whose images (inverted, and their targets) both see
     a: str = field(default="", compare=False)  # the donors' references: labels
     b: str = field(default="", compare=False)
     attack_source: str | None = field(default=None, compare=False)
+    inverted: str | None = field(default=None, compare=False)  # the inversions entry's name
     name: str = field(default="", compare=False)
 
-    LABELS = ("a", "b", "attack_source", "name")
+    LABELS = ("a", "b", "attack_source", "inverted", "name")
+    NEW = {"measure": "cka", "inversion_id": None}  # fields a unit id leaves out at these values (older ids)
 
     @property
     def unit_id(self) -> str:
         fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in self.LABELS}
+        fields = {k: v for k, v in fields.items() if k not in self.NEW or v != self.NEW[k]}
         return stable_hash({"kind": "similarity", "v": SCHEMA_VERSION, **fields})
 
     @property
     def label(self) -> str:
         sides = f"{self.a} ({self.a_inputs}) ~ {self.b} ({self.b_inputs})"
         attack = f" against {self.attack_source}" if self.attack_source else ""
-        points = f"{len(self.a_points)}x{len(self.b_points)} points"
-        return f"{self.name + ': ' if self.name else ''}{sides}{attack}, {points}, {self.images} images"
+        points = f"{len(self.a_points)}x{len(self.b_points)} points" if self.measure == "cka" else "saliency"
+        inverted = f" (inverted by {self.inverted})" if self.inverted else ""
+        return f"{self.name + ': ' if self.name else ''}{sides}{attack}{inverted}, {points}, {self.images} images"
 
 
-def parse_similarity(raw: Any, data, evaluation, donors: dict[str, DonorSpec], used: set[str]) -> tuple:
-    """Every unit of the `similarity` section (a list of entries, or one entry)."""
+def parse_similarity(
+    raw: Any, data, evaluation, donors: dict[str, DonorSpec], used: set[str], inversions: tuple = ()
+) -> tuple:
+    """Every unit of the `similarity` section (a list of entries, or one entry); `inversions`: the units of the
+    `inversions` section, which `inverted: NAME` refers to."""
     entries = raw if isinstance(raw, list) else [raw]
     if not entries or not all(isinstance(e, dict) for e in entries):
         raise SpecError("similarity", "a mapping, or a non-empty list of mappings", raw)
     units: dict[str, SimilaritySpec] = {}
     for i, entry in enumerate(entries):
         path = "similarity" if isinstance(raw, dict) else f"similarity[{i}]"
-        for unit in _parse_entry(entry, path, data, evaluation, donors, used):
+        for unit in _parse_entry(entry, path, data, evaluation, donors, used, inversions):
             units.setdefault(unit.unit_id, unit)
     return tuple(units.values())
 
 
-def _parse_entry(entry: dict, path: str, data, evaluation, donors, used: set[str]) -> list[SimilaritySpec]:
+def _parse_entry(entry: dict, path: str, data, evaluation, donors, used, inversions) -> list[SimilaritySpec]:
     s = Section(entry, path, set(OPTIONS))
+    measure = s.read(OPTIONS["measure"])
+    inverted = s.read(OPTIONS["inverted"])
     pairs = s.raw.get("pairs")
     if not isinstance(pairs, list) or not pairs:
         raise SpecError(f"{path}.pairs", "a non-empty list of {a: REF, b: REF}", pairs)
@@ -127,6 +141,12 @@ def _parse_entry(entry: dict, path: str, data, evaluation, donors, used: set[str
             raise SpecError(f"{ppath}.b", f"a donor trained on {a.ref}'s data ({a.data.dataset})", b.data.dataset)
         common = _settings(s, path, a.data)
         inputs = {side: p.get(f"{side}_inputs", "string", "benign", choices=INPUTS) for side in ("a", "b")}
+        if "inverted" in inputs.values() and "adversarial" in inputs.values():
+            raise SpecError(ppath, "inverted or adversarial inputs, not both", inputs)
+        if inverted is not None:
+            common.update(_inversion(inverted, a, f"{path}.inverted", inversions))
+        elif "inverted" in inputs.values():
+            raise SpecError(f"{path}.inverted", "an inversions entry's name (a pair sees inverted inputs)", None)
         attack = _attack(s, path, a, b, donors, evaluation) if "adversarial" in inputs.values() else {}
         used.update(d.name for d in (a, b))
         if attack:
@@ -137,8 +157,13 @@ def _parse_entry(entry: dict, path: str, data, evaluation, donors, used: set[str
                 b_key=b.donor_key,
                 a_arch=a.arch,
                 b_arch=b.arch,
-                a_points=points(s.raw.get("points", OPTIONS["points"].default), a.arch, f"{path}.points"),
-                b_points=points(s.raw.get("points", OPTIONS["points"].default), b.arch, f"{path}.points"),
+                a_points=points(s.raw.get("points", OPTIONS["points"].default), a.arch, f"{path}.points")
+                if measure == "cka"
+                else (),
+                b_points=points(s.raw.get("points", OPTIONS["points"].default), b.arch, f"{path}.points")
+                if measure == "cka"
+                else (),
+                measure=measure,
                 a_inputs=inputs["a"],
                 b_inputs=inputs["b"],
                 a=a.ref,
@@ -155,6 +180,20 @@ def _parse_entry(entry: dict, path: str, data, evaluation, donors, used: set[str
             "no pair sets a_inputs or b_inputs: adversarial",
         )
     return units
+
+
+def _inversion(name: str, a: DonorSpec, path: str, inversions: tuple) -> dict:
+    """The inversion unit of entry `name` that inverts donor A: both sides read its images (the inverted ones,
+    or their natural targets), so `images` is its sample size."""
+    named = [u for u in inversions if u.name == name]
+    if not named:
+        known = sorted({u.name for u in inversions if u.name})
+        raise SpecError(path, f"the name of an inversions entry: one of {known}", name, did_you_mean(name, known))
+    mine = [u for u in named if u.donor_key == a.donor_key]
+    if not mine:
+        hint = "add it to that entry's donors"
+        raise SpecError(path, f"an inversions entry that inverts side A ({a.ref})", name, hint)
+    return dict(inversion_id=mine[0].unit_id, inverted=name, images=mine[0].images)
 
 
 def _settings(s: Section, path: str, data) -> dict:
@@ -210,12 +249,15 @@ def points(raw: Any, arch: str, path: str) -> tuple[str, ...]:
     entry = ARCHITECTURES[arch]
     if raw == "stitch":
         return tuple(entry.stitch_points())
-    nodes = _graph_nodes(entry, path)
+    stitch = entry.points()  # the stitch points and `penultimate`
+    if isinstance(raw, list) and raw and raw[0] in stitch:
+        nodes = stitch  # no tracing (a ViT cannot be traced)
+    else:
+        nodes = _graph_nodes(entry, path)
     if raw == "modules":
         return tuple(n for n in nodes if n != "x")
     if not isinstance(raw, list) or not raw:
         raise SpecError(path, "'stitch', 'modules' or a non-empty list of point names", raw)
-    stitch = entry.stitch_points()
     valid = stitch if raw[0] in stitch else nodes
     kind = "stitch point" if valid is stitch else "graph node (or all stitch points)"
     for k, name in enumerate(raw):

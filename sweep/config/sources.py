@@ -80,6 +80,46 @@ def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, evaluation: E
     )
 
 
+# Salman et al. 2020's L2-robust ImageNet checkpoints (Jones et al. 2022 Table 1): name -> (our architecture, its
+# eps levels); files `<name>_l2_eps<eps>.ckpt` in the robustness library's layout
+SALMAN = {
+    "resnet18": ("tv_resnet18", None),
+    "resnet50": ("tv_resnet50", None),
+    "wide_resnet50_2": ("tv_wide_resnet50_2", None),
+    "wide_resnet50_4": ("tv_wide_resnet50_4", None),
+    "resnext50_32x4d": ("tv_resnext50_32x4d", ("0", "3")),
+    "vgg16_bn": ("tv_vgg16_bn", ("0", "3")),
+    "densenet": ("tv_densenet161", ("0", "3")),
+    "shufflenet": ("tv_shufflenet_v2_x1_0", ("0", "3")),
+    "mobilenet": ("tv_mobilenet_v2", ("0", "3")),
+}
+SALMAN_EPS = ("0", "0.01", "0.03", "0.05", "0.1", "0.25", "0.5", "1", "3", "5")
+
+
+def _parse_salman_donor(name: str, raw: dict, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
+    path = f"donors.{name}"
+    s = Section(raw, path, {"salman", "model_dir"})
+    ckpt = s.get("salman", "string")
+    arch_name, _, eps = ckpt.partition("_l2_eps")
+    known = [f"{a}_l2_eps{e}" for a, (_, levels) in SALMAN.items() for e in (levels or SALMAN_EPS)]
+    if ckpt not in known:
+        close = difflib.get_close_matches(ckpt, known, n=3, cutoff=0.5)
+        hint = f"e.g. {close or known[:3]}"
+        raise SpecError(f"{path}.salman", "a checkpoint of Salman et al. 2020, '<arch>_l2_eps<eps>'", ckpt, hint)
+    if data.dataset != "imagenet":
+        raise SpecError(f"{path}.salman", "a donor on ImageNet (data: {dataset: imagenet})", data.dataset)
+    return DonorSpec(
+        name=name,
+        source="salman",
+        salman_id=ckpt,
+        path=str(Path(s.get("model_dir", "string", "models")).expanduser().absolute()),
+        arch=SALMAN[arch_name][0],
+        data=data,
+        training="pgd_l2" if float(eps) else "plain",
+        eps=float(eps) if float(eps) else None,
+    )
+
+
 @functools.lru_cache(maxsize=64)
 def _filestable_hash(path: Path) -> str:
     digest = hashlib.sha256()
@@ -156,6 +196,13 @@ for _source in (
         _parse_robustbench_donor,
         lazy("sweep.models.external:build_robustbench_donor"),
         lambda d: f"from RobustBench {d.robustbench_id} in {d.path}",
+    ),
+    DonorSource(
+        "salman",
+        "salman",
+        _parse_salman_donor,
+        lazy("sweep.models.external:build_salman_donor"),
+        lambda d: f"Salman et al. 2020's {d.salman_id} in {d.path}",
     ),
     DonorSource(
         "noise",

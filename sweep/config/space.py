@@ -56,12 +56,14 @@ class Sweep:
 @dataclass
 class SpaceContext:
     """What a kind's section parser gets besides its own section: the validated data, evaluation and donors,
-    and `used`, the donor names its units use (it adds them: only used donors are trained)."""
+    and `used`, the donor names its units use (it adds them: only used donors are trained); `units`, the units
+    of the kinds parsed before it (registration order), by kind name, for sections that refer to them."""
 
     data: DataSpec
     evaluation: EvalSpec
     donors: dict[str, DonorSpec]
     used: set[str]
+    units: dict[str, tuple] = field(default_factory=dict)
 
 
 def load_space(path: str | Path | Loc) -> Sweep:
@@ -111,7 +113,10 @@ def parse_space(raw: Any) -> Sweep:
         first, *others = sections
         raise SpecError(first, f"a {first} section (or {', '.join(others)})", MISSING, "the field is required")
     ctx = SpaceContext(data, evaluation, donors, set())
-    units = {kind.name: tuple(kind.parse(raw[key], ctx)) for key, kind in sections.items() if key in raw}
+    units = ctx.units
+    for key, kind in sections.items():
+        if key in raw:
+            units[kind.name] = tuple(kind.parse(raw[key], ctx))
     r = Section(top.raw.get("resources", {}), "resources", set(RESOURCE_OPTIONS))
     return Sweep(
         donor_evals=_donor_evals(donors, ctx.used, evaluation, units.get("trial", ())),

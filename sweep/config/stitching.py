@@ -127,9 +127,9 @@ def _check_noise_block(block: Block, path: str) -> None:
 
 
 def _stitch_points(raw: Any, arch: str, path: str) -> list[str]:
-    valid = ARCHITECTURES[arch].stitch_points()
     if raw == "all":
-        return valid
+        return ARCHITECTURES[arch].stitch_points()
+    valid = ARCHITECTURES[arch].points()  # `penultimate` by name
     if not isinstance(raw, list) or not raw:
         raise SpecError(path, "'all' or a non-empty list of names", raw)
     for k, p in enumerate(raw):
@@ -141,8 +141,8 @@ def _stitch_points(raw: Any, arch: str, path: str) -> list[str]:
 def _layer_pairs(points: list[str], end_points: Any, end_arch: str, path: str) -> list[tuple[str, str]]:
     if end_points == "same":
         return [(p, p) for p in points]
-    valid = ARCHITECTURES[end_arch].stitch_points()
-    ends = valid if end_points == "all" else end_points
+    valid = ARCHITECTURES[end_arch].points()
+    ends = ARCHITECTURES[end_arch].stitch_points() if end_points == "all" else end_points
     for k, q in enumerate(ends):
         if q not in valid:
             raise SpecError(f"{path}[{k}]", f"a stitch point of {end_arch}: one of {valid}", q, did_you_mean(q, valid))
@@ -238,7 +238,8 @@ def _trial(
         check_dm_samples(f"{block.path}.dm_samples", fields["dm_samples"], [src], [tgt], f"from {point} to {end_point}")
     if fields.get("init") == "identity" and channels(src) != channels(tgt):
         _refuse_identity(block.path, f"{front.ref} @{point}", src, f"{end.ref} @{end_point}", tgt)
-    valid, end_valid = ARCHITECTURES[sender].stitch_points(), ARCHITECTURES[end.arch].stitch_points()
+    valid, end_valid = ARCHITECTURES[sender].points(), ARCHITECTURES[end.arch].points()
+    n_valid, n_end_valid = len(ARCHITECTURES[sender].stitch_points()), len(ARCHITECTURES[end.arch].stitch_points())
     return TrialSpec(
         **tdata.fields(),
         front=front.ref,
@@ -263,10 +264,10 @@ def _trial(
         attack_restarts=evaluation.restarts,
         n_eval_robust=evaluation.n_eval_robust if front.network else 0,  # no attack on noise
         **block.numerics,
-        point_index=valid.index(point) + 1,
-        n_points=len(valid),
+        point_index=valid.index(point) + 1,  # `penultimate`: n_points + 1
+        n_points=n_valid,
         end_index=end_valid.index(end_point) + 1,
-        n_end_points=len(end_valid),
+        n_end_points=n_end_valid,
         front_dataset=front.data.dataset,
         end_dataset=end.data.dataset,
         stitch_data=role,

@@ -21,8 +21,12 @@ SUFFIXES = {".jpeg", ".jpg", ".png"}
 URL = "https://s3.amazonaws.com/fast-ai-imageclas/{folder}.tgz"
 
 
-def read_image_folder(split_dir: Path, size: int = SIZE) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
-    """Every image under `split_dir/<class>/`, as (N, 3, size, size) floats in [0, 1], labels, class names."""
+def read_image_folder(
+    split_dir: Path, size: int = SIZE, per_class: int | None = None, resize: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """Every image under `split_dir/<class>/` (the first `per_class` of each class in sorted order, when
+    given), as (N, 3, size, size) floats in [0, 1], labels, class names. The shorter side is resized to
+    `resize` (default: `size`), then the centre `size` x `size` square is cropped."""
     from PIL import Image
 
     classes = sorted(p.name for p in split_dir.iterdir() if p.is_dir())
@@ -30,21 +34,22 @@ def read_image_folder(split_dir: Path, size: int = SIZE) -> tuple[torch.Tensor, 
         raise FileNotFoundError(f"no class folders under {split_dir}")
     images, labels = [], []
     for label, name in enumerate(classes):
-        for path in sorted(p for p in (split_dir / name).iterdir() if p.suffix.lower() in SUFFIXES):
+        paths = sorted(p for p in (split_dir / name).iterdir() if p.suffix.lower() in SUFFIXES)
+        for path in paths[:per_class]:
             with Image.open(path) as img:
-                images.append(_square(img.convert("RGB"), size))
+                images.append(_square(img.convert("RGB"), size, resize or size))
             labels.append(label)
     x = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float().div_(255)
     return x, torch.tensor(labels, dtype=torch.long), classes
 
 
-def _square(img, size: int) -> np.ndarray:
-    """Resize the shorter side to `size` (bilinear), then crop the centre square."""
+def _square(img, size: int, resize: int) -> np.ndarray:
+    """Resize the shorter side to `resize` (bilinear), then crop the centre `size` square."""
     from PIL import Image
 
     w, h = img.size
-    scale = size / min(w, h)
-    img = img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BILINEAR)
+    scale = resize / min(w, h)
+    img = img.resize((max(resize, round(w * scale)), max(resize, round(h * scale))), Image.BILINEAR)
     w, h = img.size
     left, top = (w - size) // 2, (h - size) // 2
     return np.asarray(img.crop((left, top, left + size, top + size)), dtype=np.uint8)
@@ -93,3 +98,32 @@ def imagenette(root: Path, download: bool) -> Pool:
 def imagewoof(root: Path, download: bool) -> Pool:
     """ImageWoof (fast.ai): ten ImageNet dog breeds, hard to tell apart."""
     return _load("imagewoof2-160", root, download)
+
+
+IMAGENET_PER_CLASS = 10  # images per class read from each split: 10,000 each (Jones et al. 2022 4.1's subset)
+
+
+@register_dataset(
+    "imagenet",
+    train_pool=1000 * IMAGENET_PER_CLASS,
+    test=1000 * IMAGENET_PER_CLASS,
+    channels=3,
+    image_size=224,
+    required=_required("imagenet"),
+    num_classes=1000,
+    threat=IMAGENET_THREAT,
+)
+def imagenet(root: Path, download: bool) -> Pool:
+    """ImageNet (ILSVRC 2012) in the image-folder layout, `ROOT/imagenet/{train,val}/<wnid>/*` (val sorted into
+    class folders, as torchvision's ImageFolder and the robustness library read it): the first 10 images of
+    each class of each split in sorted order, the validation ones a fixed 10,000-image subset (Jones et al.
+    2022 4.1 draws 10,000 without saying which), resized to 256 and centre-cropped to 224 (Salman et al.'s
+    evaluation transform). Never downloaded: ImageNet's licence requires fetching it yourself."""
+    base = root / "imagenet"
+    if not (base / "train").is_dir() or not (base / "val").is_dir():
+        raise FileNotFoundError(f"ImageNet is never downloaded: put its train/ and val/ class folders under {base}")
+    train_x, train_y, classes = read_image_folder(base / "train", 224, IMAGENET_PER_CLASS, resize=256)
+    test_x, test_y, test_classes = read_image_folder(base / "val", 224, IMAGENET_PER_CLASS, resize=256)
+    if test_classes != classes:
+        raise ValueError(f"{base}: the val classes differ from the train classes")
+    return Pool(train_x, train_y, test_x, test_y, len(classes), IMAGENET_MEAN, IMAGENET_STD)

@@ -19,6 +19,8 @@ from sweep.config.similarity import SimilaritySpec, parse_similarity
 from sweep.data.core import worker_splits
 from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
+from sweep.kinds.inversion import read_inverted
+from sweep.measures.saliency import saliency_cosines
 from sweep.measures.similarity import MinibatchCKA, linear_cka, minibatches
 from sweep.models.features import features
 from sweep.train.evaluate import accuracy, predict
@@ -40,6 +42,9 @@ def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
         **{k: getattr(spec, k) for k in ("a_inputs", "b_inputs", "estimator", "images", "batch_size", "passes")},
         **{k: getattr(spec, k) for k in ("attack_source", "attack_norm", "attack_eps", "attack_steps")},
         attack_step_size=spec.attack_step_size,
+        measure=spec.measure,
+        inversion_id=spec.inversion_id,
+        inverted=spec.inverted,
         seed=spec.seed,
         device=str(ctx.device),
     )
@@ -51,9 +56,14 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
         spec.dataset, spec.train_size, spec.val_size, spec.test_size, CPU, root=ctx.data_root, download=ctx.download
     )
     x, y = splits.test_x[: spec.images], splits.test_y[: spec.images]
+    inputs = {"benign": x}
+    if spec.inversion_id:  # the inversion's natural targets and their inverted images, in its order
+        arrays = read_inverted(ctx.sweep_dir, spec.inversion_id)
+        index = torch.from_numpy(arrays["image"])
+        x, y = splits.test_x[index], splits.test_y[index]
+        inputs = {"benign": x, "inverted": torch.from_numpy(arrays["inverted"])}
     keys = {spec.a_key, spec.b_key} | ({spec.attack_key} if spec.attack_key else set())
     models = {key: load_donor(ctx.sweep_dir, key, ctx.device) for key in keys}
-    inputs = {"benign": x}
     if spec.attack_key:
         args = (spec.attack_eps, spec.attack_step_size, spec.attack_steps, spec.seed, ctx.device)
         inputs["adversarial"] = craft(spec.attack_norm, models[spec.attack_key], x, y, *args)
@@ -63,6 +73,10 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
         side: accuracy(predict(models[key], xs, ctx.device), y)
         for side, key, xs in (("a", spec.a_key, xa), ("b", spec.b_key, xb))
     }
+    if spec.measure == "saliency":
+        cos = saliency_cosines(models[spec.a_key], models[spec.b_key], xa, xb, y, ctx.device)
+        stats = dict(saliency_cosine=float(cos.mean()), saliency_cosine_std=float(cos.std()))
+        return [dict(stats, a_acc=acc["a"], b_acc=acc["b"])]
     fa = features(models[spec.a_key], spec.a_points)
     fb = features(models[spec.b_key], spec.b_points)
     same = spec.a_key == spec.b_key and spec.a_points == spec.b_points and spec.a_inputs == spec.b_inputs
@@ -111,7 +125,7 @@ def _full(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device) -> t
 
 
 def _parse(raw, ctx) -> tuple:
-    return parse_similarity(raw, ctx.data, ctx.evaluation, ctx.donors, ctx.used)
+    return parse_similarity(raw, ctx.data, ctx.evaluation, ctx.donors, ctx.used, ctx.units.get("inversion", ()))
 
 
 register_kind(
@@ -127,6 +141,6 @@ register_kind(
         run=run_similarity,
         label=lambda spec: spec.label,
         donors=lambda spec: tuple(r for r in dict.fromkeys((spec.a, spec.b, spec.attack_source)) if r),
-        after=("donor",),
+        after=("donor", "inversion"),
     )
 )

@@ -27,25 +27,65 @@ class Normalize(nn.Module):
         return (x - self.mean) / self.std
 
 
+PENULTIMATE = "penultimate"
+
+
+class PooledHead(nn.Module):
+    """A classifier stage that exposes its penultimate vector (Jones et al. 2022's representation layer): the
+    pooled features the last linear layer reads. `forward(x) == classify(pooled(x))`."""
+
+    def pooled(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def classify(self, v: torch.Tensor) -> torch.Tensor:
+        return self.fc(v)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classify(self.pooled(x))
+
+
+class _HeadPart(nn.Module):
+    """One half of a `PooledHead` (`pooled` or `classify`) as a stage of its own; it shares the head's modules."""
+
+    def __init__(self, head: nn.Module, part: str) -> None:
+        super().__init__()
+        self.head, self.part = head, part
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return getattr(self.head, self.part)(x)
+
+
 class StagedNet(nn.Module):
-    """A network given as ordered named stages; `stitch_points` names the stages one may cut after."""
+    """A network given as ordered named stages; `stitch_points` names the stages one may cut after (`all` in a
+    search space). Every network also has the point `penultimate` (`extra_points`): a stage of that name, or,
+    when the last stage is a `PooledHead`, the cut inside it, so the state dict keeps the head's keys."""
 
     def __init__(self, stages: list[tuple[str, nn.Module]], stitch_points: list[str]) -> None:
         super().__init__()
-        self.stage_names = [name for name, _ in stages]
+        names = [name for name, _ in stages]
         # ModuleDict keys may not contain dots; the public names keep the dotted form (torchvision style).
         self.stages = nn.ModuleDict({name.replace(".", "_"): m for name, m in stages})
+        self._order = list(self.stages)  # the modules forward runs (what torch.fx traces)
+        views = {}
+        last_name, last = stages[-1]
+        if isinstance(last, PooledHead) and PENULTIMATE not in names:
+            views = {PENULTIMATE: _HeadPart(last, "pooled"), last_name: _HeadPart(last, "classify")}
+            names = names[:-1] + [PENULTIMATE, last_name]
+        self.__dict__["_views"] = views  # not submodules: the state dict holds the head once
+        self.stage_names = names
         unknown = [p for p in stitch_points if p not in self.stage_names]
         if unknown:
             raise ValueError(f"stitch points {unknown} are not stages of this network")
         self.stitch_points = list(stitch_points)
+        self.extra_points = [PENULTIMATE] if PENULTIMATE in names and PENULTIMATE not in stitch_points else []
 
     def stage(self, name: str) -> nn.Module:
-        return self.stages[name.replace(".", "_")]
+        view = self._views.get(name)
+        return view if view is not None else self.stages[name.replace(".", "_")]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for name in self.stage_names:
-            x = self.stage(name)(x)
+        for key in self._order:
+            x = self.stages[key](x)
         return x
 
 
@@ -59,8 +99,12 @@ class Architecture:
     description: str
 
     def stitch_points(self) -> list[str]:
-        """The stitch point names, input to output."""
+        """The stitch point names, input to output (what `all` selects)."""
         return list(_points(self.name))
+
+    def points(self) -> list[str]:
+        """Every point a search space may name: the stitch points, then `penultimate` where it is not one."""
+        return list(_points(self.name, extra=True))
 
     def graph_nodes(self) -> list[str]:
         """Every node of the network's traced graph in evaluation mode (torchvision's `get_graph_node_names`):
@@ -88,8 +132,9 @@ def build(arch: str, in_channels: int, num_classes: int, mean, std, image_size: 
 
 
 @functools.cache
-def _points(arch: str) -> tuple[str, ...]:
-    return tuple(build(arch, 1, 10, (0.5,), (0.5,)).stitch_points)
+def _points(arch: str, extra: bool = False) -> tuple[str, ...]:
+    model = build(arch, 1, 10, (0.5,), (0.5,))
+    return tuple(model.stitch_points + (model.extra_points if extra else []))
 
 
 @functools.cache
@@ -112,7 +157,7 @@ def _shapes(arch: str, in_channels: int, image_size: int, num_classes: int) -> d
     with torch.no_grad():
         for name in model.stage_names:
             x = model.stage(name)(x)
-            if name in model.stitch_points:
+            if name in model.stitch_points or name in model.extra_points:
                 shapes[name] = tuple(x.shape[1:])
     return shapes
 
@@ -120,14 +165,16 @@ def _shapes(arch: str, in_channels: int, image_size: int, num_classes: int) -> d
 def activation_shapes(
     arch: str, in_channels: int, image_size: int, num_classes: int = 10
 ) -> dict[str, tuple[int, ...]]:
-    """The activation shape (without the batch dimension) at every stitch point, from one forward pass of a
-    freshly built model on a blank image: (C, H, W) for conv stages, (tokens, dim) for transformer ones."""
+    """The activation shape (without the batch dimension) at every point, from one forward pass of a freshly
+    built model on a blank image: (C, H, W) for conv stages, (tokens, dim) for transformer ones, (D,) for
+    `penultimate`."""
     return ARCHITECTURES.get_entry(arch).activation_shapes(in_channels, image_size, num_classes)
 
 
 def check_point(model: StagedNet, point: str) -> None:
-    if point not in model.stitch_points:
-        raise ValueError(f"unknown stitch point {point!r}; valid points, input to output: {model.stitch_points}")
+    valid = model.stitch_points + model.extra_points
+    if point not in valid:
+        raise ValueError(f"unknown stitch point {point!r}; valid points, input to output: {valid}")
 
 
 def split(model: StagedNet, point: str) -> tuple[nn.Sequential, nn.Sequential]:

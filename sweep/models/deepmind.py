@@ -51,9 +51,9 @@ class DMBlock(nn.Module):
 
 
 class DMHead(Head):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def pooled(self, x: torch.Tensor) -> torch.Tensor:
         x = nn.functional.silu(self.bn(x))
-        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+        return torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)
 
 
 def _dm_net(widths, blocks, *, wide, stem_width, in_channels, num_classes, mean, std) -> StagedNet:

@@ -76,6 +76,33 @@ def _from_cifar_layout(sd: dict[str, torch.Tensor], expected: set[str], own: set
     return out
 
 
+def _from_torchvision_layout(sd: dict[str, torch.Tensor], ours: dict, own: set[str]) -> dict[str, torch.Tensor]:
+    """torchvision's keys onto a network whose stages keep torchvision's module names (`imagenet_tv.py`): the
+    stage prefix added back. Salman et al. 2020's robustness-library checkpoints too: `model.` + torchvision's
+    keys, the `attacker.` copy dropped, the normaliser's `new_mean` / `new_std` as our normalisation."""
+    strip: dict[str, list[str]] = {}
+    for key in ours:
+        parts = key.split(".", 2)
+        if key not in own and len(parts) == 3:
+            strip.setdefault(parts[2], []).append(key)
+    if not strip or any(len(v) > 1 for v in strip.values()):
+        return {}  # module names repeat across stages: not such a network
+    norm = {
+        "normalizer.new_mean": next((k for k in sorted(own) if k.endswith(".mean")), None),
+        "normalizer.new_std": next((k for k in sorted(own) if k.endswith(".std")), None),
+    }
+    out = {}
+    for key, value in sd.items():
+        if key.startswith("attacker."):
+            continue
+        key = key.removeprefix("model.")
+        if norm.get(key):
+            out[norm[key]] = value.reshape(ours[norm[key]].shape)
+        else:
+            out[strip[key][0] if key in strip else key] = value
+    return out
+
+
 def _rename(key: str, rules) -> str:
     for pattern, repl in rules:
         key = pattern.sub(repl, key)
@@ -122,11 +149,14 @@ def from_state_dict(
     expected = set(ours) - own
     best, best_score = None, -1
     dm = {_rename(k, _DM_LAYOUT): v for k, v in raw.items()}
-    for candidate in (raw, _from_cifar_layout(raw, expected, own), dm):
+    tv = _from_torchvision_layout(raw, ours, own)
+    for candidate in (raw, _from_cifar_layout(raw, expected, own), dm, tv):
         keys = set(candidate) - own
         if keys == expected and all(candidate[k].shape == ours[k].shape for k in set(candidate) & set(ours)):
             # normalisation: the checkpoint's own buffers when it has them, else the donor spec's
             model.load_state_dict({**ours, **candidate})
+            if candidate is tv:
+                _check_torchvision(model.eval(), arch, num_classes, in_channels, image_size, source)
             return model.eval()
         score = len(keys & expected)
         if score > best_score:
@@ -147,6 +177,25 @@ def from_state_dict(
         f"{source}: the checkpoint does not fit architecture {arch!r} ({in_channels} input channels,"
         f" {num_classes} classes): {detail}"
     )
+
+
+def _check_torchvision(model: StagedNet, arch: str, num_classes: int, in_channels: int, size: int, source: str):
+    """A checkpoint mapped by the stage prefix must compute what torchvision's network with it computes."""
+    from sweep.models.imagenet_tv import REFERENCES
+
+    if arch not in REFERENCES or in_channels != 3:
+        return
+    state = model.state_dict()
+    reference = REFERENCES[arch](num_classes=num_classes).eval()
+    names = set(reference.state_dict())
+    stripped = {key.split(".", 2)[-1]: value for key, value in state.items()}
+    reference.load_state_dict({k: v for k, v in stripped.items() if k in names})
+    norm = next(m for m in model.modules() if isinstance(m, Normalize))
+    x = torch.rand(2, 3, size, size, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        gap = (model(x) - reference(norm(x))).abs().max().item()
+    if gap > 1e-4:
+        raise ValueError(f"{source}: mapped onto {arch!r} it differs from torchvision's network (gap {gap:.3g})")
 
 
 # ------------------------------------------------------------------------------------------- RobustBench
@@ -238,3 +287,35 @@ def build_robustbench_donor(donor, splits, device, progress=None, workdir=None):
         image_size=splits.image_size,
     )
     return model, (0.0,), (1.0,)
+
+
+SALMAN_URL = "https://huggingface.co/madrylab/robust-imagenet-models/resolve/main/{name}.ckpt"
+
+
+def build_salman_donor(donor, splits, device, progress=None, workdir=None):
+    """The `salman:` donor source: `<model_dir>/<name>.ckpt` (downloaded there once from the authors' mirror
+    when missing), in the robustness library's layout, mapped and checked against torchvision's network; its
+    own normaliser sets the normalisation."""
+    path = Path(donor.path) / f"{donor.salman_id}.ckpt"
+    if not path.is_file():
+        from torch.hub import download_url_to_file
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            download_url_to_file(SALMAN_URL.format(name=donor.salman_id), str(path))
+        except Exception as exc:
+            raise FileNotFoundError(
+                f"{path}: missing, and downloading it failed ({type(exc).__name__}: {exc}); put Salman et al.'s"
+                f" {donor.salman_id}.ckpt there"
+            ) from None
+    model = load_checkpoint(
+        path,
+        donor.arch,
+        in_channels=splits.in_channels,
+        num_classes=splits.num_classes,
+        mean=(0.485, 0.456, 0.406),
+        std=(0.229, 0.224, 0.225),
+        image_size=splits.image_size,
+    )
+    norm = next(m for m in model.modules() if isinstance(m, Normalize))
+    return model, tuple(norm.mean.flatten().tolist()), tuple(norm.std.flatten().tolist())

@@ -12,9 +12,10 @@ from sweep.models.base import StagedNet
 
 
 def features(model: StagedNet, points: tuple[str, ...]) -> Callable[[torch.Tensor], list[torch.Tensor]]:
-    """A function x -> [the activation at each of `points`], in the order given. All stitch points, or all
+    """A function x -> [the activation at each of `points`], in the order given. All stitch points (and
+    `penultimate`), or all
     graph nodes (`Architecture.graph_nodes`); the model is used as it is (put it in eval mode first)."""
-    if all(p in model.stitch_points for p in points):
+    if all(p in model.stitch_points or p in model.extra_points for p in points):
         wanted = set(points)
         last = max(model.stage_names.index(p) for p in points)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sweep.models.base import Normalize, StagedNet, register_architecture
+from sweep.models.base import Normalize, PooledHead, StagedNet, register_architecture
 
 
 class BasicBlock(nn.Module):
@@ -63,17 +63,17 @@ def _projection(in_planes: int, out_planes: int, stride: int) -> nn.Module:
     return nn.Sequential(nn.Conv2d(in_planes, out_planes, 1, stride, bias=False), nn.BatchNorm2d(out_planes))
 
 
-class Head(nn.Module):
-    """Optional BN, then ReLU, global average pooling and the linear classifier."""
+class Head(PooledHead):
+    """Optional BN, then ReLU, global average pooling (the penultimate vector) and the linear classifier."""
 
     def __init__(self, planes: int, num_classes: int, bn: bool = False) -> None:
         super().__init__()
         self.bn = nn.BatchNorm2d(planes) if bn else nn.Identity()
         self.fc = nn.Linear(planes, num_classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def pooled(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.relu(self.bn(x))
-        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+        return torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)
 
 
 def _residual_net(

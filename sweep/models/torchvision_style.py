@@ -21,7 +21,7 @@ from torch import nn
 from torchvision.models.resnet import BasicBlock
 from torchvision.models.vgg import cfgs, make_layers
 
-from sweep.models.base import Normalize, StagedNet, register_architecture
+from sweep.models.base import Normalize, PooledHead, StagedNet, register_architecture
 
 
 class _Input(nn.Module):
@@ -45,6 +45,20 @@ def _stage(in_planes: int, planes: int, stride: int) -> nn.Sequential:
     return nn.Sequential(BasicBlock(in_planes, planes, stride, downsample), BasicBlock(planes, planes))
 
 
+class _Classifier(nn.Sequential, PooledHead):
+    """torchvision's VGG classifier (keys `classifier.0` ..), its penultimate vector the last linear layer's input."""
+
+    def pooled(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in list(self)[:-1]:
+            x = layer(x)
+        return x
+
+    def classify(self, v: torch.Tensor) -> torch.Tensor:
+        return self[-1](v)
+
+    forward = PooledHead.forward
+
+
 @register_architecture(
     "resnet18_tv", "torchvision's ResNet-18: points before each residual stage and the classifier (Smith & Marcu) (5)"
 )
@@ -64,6 +78,7 @@ def resnet18_tv(*, in_channels, num_classes, mean, std, image_size=28) -> Staged
     stages += [
         ("avgpool", nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(1))),
         ("before_fc", nn.Identity()),
+        ("penultimate", nn.Identity()),  # the same vector, under the name every architecture has
         ("fc", nn.Linear(512, num_classes)),
     ]
     return StagedNet(stages, [f"before_layer{i}" for i in range(1, 5)] + ["before_fc"])
@@ -92,7 +107,7 @@ def vgg19_tv(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet
         ("before_classifier.0", nn.Identity()),
         (
             "classifier",
-            nn.Sequential(
+            _Classifier(
                 nn.Flatten(1),
                 nn.Linear(512 * 7 * 7, 4096),
                 nn.ReLU(True),

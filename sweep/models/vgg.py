@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sweep.models.base import Normalize, StagedNet, register_architecture
+from sweep.models.base import Normalize, PooledHead, StagedNet, register_architecture
 
 VGG11 = [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]
 
@@ -27,14 +27,14 @@ class VGGStage(nn.Module):
         return self.bn(self.conv(x))
 
 
-class VGGHead(nn.Module):
+class VGGHead(PooledHead):
     def __init__(self, planes: int, num_classes: int) -> None:
         super().__init__()
         self.fc = nn.Linear(planes, num_classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def pooled(self, x: torch.Tensor) -> torch.Tensor:
         x = nn.functional.max_pool2d(torch.relu(x), 2, ceil_mode=True)
-        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+        return torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)
 
 
 @register_architecture("vgg11", "VGG-11 with BatchNorm, CIFAR-style; stitch points after each conv+BN (8)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sweep.models.base import Normalize, StagedNet, register_architecture
+from sweep.models.base import Normalize, PooledHead, StagedNet, register_architecture
 
 
 class PatchEmbed(nn.Module):
@@ -40,14 +40,14 @@ class EncoderBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-class TokenHead(nn.Module):
+class TokenHead(PooledHead):
     def __init__(self, dim: int, num_classes: int) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(dim)
         self.fc = nn.Linear(dim, num_classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.norm(x)[:, 0])
+    def pooled(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x)[:, 0]
 
 
 def _vit(*, in_channels, num_classes, mean, std, image_size, dim, depth, heads, patch) -> StagedNet:

@@ -6,6 +6,7 @@ worker (`--unit-s`, from `tests/benchmarks/engine_overhead.py`).
     .venv/bin/python tests/benchmarks/calibrate.py --name cpu-2core --hardware "2-core CPU" \
         --out sweep/profiles/cpu-2core.json
     .venv/bin/python tests/benchmarks/calibrate.py --device cuda --name h100 --hardware "NVIDIA H100" --out h100.json
+    .venv/bin/python tests/benchmarks/calibrate.py --missing --out sweep/profiles/cpu-2core.json   # add new shapes
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def main() -> None:
         " setup, measured by tests/benchmarks/engine_overhead.py on the 2-core machine)",
     )
     ap.add_argument("--out", required=True)
+    ap.add_argument("--missing", action="store_true", help="measure only the shapes --out lacks; keep the others")
     args = ap.parse_args()
 
     import torch
@@ -65,9 +67,15 @@ def main() -> None:
     spaces = [Path(s) for s in args.spaces] or sorted((REPO / "search_spaces").glob("*.yaml"))
     shapes = shapes_of(spaces)
     t0 = time.perf_counter()
-    archs = {}
+    archs, kept = {}, None
+    if args.missing and Path(args.out).is_file():
+        from sweep.estimate import shape_key
+
+        kept = json.loads(Path(args.out).read_text())
+        archs = dict(kept["archs"])
+        shapes = [s for s in shapes if shape_key(*s) not in archs]
     for shape in shapes:
-        batch = 128 if shape[2] <= 64 else 16
+        batch = 128 if shape[2] <= 64 else 16 if shape[2] <= 160 else 4
         archs.update(calibrate([shape], args.device, batch=batch))
         print(f"{shape}: {archs[next(reversed(archs))]['forward_s'] * 1e3:.3f} ms/image forward", flush=True)
     profile = {
@@ -75,7 +83,7 @@ def main() -> None:
         "hardware": args.hardware,
         "device": "cuda" if args.device.startswith("cuda") else "cpu",
         "measured": datetime.date.today().isoformat(),
-        "command": " ".join(sys.argv),
+        "command": " ".join(sys.argv) if kept is None else f"{kept['command']}; then {' '.join(sys.argv)}",
         "unit_s": args.unit_s,
         "archs": archs,
     }

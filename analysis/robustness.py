@@ -1,0 +1,178 @@
+"""Similarity against robustness (Jones et al. 2022): CKA at the penultimate layer on natural and on inverted
+data by robustness level (Figs 1, 3, 4) and across levels (Fig. 6), saliency similarity (Fig. 5), agreement
+after stitching (Figs 7-8), and the inverted images themselves (Jones et al. Fig. 2; Balogh & Jelasity 2023
+Figs 9, 27). A donor's robustness level is its training budget (`train_eps`; 0 for plain training), read
+from the donors table; pairs are of two different donors.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import struct
+import zlib
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from .store.storage import open_root
+from .store.units import INVERTED_DIR
+from .tables import agreement_table
+
+
+def levels(donors: pd.DataFrame) -> pd.DataFrame:
+    """ref -> arch, eps (the training budget; 0 for plain and for loaded donors without one)."""
+    if donors.empty:
+        return pd.DataFrame(columns=["arch", "eps"])
+    d = donors.drop_duplicates("ref").set_index("ref")
+    return pd.DataFrame({"arch": d["arch"], "eps": d["train_eps"].fillna(0.0).astype(float)})
+
+
+def _with_levels(rows: pd.DataFrame, donors: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    lv = levels(donors)
+    rows = rows[rows[a].isin(lv.index) & rows[b].isin(lv.index)]
+    return rows.assign(
+        a_eps=rows[a].map(lv["eps"]).values,
+        b_eps=rows[b].map(lv["eps"]).values,
+        across=(rows[a].map(lv["arch"]) != rows[b].map(lv["arch"])).values,
+    )
+
+
+def _cka_units(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Done CKA rows at the penultimate layer of both sides, between different donors, with levels and the
+    images seen: 'natural' (both benign) or 'inverted' (both A's inverted images)."""
+    if similarity.empty or "measure" not in similarity:
+        return pd.DataFrame()
+    s = similarity[(similarity["status"] == "done") & (similarity["measure"].fillna("cka") == "cka")]
+    s = s[(s["a_point"] == "penultimate") & (s["b_point"] == "penultimate") & (s["a"] != s["b"])]
+    inputs = np.where(
+        (s["a_inputs"] == "inverted") & (s["b_inputs"] == "inverted"),
+        "inverted",
+        np.where((s["a_inputs"] == "benign") & (s["b_inputs"] == "benign"), "natural", ""),
+    )
+    s = s.assign(data=inputs)
+    return _with_levels(s[s["data"] != ""], donors, "a", "b")
+
+
+def cka_by_level(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Mean, std and count of penultimate CKA over pairs of one robustness level, on natural and on inverted
+    data (the row donor's inversions), across architectures and within one (Figs 1, 3, 4)."""
+    s = _cka_units(similarity, donors)
+    if s.empty:
+        return s
+    s = s[s["a_eps"] == s["b_eps"]].assign(eps=lambda d: d["a_eps"])
+    g = s.groupby(["eps", "data", "across"])["cka"]
+    return g.agg(cka="mean", std="std", pairs="size").reset_index()
+
+
+def cka_across_levels(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Mean penultimate CKA on inverted data by (row level: whose inversions, column level) (Fig. 6)."""
+    s = _cka_units(similarity, donors)
+    if s.empty:
+        return s
+    s = s[s["data"] == "inverted"]
+    return s.groupby(["a_eps", "b_eps"])["cka"].agg(cka="mean", pairs="size").reset_index()
+
+
+def saliency_by_level(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Mean and std over pairs of one robustness level of the mean saliency cosine (Fig. 5)."""
+    if similarity.empty or "measure" not in similarity:
+        return pd.DataFrame()
+    s = similarity[(similarity["status"] == "done") & (similarity["measure"] == "saliency")]
+    s = _with_levels(s[s["a"] != s["b"]], donors, "a", "b")
+    s = s[s["a_eps"] == s["b_eps"]].assign(eps=lambda d: d["a_eps"])
+    if s.empty:
+        return s
+    return s.groupby("eps")["saliency_cosine"].agg(cosine="mean", std="std", pairs="size").reset_index()
+
+
+def agreement_by_level(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Agreement with the head after stitching, by robustness level of the (body, head) pair of one level:
+    mean and standard error over pairs of different donors (Figs 7-8)."""
+    if trials.empty or "head_agreement" not in trials:
+        return pd.DataFrame()
+    t = _with_levels(trials[trials["status"] == "done"], donors, "front", "end")
+    t = t[t["a_eps"] == t["b_eps"]].assign(eps=lambda d: d["a_eps"])
+    if t.empty:
+        return pd.DataFrame()
+    table = agreement_table(t, by=("eps", "objective", "front_point", "end_point"))
+    return table.sort_values("eps", kind="stable") if len(table) else table
+
+
+def level_chart(rows: pd.DataFrame, y: str, err: str | None, colour: str | None, title: str) -> alt.Chart:
+    """A measure against the robustness level (points and error bars of +- `err`)."""
+    rows = rows.assign(lo=rows[y] - rows[err].fillna(0), hi=rows[y] + rows[err].fillna(0)) if err else rows
+    enc = dict(x=alt.X("eps:O", title="robustness level (training eps)"))
+    if colour:
+        enc["color"] = alt.Color(f"{colour}:N")
+    base = alt.Chart(rows).encode(**enc)
+    line = base.mark_line(point=True).encode(y=alt.Y(f"{y}:Q", title=title)).properties(width=240, height=200)
+    return line + base.mark_errorbar().encode(y=alt.Y("lo:Q", title=title), y2="hi:Q") if err else line
+
+
+def cka_level_chart(rows: pd.DataFrame) -> alt.LayerChart:
+    rows = rows.assign(pairs_of=rows["data"] + np.where(rows["across"], ", across architectures", ", within one"))
+    return level_chart(rows, "cka", "std", "pairs_of", "CKA (penultimate)")
+
+
+def across_levels_chart(rows: pd.DataFrame) -> alt.Chart:
+    return (
+        alt.Chart(rows)
+        .mark_rect()
+        .encode(
+            x=alt.X("b_eps:O", title="column donor's eps"),
+            y=alt.Y("a_eps:O", title="row donor's eps (its inversions)"),
+            color=alt.Color("cka:Q", title="CKA", scale=alt.Scale(domain=[0, 1], scheme="viridis")),
+            tooltip=["a_eps:O", "b_eps:O", alt.Tooltip("cka:Q", format=".3f"), "pairs:Q"],
+        )
+        .properties(width=160, height=160)
+    )
+
+
+def inversion_images(results, inversions: pd.DataFrame, per_unit: int = 8) -> pd.DataFrame:
+    """The first `per_unit` images of each done inversion unit, the targets as the first row: row (a label),
+    column, url (a PNG data URL), read from `<results>/inverted/<unit_id>.npz`."""
+    if inversions.empty:
+        return pd.DataFrame()
+    done = inversions[inversions["status"] == "done"].drop_duplicates("unit_id").sort_values(["donor", "point"])
+    out: list[dict] = []
+    for r in done.itertuples(index=False):
+        loc = open_root(results) / INVERTED_DIR / f"{r.unit_id}.npz"
+        if not loc.exists():
+            continue
+        with np.load(io.BytesIO(loc.read_bytes())) as npz:
+            rows = [] if out else [("targets", npz["targets"][:per_unit])]
+            rows.append((f"{r.donor} @{r.point} ({r.recipe})", npz["inverted"][:per_unit]))
+        out += [dict(row=label, column=k, url=png_url(im)) for label, images in rows for k, im in enumerate(images)]
+    return pd.DataFrame(out)
+
+
+def png_url(image: np.ndarray) -> str:
+    """A C x H x W image in [0, 1] (1 or 3 channels) as a PNG data URL (8-bit RGB, written with zlib alone)."""
+    v = np.clip(np.rint(image * 255), 0, 255).astype(np.uint8)
+    rgb = np.repeat(v, 3, axis=0) if v.shape[0] == 1 else v[:3]
+    h, w = rgb.shape[1:]
+    raw = b"".join(b"\x00" + row.tobytes() for row in rgb.transpose(1, 2, 0))  # filter 0 per scanline
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+def inversion_grid(images: pd.DataFrame, size: int = 64) -> alt.Chart:
+    """The images as a grid: one row per inversion unit (the targets first), one column per image."""
+    order = images["row"].drop_duplicates().tolist()
+    return (
+        alt.Chart(images)
+        .mark_image(width=size, height=size)
+        .encode(
+            x=alt.X("column:O", title=None, axis=alt.Axis(labels=False, ticks=False)),
+            y=alt.Y("row:N", sort=order, title=None),
+            url="url:N",
+        )
+        .properties(width=(size + 4) * images["column"].nunique(), height=(size + 4) * len(order))
+    )

@@ -1,0 +1,144 @@
+"""The `inversions` section: representation inversion (Jones et al. 2022 Eq. 2; Balogh & Jelasity 2023 Eq. 3
+and Appendix C).
+
+Each entry lists donors; a donor is one unit: the inverse, at one point (default `penultimate`), of a fixed
+random sample of `images` test images of the data it trained on, by the recipe's normalised-gradient descent
+(`sweep.measures.inversion`). `recipe` fills the fields left out: `jones` (seed image of another label, 2,000
+steps of 1/8, L2 momentum 0.9) or `engstrom` (grey-plus-noise seed, 10,000 steps of 1, L2 ball of 1000). A
+named entry's inverted images are a dataset other sections can read (`similarity`: `inverted: NAME`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from analysis.store.schema import SCHEMA_VERSION
+from sweep.config.donors import resolve_ref
+from sweep.config.errors import SpecError
+from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
+from sweep.registry import ARCHITECTURES, did_you_mean
+
+# the published recipes (sweep.measures.inversion's module doc): the defaults of the fields left out
+RECIPE_DEFAULTS = {
+    "jones": dict(start="other_image", steps=2000, step_size=0.125, momentum=0.9, eps=1000.0),
+    "engstrom": dict(start="grey_noise", steps=10000, step_size=1.0, momentum=0.0, eps=1000.0),
+}
+RECIPES = tuple(RECIPE_DEFAULTS)
+STARTS = ("other_image", "grey_noise")  # a test image of another label | grey plus noise / 20
+
+OPTIONS = by_key(
+    (
+        Option("name", "string", "", doc="a label; names the inverted dataset other sections read"),
+        Option("donors", "string", many=True, doc="donor REFs: one unit each"),
+        Option("point", "string", "penultimate", doc="the representation inverted: a point of each donor"),
+        Option("recipe", "string", "jones", choices=RECIPES, doc="jones | engstrom: the defaults below"),
+        Option("start", "string", None, choices=STARTS, nullable=True, derived=True, doc="null: the recipe's"),
+        Option("steps", "integer", None, low=0, nullable=True, derived=True, doc="null: the recipe's"),
+        Option("step_size", "number", None, low=0.0, nullable=True, derived=True, doc="null: the recipe's"),
+        Option("momentum", "number", None, low=0.0, high=0.999, nullable=True, derived=True, doc="null: recipe's"),
+        Option("eps", "number", None, low=0.0, nullable=True, derived=True, doc="null: recipe's; L2, around the seed"),
+        Option("images", "integer", 100, low=1, cap="test", doc="a fixed random sample of N test images"),
+        Option("batch_size", "integer", 100, low=1, doc="images inverted at once (no effect on the result)"),
+        Option("seed", "integer", 0, low=0, doc="draws the sample, the seed images and the noise"),
+    )
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InversionSpec:
+    """One unit: one donor's inversion of one image sample. `unit_id` hashes every field that changes the
+    inverted images (the donor by its key; not the batch size)."""
+
+    dataset: str
+    train_size: int | None
+    val_size: int
+    test_size: int | None
+    donor_key: str
+    arch: str
+    point: str
+    recipe: str
+    start: str
+    steps: int
+    step_size: float
+    momentum: float
+    eps: float
+    images: int
+    seed: int = 0
+    batch_size: int = field(default=100, compare=False)
+    donor: str = field(default="", compare=False)  # the donor's reference: a label
+    name: str = field(default="", compare=False)
+
+    LABELS = ("batch_size", "donor", "name")
+
+    @property
+    def unit_id(self) -> str:
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in self.LABELS}
+        return stable_hash({"kind": "inversion", "v": SCHEMA_VERSION, **fields})
+
+    @property
+    def label(self) -> str:
+        name = f"{self.name}: " if self.name else ""
+        return f"{name}invert {self.donor} @{self.point} ({self.recipe}, {self.steps} steps, {self.images} images)"
+
+
+def parse_inversions(raw: Any, donors: dict, used: set[str]) -> tuple:
+    """Every unit of the `inversions` section (a list of entries, or one entry)."""
+    entries = raw if isinstance(raw, list) else [raw]
+    if not entries or not all(isinstance(e, dict) for e in entries):
+        raise SpecError("inversions", "a mapping, or a non-empty list of mappings", raw)
+    units: dict[str, InversionSpec] = {}
+    names: set[str] = set()
+    for i, entry in enumerate(entries):
+        path = "inversions" if isinstance(raw, dict) else f"inversions[{i}]"
+        found = _parse_entry(entry, path, donors, used)
+        name = found[0].name
+        if name in names:
+            raise SpecError(f"{path}.name", "a name no other inversions entry has", name)
+        names |= {name} - {""}
+        for unit in found:
+            units.setdefault(unit.unit_id, unit)
+    return tuple(units.values())
+
+
+def _parse_entry(entry: dict, path: str, donors: dict, used: set[str]) -> list[InversionSpec]:
+    s = Section(entry, path, set(OPTIONS))
+    name = s.read(OPTIONS["name"])
+    if name and not NAME_RE.match(name):
+        raise SpecError(f"{path}.name", "letters, digits, '_', '-' or '.'", name)
+    recipe = s.read(OPTIONS["recipe"])
+    settings = {k: s.read(OPTIONS[k]) for k in RECIPE_DEFAULTS[recipe]}
+    settings = {k: RECIPE_DEFAULTS[recipe][k] if v is None else v for k, v in settings.items()}
+    point = s.read(OPTIONS["point"])
+    refs = s.raw.get("donors")
+    if not isinstance(refs, list) or not refs:
+        raise SpecError(f"{path}.donors", "a non-empty list of donor references", refs)
+    units = []
+    for k, ref in enumerate(refs):
+        donor = resolve_ref(check_value(ref, f"{path}.donors[{k}]", "string"), f"{path}.donors[{k}]", donors)
+        if not donor.network:
+            raise SpecError(f"{path}.donors[{k}]", "a network (a noise sender has no representation)", ref)
+        valid = ARCHITECTURES[donor.arch].points()
+        if point not in valid:
+            hint = did_you_mean(point, valid)
+            raise SpecError(f"{path}.point", f"a point of {donor.arch}: one of {valid}", point, hint)
+        n_test = donor.data.sizes()[1]
+        images = s.read(OPTIONS["images"], default=OPTIONS["images"].capped(n_test), high=n_test)
+        used.add(donor.name)
+        units.append(
+            InversionSpec(
+                **donor.data.fields(),
+                donor_key=donor.donor_key,
+                arch=donor.arch,
+                point=point,
+                recipe=recipe,
+                **settings,
+                images=images,
+                seed=s.read(OPTIONS["seed"]),
+                batch_size=s.read(OPTIONS["batch_size"]),
+                donor=donor.ref,
+                name=name,
+            )
+        )
+    return units

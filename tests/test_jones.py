@@ -1,0 +1,321 @@
+"""Jones et al. 2022 (If You've Trained One You've Trained Them All, UAI) and Balogh & Jelasity 2023 Section 6:
+the penultimate point of every architecture, least-squares stitching there, representation inversion (both
+recipes), CKA on inverted data and saliency similarity, each against an independent formulation or a property
+a bug would break."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import analysis
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
+from sweep.kinds.base import RunContext
+from sweep.kinds.donor import load_donor, run_donor
+from sweep.kinds.inversion import read_inverted, run_inversion
+from sweep.kinds.similarity import run_similarity
+from sweep.kinds.stitch import run_trial
+from sweep.measures.inversion import invert, relative_error
+from sweep.measures.saliency import saliency_cosines
+from sweep.models.base import ARCHITECTURES, build, split
+from sweep.results import SweepDir
+
+from .conftest import TINY_SPACE
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("arch", sorted(set(ARCHITECTURES) - {"tv_wide_resnet50_2", "tv_wide_resnet50_4"}))
+def test_every_architecture_has_a_penultimate_point_the_classifier_reads(arch):  # (the wide ones: as tv_resnet50)
+    """`penultimate` is the vector the last linear layer reads: cutting there changes nothing, the classifier
+    applied to it gives the logits, and the state dict keeps its keys (checkpoints still load)."""
+    entry = ARCHITECTURES[arch]
+    assert "penultimate" in entry.points() and "penultimate" not in entry.stitch_points()  # not in `all`
+    torch.manual_seed(0)
+    model = build(arch, 3, 7, (0.5,), (0.5,), 32).eval()
+    x = torch.rand(2, 3, 32, 32)
+    front, end = split(model, "penultimate")
+    with torch.no_grad():
+        v, logits = front(x), model(x)
+    assert v.shape == (2, *entry.activation_shapes(3, 32, 7)["penultimate"]) and v.dim() == 2
+    linear = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == 7][-1]
+    torch.testing.assert_close(linear(v), logits)
+    torch.testing.assert_close(end(v), logits)
+    assert not any("penultimate" in k for k in model.state_dict())
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    """Two tiny donors on the digits, trained once for this module."""
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"]["plain_b"] = dict(space["donors"]["plain_a"], seed=1)
+    sweep = parse_space(dict(space, similarity={"pairs": [{"a": "zoo:plain_a", "b": "zoo:plain_b"}]}))
+    sweep_dir = SweepDir(tmp_path_factory.mktemp("results"), sweep.name)
+    sweep_dir.create()
+    for name in ("plain_a", "plain_b"):
+        row = run_donor(sweep.donors[name], sweep.donor_evals[name], sweep_dir, CPU)
+        assert row["status"] == "done" and row["clean_acc"] > 0.5, row
+    return space, sweep_dir
+
+
+def _parse(zoo, **sections):
+    space = copy.deepcopy(zoo[0])
+    del space["stitching"]
+    return parse_space({**space, **sections})
+
+
+def test_least_squares_penultimate_self_stitching_agrees_with_the_network_on_every_example(zoo):
+    space, sweep_dir = zoo
+    space = copy.deepcopy(space)
+    space["stitching"].update(stitch_points=["penultimate"], objectives=["dm"])
+    space["evaluation"]["n_eval_robust"] = 0
+    (spec,) = parse_space(space).trials
+    assert spec.point_index == spec.n_points + 1  # after the last stitch point
+    row = run_trial(spec, sweep_dir)
+    assert row["status"] == "done", row.get("error")
+    assert row["head_agreement"] == 1.0 and row["n_disagree"] == 0 and row["dm_residual"] < 1e-4
+
+
+def test_inverting_a_networks_own_representation_reaches_a_small_relative_error(zoo):
+    sweep = _parse(zoo, inversions={"name": "inv", "donors": ["zoo:plain_a"], "images": 12, "steps": 150})
+    (spec,) = sweep.units["inversion"]
+    assert (spec.point, spec.step_size, spec.momentum, spec.start) == ("penultimate", 0.125, 0.9, "other_image")
+    ctx = RunContext(zoo[1], CPU)
+    assert run_inversion(spec, ctx)["status"] == "done"
+    rows = analysis.load(zoo[1].path)["inversions"].query("unit_id == @spec.unit_id")
+    assert len(rows) == 12 and (rows["seed_label"] != rows["label"]).all()  # seeds of another label (3.2)
+    assert rows["loss"].max() < 0.1 and (rows["loss"] < rows["loss_start"]).all()
+    # the recorded loss is the stored image's relative error, recomputed here from the files
+    arrays = read_inverted(zoo[1], spec.unit_id)
+    g = split(load_donor(zoo[1], spec.donor_key, CPU), "penultimate")[0]
+    with torch.no_grad():
+        inv, tgt = torch.from_numpy(arrays["inverted"]), torch.from_numpy(arrays["targets"])
+        again = (g(inv) - g(tgt)).norm(dim=1) / g(tgt).norm(dim=1)
+    np.testing.assert_allclose(again.numpy(), rows.sort_values("position")["loss"], rtol=1e-4)
+    assert inv.min() >= 0 and inv.max() <= 1 and run_inversion(spec, ctx)["status"] == "skipped"
+
+
+def test_the_l2_bound_holds_and_one_momentum_step_is_the_papers_update():
+    """On a linear representation g(x) = W x the gradient is known in closed form: one step of Jones et al.'s
+    update is s - step (1 - mu) grad / ||grad||; a small L2 bound around the seed holds for every image."""
+    torch.manual_seed(0)
+    w = torch.randn(5, 12)
+    g = lambda x: x.flatten(1) @ w.T  # noqa: E731
+    seed, target = torch.rand(4, 3, 2, 2) * 0.5 + 0.25, torch.rand(4, 3, 2, 2)
+    t_rep = g(target)
+    one = invert(g, seed, t_rep, steps=1, step_size=0.01, momentum=0.9)
+    r = g(seed) - t_rep
+    grad = (r @ w) / (r.norm(dim=1, keepdim=True) * t_rep.norm(dim=1, keepdim=True))
+    expected = seed.flatten(1) - 0.01 * 0.1 * grad / grad.norm(dim=1, keepdim=True)
+    torch.testing.assert_close(one.images.flatten(1), expected)
+    assert (one.best_step == 1).all() and (one.loss < one.loss_start).all()
+    bounded = invert(g, seed, t_rep, steps=50, step_size=0.2, eps=0.3)
+    dist = (bounded.images - seed).flatten(1).norm(dim=1)
+    assert (dist <= 0.3 + 1e-6).all() and (dist > 0.25).any()  # the bound binds and holds
+    torch.testing.assert_close(relative_error(g(bounded.images), t_rep), bounded.loss)
+
+
+def test_engstrom_recipe_starts_from_grey_noise_with_its_defaults(zoo):
+    sweep = _parse(zoo, inversions={"donors": ["zoo:plain_a"], "recipe": "engstrom", "steps": 20, "images": 4})
+    (spec,) = sweep.units["inversion"]
+    assert (spec.start, spec.step_size, spec.momentum, spec.eps) == ("grey_noise", 1.0, 0.0, 1000.0)
+    assert run_inversion(spec, RunContext(zoo[1], CPU))["status"] == "done"
+    seeds = read_inverted(zoo[1], spec.unit_id)["seeds"]
+    assert abs(seeds.mean() - 0.5) < 0.01 and 0.03 < seeds.std() < 0.07  # 0.5 + N(0, 1) / 20
+    with pytest.raises(SpecError, match=r"inversions.point"):
+        _parse(zoo, inversions={"donors": ["zoo:plain_a"], "point": "layer9"})
+
+
+def test_cka_of_a_model_with_itself_on_its_inverted_data_is_one(zoo):
+    inversions = {"name": "inv", "donors": ["zoo:plain_a"], "images": 30, "steps": 60}
+    pairs = [
+        {"a": "zoo:plain_a", "b": "zoo:plain_a", "a_inputs": "inverted", "b_inputs": "inverted"},
+        {"a": "zoo:plain_a", "b": "zoo:plain_b", "a_inputs": "inverted", "b_inputs": "inverted"},
+    ]
+    entry = {"inverted": "inv", "points": ["penultimate"], "estimator": "full", "pairs": pairs}
+    sweep = _parse(zoo, inversions=inversions, similarity=entry)
+    ctx = RunContext(zoo[1], CPU)
+    for unit in sweep.units["inversion"] + sweep.units["similarity"]:
+        run = run_inversion if unit in sweep.units["inversion"] else run_similarity
+        assert run(unit, ctx)["status"] == "done"
+    got = analysis.load(zoo[1].path)["similarity"].query("inverted == 'inv'").set_index("b")
+    assert got.loc["zoo:plain_a", "cka"] == pytest.approx(1.0) and got.loc["zoo:plain_b", "cka"] < 1
+    assert (got["images"] == 30).all()
+    with pytest.raises(SpecError, match=r"similarity.inverted"):
+        _parse(zoo, inversions=inversions, similarity=dict(entry, inverted="nope"))
+
+
+def test_saliency_cosine_matches_the_closed_form_of_linear_models():
+    """For logits W x + b the saliency map of class y is row y of W: the cosine is computed here from W."""
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(12, 4), torch.nn.Linear(12, 4)
+    flat = lambda m: lambda x: m(x.flatten(1))  # noqa: E731
+    x, y = torch.rand(9, 3, 2, 2), torch.randint(0, 4, (9,))
+    got = saliency_cosines(flat(a), flat(b), x, x, y, CPU, batch=4)
+    wa, wb = a.weight.detach().double()[y], b.weight.detach().double()[y]
+    expected = (wa * wb).sum(1) / (wa.norm(dim=1) * wb.norm(dim=1))
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(saliency_cosines(flat(a), flat(a), x, x, y, CPU), torch.ones(9, dtype=torch.float64))
+
+
+def test_robustness_level_tables_by_hand():
+    """Levels come from the donors' training eps (plain: 0); pairs are of different donors; the means, stds
+    and counts are worked out here by hand."""
+    import pandas as pd
+
+    from analysis import robustness
+
+    donors = pd.DataFrame(
+        {
+            "ref": ["zoo:r0", "zoo:v0", "zoo:r1", "zoo:v1"],
+            "arch": ["r", "v", "r", "v"],
+            "train_eps": [None, None, 1.0, 1.0],
+        }
+    )
+    rows = [  # (a, b, inputs, cka)
+        ("zoo:r0", "zoo:v0", "inverted", 0.1),
+        ("zoo:v0", "zoo:r0", "inverted", 0.3),
+        ("zoo:r0", "zoo:v0", "benign", 0.7),
+        ("zoo:r1", "zoo:v1", "inverted", 0.8),
+        ("zoo:r0", "zoo:r0", "inverted", 1.0),  # a donor with itself: left out
+        ("zoo:r1", "zoo:v0", "inverted", 0.5),  # across levels: Fig. 6 only
+    ]
+    sim = pd.DataFrame(
+        [
+            dict(a=a, b=b, a_inputs=i, b_inputs=i, cka=c, status="done", measure="cka")
+            | dict(a_point="penultimate", b_point="penultimate")
+            for a, b, i, c in rows
+        ]
+    )
+    by = robustness.cka_by_level(sim, donors).set_index(["eps", "data"])
+    assert by.loc[(0.0, "inverted"), "cka"] == pytest.approx(0.2) and by.loc[(0.0, "inverted"), "pairs"] == 2
+    assert by.loc[(0.0, "inverted"), "std"] == pytest.approx(np.std([0.1, 0.3], ddof=1))
+    assert by.loc[(0.0, "natural"), "cka"] == pytest.approx(0.7) and by.loc[(1.0, "inverted"), "cka"] == 0.8
+    assert by["across"].all()
+    across = robustness.cka_across_levels(sim, donors).set_index(["a_eps", "b_eps"])["cka"]
+    assert across[(1.0, 0.0)] == 0.5 and across[(0.0, 0.0)] == pytest.approx(0.2) and (0.0, 1.0) not in across
+    sal = pd.DataFrame(
+        [
+            dict(a="zoo:r0", b="zoo:v0", saliency_cosine=0.1, measure="saliency", status="done"),
+            dict(a="zoo:r1", b="zoo:v1", saliency_cosine=0.6, measure="saliency", status="done"),
+            dict(a="zoo:r1", b="zoo:v1", saliency_cosine=0.4, measure="saliency", status="done"),
+        ]
+    )
+    s = robustness.saliency_by_level(sal, donors).set_index("eps")
+    assert s.loc[1.0, "cosine"] == pytest.approx(0.5) and s.loc[1.0, "pairs"] == 2 and s.loc[0.0, "pairs"] == 1
+    trials = pd.DataFrame(
+        [
+            dict(front=f, end=e, head_agreement=h, status="done", objective="dm")
+            | dict(front_point="penultimate", end_point="penultimate")
+            for f, e, h in [("zoo:r1", "zoo:v1", 0.9), ("zoo:v1", "zoo:r1", 0.7), ("zoo:r0", "zoo:v1", 0.1)]
+        ]
+    )
+    agree = robustness.agreement_by_level(trials, donors)
+    assert len(agree) == 1 and agree["eps"][0] == 1.0 and agree["head_agreement"][0] == pytest.approx(0.8)
+    assert agree["head_agreement_se"][0] == pytest.approx(np.std([0.9, 0.7], ddof=1) / 2**0.5)
+
+
+def test_the_report_shows_inversions_cka_by_level_and_saliency(zoo, tmp_path):
+    from analysis.report import write_report
+
+    inversions = {"name": "inv", "donors": ["zoo:plain_a", "zoo:plain_b"], "images": 6, "steps": 20}
+    pairs = [{"a": "zoo:plain_a", "b": "zoo:plain_b", "a_inputs": "inverted", "b_inputs": "inverted"}]
+    similarity = [
+        {"inverted": "inv", "points": ["penultimate"], "estimator": "full", "pairs": pairs},
+        {"measure": "saliency", "images": 20, "pairs": [{"a": "zoo:plain_a", "b": "zoo:plain_b"}]},
+    ]
+    sweep = _parse(zoo, inversions=inversions, similarity=similarity)
+    ctx = RunContext(zoo[1], CPU)
+    for unit in sweep.units["inversion"]:
+        assert run_inversion(unit, ctx)["status"] in ("done", "skipped")
+    for unit in sweep.units["similarity"]:
+        assert run_similarity(unit, ctx)["status"] in ("done", "skipped")
+    index = write_report(zoo[1].path, tmp_path / "report")
+    html = index.read_text()
+    for name in ("inversions.png", "cka_by_level.png", "saliency_by_level.png", "cka_across_levels.png"):
+        assert (tmp_path / "report" / name).stat().st_size > 1000, name
+    assert "Inverted images" in html and "Saliency similarity by robustness level" in html
+    assert "CKA without stitching" not in html  # single-point units are not drawn as 1x1 matrices
+
+
+@pytest.mark.parametrize("arch", ["tv_resnet18", "tv_mobilenet_v2"])
+def test_torchvision_and_salman_checkpoints_map_onto_the_staged_network(arch, tmp_path):
+    """A torchvision state dict and the same weights in Salman et al.'s robustness-library layout (`module.model.`
+    keys, an `attacker.` copy, the normaliser's `new_mean` / `new_std`, wrapped with the epoch) both load, and
+    compute what torchvision's own network computes on normalised inputs."""
+    from sweep.models.external import load_checkpoint
+    from sweep.models.imagenet_tv import REFERENCES
+
+    torch.manual_seed(0)
+    reference = REFERENCES[arch](num_classes=5).eval()
+    for m in reference.modules():  # non-trivial BN statistics, so a mis-mapped buffer shows
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    sd = reference.state_dict()
+    mean, std = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])
+    torch.save(sd, tmp_path / "tv.pt")
+    salman = {f"module.model.{k}": v for k, v in sd.items()} | {f"module.attacker.model.{k}": v for k, v in sd.items()}
+    for prefix in ("module.", "module.attacker."):
+        salman |= {f"{prefix}normalizer.new_mean": mean.view(3, 1, 1), f"{prefix}normalizer.new_std": std.view(3, 1, 1)}
+    torch.save({"model": salman, "epoch": 90}, tmp_path / "salman.pt")
+    x = torch.rand(3, 3, 32, 32)
+    with torch.no_grad():
+        expected = reference((x - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1))
+    kw = dict(in_channels=3, num_classes=5, image_size=32)
+    tv_model = load_checkpoint(tmp_path / "tv.pt", arch, mean=tuple(mean.tolist()), std=tuple(std.tolist()), **kw)
+    robust = load_checkpoint(tmp_path / "salman.pt", arch, mean=(0.5,), std=(0.5,), **kw)  # its normaliser wins
+    with torch.no_grad():
+        torch.testing.assert_close(tv_model(x), expected, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(robust(x), expected, atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="does not fit architecture"):
+        load_checkpoint(
+            tmp_path / "tv.pt", "tv_resnet50" if arch == "tv_resnet18" else "tv_resnet18", mean=(0.5,), std=(0.5,), **kw
+        )
+
+
+def test_a_salman_donor_loads_from_its_model_folder_with_its_eps(tmp_path):
+    """`salman: resnet18_l2_eps3` reads `<model_dir>/resnet18_l2_eps3.ckpt` (here a small randomly initialised
+    one in the robustness library's layout, on a 3-class ImageNet folder), records its training budget as the
+    robustness level, and predicts what torchvision's network with those weights predicts."""
+    from PIL import Image
+
+    from sweep.data.core import make_splits
+    from sweep.models.imagenet_tv import REFERENCES
+
+    for part in ("train", "val"):
+        for c in range(3):
+            d = tmp_path / "data" / "imagenet" / part / f"n{c:08d}"
+            d.mkdir(parents=True)
+            for k in range(4):
+                Image.fromarray(np.full((240, 300, 3), 60 * c + 10 * k, dtype=np.uint8)).save(d / f"{k}.png")
+    torch.manual_seed(0)
+    reference = REFERENCES["tv_resnet18"](num_classes=3).eval()
+    mean, std = torch.tensor([0.4, 0.5, 0.6]), torch.tensor([0.2, 0.3, 0.25])
+    sd = {f"module.model.{k}": v for k, v in reference.state_dict().items()}
+    sd |= {"module.normalizer.new_mean": mean.view(3, 1, 1), "module.normalizer.new_std": std.view(3, 1, 1)}
+    (tmp_path / "models").mkdir()
+    torch.save({"model": sd, "epoch": 1}, tmp_path / "models" / "resnet18_l2_eps3.ckpt")
+    space = {
+        "name": "salman",
+        "data": {"dataset": "imagenet", "root": str(tmp_path / "data"), "download": False, "val_size": 3},
+        "donors": {"r18": {"salman": "resnet18_l2_eps3", "model_dir": str(tmp_path / "models")}},
+        "inversions": {"donors": ["salman:r18"], "images": 2, "steps": 1},
+        "evaluation": {"n_eval_robust": 0},
+    }
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path / "results", sweep.name)
+    sweep_dir.create()
+    row = run_donor(sweep.donors["r18"], sweep.donor_evals["r18"], sweep_dir, CPU, data_root=str(tmp_path / "data"))
+    assert row["status"] == "done", row.get("error")
+    assert (row["training"], row["train_eps"], row["arch"]) == ("pgd_l2", 3.0, "tv_resnet18")
+    splits = make_splits("imagenet", None, 3, None, root=str(tmp_path / "data"), download=False)
+    with torch.no_grad():
+        expected = reference((splits.test_x - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1))
+        got = load_donor(sweep_dir, sweep.donors["r18"].donor_key, CPU)(splits.test_x)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert row["clean_acc"] == int((expected.argmax(1) == splits.test_y).sum()) / len(splits.test_y)
+    with pytest.raises(SpecError, match=r"donors.r18.salman"):
+        parse_space({**space, "donors": {"r18": {"salman": "resnet18_l2_eps4"}}})
