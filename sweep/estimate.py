@@ -15,7 +15,8 @@ The model counts image passes and prices them:
   else every epoch); adversarial objectives, (1 + PGD steps) steps through the whole stitched network;
   then evaluation as for donors, indices and OOD as forward passes;
 - CKA and representation-test units: their images through every model they read (adversarial inputs as
-  PGD steps).
+  PGD steps); saliency units, one step per image and model; inversion units, images x (steps + 1) steps
+  up to the inverted point (a stitched network priced as its end network).
 What it leaves out (the indices' own linear algebra, probes, OOD detector training) is small next to these
 at paper scale; a sweep's own recorded timings correct the rest (`refine`).
 """

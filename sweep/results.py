@@ -9,6 +9,7 @@ Layout under the storage root:
     <root>/<sweep>/donors/<name>-<eval_id>.parquet   one row per donor and evaluation setting
     <root>/<sweep>/<table>/<unit_id>.parquet   the other kinds of work (`analysis.store.schema.TABLES`)
     <root>/<sweep>/inverted/<unit_id>.npz   an inversion unit's images (written before its part)
+    <root>/<sweep>/stitchers/<trial_id>.pt  a trial's fitted stitcher (written before its part)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pyarrow as pa
 
 from analysis.store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TABLES, TRIALS_DIR
 from analysis.store.storage import TMP_PREFIX, Loc, StorageError, child_uri, open_root
-from analysis.store.units import INVERTED_DIR
+from analysis.store.units import INVERTED_DIR, STITCHERS_DIR
 
 __all__ = [
     "SweepDir",
@@ -86,6 +87,10 @@ class SweepDir:
     def part(self, table: str, unit_id: str) -> Loc:
         return self.table(table) / f"{unit_id}.parquet"
 
+    def stitcher(self, trial_id: str) -> Loc:
+        """A trial's fitted stitcher (and the donors' moved BatchNorm statistics), written before its part."""
+        return self.path / STITCHERS_DIR / f"{trial_id}.pt"
+
     def inverted(self, unit_id: str) -> Loc:
         """An inversion unit's images: `inverted`, `targets`, `seeds` (N x C x H x W, float32) and `image`
         (the targets' test indices), as a NumPy .npz."""
@@ -138,7 +143,8 @@ def writable_or_error(path: Loc) -> str | None:
 def remove_stale_tmp(sweep: SweepDir) -> int:
     """Delete temporary files left by writers that died mid-write. Call only when no trial is running."""
     n = 0
-    for d in (*(sweep.table(name) for name in TABLES), sweep.path / INVERTED_DIR, sweep.root / "zoo"):
+    files = (sweep.path / INVERTED_DIR, sweep.path / STITCHERS_DIR, sweep.root / "zoo")
+    for d in (*(sweep.table(name) for name in TABLES), *files):
         for p in d.rglob(f"{TMP_PREFIX}*"):
             p.unlink(missing_ok=True)
             n += 1

@@ -82,6 +82,7 @@ EXAMPLES = {
     "representation_tests[0].name",
     "similarity[0].name",
     "inversions[0].name",
+    "inversions[0].donors",
     "training_similarity[0].name",
     "donors.robust_a.training",
     "donors.trades_a.training",

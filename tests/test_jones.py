@@ -319,3 +319,45 @@ def test_a_salman_donor_loads_from_its_model_folder_with_its_eps(tmp_path):
     assert row["clean_acc"] == int((expected.argmax(1) == splits.test_y).sum()) / len(splits.test_y)
     with pytest.raises(SpecError, match=r"donors.r18.salman"):
         parse_space({**space, "donors": {"r18": {"salman": "resnet18_l2_eps4"}}})
+
+
+def test_a_trial_keeps_its_stitcher_and_its_stitched_network_is_inverted(zoo):
+    """A trial writes its stitcher (with `donor_bn: update`, the donors' moved BatchNorm statistics too); the
+    stitched network rebuilt from it predicts what the trial measured. An inversion entry selects the trial;
+    without a kept stitcher the unit fits it again, says so, and the refit predicts the same."""
+    from sweep.data.core import make_splits
+    from sweep.kinds.stitched import stitched_network
+
+    space, sweep_dir = zoo
+    space = copy.deepcopy(space)
+    space["stitching"].update(stitch_points=["layer1.0"], objectives=["tlm", "dm"], donor_bn="update")
+    space["evaluation"]["n_eval_robust"] = 0
+    pick = {"front": "zoo:plain_a", "end": "zoo:plain_a", "point": "layer1.0", "objective": "tlm"}
+    space["inversions"] = {"stitched": [pick], "point": "layer3.1", "images": 5, "steps": 10}
+    sweep = parse_space(space)
+    trial = next(t for t in sweep.trials if t.objective == "tlm")
+    row = run_trial(trial, sweep_dir)
+    assert row["status"] == "done", row.get("error")
+    assert sweep_dir.stitcher(trial.trial_id).exists()
+    splits = make_splits(trial.dataset, trial.train_size, trial.val_size, trial.test_size)
+
+    def accuracy_of(stitched):
+        with torch.no_grad():
+            pred = stitched.upto(trial.end_point)(splits.test_x).argmax(1)
+        return int((pred == splits.test_y).sum()) / len(splits.test_y)
+
+    assert accuracy_of(stitched_network(sweep_dir, trial, CPU)) == row["clean_acc"]
+    (unit,) = sweep.units["inversion"]
+    assert unit.trial_id == trial.trial_id and unit.arch == "resnet_tiny"
+    assert run_inversion(unit, RunContext(sweep_dir, CPU))["status"] == "done"
+    rows = analysis.load(sweep_dir.path)["inversions"].query("unit_id == @unit.unit_id")
+    assert len(rows) == 5 and not rows["stitcher_refitted"].any() and (rows["trial_id"] == trial.trial_id).all()
+    sweep_dir.stitcher(trial.trial_id).unlink()  # as a trial recorded before stitchers were kept
+    again = parse_space({**space, "inversions": dict(space["inversions"], seed=1)}).units["inversion"][0]
+    assert run_inversion(again, RunContext(sweep_dir, CPU))["status"] == "done"
+    rows = analysis.load(sweep_dir.path)["inversions"].query("unit_id == @again.unit_id")
+    assert rows["stitcher_refitted"].all() and sweep_dir.stitcher(trial.trial_id).exists()
+    assert accuracy_of(stitched_network(sweep_dir, trial, CPU)) == row["clean_acc"]  # the same fit, refitted
+    with pytest.raises(SpecError, match=r"inversions.stitched\[0\].*2 trials match"):
+        loose = {k: v for k, v in pick.items() if k != "objective"}  # tlm and dm both match
+        parse_space({**space, "inversions": dict(space["inversions"], stitched=[loose])})

@@ -498,3 +498,47 @@ def test_autoattack_step_size_schedule_follows_the_configured_iterations(iterati
         assert attack.n_iter_min == max(int(0.06 * iterations), 1)
         assert attack.size_decr == max(int(0.03 * iterations), 1)
         assert attack.eps == 0.1 and attack.norm == "Linf" and attack.seed == 0
+
+
+def test_autoattack_standard_is_its_own_version_and_the_components_run_with_the_budget():
+    """`standard` alone is AutoAttack's standard version (APGD-CE, APGD-T, FAB-T, Square, 100 iterations: Balogh &
+    Jelasity 2023 Table 2's right column); the components named one by one get the configured budget. On a
+    linear model a robust point stays robust under every attack: accuracy can only fall from clean."""
+    from sweep.config.evaluation import parse_evaluation
+    from sweep.train.attacks import autoattack_accuracy, build_autoattack
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 10)).eval()  # targeted DLR needs 4+ classes
+    standard = build_autoattack(model, eps=0.1, attacks=("standard",), iterations=20, restarts=1, seed=0, device="cpu")
+    assert standard.version == "standard" and standard.attacks_to_run == ["apgd-ce", "apgd-t", "fab-t", "square"]
+    assert standard.apgd.n_iter == 100
+    custom = ("apgd-ce", "apgd-t", "fab-t", "square")
+    mine = build_autoattack(model, eps=0.1, attacks=custom, iterations=7, restarts=1, seed=0, device="cpu")
+    assert mine.attacks_to_run == list(custom) and mine.apgd_targeted.n_iter == 7
+    x, y = torch.rand(6, 1, 2, 2), torch.randint(0, 10, (6,))
+    clean = (model(x).argmax(1) == y).float().mean().item()
+    assert autoattack_accuracy(model, x, y, eps=0.05, attacks=("standard",)) <= clean
+    with pytest.raises(SpecError, match="standard alone"):
+        parse_evaluation({"attacks": ["standard", "apgd-ce"]}, 0.3, 100)
+
+
+def test_a_donors_only_space_evaluates_every_donor_with_its_datasets_eps():
+    """Balogh & Jelasity 2023 Table 1: a space with donors and no other section trains and evaluates them all,
+    each under its own dataset's threat model unless `evaluation.eps` is given."""
+    from sweep.config.space import parse_space
+
+    space = {
+        "name": "table1",
+        "data": {"dataset": "cifar10"},  # download on: nothing is fetched while a space is read
+        "donors": {
+            "c": {"arch": "resnet_tiny", "epochs": 1},
+            "m": {"arch": "resnet_tiny", "epochs": 1, "data": {"dataset": "digits"}},
+        },
+        "evaluation": {"n_eval_robust": 100},
+    }
+    sweep = parse_space(space)
+    assert set(sweep.donors) == {"c", "m"} and not sweep.trials
+    eps = {name: evs[0].eps for name, evs in sweep.donor_evals.items()}
+    assert eps == {"c": pytest.approx(8 / 255), "m": 0.3}
+    given = parse_space({**space, "evaluation": {"eps": 0.1, "n_eval_robust": 100}})
+    assert {evs[0].eps for evs in given.donor_evals.values()} == {0.1}

@@ -194,6 +194,7 @@ DESCRIPTIONS = {
     "dist_target": "L2 distance of the inverted image from its target",
     "pred": "the donor's prediction on the inverted image",
     "pred_target": "the donor's prediction on the target",
+    "stitcher_refitted": "the stitched network's stitcher was fitted again from its trial's spec (none was kept)",
     # training similarity
     "inputs": "'benign' or 'adversarial' (crafted against the donor's final epoch)",
     "point": "the stitch point or traced-graph node",
@@ -216,6 +217,7 @@ BY_TABLE = {
     ("reptests", "donor"): "member B's donor",
     ("reptests", "name"): "the test's label in the search space",
     ("inversions", "momentum"): "L2 momentum (Dong et al. 2018); 0: none",
+    ("inversions", "trial_id"): "a stitched network's trial (null: a donor)",
     ("inversions", "eps"): "the L2 bound around the seed image (pixels in [0, 1])",
     ("inversions", "seed"): "the seed that draws the sample, the seed images and the noise",
     ("inversions", "images"): "the test images the unit inverts (a fixed random sample)",

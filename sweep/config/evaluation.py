@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sweep.config.errors import SpecError
 from sweep.config.fields import Option, Section, by_key
 from sweep.registry import ATTACKS
 
@@ -26,14 +27,19 @@ class EvalSpec:
     iterations: int
     restarts: int
     n_eval_robust: int
+    eps_given: bool = True  # False: `eps` is the sweep dataset's default, and donors on other data use theirs
 
 
 def parse_evaluation(raw: dict, default_eps: float, n_test: int) -> EvalSpec:
     """The evaluation section, defaults from the dataset's threat model and test size."""
     e = Section(raw, "evaluation", set(OPTIONS))
+    attacks = tuple(e.read(OPTIONS["attacks"]))
+    if "standard" in attacks and len(attacks) > 1:
+        raise SpecError("evaluation.attacks", "standard alone (AutoAttack's whole standard version)", list(attacks))
     return EvalSpec(
-        attacks=tuple(e.read(OPTIONS["attacks"])),
+        attacks=attacks,
         eps=e.read(OPTIONS["eps"], default=default_eps),
+        eps_given=e.raw.get("eps") is not None,
         iterations=e.read(OPTIONS["iterations"]),
         restarts=e.read(OPTIONS["restarts"]),
         n_eval_robust=e.read(OPTIONS["n_eval_robust"], default=OPTIONS["n_eval_robust"].capped(n_test), high=n_test),

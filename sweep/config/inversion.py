@@ -18,7 +18,7 @@ from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.donors import resolve_ref
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
-from sweep.registry import ARCHITECTURES, did_you_mean
+from sweep.registry import ARCHITECTURES, DATASETS, did_you_mean
 
 # the published recipes (sweep.measures.inversion's module doc): the defaults of the fields left out
 RECIPE_DEFAULTS = {
@@ -31,7 +31,8 @@ STARTS = ("other_image", "grey_noise")  # a test image of another label | grey p
 OPTIONS = by_key(
     (
         Option("name", "string", "", doc="a label; names the inverted dataset other sections read"),
-        Option("donors", "string", many=True, doc="donor REFs: one unit each"),
+        Option("donors", "string", None, nullable=True, many=True, doc="donor REFs: one unit each"),
+        Option("stitched", "mapping", None, nullable=True, doc="[SELECT]: stitched networks, one unit each"),
         Option("point", "string", "penultimate", doc="the representation inverted: a point of each donor"),
         Option("recipe", "string", "jones", choices=RECIPES, doc="jones | engstrom: the defaults below"),
         Option("start", "string", None, choices=STARTS, nullable=True, derived=True, doc="null: the recipe's"),
@@ -66,15 +67,19 @@ class InversionSpec:
     eps: float
     images: int
     seed: int = 0
+    trial_id: str | None = None  # a stitched network: the trial whose stitcher it uses (donor_key: its end)
     batch_size: int = field(default=100, compare=False)
-    donor: str = field(default="", compare=False)  # the donor's reference: a label
+    donor: str = field(default="", compare=False)  # the donor's reference (or the stitched network's): a label
     name: str = field(default="", compare=False)
+    trial: Any = field(default=None, compare=False)  # that trial's TrialSpec
 
-    LABELS = ("batch_size", "donor", "name")
+    LABELS = ("batch_size", "donor", "name", "trial")
 
     @property
     def unit_id(self) -> str:
         fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in self.LABELS}
+        if self.trial_id is None:  # a donor's inversion: the id it had before stitched networks could be inverted
+            fields.pop("trial_id")
         return stable_hash({"kind": "inversion", "v": SCHEMA_VERSION, **fields})
 
     @property
@@ -83,8 +88,9 @@ class InversionSpec:
         return f"{name}invert {self.donor} @{self.point} ({self.recipe}, {self.steps} steps, {self.images} images)"
 
 
-def parse_inversions(raw: Any, donors: dict, used: set[str]) -> tuple:
-    """Every unit of the `inversions` section (a list of entries, or one entry)."""
+def parse_inversions(raw: Any, donors: dict, used: set[str], trials: tuple = ()) -> tuple:
+    """Every unit of the `inversions` section (a list of entries, or one entry); `trials`: the space's
+    stitching trials, which `stitched` selects from."""
     entries = raw if isinstance(raw, list) else [raw]
     if not entries or not all(isinstance(e, dict) for e in entries):
         raise SpecError("inversions", "a mapping, or a non-empty list of mappings", raw)
@@ -92,7 +98,7 @@ def parse_inversions(raw: Any, donors: dict, used: set[str]) -> tuple:
     names: set[str] = set()
     for i, entry in enumerate(entries):
         path = "inversions" if isinstance(raw, dict) else f"inversions[{i}]"
-        found = _parse_entry(entry, path, donors, used)
+        found = _parse_entry(entry, path, donors, used, trials)
         name = found[0].name
         if name in names:
             raise SpecError(f"{path}.name", "a name no other inversions entry has", name)
@@ -102,7 +108,7 @@ def parse_inversions(raw: Any, donors: dict, used: set[str]) -> tuple:
     return tuple(units.values())
 
 
-def _parse_entry(entry: dict, path: str, donors: dict, used: set[str]) -> list[InversionSpec]:
+def _parse_entry(entry: dict, path: str, donors: dict, used: set[str], trials: tuple) -> list[InversionSpec]:
     s = Section(entry, path, set(OPTIONS))
     name = s.read(OPTIONS["name"])
     if name and not NAME_RE.match(name):
@@ -111,11 +117,14 @@ def _parse_entry(entry: dict, path: str, donors: dict, used: set[str]) -> list[I
     settings = {k: s.read(OPTIONS[k]) for k in RECIPE_DEFAULTS[recipe]}
     settings = {k: RECIPE_DEFAULTS[recipe][k] if v is None else v for k, v in settings.items()}
     point = s.read(OPTIONS["point"])
-    refs = s.raw.get("donors")
-    if not isinstance(refs, list) or not refs:
+    refs, selectors = s.raw.get("donors"), s.raw.get("stitched")
+    if not refs and not selectors:
+        raise SpecError(f"{path}.donors", "a non-empty list of donor references (or stitched: [...])", refs)
+    if refs is not None and (not isinstance(refs, list) or not refs):
         raise SpecError(f"{path}.donors", "a non-empty list of donor references", refs)
+    common = dict(recipe=recipe, **settings, seed=s.read(OPTIONS["seed"]), batch_size=s.read(OPTIONS["batch_size"]))
     units = []
-    for k, ref in enumerate(refs):
+    for k, ref in enumerate(refs or []):
         donor = resolve_ref(check_value(ref, f"{path}.donors[{k}]", "string"), f"{path}.donors[{k}]", donors)
         if not donor.network:
             raise SpecError(f"{path}.donors[{k}]", "a network (a noise sender has no representation)", ref)
@@ -132,13 +141,69 @@ def _parse_entry(entry: dict, path: str, donors: dict, used: set[str]) -> list[I
                 donor_key=donor.donor_key,
                 arch=donor.arch,
                 point=point,
-                recipe=recipe,
-                **settings,
+                **common,
                 images=images,
-                seed=s.read(OPTIONS["seed"]),
-                batch_size=s.read(OPTIONS["batch_size"]),
                 donor=donor.ref,
                 name=name,
             )
         )
-    return units
+    return units + [
+        _stitched_unit(sel, f"{path}.stitched[{k}]", point, trials, donors, s, dict(common, name=name))
+        for k, sel in _list(selectors, f"{path}.stitched")
+    ]
+
+
+# selector field -> the TrialSpec field it matches
+SELECT = {
+    "front": "front",
+    "end": "end",
+    "point": "front_point",
+    "end_point": "end_point",
+    "objective": "objective",
+    "alpha": "alpha",
+    "beta": "beta",
+    "seed": "seed",
+    "init": "init",
+    "data": "stitch_data",
+}
+
+
+def _list(selectors: Any, path: str) -> list[tuple[int, Any]]:
+    if selectors is None:
+        return []
+    if not isinstance(selectors, list) or not selectors:
+        raise SpecError(path, "a non-empty list of trial selectors {front, end, point, objective, ...}", selectors)
+    return list(enumerate(selectors))
+
+
+def _stitched_unit(sel: Any, where: str, point: str, trials: tuple, donors: dict, s: Section, common: dict):
+    """The unit inverting the stitched network of the one trial that selector `sel` picks."""
+    Section(sel, where, set(SELECT))
+    picked = [t for t in trials if all(getattr(t, SELECT[key]) == value for key, value in sel.items())]
+    if len(picked) != 1:
+        hint = "add fields to pick one" if picked else "the stitching section must hold that trial"
+        found = f"{len(picked)} trials match"
+        raise SpecError(where, "a selector matching exactly one stitching trial of this space", found, hint)
+    trial = picked[0]
+    if trial.noise_sigma is not None:
+        raise SpecError(where, "a trial whose sender is a network (noise cannot be inverted)", trial.front)
+    arch = resolve_ref(trial.end, f"{where}.end", donors).arch
+    valid = ARCHITECTURES[arch].points()
+    after = valid[valid.index(trial.end_point) :]
+    if point not in after:
+        raise SpecError(f"{s.path}.point", f"a point of the end network at or after the stitch: one of {after}", point)
+    n_test = DATASETS[trial.dataset].test if trial.test_size is None else trial.test_size
+    images = s.read(OPTIONS["images"], default=OPTIONS["images"].capped(n_test), high=n_test)
+    how = trial.objective + (f" alpha={trial.alpha:g}" if trial.alpha is not None else "")
+    label = f"{trial.front} @{trial.front_point} -[{how}]-> {trial.end} @{trial.end_point}"
+    return InversionSpec(
+        **{f: getattr(trial, f) for f in ("dataset", "train_size", "val_size", "test_size")},
+        donor_key=trial.end_key,
+        arch=arch,
+        point=point,
+        **common,
+        images=images,
+        trial_id=trial.trial_id,
+        trial=trial,
+        donor=label,
+    )

@@ -16,7 +16,7 @@ from analysis.store.storage import Loc
 from sweep.config.data import OPTIONS as DATA_OPTIONS
 from sweep.config.data import SOURCE_OPTIONS, DataSpec, parse_data
 from sweep.config.donors import DonorEval, DonorSpec, parse_donor
-from sweep.config.errors import MISSING, SpecError
+from sweep.config.errors import SpecError
 from sweep.config.evaluation import EvalSpec, parse_evaluation
 from sweep.config.fields import NAME_RE, Option, Section, by_key
 from sweep.config.stitching import expand_block
@@ -109,10 +109,9 @@ def parse_space(raw: Any) -> Sweep:
     data, root, download = _read_data(top.get("data", "mapping"))
     evaluation = parse_evaluation(top.raw.get("evaluation", {}), DATASETS[data.dataset].threat[0], data.sizes()[1])
     donors = _read_donors(top.get("donors", "mapping"), data, evaluation, root, download)
-    if not set(sections) & set(raw):
-        first, *others = sections
-        raise SpecError(first, f"a {first} section (or {', '.join(others)})", MISSING, "the field is required")
     ctx = SpaceContext(data, evaluation, donors, set())
+    if not set(sections) & set(raw):  # a donors-only sweep (Balogh & Jelasity 2023 Table 1): every donor
+        ctx.used.update(name for name, d in donors.items() if d.network)
     units = ctx.units
     for key, kind in sections.items():
         if key in raw:

@@ -1,8 +1,8 @@
-"""One inversion unit (Jones et al. 2022 3.2; Balogh & Jelasity 2023 Section 6): a donor's representation at
-one point of a fixed random sample of test images, inverted by `sweep.measures.inversion.invert` from the
-recipe's seed images. Pure PyTorch, idempotent. Writes the images (`inverted/<unit_id>.npz`: the inverted
-images, their targets and seeds, the targets' test indices) first, then the unit's part (`inversions/`, one row
-per image), so a finished part always has its images.
+"""One inversion unit (Jones et al. 2022 3.2; Balogh & Jelasity 2023 Section 6): a donor's representation (or a
+stitched network's, from its trial's kept stitcher) at one point of a fixed random sample of test images,
+inverted by `sweep.measures.inversion.invert` from the recipe's seed images. Pure PyTorch, idempotent. Writes
+the images (`inverted/<unit_id>.npz`: the inverted images, their targets and seeds, the targets' test indices)
+first, then the unit's part (`inversions/`, one row per image), so a finished part always has its images.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from sweep.config.inversion import InversionSpec, parse_inversions
 from sweep.data.core import worker_splits
 from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
+from sweep.kinds.stitched import stitched_network
 from sweep.measures.inversion import grey_noise, invert, other_label_seeds
 from sweep.models.base import split
 from sweep.results import open_root
@@ -35,7 +36,7 @@ def run_inversion(spec: InversionSpec, ctx: RunContext) -> dict:
         sweep=ctx.sweep_dir.name,
         name=spec.name or None,
         **{k: getattr(spec, k) for k in fields},
-        **{k: getattr(spec, k) for k in ("momentum", "eps", "images", "batch_size", "seed")},
+        **{k: getattr(spec, k) for k in ("momentum", "eps", "images", "batch_size", "seed", "trial_id")},
         device=str(ctx.device),
     )
     return record_unit(part, INVERSIONS_DIR, base, lambda: _measure(spec, ctx))
@@ -62,10 +63,9 @@ def _measure(spec: InversionSpec, ctx: RunContext) -> list[dict]:
         x_s = torch.stack([grey_noise(tuple(x_t.shape[1:]), noise) for _ in range(len(x_t))])
     else:
         x_s = x_all[seed_idx]
-    model = load_donor(ctx.sweep_dir, spec.donor_key, ctx.device).eval()
+    model, g, refitted = _network(spec, ctx)
     for p in model.parameters():
         p.requires_grad_(False)
-    g = split(model, spec.point)[0]
     out = {k: [] for k in ("images", "loss", "loss_start", "best_step")}
     for i in range(0, len(x_t), spec.batch_size):
         t, s = x_t[i : i + spec.batch_size].to(ctx.device), x_s[i : i + spec.batch_size].to(ctx.device)
@@ -98,9 +98,22 @@ def _measure(spec: InversionSpec, ctx: RunContext) -> list[dict]:
             dist_target=float(d_target[j]),
             pred=int(pred[j]),
             pred_target=int(pred_t[j]),
+            stitcher_refitted=refitted,
         )
         for j in range(len(inv))
     ]
+
+
+def _network(spec: InversionSpec, ctx: RunContext):
+    """(the whole network, the part up to the inverted point, whether a stitcher was fitted again): a donor, or
+    a trial's stitched network (its kept stitcher between the donors' halves)."""
+    if spec.trial is None:
+        model = load_donor(ctx.sweep_dir, spec.donor_key, ctx.device).eval()
+        return model, split(model, spec.point)[0], None
+    st = stitched_network(ctx.sweep_dir, spec.trial, ctx.device, ctx.data_root, ctx.download)
+    if st.refitted:
+        ctx.report({"phase": "refitted", "trial": spec.trial_id, "note": "the trial kept no stitcher: fitted again"})
+    return st.upto(spec.trial.end_point), st.upto(spec.trial.end_point, spec.point), st.refitted
 
 
 def _write_images(ctx: RunContext, spec: InversionSpec, inv, targets_x, seeds_x, targets) -> None:
@@ -120,7 +133,7 @@ def read_inverted(sweep_dir, unit_id: str) -> dict[str, np.ndarray]:
 
 
 def _parse(raw, ctx) -> tuple:
-    return parse_inversions(raw, ctx.donors, ctx.used)
+    return parse_inversions(raw, ctx.donors, ctx.used, ctx.units.get("trial", ()))
 
 
 register_kind(
@@ -135,8 +148,8 @@ register_kind(
         parts=lambda sweep_dir, spec: [sweep_dir.part(INVERSIONS_DIR, spec.unit_id)],
         run=run_inversion,
         label=lambda spec: spec.label,
-        donors=lambda spec: (spec.donor,),
-        after=("donor",),
+        donors=lambda spec: (spec.trial.front, spec.trial.end) if spec.trial else (spec.donor,),
+        after=("donor", "trial"),
         locality=lambda spec: (spec.donor_key,),
     )
 )

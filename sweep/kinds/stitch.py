@@ -29,7 +29,7 @@ from sweep.kinds.trial_measures import ood_auroc, similarities
 from sweep.measures.indices import Network
 from sweep.models.base import split
 from sweep.registry import INDICES
-from sweep.results import SweepDir, write_rows
+from sweep.results import SweepDir, save_torch, write_rows
 from sweep.stitching.noise import noise_seed, noise_splits
 from sweep.stitching.objectives import OBJECTIVES, FitContext, eval_mode
 from sweep.stitching.stitcher import StitchedNet, Stitcher
@@ -138,7 +138,7 @@ class _Parts:
     end_acts: Frozen | None = None
 
 
-def _assemble(spec: TrialSpec, splits: Splits, sweep: SweepDir, device: torch.device) -> _Parts:
+def assemble(spec: TrialSpec, splits: Splits, sweep: SweepDir, device: torch.device) -> _Parts:
     end_model = load_donor(sweep, spec.end_key, device)
     end_front, end = split(end_model, spec.end_point)
     if spec.noise_sigma is None:
@@ -179,7 +179,7 @@ def _stitch_and_evaluate(
     data_root: str | None = None,
     download: bool = True,
 ) -> dict:
-    p = _assemble(spec, splits, sweep, device)
+    p = assemble(spec, splits, sweep, device)
     images = splits  # the data's images: what the receiver's own front sees
     if spec.noise_sigma is not None:  # the stitcher trains and is tested on the noise sender's samples
         splits = _noise(spec, p, images, device)
@@ -198,6 +198,7 @@ def _stitch_and_evaluate(
     t1 = time.perf_counter()
     out["time_setup_s"] = t1 - t0 - out.get("time_similarity_s", 0.0)
     out.update(OBJECTIVES[spec.objective].fit(ctx))
+    save_stitcher(sweep, spec, p)
     curves.extend(ctx.curves)
     out["time_fit_s"] = time.perf_counter() - t1
     report({"phase": "fit_done", "time_fit_s": out["time_fit_s"]})
@@ -222,6 +223,34 @@ def _stitch_and_evaluate(
         )
         out["time_ood_s"] = time.perf_counter() - t4
     return out
+
+
+def save_stitcher(sweep: SweepDir, spec: TrialSpec, p: _Parts) -> None:
+    """The fitted stitcher, and with `donor_bn: update` the donors' BatchNorm statistics the fit moved (f<=i,
+    g>j), written before the trial's part: later units rebuild the stitched network from it."""
+    moved = spec.donor_bn == "update"
+
+    def buffers(half):
+        return {k: v.detach().cpu() for k, v in half.named_buffers()} if moved and half is not None else None
+
+    state = {k: v.detach().cpu() for k, v in p.stitcher.state_dict().items()}
+    front = p.front if p.front_model is not None else None
+    save_torch(sweep.stitcher(spec.trial_id), {"stitcher": state, "front": buffers(front), "end": buffers(p.end)})
+
+
+def refit(spec: TrialSpec, sweep: SweepDir, device: torch.device, data_root=None, download=True) -> _Parts:
+    """Fit a trial's stitcher again from its spec (no evaluation, no row), and keep it: for a trial recorded
+    before stitchers were kept. The parts come back with the fitted stitcher."""
+    splits = worker_splits(
+        spec.dataset, spec.train_size, spec.val_size, spec.test_size, device, root=data_root, download=download
+    )
+    p = assemble(spec, splits, sweep, device)
+    _frozen(spec, p, splits, device)
+    ctx = FitContext(p.front, p.end, p.stitcher, splits, spec, device, p.end_front)
+    ctx.front_acts, ctx.end_acts = p.front_acts, p.end_acts
+    OBJECTIVES[spec.objective].fit(ctx)
+    save_stitcher(sweep, spec, p)
+    return p
 
 
 def _noise(spec: TrialSpec, p: _Parts, images: Splits, device: torch.device) -> Splits:

@@ -13,9 +13,15 @@ from torch import nn
 
 from sweep.registry import ATTACKS
 
-# The attacks of robust accuracy: AutoAttack's components that Balogh & Jelasity 2023 A.4 uses.
+# The attacks of robust accuracy: AutoAttack's components (Balogh & Jelasity 2023 A.4 uses the first two), run
+# with `iterations` and `restarts`; `standard` alone is AutoAttack's own standard version (Table 2's right column).
 ATTACKS.add("apgd-ce", "APGD on the cross-entropy (Croce & Hein 2020)")
 ATTACKS.add("apgd-dlr", "APGD on the difference-of-logits ratio (Croce & Hein 2020)")
+ATTACKS.add("apgd-t", "targeted APGD on the DLR loss, 9 target classes (Croce & Hein 2020)")
+ATTACKS.add("fab-t", "targeted FAB (Croce & Hein 2020), its own iterations")
+ATTACKS.add("square", "Square Attack (Andriushchenko et al. 2020), 5,000 queries")
+ATTACKS.add("standard", "AutoAttack's standard version: APGD-CE, APGD-T, FAB-T and Square with their own settings")
+STANDARD = "standard"
 
 
 def pgd_linf(
@@ -129,7 +135,8 @@ def build_autoattack(
     seed: int,
     device: torch.device | str,
 ):
-    """pyautoattack's AutoAttack restricted to `attacks`, with APGD built for `iterations` iterations.
+    """pyautoattack's AutoAttack restricted to `attacks`, with APGD built for `iterations` iterations (or, for
+    `attacks == ("standard",)`, its standard version as it is).
 
     pyautoattack's APGD derives its step-size checkpoints (`n_iter_2`, `n_iter_min`, `size_decr`) and
     `n_iter_orig` from `n_iter` in `__init__`; AutoAttack builds its APGDs for 100. Setting `n_iter` afterwards
@@ -138,6 +145,10 @@ def build_autoattack(
     from pyautoattack import AutoAttack  # heavy import: only where robust accuracy is asked for
     from pyautoattack.autopgd_base import APGDAttack, APGDAttack_targeted
 
+    if tuple(attacks) == (STANDARD,):  # its own attacks, iterations and restarts
+        adversary = AutoAttack(model, norm="Linf", eps=eps, version="standard", seed=seed, device=device)
+        adversary.verbose = False
+        return adversary
     adversary = AutoAttack(
         model, attacks=list(attacks), device=device, eps=eps, norm="Linf", seed=seed, version="custom"
     )

@@ -1,0 +1,57 @@
+"""Stitched networks as artefacts: a trial's stitcher, as `stitch.save_stitcher` kept it, put back between
+its donors' halves, for units that use the stitched network (inversion). A trial recorded before stitchers were
+kept, or not run yet, is fitted again from its spec (`stitch.refit`) and kept, and the caller is told."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from sweep.config.trial import TrialSpec
+from sweep.data.core import worker_splits
+from sweep.kinds.stitch import assemble, refit
+from sweep.results import SweepDir, load_torch
+
+
+@dataclass
+class Stitched:
+    """f<=i, the fitted stitcher and the whole end network (its stages after j follow the stitch); `refitted`:
+    the stitcher was fitted here, the trial had kept none."""
+
+    front: nn.Module
+    stitcher: nn.Module
+    end_model: nn.Module
+    refitted: bool
+
+    def upto(self, end_point: str, point: str | None = None) -> nn.Sequential:
+        """The stitched network up to `point` of the end network (at or after the trial's `end_point`; None:
+        the whole network, to its logits)."""
+        names = self.end_model.stage_names
+        stop = names.index(point) + 1 if point else len(names)
+        stages = [self.end_model.stage(n) for n in names[names.index(end_point) + 1 : stop]]
+        return nn.Sequential(self.front, self.stitcher, *stages)
+
+
+def stitched_network(
+    sweep: SweepDir, spec: TrialSpec, device: torch.device, data_root: str | None = None, download: bool = True
+) -> Stitched:
+    """The trial's stitched network in eval mode, from its kept stitcher (or fitted again and kept)."""
+    loc = sweep.stitcher(spec.trial_id)
+    if not loc.exists():
+        p = refit(spec, sweep, device, data_root, download)
+        return Stitched(p.front.eval(), p.stitcher.eval(), p.end_model.eval(), refitted=True)
+    splits = worker_splits(
+        spec.dataset, spec.train_size, spec.val_size, spec.test_size, device, root=data_root, download=download
+    )
+    p = assemble(spec, splits, sweep, device)
+    state = load_torch(loc, map_location=device)
+    p.stitcher.load_state_dict(state["stitcher"])
+    for half, moved in ((p.front, state["front"]), (p.end, state["end"])):
+        if moved:  # `donor_bn: update`: the BatchNorm statistics the fit left
+            own = dict(half.named_buffers())
+            with torch.no_grad():
+                for name, value in moved.items():
+                    own[name].copy_(value)
+    return Stitched(p.front.eval(), p.stitcher.eval(), p.end_model.eval(), refitted=False)
