@@ -29,6 +29,7 @@ from .store.schema import (
     TABLES,
     TRAINING_SIMILARITY_DIR,
     TRIALS_DIR,
+    TSNE_DIR,
     schema,
 )
 from .store.storage import Loc, open_root
@@ -43,6 +44,7 @@ KEY_COLUMN = {
     TRAINING_SIMILARITY_DIR: "unit_id",
     DONOR_CURVES_DIR: "donor_key",
     INVERSIONS_DIR: "unit_id",
+    TSNE_DIR: "unit_id",
 }
 
 
@@ -188,7 +190,7 @@ def load_similarity(results: str | os.PathLike | Loc) -> pd.DataFrame:
 
 def load(results: str | os.PathLike | Loc) -> dict[str, pd.DataFrame]:
     """Every table of a results directory (`TABLES`: trials, donors, curves, reptests, similarity,
-    training_similarity, donor_curves, inversions), plus "problems": the parts that could not be read (path,
+    training_similarity, donor_curves, inversions, tsne), plus "problems": the parts that could not be read (path,
     kind, error), empty when every part is fine."""
     problems: list[dict] = []
     with warnings.catch_warnings():

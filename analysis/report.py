@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import altair as alt
 import pandas as pd
 
 from .charts import is_cross_task, setting_label, stitching_grid
@@ -38,6 +39,7 @@ class ReportData:
     training_similarity: pd.DataFrame
     donor_curves: pd.DataFrame
     inversions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    tsne: pd.DataFrame = field(default_factory=pd.DataFrame)
     root: Loc | None = None  # the results folder (files beside the tables: inverted images)
 
     def where(self, **settings) -> ReportData:
@@ -101,6 +103,11 @@ def write_report(results: str | Path | Loc, out: str | Path, expected: dict | No
     of work its counts (`kinds`: name -> {noun, total, done, failed, pending, blocked}) and the trial ids of
     the space (`trial_ids`): the page's header then says how much of the sweep is recorded, and trials no
     longer in the space are listed apart (`stale_trials.csv`) instead of being drawn."""
+    with alt.data_transformers.disable_max_rows():  # t-SNE maps and every-module matrices hold many points
+        return _write_report(results, out, expected)
+
+
+def _write_report(results: str | Path | Loc, out: str | Path, expected: dict | None) -> Path:
     results, out = open_root(results), Path(out)  # results: a local folder or a pyarrow.fs URI
     claim_folder(out, results.name)
     write_manifest(out, results.name, [])  # the folder is this sweep's from now on, even if this report stops
@@ -152,7 +159,16 @@ def report_data(results, expected: dict | None = None) -> tuple[ReportData, pd.D
     tables = load(results)
     trials, stale = _split_stale(tables["trials"], expected)
     trials = trials.assign(setting=setting_label(trials))
-    names = ("donors", "problems", "reptests", "similarity", "training_similarity", "donor_curves", "inversions")
+    names = (
+        "donors",
+        "problems",
+        "reptests",
+        "similarity",
+        "training_similarity",
+        "donor_curves",
+        "inversions",
+        "tsne",
+    )
     return ReportData(results.name, trials, *(tables[n] for n in names), root=results), stale
 
 

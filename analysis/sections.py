@@ -11,7 +11,7 @@ import altair as alt
 import pandas as pd
 
 from . import cka, robustness, senders
-from .charts import class_collapse_grid, cross_task_grid, donor_curves_chart, heatmap_grid, stitching_grid
+from .charts import class_collapse_grid, cross_task_grid, donor_curves_chart, heatmap_grid, stitching_grid, tsne_chart
 from .tables import agreement_table, generalisation
 
 if TYPE_CHECKING:
@@ -146,6 +146,12 @@ CHARTS = [
         lambda d: robustness.inversion_images(d.root, d.inversions) if d.root is not None else pd.DataFrame(),
         robustness.inversion_grid,
         "inversions.png",
+    ),
+    ChartSection(
+        "t-SNE of the representations (Balogh & Jelasity 2023 Fig. 7): a row per network, a column per point",
+        lambda d: d.tsne[d.tsne["status"] == "done"] if len(d.tsne) else d.tsne,
+        tsne_chart,
+        "tsne.png",
     ),
     ChartSection(
         "CKA at the penultimate layer by robustness level, natural vs inverted data (Jones et al. 2022 Figs 1, 3,"

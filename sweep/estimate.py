@@ -113,9 +113,19 @@ def _sizes(dataset: str, train: int | None, val: int, test: int | None) -> tuple
     return (info.train_pool - val if train is None else train), val, (info.test if test is None else test)
 
 
-def _attack(p: Pricer, arch: str, dataset: str, n: int, attacks: int, iterations: int, restarts: int) -> float:
-    """AutoAttack on `n` images: each attack's iterations (and restarts) as steps (a forward and a backward)."""
-    return p.step(arch, dataset, n * attacks * iterations * restarts) if n else 0.0
+# AutoAttack's standard version per image, at most: APGD-CE 100 steps, APGD-T and FAB-T 9 targets x 100, Square
+# 5,000 queries (forward passes); it attacks only the images still robust, so this is an upper bound
+STANDARD_STEPS, STANDARD_QUERIES = 1900, 5000
+
+
+def _attack(p: Pricer, arch: str, dataset: str, n: int, attacks, iterations: int, restarts: int) -> float:
+    """AutoAttack on `n` images: each attack's iterations (and restarts) as steps (a forward and a backward);
+    `standard`: its own budget (`STANDARD_STEPS` steps and `STANDARD_QUERIES` forward passes per image)."""
+    if not n:
+        return 0.0
+    if tuple(attacks) == ("standard",):
+        return p.step(arch, dataset, n * STANDARD_STEPS) + p.forward(arch, dataset, n * STANDARD_QUERIES)
+    return p.step(arch, dataset, n * len(attacks) * iterations * restarts)
 
 
 def donor_seconds(work, p: Pricer) -> float:
@@ -128,7 +138,7 @@ def donor_seconds(work, p: Pricer) -> float:
     if d.noise_sigma is not None:
         return p.unit_s
     for ev in work.evaluations:
-        robust = _attack(p, d.arch, ev.dataset, ev.n_eval_robust, len(ev.attacks), ev.iterations, ev.restarts)
+        robust = _attack(p, d.arch, ev.dataset, ev.n_eval_robust, ev.attacks, ev.iterations, ev.restarts)
         secs += p.forward(d.arch, ev.dataset, ev.test_size) + robust
     return secs + p.unit_s
 
@@ -161,8 +171,7 @@ def trial_seconds(spec, p: Pricer, arch_of: dict, fills: set | None = None) -> f
             secs += epochs * p.forward(ea, ds, val, after=spec.end_point)
             secs += 0 if frozen else epochs * (front(train) + front(val))
     secs += p.forward(ea, ds, test, after=spec.end_point) + (0 if frozen else front(test))
-    n, attacks = spec.n_eval_robust, len(spec.attacks)
-    secs += _attack(p, ea, ds, n, attacks, spec.attack_iterations, spec.attack_restarts)
+    secs += _attack(p, ea, ds, spec.n_eval_robust, spec.attacks, spec.attack_iterations, spec.attack_restarts)
     if spec.indices and not frozen:
         n = spec.similarity_samples or 0
         secs += front(n) + p.forward(ea, ds, n, upto=spec.end_point)
@@ -178,6 +187,8 @@ def _other_seconds(name: str, unit, p: Pricer) -> float:
     ds = unit.dataset
     if name == "similarity" and unit.measure == "saliency":
         return p.unit_s + p.step(unit.a_arch, ds, unit.images) + p.step(unit.b_arch, ds, unit.images)
+    if name == "tsne":  # the forward passes; t-SNE itself (scikit-learn, on the CPU) is not priced
+        return p.unit_s + p.forward(unit.arch, ds, unit.images)
     if name == "inversion":
         return p.unit_s + p.step(unit.arch, ds, unit.images * (unit.steps + 1), upto=unit.point)
     if name == "similarity":

@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from sweep.config import block, data, donors, evaluation, inversion, reptests, similarity, sources, space
+from sweep.config import block, data, donors, embedding, evaluation, inversion, reptests, similarity, sources, space
 from sweep.config.space import parse_space
 
 from .conftest import REPO
@@ -64,6 +64,7 @@ def _sections(ref: dict) -> list[tuple[str, dict, dict]]:
         ("similarity[0]", ref["similarity"][0], similarity.OPTIONS),
         ("similarity[0].attack", ref["similarity"][0]["attack"], similarity.ATTACK_OPTIONS),
         ("inversions[0]", ref["inversions"][0], inversion.OPTIONS),
+        ("tsne[0]", ref["tsne"][0], embedding.OPTIONS),
         ("training_similarity[0]", ref["training_similarity"][0], similarity.TRAINING_OPTIONS),
         ("training_similarity[0].attack", ref["training_similarity"][0]["attack"], _training_attack_options()),
         ("evaluation", ref["evaluation"], evaluation.OPTIONS),
@@ -83,6 +84,7 @@ EXAMPLES = {
     "similarity[0].name",
     "inversions[0].name",
     "inversions[0].donors",
+    "tsne[0].name",
     "training_similarity[0].name",
     "donors.robust_a.training",
     "donors.trades_a.training",

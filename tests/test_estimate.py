@@ -77,6 +77,14 @@ def test_inversion_and_saliency_prices_are_the_documented_products():
     assert est.seconds["inversion"] == pytest.approx(0.5 + 20 * 10 * 0.03 * 0.4)
     # one input gradient (a step) per image and model
     assert est.seconds["similarity"] == pytest.approx(0.5 + 2 * 50 * 0.03)
+    # AutoAttack on 10 images: its components, iterations x restarts steps each; `standard`, its own upper bound
+    pricer = estimate.Pricer(PROFILE, set())
+    assert estimate._attack(pricer, "resnet_tiny", "digits", 10, ("apgd-ce", "apgd-t"), 20, 2) == pytest.approx(
+        10 * 2 * 20 * 2 * 0.03
+    )
+    assert estimate._attack(pricer, "resnet_tiny", "digits", 10, ("standard",), 20, 1) == pytest.approx(
+        10 * 1900 * 0.03 + 10 * 5000 * 0.01
+    )
 
 
 def test_tlm_trial_price_scales_with_epochs_and_the_cache_saves_the_front_per_epoch():

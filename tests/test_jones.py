@@ -361,3 +361,28 @@ def test_a_trial_keeps_its_stitcher_and_its_stitched_network_is_inverted(zoo):
     with pytest.raises(SpecError, match=r"inversions.stitched\[0\].*2 trials match"):
         loose = {k: v for k, v in pick.items() if k != "objective"}  # tlm and dm both match
         parse_space({**space, "inversions": dict(space["inversions"], stitched=[loose])})
+
+
+def test_tsne_keeps_well_separated_classes_apart_and_a_unit_maps_every_point(zoo, tmp_path):
+    """Balogh & Jelasity 2023 Fig. 7: three far-apart Gaussian blobs stay apart in 2-D (every dot's nearest
+    neighbour has its class); a unit gives one row per (point, image) with the images' own labels, and the
+    report draws it."""
+    from analysis.report import write_report
+    from sweep.data.core import make_splits
+    from sweep.kinds.embedding import run_embedding, tsne_2d
+
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(3), 20)
+    blobs = torch.tensor(rng.normal(size=(60, 10)) + 20.0 * np.eye(3, 10)[labels])
+    xy, kl = tsne_2d(blobs, 30.0, 0)
+    dist = ((xy[:, None, :] - xy[None, :, :]) ** 2).sum(-1) + np.eye(60) * 1e9
+    assert (labels[dist.argmin(1)] == labels).all() and np.isfinite(kl)
+    sweep = _parse(zoo, tsne={"donors": ["zoo:plain_a"], "points": ["layer1.0", "layer3.1"], "images": 40})
+    (unit,) = sweep.units["tsne"]
+    assert run_embedding(unit, RunContext(zoo[1], CPU))["status"] == "done"
+    rows = analysis.load(zoo[1].path)["tsne"]
+    assert len(rows) == 80 and set(rows["point"]) == {"layer1.0", "layer3.1"} and rows[["x", "y"]].notna().all().all()
+    splits = make_splits(unit.dataset, unit.train_size, unit.val_size, unit.test_size)
+    assert (splits.test_y.numpy()[rows["image"].to_numpy()] == rows["label"].to_numpy()).all()
+    write_report(zoo[1].path, tmp_path / "report")
+    assert (tmp_path / "report" / "tsne.png").stat().st_size > 1000

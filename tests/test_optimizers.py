@@ -55,3 +55,29 @@ def test_a_donors_optimiser_and_schedule_are_the_ones_it_trains_with(monkeypatch
     assert group["weight_decay"] == 0.01
     # after 3 epochs: constant keeps 0.05; step has divided by 10 at epochs 1 and 2 (1/3 and 2/3 of 3)
     assert group["lr"] == pytest.approx(0.05 if schedule == "constant" else 0.0005)
+
+
+def test_adamw_with_warmup_cosine_trains_a_donor_along_the_stated_curve(monkeypatch):
+    """The ViT recipe: AdamW (decoupled weight decay) and a linear warm-up over 5% of the epochs (at least one),
+    then a cosine to zero; the factors are worked out here by hand, and a donor trains with them."""
+    import math
+
+    from sweep.train.optimizers import warmup_cosine_factor
+
+    # 100 epochs: 5 of warm-up (0.2, 0.4, ..., 1.0), then 0.5 (1 + cos(pi (e - 5) / 95))
+    assert [warmup_cosine_factor(e, 100) for e in range(5)] == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])
+    assert warmup_cosine_factor(5, 100) == 1.0 and warmup_cosine_factor(52, 100) == pytest.approx(
+        0.5 * (1 + math.cos(math.pi * 47 / 95))
+    )
+    assert warmup_cosine_factor(99, 100) == pytest.approx(0.5 * (1 + math.cos(math.pi * 94 / 95)))
+    # 3 epochs: one of warm-up, then 0.5 (1 + cos(pi / 2)); zero only after the last epoch
+    assert [warmup_cosine_factor(e, 3) for e in range(4)] == pytest.approx([1.0, 1.0, 0.5, 0.0])
+    built = []
+    original = donors_module.make_optimizer
+    monkeypatch.setattr(donors_module, "make_optimizer", lambda *a, **k: built.append(original(*a, **k)) or built[-1])
+    donor = _donor(optimizer="adamw", weight_decay=0.05, lr_schedule="warmup_cosine", epochs=3, lr=0.01)
+    splits = make_splits(donor.data.dataset, 200, donor.data.val_size, donor.data.test_size)
+    train_donor(donor, splits, torch.device("cpu"))
+    (opt,) = built
+    assert type(opt) is torch.optim.AdamW and opt.param_groups[0]["weight_decay"] == 0.05
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.01 * warmup_cosine_factor(3, 3))  # after the last epoch

@@ -224,6 +224,8 @@ from .units import (  # noqa: E402  (the measuring kinds' tables)
     SIMILARITY_SCHEMA,
     TRAINING_SIMILARITY_DIR,
     TRAINING_SIMILARITY_SCHEMA,
+    TSNE_DIR,
+    TSNE_SCHEMA,
 )
 
 TABLES = (
@@ -235,6 +237,7 @@ TABLES = (
     TRAINING_SIMILARITY_DIR,
     DONOR_CURVES_DIR,
     INVERSIONS_DIR,
+    TSNE_DIR,
 )
 
 
@@ -288,6 +291,8 @@ def _bare_schema(table: str) -> pa.Schema:
         return DONOR_CURVES_SCHEMA
     if table == INVERSIONS_DIR:
         return INVERSION_SCHEMA
+    if table == TSNE_DIR:
+        return TSNE_SCHEMA
     raise KeyError(f"unknown results table {table!r}; the tables are {list(TABLES)}")
 
 

@@ -142,3 +142,25 @@ INVERSION_SCHEMA = pa.schema(
     ]
     + _UNIT_TAIL
 )
+
+TSNE_DIR = "tsne"
+
+# t-SNE maps (Balogh & Jelasity 2023 Fig. 7): one part per unit (a donor), one row per (point, image).
+TSNE_SCHEMA = pa.schema(
+    _UNIT_HEAD
+    + [
+        ("donor", pa.string()),
+        ("donor_key", pa.string()),
+        ("arch", pa.string()),
+        ("point", pa.string()),
+        ("point_index", pa.int32()),
+        ("images", pa.int32()),
+        ("perplexity", pa.float64()),
+        ("image", pa.int64()),
+        ("label", pa.int32()),
+        ("x", pa.float64()),
+        ("y", pa.float64()),
+        ("kl_divergence", pa.float64()),
+    ]
+    + _UNIT_TAIL
+)

@@ -4,14 +4,18 @@
 - `sgd_nesterov`: SGD with Nesterov momentum (Balogh & Jelasity 2023 A.2's donors; the donors' default).
 - `sgd`: SGD with (heavy-ball) momentum (Smith & Marcu 2024 B.1 and C.2, for models and stitchers).
 - `adam`: Adam (Balogh & Jelasity 2023 A.5's stitchers; the stitchers' default).
-Weight decay is L2 added to the gradient in all three (torch's `weight_decay`).
+- `adamw`: AdamW (Loshchilov & Hutter 2019), weight decay decoupled from the gradient: the usual optimiser of
+  ViTs (Balogh & Jelasity 2025's ViT-Ti donors; their recipe is in an unavailable supplement).
+Weight decay is L2 added to the gradient in the other three (torch's `weight_decay`).
 
 Schedules: `step` divides the learning rate by 10 at 1/3 and 2/3 of the epochs (Balogh & Jelasity 2023 A.2);
-`constant` keeps it (Smith & Marcu 2024, which states no schedule).
+`constant` keeps it (Smith & Marcu 2024, which states no schedule); `warmup_cosine` rises linearly over the
+first 5% of the epochs (at least one) and then decays along a cosine to zero (the ViT recipe).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -52,7 +56,28 @@ register_optimizer(
     "Adam (Balogh & Jelasity 2023 A.5)",
 )
 
+register_optimizer(
+    "adamw",
+    lambda params, lr, momentum, wd: torch.optim.AdamW(params, lr=lr, weight_decay=wd),
+    False,
+    "AdamW, decoupled weight decay (Loshchilov & Hutter 2019)",
+)
+
+
+def warmup_cosine_factor(epoch: int, epochs: int) -> float:
+    """The learning-rate factor of epoch `epoch` (0-based) of `epochs`: (epoch + 1) / w over the first w =
+    max(1, ceil(epochs / 20)) epochs, then 0.5 (1 + cos(pi (epoch - w) / (epochs - w)))."""
+    warm = max(1, math.ceil(epochs / 20))
+    if epoch < warm:
+        return (epoch + 1) / warm
+    return 0.5 * (1.0 + math.cos(math.pi * (epoch - warm) / max(1, epochs - warm)))
+
+
 SCHEDULES.add("step", step_schedule)
+SCHEDULES.add(
+    "warmup_cosine",
+    lambda opt, epochs: torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: warmup_cosine_factor(epoch, epochs)),
+)
 SCHEDULES.add("constant", lambda opt, epochs: torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1.0))
 
 

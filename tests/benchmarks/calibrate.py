@@ -74,6 +74,9 @@ def main() -> None:
         kept = json.loads(Path(args.out).read_text())
         archs = dict(kept["archs"])
         shapes = [s for s in shapes if shape_key(*s) not in archs]
+    if kept is not None and not shapes:
+        print(f"{args.out} already has every shape")
+        return
     for shape in shapes:
         batch = 128 if shape[2] <= 64 else 16 if shape[2] <= 160 else 4
         archs.update(calibrate([shape], args.device, batch=batch))
