@@ -22,11 +22,13 @@ from .tables import agreement_table
 
 
 def levels(donors: pd.DataFrame) -> pd.DataFrame:
-    """ref -> arch, eps (the training budget; 0 for plain and for loaded donors without one)."""
+    """ref -> arch, eps (the training budget; 0 for plain training). Donors of unknown budget (RobustBench or
+    `file:` checkpoints record none) are left out rather than counted as plain."""
     if donors.empty:
         return pd.DataFrame(columns=["arch", "eps"])
     d = donors.drop_duplicates("ref").set_index("ref")
-    return pd.DataFrame({"arch": d["arch"], "eps": d["train_eps"].fillna(0.0).astype(float)})
+    eps = d["train_eps"].astype(float).where(d["train_eps"].notna(), (d["training"] == "plain").map({True: 0.0}))
+    return pd.DataFrame({"arch": d["arch"], "eps": eps}).dropna(subset=["eps"])
 
 
 def _with_levels(rows: pd.DataFrame, donors: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
@@ -80,6 +82,7 @@ def saliency_by_level(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.Data
     if similarity.empty or "measure" not in similarity:
         return pd.DataFrame()
     s = similarity[(similarity["status"] == "done") & (similarity["measure"] == "saliency")]
+    s = s[(s["a_inputs"] == "benign") & (s["b_inputs"] == "benign")]  # Fig. 5: natural images
     s = _with_levels(s[s["a"] != s["b"]], donors, "a", "b")
     s = s[s["a_eps"] == s["b_eps"]].assign(eps=lambda d: d["a_eps"])
     if s.empty:

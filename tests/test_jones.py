@@ -111,6 +111,13 @@ def test_the_l2_bound_holds_and_one_momentum_step_is_the_papers_update():
     expected = seed.flatten(1) - 0.01 * 0.1 * grad / grad.norm(dim=1, keepdim=True)
     torch.testing.assert_close(one.images.flatten(1), expected)
     assert (one.best_step == 1).all() and (one.loss < one.loss_start).all()
+    # the second step carries the first: m2 = 0.9 m1 + 0.1 g2 / ||g2|| (a momentum reset every step would fail)
+    two = invert(g, seed, t_rep, steps=2, step_size=0.01, momentum=0.9)
+    m1 = 0.1 * grad / grad.norm(dim=1, keepdim=True)
+    r2 = g(expected.view_as(seed)) - t_rep
+    g2 = (r2 @ w) / (r2.norm(dim=1, keepdim=True) * t_rep.norm(dim=1, keepdim=True))
+    m2 = 0.9 * m1 + 0.1 * g2 / g2.norm(dim=1, keepdim=True)
+    torch.testing.assert_close(two.images.flatten(1), expected - 0.01 * m2)
     bounded = invert(g, seed, t_rep, steps=50, step_size=0.2, eps=0.3)
     dist = (bounded.images - seed).flatten(1).norm(dim=1)
     assert (dist <= 0.3 + 1e-6).all() and (dist > 0.25).any()  # the bound binds and holds
@@ -143,6 +150,18 @@ def test_cka_of_a_model_with_itself_on_its_inverted_data_is_one(zoo):
     got = analysis.load(zoo[1].path)["similarity"].query("inverted == 'inv'").set_index("b")
     assert got.loc["zoo:plain_a", "cka"] == pytest.approx(1.0) and got.loc["zoo:plain_b", "cka"] < 1
     assert (got["images"] == 30).all()
+    # A ~ B on A's inverted images, recomputed here from the saved images (linear CKA written out in numpy)
+    (inv_unit,) = sweep.units["inversion"]
+    images = torch.from_numpy(read_inverted(zoo[1], inv_unit.unit_id)["inverted"])
+    reps = []
+    for ref in ("plain_a", "plain_b"):
+        front = split(load_donor(zoo[1], sweep.donors[ref].donor_key, CPU), "penultimate")[0]
+        with torch.no_grad():
+            rep = front(images).double().numpy()
+        reps.append(rep - rep.mean(0))
+    a, b = reps
+    cka = np.linalg.norm(b.T @ a) ** 2 / (np.linalg.norm(a.T @ a) * np.linalg.norm(b.T @ b))
+    assert got.loc["zoo:plain_b", "cka"] == pytest.approx(cka, rel=1e-6)
     with pytest.raises(SpecError, match=r"similarity.inverted"):
         _parse(zoo, inversions=inversions, similarity=dict(entry, inverted="nope"))
 
@@ -169,9 +188,10 @@ def test_robustness_level_tables_by_hand():
 
     donors = pd.DataFrame(
         {
-            "ref": ["zoo:r0", "zoo:v0", "zoo:r1", "zoo:v1"],
-            "arch": ["r", "v", "r", "v"],
-            "train_eps": [None, None, 1.0, 1.0],
+            "ref": ["zoo:r0", "zoo:v0", "zoo:r1", "zoo:v1", "robustbench:x"],
+            "arch": ["r", "v", "r", "v", "v"],
+            "training": ["plain", "plain", "pgd_l2", "pgd_l2", "robustbench"],
+            "train_eps": [None, None, 1.0, 1.0, None],  # a RobustBench model: budget unknown, left out
         }
     )
     rows = [  # (a, b, inputs, cka)
@@ -181,6 +201,7 @@ def test_robustness_level_tables_by_hand():
         ("zoo:r1", "zoo:v1", "inverted", 0.8),
         ("zoo:r0", "zoo:r0", "inverted", 1.0),  # a donor with itself: left out
         ("zoo:r1", "zoo:v0", "inverted", 0.5),  # across levels: Fig. 6 only
+        ("zoo:r1", "robustbench:x", "inverted", 0.9),  # unknown level: in no table
     ]
     sim = pd.DataFrame(
         [
@@ -196,11 +217,13 @@ def test_robustness_level_tables_by_hand():
     assert by["across"].all()
     across = robustness.cka_across_levels(sim, donors).set_index(["a_eps", "b_eps"])["cka"]
     assert across[(1.0, 0.0)] == 0.5 and across[(0.0, 0.0)] == pytest.approx(0.2) and (0.0, 1.0) not in across
+    benign, inverted = dict(a_inputs="benign", b_inputs="benign"), dict(a_inputs="inverted", b_inputs="inverted")
     sal = pd.DataFrame(
         [
-            dict(a="zoo:r0", b="zoo:v0", saliency_cosine=0.1, measure="saliency", status="done"),
-            dict(a="zoo:r1", b="zoo:v1", saliency_cosine=0.6, measure="saliency", status="done"),
-            dict(a="zoo:r1", b="zoo:v1", saliency_cosine=0.4, measure="saliency", status="done"),
+            dict(a="zoo:r0", b="zoo:v0", saliency_cosine=0.1, measure="saliency", status="done", **benign),
+            dict(a="zoo:r1", b="zoo:v1", saliency_cosine=0.6, measure="saliency", status="done", **benign),
+            dict(a="zoo:r1", b="zoo:v1", saliency_cosine=0.4, measure="saliency", status="done", **benign),
+            dict(a="zoo:r1", b="zoo:v1", saliency_cosine=0.9, measure="saliency", status="done", **inverted),
         ]
     )
     s = robustness.saliency_by_level(sal, donors).set_index("eps")

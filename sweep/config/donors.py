@@ -285,3 +285,21 @@ def resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
     if donors[name].source != kind:
         raise SpecError(path, f"'{donors[name].source}:{name}' (donors.{name} is a {donors[name].source} donor)", ref)
     return donors[name]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DonorUnit:
+    """The fields of a unit that reads one donor on the data it trained on (inversion, t-SNE, CKA across
+    epochs): that data, and the donor by its key and architecture."""
+
+    dataset: str
+    train_size: int | None
+    val_size: int
+    test_size: int | None
+    donor_key: str
+    arch: str
+
+    @staticmethod
+    def of(donor: DonorSpec) -> dict:
+        """The fields of `donor`, for a unit's constructor."""
+        return dict(**donor.data.fields(), donor_key=donor.donor_key, arch=donor.arch)

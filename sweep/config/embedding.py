@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.store.schema import SCHEMA_VERSION
-from sweep.config.donors import resolve_ref
+from sweep.config.donors import DonorUnit, resolve_ref
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
 from sweep.registry import ARCHITECTURES
@@ -31,15 +31,9 @@ OPTIONS = by_key(
 
 
 @dataclass(frozen=True, kw_only=True)
-class EmbeddingSpec:
+class EmbeddingSpec(DonorUnit):
     """One unit: one donor's t-SNE maps at its points. `unit_id` hashes every field but the labels."""
 
-    dataset: str
-    train_size: int | None
-    val_size: int
-    test_size: int | None
-    donor_key: str
-    arch: str
     points: tuple[str, ...]
     images: int
     perplexity: float
@@ -90,9 +84,7 @@ def _parse_entry(entry: dict, path: str, donors: dict, used: set[str]) -> list[E
         used.add(donor.name)
         units.append(
             EmbeddingSpec(
-                **donor.data.fields(),
-                donor_key=donor.donor_key,
-                arch=donor.arch,
+                **DonorUnit.of(donor),
                 points=_points(s.raw.get("points", "stitch"), donor.arch, f"{path}.points"),
                 images=s.read(OPTIONS["images"], default=OPTIONS["images"].capped(n_test), high=n_test),
                 perplexity=float(s.read(OPTIONS["perplexity"])),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.store.schema import SCHEMA_VERSION
-from sweep.config.donors import resolve_ref
+from sweep.config.donors import DonorUnit, resolve_ref
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
 from sweep.registry import ARCHITECTURES, DATASETS, did_you_mean
@@ -48,16 +48,10 @@ OPTIONS = by_key(
 
 
 @dataclass(frozen=True, kw_only=True)
-class InversionSpec:
+class InversionSpec(DonorUnit):
     """One unit: one donor's inversion of one image sample. `unit_id` hashes every field that changes the
     inverted images (the donor by its key; not the batch size)."""
 
-    dataset: str
-    train_size: int | None
-    val_size: int
-    test_size: int | None
-    donor_key: str
-    arch: str
     point: str
     recipe: str
     start: str
@@ -137,9 +131,7 @@ def _parse_entry(entry: dict, path: str, donors: dict, used: set[str], trials: t
         used.add(donor.name)
         units.append(
             InversionSpec(
-                **donor.data.fields(),
-                donor_key=donor.donor_key,
-                arch=donor.arch,
+                **DonorUnit.of(donor),
                 point=point,
                 **common,
                 images=images,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.store.schema import SCHEMA_VERSION
-from sweep.config.donors import DonorSpec, resolve_ref
+from sweep.config.donors import DonorSpec, DonorUnit, resolve_ref
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
 from sweep.registry import ARCHITECTURES, THREATS, did_you_mean
@@ -72,7 +72,7 @@ class SimilaritySpec:
     a_inputs: str  # "benign" | "adversarial"
     b_inputs: str
     images: int
-    estimator: str
+    estimator: str | None  # CKA only
     batch_size: int | None  # minibatch only
     passes: int | None
     # the adversarial examples (when a side sees them): crafted against the donor `attack_key`
@@ -189,7 +189,7 @@ def _inversion(name: str, a: DonorSpec, path: str, inversions: tuple) -> dict:
     if not named:
         known = sorted({u.name for u in inversions if u.name})
         raise SpecError(path, f"the name of an inversions entry: one of {known}", name, did_you_mean(name, known))
-    mine = [u for u in named if u.donor_key == a.donor_key]
+    mine = [u for u in named if u.donor_key == a.donor_key and u.trial_id is None]  # A itself, not a stitch
     if not mine:
         hint = "add it to that entry's donors"
         raise SpecError(path, f"an inversions entry that inverts side A ({a.ref})", name, hint)
@@ -202,7 +202,8 @@ def _settings(s: Section, path: str, data) -> dict:
     if name and not NAME_RE.match(name):
         raise SpecError(f"{path}.name", "letters, digits, '_', '-' or '.'", name)
     n_test = data.sizes()[1]
-    estimator = s.read(OPTIONS["estimator"])
+    cka = s.read(OPTIONS["measure"]) == "cka"
+    estimator = s.read(OPTIONS["estimator"]) if cka else None  # saliency: none of the CKA settings
     return dict(
         **data.fields(),
         images=s.read(OPTIONS["images"], default=OPTIONS["images"].capped(n_test), high=n_test),
@@ -292,16 +293,10 @@ TRAINING_OPTIONS = by_key(
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainingSimilaritySpec:
+class TrainingSimilaritySpec(DonorUnit):
     """One unit of CKA across training epochs (Cianfarani et al. 2022 Fig. 6, Fig. 25): for one donor, every
     point's epoch x epoch CKA matrix over the epochs it kept (`checkpoint_every`), minibatch estimator."""
 
-    dataset: str
-    train_size: int | None
-    val_size: int
-    test_size: int | None
-    donor_key: str
-    arch: str
     epochs: tuple[int, ...]
     points: tuple[str, ...]
     inputs: str
@@ -365,10 +360,8 @@ def _training_entry(s: Section, path: str, evaluation, donors: dict, used: set[s
         images = TRAINING_OPTIONS["images"]
         units.append(
             TrainingSimilaritySpec(
-                **donor.data.fields(),
+                **DonorUnit.of(donor),
                 images=s.read(images, default=images.capped(n_test), high=n_test),
-                donor_key=donor.donor_key,
-                arch=donor.arch,
                 epochs=donor.kept_epochs,
                 points=points(s.raw.get("points", "stitch"), donor.arch, f"{path}.points"),
                 donor=donor.ref,

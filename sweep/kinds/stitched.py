@@ -42,8 +42,14 @@ def stitched_network(
     if not loc.exists():
         p = refit(spec, sweep, device, data_root, download)
         return Stitched(p.front.eval(), p.stitcher.eval(), p.end_model.eval(), refitted=True)
-    splits = worker_splits(
-        spec.dataset, spec.train_size, spec.val_size, spec.test_size, device, root=data_root, download=download
+    splits = worker_splits(  # on the host: `assemble` moves only its two-image shape probe
+        spec.dataset,
+        spec.train_size,
+        spec.val_size,
+        spec.test_size,
+        torch.device("cpu"),
+        root=data_root,
+        download=download,
     )
     p = assemble(spec, splits, sweep, device)
     state = load_torch(loc, map_location=device)

@@ -18,9 +18,10 @@ def saliency(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y: 
 
 
 def saliency_cosines(
-    model_a, model_b, xa: torch.Tensor, xb: torch.Tensor, y: torch.Tensor, device: torch.device, batch: int = 250
+    model_a, model_b, xa: torch.Tensor, xb: torch.Tensor, y: torch.Tensor, device: torch.device, batch: int = 32
 ) -> torch.Tensor:
-    """Per image, the cosine similarity of A's saliency map on `xa` and B's on `xb` (float64, on the CPU)."""
+    """Per image, the cosine similarity of A's saliency map on `xa` and B's on `xb` (float64, on the CPU), in
+    batches of `batch` (a backward pass through an ImageNet network holds every activation of the batch)."""
     out = []
     for i in range(0, len(y), batch):
         yy = y[i : i + batch].to(device)
