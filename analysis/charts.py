@@ -346,3 +346,44 @@ def tsne_chart(points: pd.DataFrame) -> alt.FacetChart:
         .facet(row=alt.Row("donor:N", title=None), column=alt.Column("point:N", sort=order, title=None))
         .resolve_scale(x="independent", y="independent")
     )
+
+
+def energy_rows(trials: pd.DataFrame, energies: pd.DataFrame, most: int = 12) -> pd.DataFrame:
+    """The per-sample energies of at most `most` done trials (in the order of the trials table, front point
+    first), each labelled 'front@i -> end@j objective'."""
+    if energies.empty or trials.empty:
+        return pd.DataFrame()
+    done = trials[(trials["status"] == "done") & trials["trial_id"].isin(energies["trial_id"])]
+    done = done.sort_values(["front", "end", "objective", "point_index", "end_index"]).head(most)
+    label = (
+        done["front"]
+        + "@"
+        + done["front_point"]
+        + " -> "
+        + done["end"]
+        + "@"
+        + done["end_point"]
+        + " "
+        + done["objective"]
+    )
+    names = dict(zip(done["trial_id"], label))
+    rows = energies[energies["trial_id"].isin(names)]
+    return rows.assign(trial=rows["trial_id"].map(names))
+
+
+def energy_density_chart(rows: pd.DataFrame) -> alt.FacetChart:
+    """Densities of the end layer's energy scores of target, stitched and outlier activations, one panel per
+    trial (Balogh & Jelasity 2025 Fig. 1c)."""
+    return (
+        alt.Chart(rows[["trial", "kind", "energy"]])
+        .transform_density("energy", groupby=["trial", "kind"], as_=["energy", "density"])
+        .mark_area(opacity=0.45)
+        .encode(
+            x=alt.X("energy:Q", title="energy"),
+            y=alt.Y("density:Q", title="density", stack=None),
+            color=alt.Color("kind:N", title="activations"),
+        )
+        .properties(width=220, height=120)
+        .facet(facet=alt.Facet("trial:N", title=None), columns=3)
+        .resolve_scale(x="independent", y="independent")
+    )

@@ -23,6 +23,7 @@ from .store.schema import (
     CURVES_DIR,
     DONOR_CURVES_DIR,
     DONORS_DIR,
+    ENERGIES_DIR,
     INVERSIONS_DIR,
     REPTESTS_DIR,
     SIMILARITY_DIR,
@@ -45,6 +46,7 @@ KEY_COLUMN = {
     DONOR_CURVES_DIR: "donor_key",
     INVERSIONS_DIR: "unit_id",
     TSNE_DIR: "unit_id",
+    ENERGIES_DIR: "trial_id",
 }
 
 
@@ -190,8 +192,8 @@ def load_similarity(results: str | os.PathLike | Loc) -> pd.DataFrame:
 
 def load(results: str | os.PathLike | Loc) -> dict[str, pd.DataFrame]:
     """Every table of a results directory (`TABLES`: trials, donors, curves, reptests, similarity,
-    training_similarity, donor_curves, inversions, tsne), plus "problems": the parts that could not be read (path,
-    kind, error), empty when every part is fine."""
+    training_similarity, donor_curves, inversions, tsne, energies), plus "problems": the parts that could not
+    be read (path, kind, error), empty when every part is fine."""
     problems: list[dict] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported through "problems" instead

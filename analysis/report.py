@@ -40,6 +40,7 @@ class ReportData:
     donor_curves: pd.DataFrame
     inversions: pd.DataFrame = field(default_factory=pd.DataFrame)
     tsne: pd.DataFrame = field(default_factory=pd.DataFrame)
+    energies: pd.DataFrame = field(default_factory=pd.DataFrame)
     root: Loc | None = None  # the results folder (files beside the tables: inverted images)
 
     def where(self, **settings) -> ReportData:
@@ -168,6 +169,7 @@ def report_data(results, expected: dict | None = None) -> tuple[ReportData, pd.D
         "donor_curves",
         "inversions",
         "tsne",
+        "energies",
     )
     return ReportData(results.name, trials, *(tables[n] for n in names), root=results), stale
 

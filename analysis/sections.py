@@ -11,7 +11,16 @@ import altair as alt
 import pandas as pd
 
 from . import cka, robustness, senders
-from .charts import class_collapse_grid, cross_task_grid, donor_curves_chart, heatmap_grid, stitching_grid, tsne_chart
+from .charts import (
+    class_collapse_grid,
+    cross_task_grid,
+    donor_curves_chart,
+    energy_density_chart,
+    energy_rows,
+    heatmap_grid,
+    stitching_grid,
+    tsne_chart,
+)
 from .tables import agreement_table, generalisation
 
 if TYPE_CHECKING:
@@ -146,6 +155,13 @@ CHARTS = [
         lambda d: robustness.inversion_images(d.root, d.inversions) if d.root is not None else pd.DataFrame(),
         robustness.inversion_grid,
         "inversions.png",
+    ),
+    ChartSection(
+        "Energy of target, stitched and outlier activations at the end layer (Balogh & Jelasity 2025 Fig. 1c;"
+        " the first 12 trials with OOD detection)",
+        lambda d: energy_rows(d.trials, d.energies),
+        energy_density_chart,
+        "energy_densities.png",
     ),
     ChartSection(
         "t-SNE of the representations (Balogh & Jelasity 2023 Fig. 7): a row per network, a column per point",

@@ -76,3 +76,27 @@ def test_bad_ood_settings_are_refused():
     space["stitching"]["ood"] = {"outliers": ["noise"], "samples": 100_000}
     with pytest.raises(SpecError, match=r"^stitching.ood.samples: expected at most the 359 test images"):
         parse_space(space)
+
+
+def test_a_trial_records_the_energies_its_auroc_comes_from_and_the_report_draws_them(tmp_path):
+    """Balogh & Jelasity 2025 Fig. 1c: a trial with OOD detection keeps the per-sample energies of target,
+    stitched and outlier activations; the AUROC recomputed from them by counting pairs is the recorded one."""
+    import analysis
+    from analysis.report import write_report
+
+    space = _space()
+    space["stitching"].update(end_points=["layer2.0"], objectives=["dm"])
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
+    (trial,) = sweep.trials
+    row = run_trial(trial, sweep_dir)
+    energies = analysis.load(sweep_dir.path)["energies"]
+    assert energies.groupby("kind").size().to_dict() == {"outlier": 200, "stitched": 200, "target": 200}
+    target = energies.query("kind == 'target'")["energy"].to_numpy()
+    stitched = energies.query("kind == 'stitched'")["energy"].to_numpy()
+    wins = (stitched[:, None] > target[None, :]).sum() + 0.5 * (stitched[:, None] == target[None, :]).sum()
+    assert row["ood_auroc"] == pytest.approx(wins / (len(target) * len(stitched)))
+    write_report(sweep_dir.path, tmp_path / "report")
+    assert (tmp_path / "report" / "energy_densities.png").stat().st_size > 1000

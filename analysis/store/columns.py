@@ -199,6 +199,8 @@ DESCRIPTIONS = {
     "x": "the image's first t-SNE coordinate",
     "y": "the image's second t-SNE coordinate",
     "kl_divergence": "t-SNE's final KL divergence (the map's fit)",
+    "kind": "energies: 'target' (g<=j(x)), 'stitched' (T(f<=i(x))) or 'outlier' (the outlier set through g<=j)",
+    "energy": "the end layer's energy detector's score, -logsumexp of its logits (higher: more out of distribution)",
     # training similarity
     "inputs": "'benign' or 'adversarial' (crafted against the donor's final epoch)",
     "point": "the stitch point or traced-graph node",

@@ -218,6 +218,8 @@ CURVE_SCHEMA = pa.schema(
 from .units import (  # noqa: E402  (the measuring kinds' tables)
     DONOR_CURVES_DIR,
     DONOR_CURVES_SCHEMA,
+    ENERGIES_DIR,
+    ENERGIES_SCHEMA,
     INVERSION_SCHEMA,
     INVERSIONS_DIR,
     SIMILARITY_DIR,
@@ -238,6 +240,7 @@ TABLES = (
     DONOR_CURVES_DIR,
     INVERSIONS_DIR,
     TSNE_DIR,
+    ENERGIES_DIR,
 )
 
 
@@ -293,6 +296,8 @@ def _bare_schema(table: str) -> pa.Schema:
         return INVERSION_SCHEMA
     if table == TSNE_DIR:
         return TSNE_SCHEMA
+    if table == ENERGIES_DIR:
+        return ENERGIES_SCHEMA
     raise KeyError(f"unknown results table {table!r}; the tables are {list(TABLES)}")
 
 

@@ -164,3 +164,16 @@ TSNE_SCHEMA = pa.schema(
     ]
     + _UNIT_TAIL
 )
+
+ENERGIES_DIR = "energies"
+
+# Per-sample OOD energies of a trial with `ood` (Balogh & Jelasity 2025 Fig. 1c): one part per trial, one row per
+# image and kind: "target" g<=j(x), "stitched" T(f<=i(x)), "outlier" (the outlier set through g<=j).
+ENERGIES_SCHEMA = pa.schema(
+    [
+        ("trial_id", pa.string()),
+        ("sweep", pa.string()),
+        ("kind", pa.string()),
+        ("energy", pa.float64()),
+    ]
+)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import torch
 
+from analysis.store.schema import ENERGIES_DIR, schema
 from sweep.activations import Frozen
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits
 from sweep.registry import INDICES
-from sweep.results import SweepDir
+from sweep.results import SweepDir, write_rows
 from sweep.stitching.stitcher import Stitcher
 from sweep.train.evaluate import activations
 
@@ -45,7 +46,9 @@ def ood_auroc(
 ) -> float:
     """AUROC of the end layer's energy detector between target activations g<=j(x) and stitched ones
     T(f<=i(x)) on test images (Balogh & Jelasity 2025 Section 4); the detector is trained once per end
-    donor, layer and OOD setting and cached in the zoo."""
+    donor, layer and OOD setting and cached in the zoo. The per-sample energies (Fig. 1c: also of the first
+    `ood_samples` images of the outlier set, which the detector's outlier exposure saw) are written as the
+    trial's `energies` part, before the trial's own."""
     from sweep.measures.ood import auroc, detector_path, energy, load_or_train, train_detector
 
     for m in (front.module, end_front.module, stitcher):
@@ -75,9 +78,16 @@ def ood_auroc(
     det = load_or_train(detector_path(sweep.zoo(spec.end_key), spec.end_point, setting), train).to(device).eval()
     n = spec.ood_samples
     sent = front.on("test", n)
+    x_out = outlier_images(spec.ood_outliers, n, splits.test_x[0], data_root, download)
     with torch.no_grad():
         e_target = energy(activations(det, end_front.on("test", n), device)).cpu()
         e_stitched = energy(activations(lambda a: det(stitcher(a)), sent, device)).cpu()
+        e_outlier = energy(activations(lambda x: det(end_front.module(x)), x_out, device)).cpu()
+    kinds = {"target": e_target, "stitched": e_stitched, "outlier": e_outlier}
+    rows = [
+        dict(trial_id=spec.trial_id, sweep=sweep.name, kind=k, energy=float(e)) for k, v in kinds.items() for e in v
+    ]
+    write_rows(sweep.part(ENERGIES_DIR, spec.trial_id), rows, schema(ENERGIES_DIR))
     return auroc(e_target, e_stitched)
 
 
