@@ -100,3 +100,48 @@ def test_a_trial_records_the_energies_its_auroc_comes_from_and_the_report_draws_
     assert row["ood_auroc"] == pytest.approx(wins / (len(target) * len(stitched)))
     write_report(sweep_dir.path, tmp_path / "report")
     assert (tmp_path / "report" / "energy_densities.png").stat().st_size > 1000
+
+
+def test_the_papers_detectors_read_activations_and_survive_the_cache(tmp_path):
+    """Section 4.1's detectors: a ResNet-18 reading conv activations, a ViT-Ti without embedding reading tokens;
+    trained briefly, saved and loaded again they give the same energies. `detector: paper` is part of a trial's
+    identity (the small detector keeps the identities trials had before)."""
+    from analysis.store.storage import open_root
+    from sweep.measures.ood import Detector, load_or_train
+
+    gen = torch.Generator().manual_seed(0)
+    for shape in ((16, 4, 4), (5, 32)):
+        acts, y = torch.randn(40, *shape, generator=gen), torch.randint(0, 3, (40,), generator=gen)
+        det = train_detector(
+            acts, y, torch.randn(40, *shape, generator=gen) + 2, 3, epochs=1, oe_epochs=1, kind="paper"
+        )
+        net = det.net
+        assert type(net).__name__ == ("ResNet" if len(shape) == 3 else "_vit_ti")
+        path = tmp_path / f"det-{len(shape)}.pt"
+        first = load_or_train(open_root(path), lambda det=det: det)
+        again = load_or_train(open_root(path), lambda: pytest.fail("trained twice"))
+        assert isinstance(again, Detector) and again.kind == "paper"
+        with torch.no_grad():
+            torch.testing.assert_close(energy(again(acts)), energy(first(acts)))
+    space = _space()
+    space["stitching"]["ood"]["detector"] = "paper"
+    paper = parse_space(space).trials
+    assert all(t.ood_detector == "paper" for t in paper)
+    assert {t.trial_id for t in paper}.isdisjoint(t.trial_id for t in parse_space(_space()).trials)
+
+
+def test_the_300k_random_images_are_read_from_their_file_and_never_downloaded(tmp_path):
+    import numpy as np
+
+    from sweep.kinds.trial_measures import RANDOM_300K, outlier_images
+
+    images = np.random.default_rng(0).integers(0, 256, (10, 32, 32, 3), dtype=np.uint8)
+    np.save(tmp_path / RANDOM_300K, images)
+    got = outlier_images(("random300k",), 4, torch.zeros(3, 32, 32), str(tmp_path), download=False)
+    torch.testing.assert_close(got, torch.from_numpy(images[:4]).permute(0, 3, 1, 2).float() / 255)
+    with pytest.raises(FileNotFoundError, match="not downloaded"):
+        outlier_images(("random300k",), 4, torch.zeros(3, 32, 32), str(tmp_path / "none"), download=True)
+    space = _space()  # the digits are 1 x 28 x 28: the 300K Random Images do not fit
+    space["stitching"]["ood"]["outliers"] = ["random300k"]
+    with pytest.raises(SpecError, match=r"ood.outliers\[0\]"):
+        parse_space(space)

@@ -201,6 +201,7 @@ DESCRIPTIONS = {
     "kl_divergence": "t-SNE's final KL divergence (the map's fit)",
     "kind": "energies: 'target' (g<=j(x)), 'stitched' (T(f<=i(x))) or 'outlier' (the outlier set through g<=j)",
     "energy": "the end layer's energy detector's score, -logsumexp of its logits (higher: more out of distribution)",
+    "ood_detector": "the OOD detector: null for the small conv / MLP one, 'paper' for ResNet-18 / ViT-Ti blocks",
     # training similarity
     "inputs": "'benign' or 'adversarial' (crafted against the donor's final epoch)",
     "point": "the stitch point or traced-graph node",

@@ -76,6 +76,7 @@ _TRIAL_HEAD = [
     ("ood_epochs", pa.int32()),
     ("ood_oe_epochs", pa.int32()),
     ("ood_samples", pa.int32()),
+    ("ood_detector", pa.string()),  # null: the small detector; "paper": ResNet-18 / ViT-Ti blocks
     ("front_dataset", pa.string()),  # the donors' training data (differ in cross-task stitching)
     ("end_dataset", pa.string()),
     ("stitch_data", pa.string()),  # whose data trained and tests the stitcher: "sweep" | "front" | "end"

@@ -55,11 +55,12 @@ LAYOUT_OPTIONS = by_key(
 )
 OOD_OPTIONS = by_key(
     (
-        Option("outliers", "string", ("noise",), many=True, choices=lambda: ["noise", *DATASETS]),
+        Option("outliers", "string", ("noise",), many=True, choices=lambda: ["noise", "random300k", *DATASETS]),
         Option("train_size", "integer", 2000, low=10, nullable=True, cap="train"),
         Option("epochs", "integer", 3, low=1),
         Option("oe_epochs", "integer", 2, low=1),
         Option("samples", "integer", 500, low=10, nullable=True, cap="test"),
+        Option("detector", "string", "small", choices=("small", "paper"), doc="paper: ResNet-18 / ViT-Ti blocks"),
     )
 )
 ATTACK_OPTIONS = ("adv_eps", "adv_step_size", "adv_steps", "adv_random_start")

@@ -194,8 +194,10 @@ def _ood_fields(ood: dict | None, tdata: DataSpec, path: str) -> dict:
     train_size = ood["train_size"] or OOD_OPTIONS["train_size"].capped(n_train)
     samples = ood["samples"] or OOD_OPTIONS["samples"].capped(n_test)
     for k, name in enumerate(ood["outliers"]):
-        oi = DATASETS[name] if name != "noise" else info
-        if name != "noise" and (
+        if name == "random300k" and (info.channels, info.image_size) != (3, 32):
+            raise SpecError(f"{path}.outliers[{k}]", "random300k with 3x32x32 images (CIFAR-10, SVHN)", tdata.dataset)
+        oi = DATASETS[name] if name not in ("noise", "random300k") else info
+        if name not in ("noise", "random300k") and (
             (oi.channels, oi.image_size) != (info.channels, info.image_size) or name == tdata.dataset
         ):
             raise SpecError(
@@ -214,6 +216,7 @@ def _ood_fields(ood: dict | None, tdata: DataSpec, path: str) -> dict:
         ood_epochs=ood["epochs"],
         ood_oe_epochs=ood["oe_epochs"],
         ood_samples=samples,
+        ood_detector=None if ood["detector"] == "small" else ood["detector"],  # small: the ids of before
     )
 
 

@@ -62,6 +62,7 @@ class TrialSpec:
     ood_epochs: int | None = None
     ood_oe_epochs: int | None = None
     ood_samples: int | None = None
+    ood_detector: str | None = None  # None: the small detector; "paper": ResNet-18 / ViT-Ti blocks
     # the objective's own parameters (`Objective.params`), sorted (key, value) pairs; none for the built-in
     # objectives, and then left out of the hash, so adding the field changed no trial id
     params: tuple[tuple[str, object], ...] = ()
@@ -133,4 +134,6 @@ class TrialSpec:
             fields.pop("params")
         if not self.permutations:
             fields.pop("permutations")
+        if self.ood_detector is None:  # added later: unset, the old ids hold
+            fields.pop("ood_detector")
         return stable_hash({"kind": "stitch-trial", "v": SCHEMA_VERSION, **fields})

@@ -4,6 +4,8 @@ energy-OOD AUROC of the stitched representation. Both read the frozen halves' ac
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from analysis.store.schema import ENERGIES_DIR, schema
@@ -28,9 +30,31 @@ def outlier_images(
         if name == "noise":
             gen = torch.Generator().manual_seed(seed)
             parts.append(torch.rand((n, *like.shape), generator=gen))
+        elif name == "random300k":
+            parts.append(random_300k(n, data_root))
         else:
             parts.append(load_pool(name, data_root, download).train_x[:n])
     return torch.cat(parts)
+
+
+RANDOM_300K = "300K_random_images.npy"  # Hendrycks et al. 2019's outlier set: N x 32 x 32 x 3 uint8
+
+
+def random_300k(n: int, data_root: str | None) -> torch.Tensor:
+    """The first `n` of the 300K Random Images (Hendrycks et al. 2019), read from `<data root>/300K_random_images.npy`
+    (memory-mapped), as N x 3 x 32 x 32 pixels in [0, 1]. Never downloaded."""
+    import numpy as np
+
+    from sweep.data.core import data_root as default_root
+
+    path = Path(data_root) if data_root else default_root()
+    path = path / RANDOM_300K
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: the 300K Random Images are not downloaded; put the outlier-exposure .npy there"
+        )
+    images = np.load(path, mmap_mode="r")[:n]
+    return torch.from_numpy(np.array(images)).permute(0, 3, 1, 2).float().div(255)  # a copy: the map is read-only
 
 
 def ood_auroc(
@@ -60,6 +84,7 @@ def ood_auroc(
         "oe_epochs": spec.ood_oe_epochs,
         "split": splits.split_id,
         "v": 1,
+        **({"detector": spec.ood_detector} if spec.ood_detector else {}),  # the small one keeps its cache tag
     }
 
     def train():
@@ -73,6 +98,7 @@ def ood_auroc(
             epochs=spec.ood_epochs,
             oe_epochs=spec.ood_oe_epochs,
             device=device,
+            kind=spec.ood_detector or "small",
         )
 
     det = load_or_train(detector_path(sweep.zoo(spec.end_key), spec.end_point, setting), train).to(device).eval()

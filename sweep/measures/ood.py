@@ -7,11 +7,14 @@ outlier set, so that its energy E(a) = -logsumexp(logits) is low on ID activatio
 The AUROC between the energies of the target activations g<=j(x) and of the stitched ones T(f<=i(x)) on
 test images then says how out-of-distribution the stitcher's output is for the receiver (0.5: ID).
 
-Departures from the paper, because this must run offline and on a CPU: the outlier set is configurable
-(another registered dataset of the same input shape, and/or uniform noise images) instead of the 300K Random
-Images, and the detector is a small conv net (two 3x3 conv layers, global pooling, linear) instead of a
-ResNet-18 (token activations: LayerNorm, an MLP per token, mean over tokens). Detectors are cached per end
-donor, layer and OOD setting under ROOT/zoo/<donor_key>/ood/.
+Detectors (`kind`): `small`, the default, a small conv net (two 3x3 conv layers, global pooling, linear; token
+activations: LayerNorm, an MLP per token, mean over tokens) that a CPU trains in seconds; `paper`, Section 4.1's:
+a ResNet-18 for conv activations (torchvision's, its stem a 3x3 convolution from the activation's channels, no
+max-pool) and a ViT-Ti without its embedding for tokens (12 encoder blocks of width 192, 3 heads; a linear map
+to 192 first when the tokens are of another width; the class token after the final LayerNorm). The outlier set
+is configurable: the 300K Random Images (`random300k`, from a local file), another registered dataset of the
+same input shape, and/or uniform noise images. Detectors are cached per end donor, layer and OOD setting under
+ROOT/zoo/<donor_key>/ood/.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ M_IN, M_OUT, OE_WEIGHT = -25.0, -7.0, 0.1  # Liu et al.'s margins and weight for
 
 
 class Detector(nn.Module):
-    def __init__(self, shape: tuple[int, ...], num_classes: int, width: int = 64) -> None:
+    def __init__(self, shape: tuple[int, ...], num_classes: int, width: int = 64, kind: str = "small") -> None:
         super().__init__()
-        self.shape = tuple(shape)
-        if len(shape) == 3:
+        self.shape, self.num_classes, self.kind = tuple(shape), num_classes, kind
+        if kind == "paper":
+            self.net = _resnet18(shape[0], num_classes) if len(shape) == 3 else _vit_ti(shape[1], num_classes)
+        elif len(shape) == 3:
             c = shape[0]
             self.net = nn.Sequential(
                 nn.Conv2d(c, width, 3, padding=1, bias=False),
@@ -51,6 +56,32 @@ class Detector(nn.Module):
 
     def forward(self, a: torch.Tensor) -> torch.Tensor:
         return self.net(a)
+
+
+def _resnet18(channels: int, num_classes: int) -> nn.Module:
+    """torchvision's ResNet-18 reading activations: a 3x3 stride-1 stem from `channels`, no max-pool."""
+    from torchvision.models import resnet18
+
+    net = resnet18(num_classes=num_classes)
+    net.conv1 = nn.Conv2d(channels, 64, 3, 1, 1, bias=False)
+    net.maxpool = nn.Identity()
+    return net
+
+
+class _vit_ti(nn.Module):  # noqa: N801  (named like the builders it stands beside)
+    """ViT-Ti without its embedding: tokens (mapped to width 192 if need be), 12 encoder blocks, the class token."""
+
+    def __init__(self, dim: int, num_classes: int, width: int = 192, depth: int = 12, heads: int = 3) -> None:
+        super().__init__()
+        from sweep.models.vit import EncoderBlock
+
+        self.proj = nn.Identity() if dim == width else nn.Linear(dim, width)
+        self.blocks = nn.Sequential(*[EncoderBlock(width, heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.blocks(self.proj(a)))[:, 0])
 
 
 class _TokenHead(nn.Module):
@@ -80,12 +111,13 @@ def train_detector(
     batch_size: int = 128,
     seed: int = 0,
     device: torch.device | str = "cpu",
+    kind: str = "small",
 ) -> Detector:
     """Pre-train on ID activations with cross-entropy, then fine-tune with the energy outlier-exposure loss."""
     device = torch.device(device)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    det = Detector(tuple(acts_in.shape[1:]), num_classes).to(device)
+    det = Detector(tuple(acts_in.shape[1:]), num_classes, kind=kind).to(device)
     opt = torch.optim.Adam(det.parameters(), lr=lr)
     ce = nn.CrossEntropyLoss()
     det.train()
@@ -143,13 +175,14 @@ def load_or_train(path: Loc, train) -> Detector:
     both train; the last rename wins, and both detectors are valid)."""
     if path.exists():
         blob = load_torch(path, map_location="cpu")
-        det = Detector(tuple(blob["shape"]), blob["num_classes"])
+        det = Detector(tuple(blob["shape"]), blob["num_classes"], kind=blob.get("kind", "small"))
         det.load_state_dict(blob["state_dict"])
         return det.eval()
     det = train()
     blob = {
         "shape": list(det.shape),
-        "num_classes": det.net[-1].out_features if isinstance(det.net, nn.Sequential) else det.net.out.out_features,
+        "num_classes": det.num_classes,
+        "kind": det.kind,
         "state_dict": {k: v.cpu() for k, v in det.state_dict().items()},
     }
     save_torch(path, blob)
