@@ -11,7 +11,7 @@ from sweep.config.embedding import EmbeddingSpec, parse_embeddings
 from sweep.data.core import worker_splits
 from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
-from sweep.models.features import features
+from sweep.models.features import features, flat_features
 
 CPU = torch.device("cpu")
 
@@ -46,12 +46,7 @@ def _measure(spec: EmbeddingSpec, ctx: RunContext) -> list[dict]:
     index = torch.randperm(len(splits.test_y), generator=torch.Generator().manual_seed(spec.seed))[: spec.images]
     x, y = splits.test_x[index], splits.test_y[index]
     model = load_donor(ctx.sweep_dir, spec.donor_key, ctx.device).eval()
-    read = features(model, spec.points)
-    with torch.no_grad():
-        acts = [
-            torch.cat(t).flatten(1).cpu()
-            for t in zip(*(read(x[i : i + 250].to(ctx.device)) for i in range(0, len(x), 250)))
-        ]
+    acts = flat_features(features(model, spec.points), x, ctx.device)
     rows = []
     for k, (point, a) in enumerate(zip(spec.points, acts)):
         xy, kl = tsne_2d(a, spec.perplexity, spec.seed)

@@ -21,6 +21,7 @@ from sweep.kinds.stitched import stitched_network
 from sweep.measures.inversion import grey_noise, invert, other_label_seeds
 from sweep.models.base import split
 from sweep.results import open_root
+from sweep.train.evaluate import predict
 
 CPU = torch.device("cpu")
 
@@ -77,9 +78,7 @@ def _measure(spec: InversionSpec, ctx: RunContext) -> list[dict]:
             out[k].append(getattr(got, k).cpu())
         ctx.report({"phase": "inverted", "images": min(i + spec.batch_size, len(x_t)), "of": len(x_t)})
     inv = torch.cat(out["images"])
-    with torch.no_grad():
-        pred = torch.cat([model(inv[i : i + 500].to(ctx.device)).argmax(1).cpu() for i in range(0, len(inv), 500)])
-        pred_t = torch.cat([model(x_t[i : i + 500].to(ctx.device)).argmax(1).cpu() for i in range(0, len(x_t), 500)])
+    pred, pred_t = (predict(model, images, ctx.device).cpu() for images in (inv, x_t))
     _write_images(ctx, spec, inv, x_t, x_s, targets)
     loss, loss0, best = (torch.cat(out[k]) for k in ("loss", "loss_start", "best_step"))
     d_seed = (inv - x_s).flatten(1).norm(dim=1)

@@ -22,7 +22,7 @@ from sweep.kinds.donor import load_donor
 from sweep.kinds.inversion import read_inverted
 from sweep.measures.saliency import saliency_cosines
 from sweep.measures.similarity import MinibatchCKA, linear_cka, minibatches
-from sweep.models.features import features
+from sweep.models.features import features, flat_features
 from sweep.train.evaluate import accuracy, predict
 from sweep.train.threats import craft
 
@@ -112,15 +112,7 @@ def _minibatch(spec: SimilaritySpec, fa, fb, xa: torch.Tensor, xb: torch.Tensor,
 
 def _full(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device) -> torch.Tensor:
     """Full-batch linear CKA of every pair: every activation of the images held at once (n x features each)."""
-    with torch.no_grad():
-        a = [
-            torch.cat(t).flatten(1).cpu()
-            for t in zip(*(fa(xa[i : i + 250].to(device)) for i in range(0, len(xa), 250)))
-        ]
-        b = [
-            torch.cat(t).flatten(1).cpu()
-            for t in zip(*(fb(xb[i : i + 250].to(device)) for i in range(0, len(xb), 250)))
-        ]
+    a, b = flat_features(fa, xa, device), flat_features(fb, xb, device)
     return torch.tensor([[linear_cka(p, q) for q in b] for p in a], dtype=torch.float64)
 
 

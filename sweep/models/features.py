@@ -38,3 +38,11 @@ def features(model: StagedNet, points: tuple[str, ...]) -> Callable[[torch.Tenso
         return [found[p] for p in points]
 
     return traced
+
+
+def flat_features(read: Callable, x: torch.Tensor, device: torch.device, batch: int = 250) -> list[torch.Tensor]:
+    """Every point's activations of the images `x` through `read` (a `features` function), in batches of
+    `batch` on `device`, flattened to N x features and gathered on the CPU, in the order of the points."""
+    with torch.no_grad():
+        per_batch = (read(x[i : i + batch].to(device)) for i in range(0, len(x), batch))
+        return [torch.cat(t).flatten(1).cpu() for t in zip(*per_batch)]
