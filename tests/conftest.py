@@ -1,5 +1,7 @@
+import atexit
 import copy
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -10,7 +12,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 # The workers' node-level activation cache of this test session (its Ray workers inherit it): its own folder,
 # so a run of the suite neither reads nor leaves files in the machine's shared one.
-os.environ.setdefault("STITCHSWEEP_CACHE_DIR", tempfile.mkdtemp(prefix="stitchsweep-cache-tests-"))
+if "STITCHSWEEP_CACHE_DIR" not in os.environ:
+    _CACHE_DIR = tempfile.mkdtemp(prefix="stitchsweep-cache-tests-")
+    os.environ["STITCHSWEEP_CACHE_DIR"] = _CACHE_DIR
+    # removed when the session ends (it grows to about 2 GB of activation files): runs must not fill the disk
+    atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 # A search space small enough to run end to end in seconds: scikit-learn's digits, one tiny donor.
 TINY_SPACE = {
