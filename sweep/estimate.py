@@ -5,7 +5,8 @@ A profile holds, per architecture and input shape, the seconds per image of a fo
 gradients), of a training step (forward, backward, update) and the cumulative share of the forward pass
 up to each stitch point, plus a fixed cost per unit on a warm worker. `calibrate` measures one on the
 machine it runs on (`tests/benchmarks/calibrate.py` writes it); `sweep/profiles/cpu-2core.json`, measured on
-the project's 2-core CPU machine, ships as the default.
+the project's 2-core CPU machine, ships as the default, and `nvidia-h200.json` beside it (`--costs
+nvidia-h200`: a shipped profile is named without its folder and suffix).
 
 The model counts image passes and prices them:
 - donors: epochs x images x step (x (1 + PGD steps) for adversarial training), then each evaluation: test
@@ -18,7 +19,8 @@ The model counts image passes and prices them:
   PGD steps); saliency units, one step per image and model; inversion units, images x (steps + 1) steps
   up to the inverted point (a stitched network priced as its end network).
 What it leaves out (the indices' own linear algebra, probes, OOD detector training) is small next to these
-at paper scale; a sweep's own recorded timings correct the rest (`refine`).
+at paper scale on a CPU; on a GPU the indices, computed on the host, dominate a DM trial (docs/performance.md),
+so a GPU prediction is a lower bound. A sweep's own recorded timings correct the rest (`refine`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,10 @@ class Estimate:
 
 
 def load_profile(path: str | Path | None = None) -> dict:
+    """A profile from a JSON file, or a shipped one by its name (`nvidia-h200`); the 2-core CPU one by default."""
     path = Path(path) if path else DEFAULT_PROFILE
+    if not path.exists() and (PROFILES / f"{path}.json").is_file() and path.name == str(path):
+        path = PROFILES / f"{path}.json"
     try:
         profile = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:

@@ -143,10 +143,14 @@ def test_plan_estimate_prints_the_prediction(write_space, tiny_space, tmp_path, 
     assert "estimate with the made-up profile" in out and "4 trials:" in out and "on 2 worker(s)" in out
     assert main(["plan", str(write_space(tiny_space)), "--estimate", "--costs", str(tmp_path / "none.json")]) == 2
     assert "--costs: expected a cost profile" in capsys.readouterr().err
+    assert main(["plan", str(write_space(tiny_space)), "--estimate", "--costs", "nvidia-h200"]) == 0
+    assert "estimate with the nvidia-h200 profile" in capsys.readouterr().out
 
 
-def test_shipped_profile_prices_every_shipped_space():
-    profile = estimate.load_profile()
+@pytest.mark.parametrize("name", sorted(p.stem for p in estimate.PROFILES.glob("*.json")))
+def test_every_shipped_profile_prices_every_shipped_space(name):
+    profile = estimate.load_profile(name)  # a shipped profile by its name
+    assert profile["name"] == name
     for path in sorted(Path(REPO / "search_spaces").glob("*.yaml")):
         sweep = load_space(str(path))
         plan = {k: list(KINDS[k].units(sweep)) for k in KINDS if KINDS[k].units(sweep)}

@@ -23,7 +23,8 @@ def test_trial_on_cuda_with_bf16_and_channels_last(tmp_path):
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
     cuda = torch.device("cuda")
-    assert run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, cuda)["status"] == "done"
+    row = run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, cuda)
+    assert row["status"] == "done", row.get("error")
     for spec in sweep.trials:
         row = run_trial(dataclasses.replace(spec, n_eval_robust=16), sweep_dir, device=cuda)
         assert row["status"] == "done", row.get("error")
@@ -48,7 +49,8 @@ def test_adversarial_objectives_and_trades_donor_on_cuda(tmp_path):
     sweep_dir.create()
     cuda = torch.device("cuda")
     for donor in sweep.donors.values():
-        assert run_donor(donor, sweep.donor_evals[donor.name], sweep_dir, cuda)["status"] == "done"
+        row = run_donor(donor, sweep.donor_evals[donor.name], sweep_dir, cuda)
+        assert row["status"] == "done", row.get("error")
     for spec in sweep.trials:
         row = run_trial(dataclasses.replace(spec, n_eval_robust=16), sweep_dir, device=cuda)
         assert row["status"] == "done", row.get("error")

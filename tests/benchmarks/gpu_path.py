@@ -1,8 +1,10 @@
-"""The GPU path in one script, for a short lease of a GPU machine (about ten minutes; the machine is offline
-and bare): the GPU tests, a cost profile of the card, DM and TLM trials of the ResNet-18 space of Balogh &
-Jelasity 2025 Table 1 (`search_spaces/tlm_vs_dm_cifar10.yaml`) on CIFAR-10-shaped data, fp32 against bf16 +
-channels-last, four DM trials sharing the card as four workers (what `gpus_per_trial: 0.25` schedules)
-against one after the other, and the cost model's prediction for the whole space from those timings.
+"""The GPU path in one script, for a short lease of a GPU machine (under ten minutes; the machine is offline
+and bare): the GPU tests, a cost profile of the card for every shipped space's shapes, DM and TLM trials of
+the ResNet-18 space of Balogh & Jelasity 2025 Table 1 (`search_spaces/tlm_vs_dm_cifar10.yaml`) on
+CIFAR-10-shaped data, fp32 against bf16 + channels-last, and four DM trials sharing the card as four workers
+(what `gpus_per_trial: 0.25` schedules) against one after the other. The steps run in that order of value
+and stop at `--budget-s`, saying what they skipped; the profile is written before any trial. The cost
+model's prediction from the profile needs no GPU: `stitchsweep plan SPACE --estimate --costs profile.json`.
 
 Speed does not depend on pixel values or on how well a network is trained, so the data are random images
 in CIFAR-10's own file format (torchvision's md5 check switched off for them, in this process only) and the
@@ -10,7 +12,7 @@ donors are freshly initialised ResNet-18s written into the zoo. Everything goes 
 first). On a machine without CUDA, `--quick` runs the same steps at toy sizes on the CPU (how the script is
 checked where no GPU is lent).
 
-    python tests/benchmarks/gpu_path.py --out $OUT                # on the GPU machine
+    python tests/benchmarks/gpu_path.py --out $OUT --epochs 2     # on the GPU machine
     .venv/bin/python tests/benchmarks/gpu_path.py --quick --out /tmp/gpu_path   # plumbing check, CPU
 """
 
@@ -101,14 +103,17 @@ def pick(sweep, epochs: int | None):
     return out
 
 
-def shared_device(args, specs, sweep_dir: str, data_root: str) -> float:
-    """One DM trial per process, four processes at once (as four trials of gpus_per_trial 0.25), each warmed
-    up first (imports, the data pool, the device), as Tune's reused workers are."""
+def in_workers(n: int, args, specs, sweep_dir: str, data_root: str) -> float:
+    """The DM trials in `n` fresh processes at once (n = 4: four trials of gpus_per_trial 0.25; n = 1: one
+    after the other), each warmed up first (imports, the data pool, the device) as Tune's reused workers are,
+    so both sides start equally cold, and with the node's cores split between them (Ray gives a trial
+    `cpus_per_trial` threads)."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
-    with ctx.Pool(4, initializer=_warm, initargs=(data_root, args.device)) as pool:
-        pool.map(_sleep, [0.5] * 4)  # every worker has run its initializer
+    threads = max(1, (os.cpu_count() or 1) // n)  # the node's cores split between the workers, as Ray does
+    with ctx.Pool(n, initializer=_warm, initargs=(data_root, args.device, threads)) as pool:
+        pool.map(_sleep, [0.5] * n)  # every worker has run its initializer
         t0 = time.perf_counter()
         pool.starmap(_one_trial, [(s, sweep_dir, data_root, args.device) for s in specs])
         return time.perf_counter() - t0
@@ -118,9 +123,10 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def _warm(data_root: str, device: str) -> None:
+def _warm(data_root: str, device: str, threads: int) -> None:
     import torch
 
+    torch.set_num_threads(threads)
     from sweep.data.core import load_pool
 
     trust_files()
@@ -142,15 +148,47 @@ def _one_trial(spec, root: str, data_root: str, device: str) -> float:
     return row["time_total_s"]
 
 
+TIMES = ("setup", "fit", "eval_clean", "eval_robust", "similarity", "ood")
+
+
+VARIANTS = ("fp32", "bf16+channels_last")
+
+
+def run_pair(spec, sweep_dir, dev, data_root: str, out: Path, variants=VARIANTS) -> None:
+    """One trial in fp32, then in bf16 + channels-last, each logged with its time per phase (the first of a
+    stitch point also trains the point's OOD detector, which the zoo then keeps for every later trial)."""
+    from sweep.kinds.stitch import run_trial
+
+    for variant in variants:
+        s = spec if variant == "fp32" else dataclasses.replace(spec, precision="bf16", channels_last=True)
+        sweep_dir.trial_part(s.trial_id).unlink(missing_ok=True)
+        row = run_trial(s, sweep_dir, device=dev, data_root=data_root, download=False)
+        assert row["status"] == "done", row.get("error")
+        phases = ", ".join(f"{k} {row.get(f'time_{k}_s') or 0:.1f}" for k in TIMES)
+        log(out, f"{variant:18} {s.objective:6} @{s.front_point:9} {row['time_total_s']:7.1f} s ({phases})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--quick", action="store_true", help="toy sizes on the CPU: checks the script, measures nothing")
     ap.add_argument("--epochs", type=int, default=None, help="TLM epochs (default: the space's, 30)")
+    ap.add_argument("--budget-s", type=float, default=480, help="start no step after this many seconds")
+    ap.add_argument("--sharing-only", action="store_true", help="only the shared-device comparison")
+    ap.add_argument("--work", default=None, help="the data and results (default: --out; large)")
     args = ap.parse_args()
+    t_start = time.perf_counter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+
+    def left(step: str, need: float = 0.0) -> bool:
+        elapsed = time.perf_counter() - t_start
+        if elapsed + need > args.budget_s:
+            log(out, f"skipped (budget of {args.budget_s:.0f} s spent at {elapsed:.0f} s): {step}")
+            return False
+        return True
+
     # no node-level sharing of activations here: the sequential and the concurrent DM trials below start cold
     os.environ["STITCHSWEEP_CACHE_DIR"] = ""
     import torch
@@ -159,27 +197,28 @@ def main() -> None:
         args.device = "cpu"
     card = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "CPU"
     log(out, f"device: {card}; torch {torch.__version__}")
-    if args.device.startswith("cuda"):
-        tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests/test_gpu.py"], cwd=REPO)
+    if args.device.startswith("cuda") and not args.sharing_only:
+        # the Ray test needs ray, which the bare GPU machine lacks (and its wheel is over the carry limit)
+        pytest = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-k", "not ray", "tests/test_gpu.py"]
+        tests = subprocess.run(pytest, cwd=REPO)
         log(out, f"GPU tests: exit {tests.returncode}")
-    profile = out / "profile.json"
-    subprocess.run(
-        [sys.executable, str(REPO / "tests/benchmarks/calibrate.py"), str(SPACE), "--device", args.device,
-         "--name", card.replace(" ", "-").lower(), "--hardware", card, "--out", str(profile)],
-        check=True,
-    )  # fmt: skip
+    name = card.replace(" ", "-").lower()
+    calibrate = [sys.executable, str(REPO / "tests/benchmarks/calibrate.py"), "--device", args.device,
+                 "--name", name, "--hardware", card, "--out", str(out / "profile.json")]  # fmt: skip
+    if not args.sharing_only:
+        subprocess.run(calibrate + ([str(SPACE)] if args.quick else []), check=True)
+        log(out, f"profile written at {time.perf_counter() - t_start:.0f} s")
 
-    from sweep import cache
     from sweep.config.space import load_space
-    from sweep.kinds.stitch import run_trial
     from sweep.results import SweepDir
 
-    data_root = str(out / "data")
+    work = Path(args.work or out)
+    data_root = str(work / "data")
     write_cifar(Path(data_root), 500 if args.quick else 50000, 200 if args.quick else 10000)
     write_svhn(Path(data_root), 300 if args.quick else 10000, 10)
     trust_files()
     sweep = load_space(str(SPACE))
-    root = out / "results"
+    root = work / "results"
     sweep_dir = SweepDir(str(root), sweep.name)
     sweep_dir.create()
     (root / "name").write_text(json.dumps(sweep.name))
@@ -189,33 +228,29 @@ def main() -> None:
         specs = [dataclasses.replace(s, similarity_samples=50, **small) for s in specs]
     random_zoo(sweep, sweep_dir, {s.front_key for s in specs} | {s.end_key for s in specs}, data_root)
     dev = torch.device(args.device)
-    for variant in ("fp32", "bf16+channels_last"):
-        for spec in specs:
-            s = spec if variant == "fp32" else dataclasses.replace(spec, precision="bf16", channels_last=True)
-            sweep_dir.trial_part(s.trial_id).unlink(missing_ok=True)
-            row = run_trial(s, sweep_dir, device=dev, data_root=data_root, download=False)
-            assert row["status"] == "done", row.get("error")
-            fit, robust = row.get("time_fit_s") or 0, row.get("time_eval_robust_s") or 0
-            line = f"{variant:18} {s.objective:6} @{s.front_point:9} {row['time_total_s']:7.1f} s"
-            log(out, f"{line} (fit {fit:.1f} s, robust eval {robust:.1f} s)")
     dm = [s for s in specs if s.objective == "dm"][:4]
-    for s in dm:
-        sweep_dir.trial_part(s.trial_id).unlink(missing_ok=True)
-    cache.worker_cache().clear()  # a cold cache: the trials above filled this process's
-    t0 = time.perf_counter()
-    for s in dm:
-        _one_trial(s, str(root), data_root, args.device)
-    one_by_one = time.perf_counter() - t0
-    for s in dm:
-        sweep_dir.trial_part(s.trial_id).unlink(missing_ok=True)
-    together = shared_device(args, dm, str(root), data_root)
+    tlm = [s for s in specs if s.objective != "dm"]
+    dm_s = []
+    for spec in dm if args.sharing_only else dm[:2] + tlm[:1] + dm[2:] + tlm[1:]:
+        if not left(f"{spec.objective} @{spec.front_point}"):
+            break
+        t0 = time.perf_counter()
+        run_pair(spec, sweep_dir, dev, data_root, out, ("fp32",) if args.sharing_only else VARIANTS)
+        if spec.objective == "dm":
+            dm_s.append(time.perf_counter() - t0)
+    # the comparison runs eight DM trials (their OOD detectors already in the zoo, from the trials above):
+    # start it only when they fit in what is left of the budget
+    need = 5 * sum(dm_s) / max(len(dm_s), 1)
+    if not left("4 DM trials, one after the other against four workers sharing the device", need):
+        return
+    times = {}
+    for n in (1, 4):
+        for s in dm:
+            sweep_dir.trial_part(s.trial_id).unlink(missing_ok=True)
+        times[n] = in_workers(n, args, dm, str(root), data_root)
+    one_by_one, together = times[1], times[4]
     log(out, f"4 DM trials: one after the other {one_by_one:.1f} s, four workers sharing the device {together:.1f} s")
-    est = subprocess.run(
-        [sys.executable, "-m", "sweep", "plan", str(SPACE), "--estimate", "--costs", str(profile),
-         "--storage", str(root)],
-        cwd=REPO, capture_output=True, text=True,
-    )  # fmt: skip
-    log(out, est.stdout[-3000:] + est.stderr[-2000:])
+    log(out, f"done in {time.perf_counter() - t_start:.0f} s")
 
 
 if __name__ == "__main__":
