@@ -346,11 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the plan as JSON (summary and every unit)")
     p.add_argument("--storage", default=None, help="also say what this results root has recorded and would run")
     p.add_argument("--estimate", action="store_true", help="predict the device time of what would run (cost model)")
-    p.add_argument(
-        "--costs",
-        default=None,
-        help="--estimate: a cost profile, a file or a shipped one's name: cpu-2core (the default), nvidia-h200",
-    )
+    p.add_argument("--costs", default=None, help="--estimate: a profile file, or cpu-2core (default), nvidia-h200")
     p.add_argument("--workers", type=int, default=None, help="--estimate: units running at once (default: 1)")
 
     p = _command(sub, "run", cmd_run, "run a sweep (trials already recorded are skipped)",

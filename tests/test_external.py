@@ -257,3 +257,35 @@ def test_autoattack_resnet18_as_a_file_donor_on_cifar10_files(tmp_path, autoatta
         out = run_trial(spec, sweep_dir, data_root=sweep.data_root, download=False)
         assert out["status"] == "done", out.get("error")
         assert out["relative_acc"] == 1.0, spec.front_point
+
+
+def test_timm_vit_checkpoints_map_onto_vit_ti_16_and_compute_what_timm_computes(tmp_path):
+    """Balogh & Jelasity 2025's ImageNet ViT-Ti: a checkpoint of timm's `vit_tiny_patch16_224` (DeiT-Ti's keys,
+    here wrapped as DeiT's releases are) loads onto `vit_ti_16`; its logits and its tokens after a block are
+    timm's own; a mapping that computes something else is refused."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    from sweep.models.external import _check_timm
+
+    torch.manual_seed(0)
+    reference = VisionTransformer(img_size=32, patch_size=16, num_classes=5, embed_dim=192, depth=12, num_heads=3)
+    with torch.no_grad():  # every weight away from its initialisation, so a mis-mapped one shows
+        for p in reference.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    reference.eval()
+    torch.save({"model": reference.state_dict(), "epoch": 300}, tmp_path / "deit.pth")
+    mean, std = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])
+    kw = dict(in_channels=3, num_classes=5, mean=tuple(mean.tolist()), std=tuple(std.tolist()), image_size=32)
+    model = load_checkpoint(tmp_path / "deit.pth", "vit_ti_16", **kw)
+    x = torch.rand(3, 3, 32, 32)
+    normalised = (x - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), reference(normalised), atol=1e-5, rtol=1e-4)
+        front, _ = split(model, "blocks.3")
+        tokens = reference.blocks[:4](reference._pos_embed(reference.patch_embed(normalised)))
+        torch.testing.assert_close(front(x), tokens, atol=1e-5, rtol=1e-4)
+        model.stage("blocks.5").mlp[0].weight.mul_(1.1)
+    with pytest.raises(ValueError, match="differs from timm's network"):
+        _check_timm(model, reference.state_dict(), 5, 3, 32, "deit.pth")
+    with pytest.raises(ValueError, match="does not fit architecture 'vit_ti'"):
+        load_checkpoint(tmp_path / "deit.pth", "vit_ti", **kw)  # patch 4: the position embeddings differ

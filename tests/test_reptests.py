@@ -182,3 +182,91 @@ def test_paper_scale_sensitivity_test_plans_13_and_14_channel_ranks():
         counts.setdefault(u.members[0][2], set()).add(len(ranks))
     assert counts == {"layer3.0": {13}, "layer3.1": {13}, "layer4.0": {14}, "layer4.1": {14}}
     assert max(m[3] or 0 for u in sens for m in u.members) < 512
+
+
+def _imagenet_checkpoints(root, classes: int, seeds: int, ext: str = ".pth") -> None:
+    """Randomly initialised ResNet-18s in torchvision's layout and ViT-Ti/16s in timm's (DeiT-wrapped), as the
+    ImageNet space names them."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    from sweep.models.imagenet_tv import REFERENCES
+
+    (root / "models" / "imagenet").mkdir(parents=True, exist_ok=True)
+    for s in range(seeds):
+        torch.manual_seed(s)
+        resnet = REFERENCES["tv_resnet18"](num_classes=classes).state_dict()
+        torch.save(resnet, root / "models" / "imagenet" / f"resnet18_seed{s}{ext}")
+        vit = VisionTransformer(num_classes=classes, embed_dim=192, depth=12, num_heads=3).state_dict()
+        torch.save({"model": vit}, root / "models" / "imagenet" / f"vit_ti_16_seed{s}{ext}")
+
+
+def test_imagenet_space_plans_the_papers_tests_once_its_checkpoints_are_in_place(tmp_path, monkeypatch):
+    """`search_spaces/own_checkpoints/ding_tests_imagenet.yaml` (Balogh & Jelasity 2025 Tables 2-3, ImageNet
+    rows): 5 ResNet-18s and 5 ViT-Ti/16s; 13 and 14 ranks on ResNet blocks 5-8, 16 on the ViT's last four
+    blocks, specificity over every block; without its checkpoints it is refused naming the first file."""
+    from sweep.config.space import load_space
+
+    from .conftest import REPO
+
+    path = REPO / "search_spaces" / "own_checkpoints" / "ding_tests_imagenet.yaml"
+    monkeypatch.chdir(tmp_path)  # its paths are relative to where the command runs
+    for part in ("train", "val"):
+        (tmp_path / "data" / "imagenet" / part).mkdir(parents=True)
+    with pytest.raises(SpecError, match=r"donors.r0.file"):
+        load_space(path)
+    _imagenet_checkpoints(tmp_path, 1000, 5)
+    sweep = load_space(path)
+    counts = {}
+    for u in sweep.reptests:
+        members = {(m[0], m[2]) for m in u.members}
+        counts.setdefault((u.test, u.arch), set()).add(len(u.members) if u.test == "sensitivity" else len(members))
+    assert counts == {
+        ("sensitivity", "tv_resnet18"): {13, 14},
+        ("specificity", "tv_resnet18"): {5 * 8},
+        ("sensitivity", "vit_ti_16"): {16},
+        ("specificity", "vit_ti_16"): {5 * 12},
+    }
+    assert len([u for u in sweep.reptests if u.test == "sensitivity"]) == 5 * 4 + 5 * 4
+
+
+def test_imagenet_space_runs_its_tests_on_a_small_image_folder(tmp_path, monkeypatch):
+    """The ImageNet space's donors, as it declares them (checkpoints of 3 classes here), through the zoo stage
+    and one sensitivity and one specificity unit each, on a 3-class ImageNet folder at 224 px."""
+    import yaml
+    from PIL import Image
+
+    from .conftest import REPO
+
+    space = yaml.safe_load((REPO / "search_spaces" / "own_checkpoints" / "ding_tests_imagenet.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    for part in ("train", "val"):
+        for c in range(3):
+            folder = tmp_path / "data" / "imagenet" / part / f"n{c:08d}"
+            folder.mkdir(parents=True)
+            for k in range(4):
+                pixels = np.random.default_rng(10 * c + k).integers(0, 256, (240, 260, 3), dtype=np.uint8)
+                Image.fromarray(pixels).save(folder / f"{k}.png")
+    _imagenet_checkpoints(tmp_path, 3, 2)
+    space["data"]["val_size"] = 2
+    space["donors"] = {k: v for k, v in space["donors"].items() if k in ("r0", "r1", "v0", "v1")}
+    small = {"samples": 10, "dm_samples": 10, "probe": {"train_size": 10, "epochs": 2, "lr": 0.01}}
+    space["representation_tests"] = [
+        dict(SENS, donors=["file:r0"], layers=["layer3.1"], ranks=[256, 8], **small),
+        dict(SPEC, donors=["file:v0", "file:v1"], layers=["blocks.10", "blocks.11"], **small),
+    ]
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path / "results", sweep.name)
+    sweep_dir.create()
+    cpu, data_root = torch.device("cpu"), str(tmp_path / "data")
+    for d in sweep.donors.values():
+        row = run_donor(d, sweep.donor_evals[d.name], sweep_dir, cpu, data_root=data_root)
+        assert row["status"] == "done", row.get("error")
+    for unit in sweep.reptests:
+        row = run_reptest(unit, sweep_dir, cpu, data_root=data_root)
+        assert row["status"] == "done", row.get("error")
+    rows = analysis.load_reptests(sweep_dir.path)
+    sens = rows[rows["test"] == "sensitivity"]
+    assert sorted(sens["rank"].fillna(256)) == [8, 256]  # 256 channels: the full-rank member is the reference
+    assert abs(sens.loc[sens["reference"], "d_cka"].item()) < 1e-6 and sens.loc[sens["rank"] == 8, "d_cka"].item() > 0
+    spec = rows[rows["test"] == "specificity"]
+    assert set(spec["layer"]) == {"blocks.10", "blocks.11"} and spec["d_pwcca"].notna().all()

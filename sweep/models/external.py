@@ -7,8 +7,10 @@ A checkpoint is a PyTorch state dict (optionally wrapped as {"state_dict": ...},
 {"net": ...}, optionally with DataParallel's "module." prefixes). Its keys may be in our own layout or in
 the common CIFAR layout of kuangliu/pytorch-cifar (conv1, bn1, layer1.0..., linear), which is also the layout
 of AutoAttack's example ResNet-18 and of several RobustBench models, or DeepMind's layout of RobustBench's
-DMPreActResNet / DMWideResNet (onto `dm_preact_resnet18` / `dm_wrn28_10`); anything else is refused with the
-first missing and unexpected keys named.
+DMPreActResNet / DMWideResNet (onto `dm_preact_resnet18` / `dm_wrn28_10`), or torchvision's (onto the `tv_*`
+networks), or timm's ViT layout (`vit_tiny_patch16_224`, DeiT-Ti: onto `vit_ti_16`); anything else is refused
+with the first missing and unexpected keys named. A torchvision or timm checkpoint, once mapped, must compute
+what that library's own network computes with it (checked when the library is installed).
 """
 
 from __future__ import annotations
@@ -45,6 +47,19 @@ _DM_LAYOUT = [
     (re.compile(r"\.(conv_2d_2|conv_1)\."), ".conv2."),
     (re.compile(r"^batchnorm\."), "stages.head.bn."),
     (re.compile(r"^logits\."), "stages.head.fc."),
+]
+
+# timm's VisionTransformer (vit_tiny_patch16_224, DeiT-Ti) onto vit.py's networks
+_TIMM_VIT_LAYOUT = [
+    (re.compile(r"^patch_embed\.proj\."), "stages.embed.proj."),
+    (re.compile(r"^(cls_token|pos_embed)$"), r"stages.embed.\1"),
+    (re.compile(r"^blocks\.(\d+)\.attn\.qkv\.(weight|bias)$"), r"stages.blocks_\1.attn.in_proj_\2"),
+    (re.compile(r"^blocks\.(\d+)\.attn\.proj\."), r"stages.blocks_\1.attn.out_proj."),
+    (re.compile(r"^blocks\.(\d+)\.mlp\.fc1\."), r"stages.blocks_\1.mlp.0."),
+    (re.compile(r"^blocks\.(\d+)\.mlp\.fc2\."), r"stages.blocks_\1.mlp.2."),
+    (re.compile(r"^blocks\.(\d+)\."), r"stages.blocks_\1."),
+    (re.compile(r"^norm\."), "stages.head.norm."),
+    (re.compile(r"^head\."), "stages.head.fc."),
 ]
 
 _CIFAR_LAYOUT = [
@@ -150,13 +165,16 @@ def from_state_dict(
     best, best_score = None, -1
     dm = {_rename(k, _DM_LAYOUT): v for k, v in raw.items()}
     tv = _from_torchvision_layout(raw, ours, own)
-    for candidate in (raw, _from_cifar_layout(raw, expected, own), dm, tv):
+    timm = {_rename(k, _TIMM_VIT_LAYOUT): v for k, v in raw.items()}
+    for candidate in (raw, _from_cifar_layout(raw, expected, own), dm, tv, timm):
         keys = set(candidate) - own
         if keys == expected and all(candidate[k].shape == ours[k].shape for k in set(candidate) & set(ours)):
             # normalisation: the checkpoint's own buffers when it has them, else the donor spec's
             model.load_state_dict({**ours, **candidate})
             if candidate is tv:
                 _check_torchvision(model.eval(), arch, num_classes, in_channels, image_size, source)
+            if candidate is timm and timm is not raw:
+                _check_timm(model.eval(), raw, num_classes, in_channels, image_size, source)
             return model.eval()
         score = len(keys & expected)
         if score > best_score:
@@ -196,6 +214,30 @@ def _check_torchvision(model: StagedNet, arch: str, num_classes: int, in_channel
         gap = (model(x) - reference(norm(x))).abs().max().item()
     if gap > 1e-4:
         raise ValueError(f"{source}: mapped onto {arch!r} it differs from torchvision's network (gap {gap:.3g})")
+
+
+def _check_timm(model: StagedNet, raw: dict, num_classes: int, in_channels: int, size: int, source: str):
+    """A checkpoint in timm's ViT layout must compute what timm's VisionTransformer computes with it (skipped
+    when timm is not installed; RobustBench brings it)."""
+    try:
+        from timm.models.vision_transformer import VisionTransformer
+    except ImportError:
+        return
+    dim = raw["cls_token"].shape[-1]
+    depth = 1 + max(int(k.split(".")[1]) for k in raw if k.startswith("blocks."))
+    heads = next(m for m in model.modules() if isinstance(m, torch.nn.MultiheadAttention)).num_heads
+    patch = raw["patch_embed.proj.weight"].shape[-1]
+    reference = VisionTransformer(
+        img_size=size, patch_size=patch, in_chans=in_channels, num_classes=num_classes, embed_dim=dim,
+        depth=depth, num_heads=heads,
+    )  # fmt: skip
+    reference.load_state_dict(raw)
+    norm = next(m for m in model.modules() if isinstance(m, Normalize))
+    x = torch.rand(2, in_channels, size, size, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        gap = (model(x) - reference.eval()(norm(x))).abs().max().item()
+    if gap > 1e-4:
+        raise ValueError(f"{source}: mapped from timm's layout it differs from timm's network (gap {gap:.3g})")
 
 
 # ------------------------------------------------------------------------------------------- RobustBench

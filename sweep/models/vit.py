@@ -1,5 +1,6 @@
-"""Vision transformers (ViT-Ti/4 and a CPU-sized ViT); the stitch points are the token sequences (N, tokens,
-dim) after each encoder block, as in Balogh & Jelasity 2025."""
+"""Vision transformers (ViT-Ti/4 for 32 px, ViT-Ti/16 for 224 px, a CPU-sized ViT); the stitch points are the
+token sequences (N, tokens, dim) after each encoder block, as in Balogh & Jelasity 2025. ViT-Ti/16 is timm's
+`vit_tiny_patch16_224` (DeiT-Ti's layout): its checkpoints load as `file:` donors (`external.py`)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,11 @@ class PatchEmbed(nn.Module):
 
 
 class EncoderBlock(nn.Module):
-    def __init__(self, dim: int, heads: int, mlp_ratio: int = 4) -> None:
+    def __init__(self, dim: int, heads: int, mlp_ratio: int = 4, eps: float = 1e-5) -> None:
         super().__init__()
-        self.norm1 = nn.LayerNorm(dim)
+        self.norm1 = nn.LayerNorm(dim, eps=eps)
         self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
-        self.norm2 = nn.LayerNorm(dim)
+        self.norm2 = nn.LayerNorm(dim, eps=eps)
         self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -41,24 +42,24 @@ class EncoderBlock(nn.Module):
 
 
 class TokenHead(PooledHead):
-    def __init__(self, dim: int, num_classes: int) -> None:
+    def __init__(self, dim: int, num_classes: int, eps: float = 1e-5) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(dim)
+        self.norm = nn.LayerNorm(dim, eps=eps)
         self.fc = nn.Linear(dim, num_classes)
 
     def pooled(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(x)[:, 0]
 
 
-def _vit(*, in_channels, num_classes, mean, std, image_size, dim, depth, heads, patch) -> StagedNet:
+def _vit(*, in_channels, num_classes, mean, std, image_size, dim, depth, heads, patch, eps=1e-5) -> StagedNet:
     if image_size % patch:
         raise ValueError(f"image size {image_size} is not a multiple of the patch size {patch}")
     stages: list[tuple[str, nn.Module]] = [("embed", PatchEmbed(in_channels, dim, patch, image_size, mean, std))]
     points = []
     for b in range(depth):
-        stages.append((f"blocks.{b}", EncoderBlock(dim, heads)))
+        stages.append((f"blocks.{b}", EncoderBlock(dim, heads, eps=eps)))
         points.append(f"blocks.{b}")
-    stages.append(("head", TokenHead(dim, num_classes)))
+    stages.append(("head", TokenHead(dim, num_classes, eps=eps)))
     return StagedNet(stages, points)
 
 
@@ -74,6 +75,24 @@ def vit_ti(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
         depth=12,
         heads=3,
         patch=4,
+    )
+
+
+@register_architecture(
+    "vit_ti_16", "ViT-Ti/16 (timm's vit_tiny_patch16_224, DeiT-Ti): dim 192, 12 blocks, 3 heads, 16x16 patches (12)"
+)
+def vit_ti_16(*, in_channels, num_classes, mean, std, image_size=224) -> StagedNet:
+    return _vit(
+        in_channels=in_channels,
+        num_classes=num_classes,
+        mean=mean,
+        std=std,
+        image_size=image_size,
+        dim=192,
+        depth=12,
+        heads=3,
+        patch=16,
+        eps=1e-6,  # timm's LayerNorms
     )
 
 
