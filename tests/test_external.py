@@ -259,7 +259,7 @@ def test_autoattack_resnet18_as_a_file_donor_on_cifar10_files(tmp_path, autoatta
         assert out["relative_acc"] == 1.0, spec.front_point
 
 
-def test_timm_vit_checkpoints_map_onto_vit_ti_16_and_compute_what_timm_computes(tmp_path):
+def test_timm_vit_checkpoints_map_onto_vit_ti_16_and_compute_what_timm_computes(tmp_path, monkeypatch):
     """Balogh & Jelasity 2025's ImageNet ViT-Ti: a checkpoint of timm's `vit_tiny_patch16_224` (DeiT-Ti's keys,
     here wrapped as DeiT's releases are) loads onto `vit_ti_16`; its logits and its tokens after a block are
     timm's own; a mapping that computes something else is refused."""
@@ -276,7 +276,12 @@ def test_timm_vit_checkpoints_map_onto_vit_ti_16_and_compute_what_timm_computes(
     torch.save({"model": reference.state_dict(), "epoch": 300}, tmp_path / "deit.pth")
     mean, std = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])
     kw = dict(in_channels=3, num_classes=5, mean=tuple(mean.tolist()), std=tuple(std.tolist()), image_size=32)
+    from sweep.models import external
+
+    checked = []
+    monkeypatch.setattr(external, "_check_timm", lambda *args: checked.append(args) or _check_timm(*args))
     model = load_checkpoint(tmp_path / "deit.pth", "vit_ti_16", **kw)
+    assert len(checked) == 1  # loading runs the check against timm's network
     x = torch.rand(3, 3, 32, 32)
     normalised = (x - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1)
     with torch.no_grad():

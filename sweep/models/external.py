@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from sweep.models.base import Normalize, StagedNet, build
+from sweep.models.vit import TIMM_VITS
 
 WRAPPERS = ("state_dict", "model", "net", "model_state_dict")
 
@@ -165,7 +166,7 @@ def from_state_dict(
     best, best_score = None, -1
     dm = {_rename(k, _DM_LAYOUT): v for k, v in raw.items()}
     tv = _from_torchvision_layout(raw, ours, own)
-    timm = {_rename(k, _TIMM_VIT_LAYOUT): v for k, v in raw.items()}
+    timm = {_rename(k, _TIMM_VIT_LAYOUT): v for k, v in raw.items()} if arch in TIMM_VITS else {}
     for candidate in (raw, _from_cifar_layout(raw, expected, own), dm, tv, timm):
         keys = set(candidate) - own
         if keys == expected and all(candidate[k].shape == ours[k].shape for k in set(candidate) & set(ours)):
@@ -173,7 +174,7 @@ def from_state_dict(
             model.load_state_dict({**ours, **candidate})
             if candidate is tv:
                 _check_torchvision(model.eval(), arch, num_classes, in_channels, image_size, source)
-            if candidate is timm and timm is not raw:
+            if candidate is timm:
                 _check_timm(model.eval(), raw, num_classes, in_channels, image_size, source)
             return model.eval()
         score = len(keys & expected)
@@ -218,7 +219,8 @@ def _check_torchvision(model: StagedNet, arch: str, num_classes: int, in_channel
 
 def _check_timm(model: StagedNet, raw: dict, num_classes: int, in_channels: int, size: int, source: str):
     """A checkpoint in timm's ViT layout must compute what timm's VisionTransformer computes with it (skipped
-    when timm is not installed; RobustBench brings it)."""
+    when timm is not installed; RobustBench brings it). The head count is the architecture's (3 for ViT-Ti
+    and DeiT-Ti): a state dict cannot tell it, so a checkpoint trained with other heads is not caught here."""
     try:
         from timm.models.vision_transformer import VisionTransformer
     except ImportError:

@@ -63,49 +63,27 @@ def _vit(*, in_channels, num_classes, mean, std, image_size, dim, depth, heads, 
     return StagedNet(stages, points)
 
 
-@register_architecture("vit_ti", "ViT-Ti/4: dim 192, 12 blocks, 3 heads, 4x4 patches; tokens are stitched (12)")
-def vit_ti(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
-    return _vit(
-        in_channels=in_channels,
-        num_classes=num_classes,
-        mean=mean,
-        std=std,
-        image_size=image_size,
-        dim=192,
-        depth=12,
-        heads=3,
-        patch=4,
-    )
-
-
-@register_architecture(
-    "vit_ti_16", "ViT-Ti/16 (timm's vit_tiny_patch16_224, DeiT-Ti): dim 192, 12 blocks, 3 heads, 16x16 patches (12)"
+# name, description, dim, blocks, heads, patch, LayerNorm eps
+VARIANTS = (
+    ("vit_ti", "ViT-Ti/4: dim 192, 12 blocks, 3 heads, 4x4 patches; tokens are stitched (12)", 192, 12, 3, 4, 1e-5),
+    (
+        "vit_ti_16",
+        "ViT-Ti/16 (timm's vit_tiny_patch16_224, DeiT-Ti): dim 192, 12 blocks, 3 heads, 16x16 patches (12)",
+        *(192, 12, 3, 16, 1e-6),  # timm's LayerNorms
+    ),
+    ("vit_tiny_cpu", "CPU-sized ViT: dim 32, 4 blocks, 2 heads, 4x4 patches (4 points)", 32, 4, 2, 4, 1e-5),
 )
-def vit_ti_16(*, in_channels, num_classes, mean, std, image_size=224) -> StagedNet:
-    return _vit(
-        in_channels=in_channels,
-        num_classes=num_classes,
-        mean=mean,
-        std=std,
-        image_size=image_size,
-        dim=192,
-        depth=12,
-        heads=3,
-        patch=16,
-        eps=1e-6,  # timm's LayerNorms
-    )
+TIMM_VITS = {"vit_ti_16"}  # the variants whose timm checkpoints load (`external.py`): timm's eps and patches
 
 
-@register_architecture("vit_tiny_cpu", "CPU-sized ViT: dim 32, 4 blocks, 2 heads, 4x4 patches (4 points)")
-def vit_tiny_cpu(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
-    return _vit(
-        in_channels=in_channels,
-        num_classes=num_classes,
-        mean=mean,
-        std=std,
-        image_size=image_size,
-        dim=32,
-        depth=4,
-        heads=2,
-        patch=4,
-    )
+def _register(name: str, description: str, dim: int, depth: int, heads: int, patch: int, eps: float) -> None:
+    @register_architecture(name, description)
+    def builder(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
+        return _vit(
+            in_channels=in_channels, num_classes=num_classes, mean=mean, std=std, image_size=image_size,
+            dim=dim, depth=depth, heads=heads, patch=patch, eps=eps,
+        )  # fmt: skip
+
+
+for _variant in VARIANTS:
+    _register(*_variant)

@@ -85,12 +85,16 @@ def main() -> None:
         )
         archs.update(calibrate([shape], args.device, batch=batch))
         print(f"{shape}: {archs[next(reversed(archs))]['forward_s'] * 1e3:.3f} ms/image forward", flush=True)
+    # the command as run from the repository root, whatever the paths it was given (no machine's paths kept)
+    words = [str(Path(w).resolve().relative_to(REPO)) if Path(w).exists() and Path(w).resolve().is_relative_to(REPO)
+             else w for w in sys.argv]  # fmt: skip
+    command = "PYTHONPATH=. python " + " ".join(words)
     profile = {
         "name": args.name,
         "hardware": args.hardware,
         "device": "cuda" if args.device.startswith("cuda") else "cpu",
         "measured": datetime.date.today().isoformat(),
-        "command": " ".join(sys.argv) if kept is None else f"{kept['command']}; then {' '.join(sys.argv)}",
+        "command": command if kept is None else f"{kept['command']}; then {command}",
         "unit_s": args.unit_s,
         "archs": archs,
     }
