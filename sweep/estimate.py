@@ -19,7 +19,7 @@ The model counts image passes and prices them:
   PGD steps); saliency units, one step per image and model; inversion units, images x (steps + 1) steps
   up to the inverted point (a stitched network priced as its end network).
 What it leaves out (the indices' own linear algebra, probes, OOD detector training) is small next to these
-at paper scale on a CPU; on a GPU the indices, computed on the host, dominate a DM trial (docs/performance.md),
+at paper scale on a CPU; on a GPU, computed on the host, the indices dominated a DM trial (docs/performance.md),
 so a GPU prediction is a lower bound. A sweep's own recorded timings correct the rest (`refine`).
 """
 

@@ -381,3 +381,42 @@ def test_agreement_splits_add_up_and_match_a_per_image_count():
     assert got["head_agreement"] == pytest.approx(weighted)
     empty = agreement(head, head, head, y)  # body == head: no image where they disagree
     assert empty["n_disagree"] == 0 and math.isnan(empty["agree_disagree"]) and empty["head_agreement"] == 1.0
+
+
+def test_indices_too_large_for_the_device_are_measured_on_the_host(zoo, monkeypatch):
+    """Indices run where the activations are; when that device runs out of memory the same pair is measured
+    on the host, with the same values."""
+    from sweep.kinds import trial_measures
+
+    sweep, sweep_dir = zoo
+    spec = next(t for t in sweep.trials if t.objective == "dm" and t.front_point == "layer2.0")
+    spec = dataclasses.replace(spec, indices=("cka", "pwcca", "dm"), similarity_samples=200, n_eval_robust=0)
+    first = SweepDir(sweep_dir.root, "on-device")
+    first.create()
+    expected = run_trial(spec, first)
+    real, places = trial_measures._similarities, []
+
+    class Probe:  # records whether an attempt moves the pair to the host
+        host = False
+
+        def float(self):
+            return self
+
+        def cpu(self):
+            self.host = True
+            return self
+
+    def out_of_memory_once(spec, front, end_front, stitcher, place):
+        places.append("host" if place(Probe()).host else "where they are")
+        if len(places) == 1:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(spec, front, end_front, stitcher, place)
+
+    monkeypatch.setattr(trial_measures, "_similarities", out_of_memory_once)
+    second = SweepDir(sweep_dir.root, "host-fallback")
+    second.create()
+    row = run_trial(spec, second)
+    assert row["status"] == "done", row.get("error")
+    assert places == ["where they are", "host"]
+    for col in ("sim_cka", "sim_pwcca", "sim_dm"):
+        assert row[col] == pytest.approx(expected[col], abs=1e-9), col

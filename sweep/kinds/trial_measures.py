@@ -120,15 +120,27 @@ def ood_auroc(
 def similarities(spec: TrialSpec, front: Frozen, end_front: Frozen, stitcher: Stitcher) -> dict:
     """The requested indices between f<=i(x) and g<=j(x) on the first `similarity_samples` test images,
     each in its layout (the registered one, or the spec's for PWCCA and OPD). The DM distance fits its map
-    on the first K training images (Balogh & Jelasity 2025, 2.3), computed only when it is requested."""
+    on the first K training images (Balogh & Jelasity 2025, 2.3), computed only when it is requested.
+
+    They are computed (in float64) where the activations are, on the trial's device: on a GPU the host's
+    float64 algebra was most of a DM trial (docs/performance.md). A pair too large for the card's free memory
+    is measured on the host instead (the same values, up to rounding)."""
+    try:
+        return _similarities(spec, front, end_front, stitcher, lambda t: t.float())
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return _similarities(spec, front, end_front, stitcher, lambda t: t.float().cpu())
+
+
+def _similarities(spec: TrialSpec, front: Frozen, end_front: Frozen, stitcher: Stitcher, place) -> dict:
     from sweep.measures.indices import Pair
 
     n, k = spec.similarity_samples, spec.dm_samples or 0
     pair = Pair(
-        front.on("test", n).float().cpu(),
-        end_front.on("test", n).float().cpu(),
+        place(front.on("test", n)),
+        place(end_front.on("test", n)),
         resize=stitcher.resize,
-        fit=lambda: (front.on("train", k).float().cpu(), end_front.on("train", k).float().cpu()),
+        fit=lambda: (place(front.on("train", k)), place(end_front.on("train", k))),
         layouts={k: v for k, v in (("pwcca", spec.pwcca_layout), ("opd", spec.opd_layout)) if v},
     )
     out = {}
