@@ -25,9 +25,9 @@ def _write(root, folder, per_class):
 
 @pytest.mark.parametrize("name,folder", [("imagenette", "imagenette2-160"), ("imagewoof", "imagewoof2-160")])
 def test_an_imagenet_subset_loads_from_its_image_folders(tmp_path, name, folder):
-    _write(tmp_path, folder, {"train": 2, "val": 1})
+    _write(tmp_path, folder, {"train": 2, "val": 2})
     pool = data.load_pool(name, str(tmp_path), download=False)
-    assert pool.train_x.shape == (20, 3, SIZE, SIZE) and pool.test_x.shape == (10, 3, SIZE, SIZE)
+    assert pool.train_x.shape == (20, 3, SIZE, SIZE) and pool.test_x.shape == (20, 3, SIZE, SIZE)
     assert pool.num_classes == 10 and pool.train_y.tolist() == [c for c in range(10) for _ in range(2)]
     # shorter side to 160 (320 x 200 -> 256 x 160), centre crop of 160 from 48 px in: the black bands (32 px
     # after scaling) are cut away, with margin for the resampling filter
@@ -35,6 +35,7 @@ def test_an_imagenet_subset_loads_from_its_image_folders(tmp_path, name, folder)
     assert abs(first.min() - first.max()) < 2 / 255 and abs(first.mean() - 0.0) < 2 / 255  # class 0, k 0: black
     grey = pool.train_x[2 * 5].numpy()  # class 5, image 0: 100 / 255 everywhere, JPEG within a few levels
     assert np.allclose(grey, 100 / 255, atol=4 / 255)
+    assert pool.test_y.tolist() == list(range(10)) * 2  # the test split in turns: its first ten, one per class
     splits = data.make_splits(name, None, 5, None, root=str(tmp_path), download=False)
     assert (len(splits.train_y), len(splits.val_y), splits.image_size) == (15, 5, SIZE)
 
@@ -62,7 +63,9 @@ def test_imagenet_reads_ten_images_per_class_resized_to_256_and_cropped_to_224(t
     assert pool.train_x.shape == (30, 3, 224, 224) and pool.test_x.shape == (30, 3, 224, 224)
     assert pool.train_y.tolist() == [c for c in range(3) for _ in range(10)]
     assert pool.train_x[:, 0].max() == 0  # no red: the border is cropped away
-    blues = (pool.test_x[:10, 2].mean((1, 2)) * 255).round().tolist()
+    # the test split in turns by class: its first images cover every class, each class keeps its sorted order
+    assert pool.test_y.tolist()[:6] == [0, 1, 2, 0, 1, 2] and sorted(pool.test_y.tolist()) == pool.train_y.tolist()
+    blues = (pool.test_x[pool.test_y == 1][:, 2].mean((1, 2)) * 255).round().tolist()
     assert blues == [20 * k for k in range(10)]  # images 0..9 of the class, in sorted order
     with pytest.raises(FileNotFoundError, match="never downloaded"):
         data.load_pool("imagenet", str(tmp_path / "empty"), download=True)

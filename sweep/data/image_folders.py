@@ -2,7 +2,8 @@
 ten-class subsets of ImageNet): `ROOT/<folder>/train/<class>/*` and `ROOT/<folder>/val/<class>/*`, one folder
 per WordNet class, classes numbered in sorted order. Images are resized (shorter side) and centre-cropped to
 160 x 160 (the subsets' 160-pixel release), pixels in [0, 1], normalised with ImageNet's statistics. With
-`download` on, a missing subset is fetched once from fast.ai's public bucket.
+`download` on, a missing subset is fetched once from fast.ai's public bucket. The test split (`val/`) is held
+in turns by class (`by_turns`), so its first N images cover every class.
 """
 
 from __future__ import annotations
@@ -43,6 +44,17 @@ def read_image_folder(
     return x, torch.tensor(labels, dtype=torch.long), classes
 
 
+def by_turns(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The images in turns by class (the first of every class, then the second, ...): read class by class, a
+    split's first N images (`test_size`, a unit's `samples`) would hold only the first classes."""
+    turn = torch.zeros_like(y)
+    for label in y.unique():
+        where = (y == label).nonzero().flatten()
+        turn[where] = torch.arange(len(where))
+    order = torch.argsort(turn * (int(y.max()) + 1) + y) if len(y) else turn
+    return x[order], y[order]
+
+
 def _square(img, size: int, resize: int) -> np.ndarray:
     """Resize the shorter side to `resize` (bilinear), then crop the centre `size` square."""
     from PIL import Image
@@ -65,7 +77,7 @@ def _load(folder: str, root: Path, download: bool) -> Pool:
     test_x, test_y, test_classes = read_image_folder(base / "val")
     if test_classes != classes:
         raise ValueError(f"{base}: the val classes {test_classes} differ from the train classes {classes}")
-    return Pool(train_x, train_y, test_x, test_y, len(classes), IMAGENET_MEAN, IMAGENET_STD)
+    return Pool(train_x, train_y, *by_turns(test_x, test_y), len(classes), IMAGENET_MEAN, IMAGENET_STD)
 
 
 def _required(folder: str):
@@ -117,8 +129,9 @@ def imagenet(root: Path, download: bool) -> Pool:
     """ImageNet (ILSVRC 2012) in the image-folder layout, `ROOT/imagenet/{train,val}/<wnid>/*` (val sorted into
     class folders, as torchvision's ImageFolder and the robustness library read it): the first 10 images of
     each class of each split in sorted order, the validation ones a fixed 10,000-image subset (Jones et al.
-    2022 4.1 draws 10,000 without saying which), resized to 256 and centre-cropped to 224 (Salman et al.'s
-    evaluation transform). Never downloaded: ImageNet's licence requires fetching it yourself."""
+    2022 4.1 draws 10,000 without saying which, held in turns by class), resized to 256 and centre-cropped to
+    224 (Salman et al.'s evaluation transform). Never downloaded: ImageNet's licence requires fetching it
+    yourself."""
     base = root / "imagenet"
     if not (base / "train").is_dir() or not (base / "val").is_dir():
         raise FileNotFoundError(f"ImageNet is never downloaded: put its train/ and val/ class folders under {base}")
@@ -126,4 +139,4 @@ def imagenet(root: Path, download: bool) -> Pool:
     test_x, test_y, test_classes = read_image_folder(base / "val", 224, IMAGENET_PER_CLASS, resize=256)
     if test_classes != classes:
         raise ValueError(f"{base}: the val classes differ from the train classes")
-    return Pool(train_x, train_y, test_x, test_y, len(classes), IMAGENET_MEAN, IMAGENET_STD)
+    return Pool(train_x, train_y, *by_turns(test_x, test_y), len(classes), IMAGENET_MEAN, IMAGENET_STD)
