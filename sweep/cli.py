@@ -70,9 +70,12 @@ def _open_results(path: str):
 def cmd_plan(args) -> int:
     """A summary of what the space holds (`--trials`: every unit; `--json`: both, machine-readable); with
     `--storage`, also what that results root has recorded and what a run would do."""
+    from sweep.estimate import load_profile, plan_estimate
     from sweep.registry import KINDS
     from sweep.results import SweepDir
 
+    if args.estimate:  # a wrong --costs is said before the space is read
+        load_profile(args.costs)
     sweep = _load_space(args.space)
     units = {name: kind.units(sweep) for name, kind in KINDS.items()}
     todo, sweep_dir = None, None
@@ -91,8 +94,6 @@ def cmd_plan(args) -> int:
                 left = len(u) if todo is None else len(todo.get(name, ()))
                 print(f"{KINDS[name].noun} under {args.storage}: {len(u) - left} recorded, {left} would run")
     if args.estimate:
-        from sweep.estimate import plan_estimate
-
         known = sweep_dir if todo is not None else None
         print("\n".join(plan_estimate(sweep, units, todo, known, args.costs, args.workers)))
     return 0

@@ -58,7 +58,8 @@ def load_profile(path: str | Path | None = None) -> dict:
     except (OSError, json.JSONDecodeError) as exc:
         from sweep.config.errors import SpecError
 
-        expected = "a cost profile (JSON written by tests/benchmarks/calibrate.py)"
+        shipped = ", ".join(sorted(p.stem for p in PROFILES.glob("*.json")))
+        expected = f"a cost profile: a JSON file written by tests/benchmarks/calibrate.py, or a shipped one ({shipped})"
         raise SpecError("--costs", expected, str(path), str(exc)) from None
     return profile
 
@@ -311,7 +312,8 @@ def describe(est: Estimate, profile: dict, sweep, workers: int) -> list[str]:
         lines.append("  nothing to run")
     gpus = sweep.gpus_per_trial or 1
     wall = est.total / max(1, workers)
-    lines.append(f"  total: {_hours(est.total)} device time; {_hours(wall)} wall time on {workers} worker(s)")
+    low = " at least (some units are not priced: below)" if est.uncalibrated else ""
+    lines.append(f"  total: {_hours(est.total)} device time{low}; {_hours(wall)} wall time on {workers} worker(s)")
     if profile.get("device", "cpu") != "cpu":
         lines.append(f"  GPU-hours: {est.total * gpus / 3600:.1f} (gpus_per_trial {gpus})")
     else:

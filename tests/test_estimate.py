@@ -114,7 +114,9 @@ def test_unknown_shapes_are_listed_not_priced():
     profile = dict(PROFILE, archs={})
     est = estimate.estimate(sweep, {"trial": [sweep.trials[0].trial_id]}, profile)
     assert est.uncalibrated == {"resnet_tiny@1x28"}
-    assert any("not priced" in line for line in estimate.describe(est, profile, sweep, 1))
+    lines = estimate.describe(est, profile, sweep, 1)
+    assert any("not priced" in line for line in lines)
+    assert any(line.startswith("  total:") and "at least" in line for line in lines)  # a lower bound, said so
 
 
 def test_refine_scales_by_measured_over_predicted(tmp_path):
@@ -143,6 +145,8 @@ def test_plan_estimate_prints_the_prediction(write_space, tiny_space, tmp_path, 
     assert "estimate with the made-up profile" in out and "4 trials:" in out and "on 2 worker(s)" in out
     assert main(["plan", str(write_space(tiny_space)), "--estimate", "--costs", str(tmp_path / "none.json")]) == 2
     assert "--costs: expected a cost profile" in capsys.readouterr().err
+    assert main(["plan", "absent.yaml", "--estimate", "--costs", "no-such-profile"]) == 2  # before the space
+    assert "or a shipped one (cpu-2core, nvidia-h200)" in capsys.readouterr().err
     assert main(["plan", str(write_space(tiny_space)), "--estimate", "--costs", "nvidia-h200"]) == 0
     assert "estimate with the nvidia-h200 profile" in capsys.readouterr().out
 

@@ -119,7 +119,13 @@ def test_file_donor_errors(tmp_path):
     with pytest.raises(SpecError, match=r"^donors.mine.file: expected a checkpoint file"):
         parse_space(_file_space(tmp_path / "absent.pt"))
     ckpt = tmp_path / "m.pt"
-    torch.save({}, ckpt)
+    torch.save({}, ckpt)  # no weights: refused by `plan`, naming the donor's arch and the missing keys
+    with pytest.raises(SpecError, match=r"^donors.mine.arch: expected an architecture the checkpoint .* fits, found"):
+        parse_space(_file_space(ckpt))
+    torch.save(build("vit_tiny_cpu", 1, 10, (0.5,), (0.5,)).state_dict(), ckpt)  # a ViT, declared a ResNet
+    with pytest.raises(SpecError, match=r"^donors.mine.arch: .*found 'resnet_tiny' \(the checkpoint does not fit"):
+        parse_space(_file_space(ckpt))
+    torch.save(build("resnet_tiny", 1, 10, (0.5,), (0.5,)).state_dict(), ckpt)
     space = _file_space(ckpt)
     space["stitching"]["pairs"] = [{"front": "zoo:mine", "end": "file:mine"}]
     with pytest.raises(SpecError, match=r"^stitching.pairs\[0\].front: expected 'file:mine'"):

@@ -69,3 +69,22 @@ def test_imagenet_reads_ten_images_per_class_resized_to_256_and_cropped_to_224(t
     assert blues == [20 * k for k in range(10)]  # images 0..9 of the class, in sorted order
     with pytest.raises(FileNotFoundError, match="never downloaded"):
         data.load_pool("imagenet", str(tmp_path / "empty"), download=True)
+
+
+def test_a_space_on_imagenet_without_its_files_says_it_is_never_downloaded(tmp_path):
+    """With `download: false`, a space on ImageNet without its folders is refused up front, naming the root;
+    the hint does not offer a download (ImageNet is never downloaded)."""
+    from sweep.config.errors import SpecError
+    from sweep.config.space import parse_space
+
+    space = {
+        "name": "inet",
+        "data": {"dataset": "imagenet", "root": str(tmp_path), "download": False},
+        "donors": {"r": {"arch": "tv_resnet18", "epochs": 1}},
+    }
+    with pytest.raises(SpecError, match=r"^data.root: .*never downloaded: copy it there") as err:
+        parse_space(space)
+    assert "download: true" not in str(err.value)
+    for part in ("train", "val"):
+        (tmp_path / "imagenet" / part).mkdir(parents=True)
+    assert parse_space(space).donors["r"].arch == "tv_resnet18"

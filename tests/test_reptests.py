@@ -229,13 +229,20 @@ def test_imagenet_space_plans_the_papers_tests_once_its_checkpoints_are_in_place
     assert len([u for u in sweep.reptests if u.test == "sensitivity"]) == 5 * 4 + 5 * 4
 
 
-def test_imagenet_space_runs_its_tests_on_a_small_image_folder(tmp_path, monkeypatch):
+def test_imagenet_space_runs_its_tests_on_a_small_image_folder(tmp_path, monkeypatch, registered):
     """The ImageNet space's donors, as it declares them (checkpoints of 3 classes here), through the zoo stage
-    and one sensitivity and one specificity unit each, on a 3-class ImageNet folder at 224 px."""
+    and one sensitivity and one specificity unit each, on a 3-class ImageNet folder at 224 px (read by the
+    `imagenet` loader, registered as a 3-class dataset so that `plan` checks the checkpoints against 3 classes)."""
+    import dataclasses
+
     import yaml
     from PIL import Image
 
+    from sweep.registry import DATASETS
+
     from .conftest import REPO
+
+    registered(DATASETS, "imagenet_3", dataclasses.replace(DATASETS["imagenet"], num_classes=3, train_pool=12, test=12))
 
     space = yaml.safe_load((REPO / "search_spaces" / "own_checkpoints" / "ding_tests_imagenet.yaml").read_text())
     monkeypatch.chdir(tmp_path)
@@ -247,7 +254,7 @@ def test_imagenet_space_runs_its_tests_on_a_small_image_folder(tmp_path, monkeyp
                 pixels = np.random.default_rng(10 * c + k).integers(0, 256, (240, 260, 3), dtype=np.uint8)
                 Image.fromarray(pixels).save(folder / f"{k}.png")
     _imagenet_checkpoints(tmp_path, 3, 2)
-    space["data"]["val_size"] = 2
+    space["data"].update(dataset="imagenet_3", val_size=2)
     space["donors"] = {k: v for k, v in space["donors"].items() if k in ("r0", "r1", "v0", "v1")}
     small = {"samples": 10, "dm_samples": 10, "probe": {"train_size": 10, "epochs": 2, "lr": 0.01}}
     space["representation_tests"] = [

@@ -62,14 +62,16 @@ def parse_data(raw: object, path: str, root: str | None, download: bool, extra: 
         val_size=d.read(OPTIONS["val_size"], default=OPTIONS["val_size"].capped(info.train_pool // 5)),
         test_size=d.read(OPTIONS["test_size"], high=info.test),
     )
-    if not download:
-        missing = DATASETS[dataset].missing_files(Path(root) if root else None)
+    if not download:  # (a dataset that is never downloaded is looked for at `run`, before any unit)
+        missing = info.missing_files(Path(root) if root else None)
         if missing:
             raise SpecError(
                 f"{path}.root" if path == "data" else f"{path}.dataset",
                 f"the {dataset} files under the data root (download is off)",
                 f"{len(missing)} missing, e.g. {missing[0]}",
-                "set data.download: true once, or copy the dataset there",
+                "set data.download: true once, or copy the dataset there"
+                if info.downloadable
+                else f"{dataset} is never downloaded: copy it there",
             )
     if data.val_size + (data.train_size or 0) > info.train_pool:
         field = f"{path}.train_size" if data.train_size else f"{path}.val_size"

@@ -19,6 +19,7 @@ from sweep.config.fields import Option, Section, by_key
 from sweep.registry import ARCHITECTURES, DONOR_SOURCES, lazy
 
 robustbench_models = lazy("sweep.models.external:robustbench_models")
+load_checkpoint = lazy("sweep.models.external:load_checkpoint")
 
 
 def _parse_file_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
@@ -27,7 +28,7 @@ def _parse_file_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec,
     file = Path(s.get("file", "string")).expanduser()
     if not file.is_file():
         raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file), "no such file")
-    return DonorSpec(
+    donor = DonorSpec(
         name=name,
         source="file",
         path=str(file.absolute()),
@@ -37,6 +38,27 @@ def _parse_file_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec,
         mean=tuple(s.get_list("mean", "number", [0.0])),
         std=tuple(s.get_list("std", "number", [1.0], low=1e-12)),
     )
+    problem = _misfit(donor.path, donor.file_sha256, donor.arch, data.dataset)
+    if problem:
+        raise SpecError(f"{path}.arch", f"an architecture the checkpoint {file} fits", donor.arch, problem)
+    return donor
+
+
+@functools.lru_cache(maxsize=64)
+def _misfit(path: str, sha256: str, arch: str, dataset: str) -> str | None:
+    """Why the checkpoint does not load onto `arch` for `dataset`'s images and classes (None: it does). Read
+    once per content: a wrong `arch`, a layout we cannot map or a wrong class count stop `plan`, not a run."""
+    from sweep.registry import DATASETS
+
+    info = DATASETS[dataset]
+    try:
+        load_checkpoint(
+            path, arch, in_channels=info.channels, num_classes=info.num_classes, mean=(0.0,), std=(1.0,),
+            image_size=info.image_size,
+        )  # fmt: skip
+    except ValueError as exc:
+        return str(exc).removeprefix(f"{path}: ")
+    return None
 
 
 def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
@@ -120,8 +142,14 @@ def _parse_salman_donor(name: str, raw: dict, data: DataSpec, evaluation: EvalSp
     )
 
 
-@functools.lru_cache(maxsize=64)
 def _filestable_hash(path: Path) -> str:
+    """The file's sha256, read once per (path, size, modification time): a rewritten file is hashed again."""
+    st = path.stat()
+    return _sha256(str(path.absolute()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):

@@ -93,6 +93,7 @@ class DatasetInfo:
     # The L-inf threat model of Balogh & Jelasity 2023 A.3/A.4 for this dataset: (eps, PGD step size). 0.3 and 0.1 for
     # the MNIST family (digits included), 8/255 and 2/255 for the 32x32 colour datasets.
     threat: tuple[float, float] = (0.3, 0.1)
+    downloadable: bool = True  # False: never fetched (ImageNet's licence); errors then say so
 
     def missing_files(self, root: Path | None) -> list[Path]:
         """The files this dataset lacks under `root` (default: the data root): what it would download."""
@@ -108,14 +109,16 @@ def register_dataset(
     required: Callable[[Path], list[Path]] | None = None,
     num_classes: int = 10,
     threat: tuple[float, float] = (0.3, 0.1),
+    downloadable: bool = True,
 ):
     """Decorator: register a loader `fn(root, download) -> Pool` with what validation needs to know."""
     return DATASETS.register(
         name,
         lambda fn: DatasetInfo(
-            fn, train_pool, test, channels, image_size, required or (lambda root: []), num_classes, threat
+            fn, train_pool, test, channels, image_size, required or (lambda root: []), num_classes, threat,
+            downloadable,
         ),
-    )
+    )  # fmt: skip
 
 
 def missing_files(name: str, root: Path | None) -> list[Path]:

@@ -124,6 +124,7 @@ IMAGENET_PER_CLASS = 10  # images per class read from each split: 10,000 each (J
     required=_required("imagenet"),
     num_classes=1000,
     threat=IMAGENET_THREAT,
+    downloadable=False,
 )
 def imagenet(root: Path, download: bool) -> Pool:
     """ImageNet (ILSVRC 2012) in the image-folder layout, `ROOT/imagenet/{train,val}/<wnid>/*` (val sorted into
