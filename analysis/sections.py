@@ -205,7 +205,9 @@ TABLES = [
         "Rank-correlation tests (Balogh & Jelasity 2025 Tables 2-3)",
         lambda d: d.correlations,
         "Kendall's tau and Spearman's rho between the probing gap |F(A) - F(B)| and each dissimilarity"
-        " d(A, B), mean over units; <i>significant</i>: units with both one-sided p-values below 0.05.",
+        " d(A, B), mean over units; <i>significant</i>: units with both one-sided p-values below 0.05;"
+        " <i>constant</i>: units where the gap or the dissimilarity did not vary (no correlation, left out of the"
+        " means; all of them: no mean).",
         csv="rank_correlations.csv",
         md="rank_correlations.md",
     ),

@@ -56,18 +56,28 @@ def rank_correlations(reptests: pd.DataFrame) -> pd.DataFrame:
 
 
 def correlation_table(per_unit: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Tables 2-3: per (test, dataset, arch, index) the mean tau and rho over units, how many units, and how
-    many of them are significant at `alpha` (one-sided) for both statistics."""
+    """Tables 2-3: per (test, dataset, arch, index) the mean tau and rho over units, how many units, how many
+    of them are significant at `alpha` (one-sided) for both statistics, and how many had a constant input (no
+    correlation: left out of the means, which are NaN when every unit was constant)."""
+    columns = ["test", "dataset", "arch", "index", "units", "tau", "rho", "significant", "constant"]
     if per_unit.empty:
-        return pd.DataFrame(columns=["test", "dataset", "arch", "index", "units", "tau", "rho", "significant"])
-    g = per_unit.assign(sig=(per_unit["tau_p"] < alpha) & (per_unit["rho_p"] < alpha))
+        return pd.DataFrame(columns=columns)
+    g = per_unit.assign(
+        sig=(per_unit["tau_p"] < alpha) & (per_unit["rho_p"] < alpha), flat=per_unit["note"].eq("constant")
+    )
     order = {k: i for i, k in enumerate(dissimilarities())}
     table = (
         g.groupby(["test", "dataset", "arch", "index"], sort=False)
-        .agg(units=("unit_id", "nunique"), tau=("tau", "mean"), rho=("rho", "mean"), significant=("sig", "sum"))
+        .agg(
+            units=("unit_id", "nunique"),
+            tau=("tau", "mean"),
+            rho=("rho", "mean"),
+            significant=("sig", "sum"),
+            constant=("flat", "sum"),
+        )
         .reset_index()
     )
-    table["significant"] = table["significant"].astype(int)
+    table[["significant", "constant"]] = table[["significant", "constant"]].astype(int)
     return table.sort_values(
         ["test", "dataset", "arch", "index"], key=lambda s: s.map(order) if s.name == "index" else s
     ).reset_index(drop=True)

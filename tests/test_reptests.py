@@ -164,6 +164,12 @@ def test_rank_correlation_math_and_constant_inputs():
     assert per.loc["cka", "tau"] == pytest.approx(1.0) and per.loc["cka", "rho"] == pytest.approx(1.0)
     assert per.loc["opd", "tau"] == pytest.approx(-1.0) and per.loc["opd", "tau_p"] > 0.9  # one-sided
     assert np.isnan(per.loc["pwcca", "tau"]) and per.loc["pwcca", "note"] == "constant"
+    # over two units: the constant one is counted and left out of the means
+    other = [dict(r, unit_id="v", d_cka=1.0 - r["probe_gap"], d_pwcca=r["probe_gap"]) for r in rows]
+    table = correlation_table(rank_correlations(pd.DataFrame(rows + other))).set_index("index")
+    assert table.loc["cka", "units"] == 2 and table.loc["cka", "constant"] == 0
+    assert table.loc["cka", "tau"] == pytest.approx(0.0)  # +1 and -1
+    assert table.loc["pwcca", "constant"] == 1 and table.loc["pwcca", "tau"] == pytest.approx(1.0)
 
 
 def test_paper_scale_sensitivity_test_plans_13_and_14_channel_ranks():
