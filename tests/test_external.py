@@ -119,6 +119,9 @@ def test_file_donor_errors(tmp_path):
     with pytest.raises(SpecError, match=r"^donors.mine.file: expected a checkpoint file"):
         parse_space(_file_space(tmp_path / "absent.pt"))
     ckpt = tmp_path / "m.pt"
+    ckpt.write_bytes(b"not a checkpoint")  # unreadable: refused by `plan`, naming the file
+    with pytest.raises(SpecError, match=r"^donors.mine.file: expected a PyTorch state dict .*UnpicklingError"):
+        parse_space(_file_space(ckpt))
     torch.save({}, ckpt)  # no weights: refused by `plan`, naming the donor's arch and the missing keys
     with pytest.raises(SpecError, match=r"^donors.mine.arch: expected an architecture the checkpoint .* fits, found"):
         parse_space(_file_space(ckpt))

@@ -38,16 +38,19 @@ def _parse_file_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec,
         mean=tuple(s.get_list("mean", "number", [0.0])),
         std=tuple(s.get_list("std", "number", [1.0], low=1e-12)),
     )
-    problem = _misfit(donor.path, donor.file_sha256, donor.arch, data.dataset)
+    unreadable, problem = _misfit(donor.path, donor.file_sha256, donor.arch, data.dataset)
+    if unreadable:
+        raise SpecError(f"{path}.file", "a PyTorch state dict loadable with weights_only", str(file), problem)
     if problem:
         raise SpecError(f"{path}.arch", f"an architecture the checkpoint {file} fits", donor.arch, problem)
     return donor
 
 
 @functools.lru_cache(maxsize=64)
-def _misfit(path: str, sha256: str, arch: str, dataset: str) -> str | None:
-    """Why the checkpoint does not load onto `arch` for `dataset`'s images and classes (None: it does). Read
-    once per content: a wrong `arch`, a layout we cannot map or a wrong class count stop `plan`, not a run."""
+def _misfit(path: str, sha256: str, arch: str, dataset: str) -> tuple[bool, str | None]:
+    """(unreadable, why) the checkpoint does not load onto `arch` for `dataset`'s images and classes (None: it
+    does). Read once per content: an unreadable file, a wrong `arch`, a layout we cannot map or a wrong class
+    count stop `plan`, not a run."""
     from sweep.registry import DATASETS
 
     info = DATASETS[dataset]
@@ -57,8 +60,11 @@ def _misfit(path: str, sha256: str, arch: str, dataset: str) -> str | None:
             image_size=info.image_size,
         )  # fmt: skip
     except ValueError as exc:
-        return str(exc).removeprefix(f"{path}: ")
-    return None
+        message = str(exc).removeprefix(f"{path}: ")
+        return message.startswith("expected a state dict"), message
+    except Exception as exc:  # torch.load's own: not a checkpoint, or pickled objects weights_only refuses
+        return True, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return False, None
 
 
 def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
