@@ -19,6 +19,7 @@ from sweep.stitching.objectives import OBJECTIVES, FitContext
 from sweep.stitching.stitcher import Stitcher
 
 from .conftest import TINY_SPACE
+from .ties import TIE_MARGIN, assert_reproduces, end_logits, margins
 
 AUTOATTACK_RESNET18 = Path(pyautoattack.__file__).parent / "examples" / "model_test.pt"
 
@@ -37,7 +38,8 @@ def test_autoattack_resnet18_loads_and_dm_self_stitches_exactly(autoattack_resne
     # K = 64 images: at layer4 (512 channels, 4x4) that is 1,024 equations for 513 unknowns per channel
     fit_x, eval_x = torch.rand(64, 3, 32, 32), torch.rand(64, 3, 32, 32)
     with torch.no_grad():
-        labels = model(eval_x).argmax(1)
+        logits = model(eval_x)
+        labels = logits.argmax(1)
     assert len(labels.unique()) > 1, "real weights: not a constant classifier"
 
     class Splits:  # direct matching reads only the first K training images
@@ -59,8 +61,13 @@ def test_autoattack_resnet18_loads_and_dm_self_stitches_exactly(autoattack_resne
         )
         OBJECTIVES["dm"].fit(ctx)
         with torch.no_grad():
-            stitched = end(stitcher(front(eval_x))).argmax(1)
-        assert (stitched == labels).float().mean().item() == 1.0, point  # relative accuracy 1.0
+            stitched = end(stitcher(front(eval_x)))
+        # the identity up to rounding: the logits move by rounding only, and a prediction can change only where the
+        # two top logits are closer than twice that move (on any CPU; none do on the machines measured)
+        moved = float((stitched - logits).abs().max())
+        assert moved < 1e-3 * float(logits.abs().max()), (point, moved)
+        flipped = stitched.argmax(1) != labels
+        assert (margins(logits)[flipped] <= 2 * moved).all(), point
 
 
 def test_wrapped_and_data_parallel_checkpoints_load(tmp_path, autoattack_resnet18):
@@ -70,6 +77,7 @@ def test_wrapped_and_data_parallel_checkpoints_load(tmp_path, autoattack_resnet1
     assert set(read_state_dict(path)) == set(sd)
     model = load_checkpoint(path, "resnet18", in_channels=3, num_classes=10, mean=(0.0,), std=(1.0,), image_size=32)
     x = torch.rand(2, 3, 32, 32)
+    # the same weights in the same architecture, the same batch: the same kernels in the same order (exact)
     assert torch.equal(model(x), autoattack_resnet18(x))
 
 
@@ -105,7 +113,7 @@ def test_file_donor_runs_through_the_zoo_stage_and_a_trial(tmp_path):
     for spec in sweep.trials:
         out = run_trial(dataclasses.replace(spec, n_eval_robust=0), sweep_dir)
         assert out["status"] == "done", out.get("error")
-        assert out["relative_acc"] == 1.0
+        assert_reproduces(out, *end_logits(sweep_dir, spec))  # DM self-stitching, up to near ties
 
 
 def test_file_donor_identity_is_its_content_not_its_path(tmp_path):
@@ -234,12 +242,16 @@ def test_autoattack_resnet18_as_a_file_donor_on_cifar10_files(tmp_path, autoatta
     folder = tmp_path / "data" / "cifar-10-batches-py"
     folder.mkdir(parents=True)
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        images = rng.integers(0, 256, (20, 3072), dtype=np.uint8)
         # label the images as the network does, so that the end model's accuracy is 1 and relative accuracy
-        # measures agreement with it
+        # measures agreement with it; of 100 random images keep the 20 farthest from a tie (top-two logit margin),
+        # so that no kernel's rounding can flip a label on any CPU: the exact claims below hold by construction
+        images = rng.integers(0, 256, (100, 3072), dtype=np.uint8)
         x = torch.from_numpy(images).view(-1, 3, 32, 32).float() / 255
         with torch.no_grad():
-            labels = autoattack_resnet18(x).argmax(1).tolist()
+            logits = autoattack_resnet18(x)
+        keep = margins(logits).argsort(descending=True)[:20]
+        assert margins(logits)[keep].min() > 100 * TIE_MARGIN
+        images, labels = images[keep.numpy()], logits[keep].argmax(1).tolist()
         (folder / name).write_bytes(pickle.dumps({"data": images, "labels": labels}))
     (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [str(i) for i in range(10)]}))
 
@@ -265,7 +277,7 @@ def test_autoattack_resnet18_as_a_file_donor_on_cifar10_files(tmp_path, autoatta
     for spec in sweep.trials:
         out = run_trial(spec, sweep_dir, data_root=sweep.data_root, download=False)
         assert out["status"] == "done", out.get("error")
-        assert out["relative_acc"] == 1.0, spec.front_point
+        assert out["relative_acc"] == 1.0, spec.front_point  # exact: no test image is within 0.1 of a tie
 
 
 def test_timm_vit_checkpoints_map_onto_vit_ti_16_and_compute_what_timm_computes(tmp_path, monkeypatch):

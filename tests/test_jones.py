@@ -23,6 +23,7 @@ from sweep.models.base import ARCHITECTURES, build, split
 from sweep.results import SweepDir
 
 from .conftest import TINY_SPACE
+from .ties import assert_reproduces, count, end_logits, near_ties
 
 CPU = torch.device("cpu")
 
@@ -75,7 +76,10 @@ def test_least_squares_penultimate_self_stitching_agrees_with_the_network_on_eve
     assert spec.point_index == spec.n_points + 1  # after the last stitch point
     row = run_trial(spec, sweep_dir)
     assert row["status"] == "done", row.get("error")
-    assert row["head_agreement"] == 1.0 and row["n_disagree"] == 0 and row["dm_residual"] < 1e-4
+    # the same network as body and head: the donors never disagree (exact by construction), and the stitched
+    # network agrees with the head on every example but the head's near ties (tests/ties.py)
+    assert row["n_disagree"] == 0 and row["dm_residual"] < 1e-4
+    assert_reproduces(row, *end_logits(sweep_dir, spec))
 
 
 def test_inverting_a_networks_own_representation_reaches_a_small_relative_error(zoo):
@@ -369,7 +373,13 @@ def test_a_trial_keeps_its_stitcher_and_its_stitched_network_is_inverted(zoo):
             pred = stitched.upto(trial.end_point)(splits.test_x).argmax(1)
         return int((pred == splits.test_y).sum()) / len(splits.test_y)
 
-    assert accuracy_of(stitched_network(sweep_dir, trial, CPU)) == row["clean_acc"]
+    # the kept stitcher, loaded and run in one batch here, gives the trial's accuracy: the same weights, so the
+    # counts can differ only by images within rounding of a tie of the stitched network (evaluation batches differ)
+    kept = stitched_network(sweep_dir, trial, CPU)
+    with torch.no_grad():
+        kept_logits = kept.upto(trial.end_point)(splits.test_x)
+    n = len(splits.test_y)
+    assert abs(count(accuracy_of(kept), n) - count(row["clean_acc"], n)) <= near_ties(kept_logits)
     (unit,) = sweep.units["inversion"]
     assert unit.trial_id == trial.trial_id and unit.arch == "resnet_tiny"
     assert run_inversion(unit, RunContext(sweep_dir, CPU))["status"] == "done"
@@ -380,7 +390,11 @@ def test_a_trial_keeps_its_stitcher_and_its_stitched_network_is_inverted(zoo):
     assert run_inversion(again, RunContext(sweep_dir, CPU))["status"] == "done"
     rows = analysis.load(sweep_dir.path)["inversions"].query("unit_id == @again.unit_id")
     assert rows["stitcher_refitted"].all() and sweep_dir.stitcher(trial.trial_id).exists()
-    assert accuracy_of(stitched_network(sweep_dir, trial, CPU)) == row["clean_acc"]  # the same fit, refitted
+    # the same seeded fit, refitted: the same accuracy, up to near ties of the refit network
+    refit = stitched_network(sweep_dir, trial, CPU)
+    with torch.no_grad():
+        refit_logits = refit.upto(trial.end_point)(splits.test_x)
+    assert abs(count(accuracy_of(refit), n) - count(row["clean_acc"], n)) <= near_ties(refit_logits)
     with pytest.raises(SpecError, match=r"inversions.stitched\[0\].*2 trials match"):
         loose = {k: v for k, v in pick.items() if k != "objective"}  # tlm and dm both match
         parse_space({**space, "inversions": dict(space["inversions"], stitched=[loose])})

@@ -83,6 +83,7 @@ def test_adv_with_alpha_zero_is_the_task_loss_and_mixes_linearly(batch):
     x_adv = pgd_linf(net, x, y, 0.3, 0.1, 3, generator=torch.Generator().manual_seed(1))
     ce = nn.CrossEntropyLoss()
     clean, adv = ce(net(x), y), ce(net(x_adv), y)
+    # exact by construction: at alpha 0 the objective is the clean loss itself, the same kernels on the same batch
     assert torch.equal(adv_loss(net, x, y, x_adv, 0.0), clean)
     assert torch.equal(adv_loss(net, x, y, None, 0.0), clean)  # no attack needed at alpha 0
     assert torch.allclose(adv_loss(net, x, y, x_adv, 0.25), 0.75 * clean + 0.25 * adv)
@@ -98,7 +99,7 @@ def test_adv_mix_replaces_a_fraction_of_the_batch(batch):
     ce = nn.CrossEntropyLoss(reduction="sum")
     want = (ce(net(x_adv), y[:k]) + ce(net(x[k:]), y[k:])) / len(y)
     assert torch.allclose(adv_mix_loss(net, x, y, x_adv, 0.5), want, atol=1e-6)
-    assert torch.equal(adv_mix_loss(net, x, y, None, 0.0), nn.CrossEntropyLoss()(net(x), y))
+    assert torch.equal(adv_mix_loss(net, x, y, None, 0.0), nn.CrossEntropyLoss()(net(x), y))  # the same computation
 
 
 def test_trades_with_beta_zero_is_plain_cross_entropy(batch):
@@ -106,7 +107,7 @@ def test_trades_with_beta_zero_is_plain_cross_entropy(batch):
     net = _net()
     x_adv = trades_linf(net, x, 0.3, 0.1, 3, generator=torch.Generator().manual_seed(0))
     ce = nn.CrossEntropyLoss()(net(x), y)
-    assert torch.equal(trades_loss(net, x, y, x_adv, 0.0), ce)
+    assert torch.equal(trades_loss(net, x, y, x_adv, 0.0), ce)  # exact: at beta 0 the same computation as ce
     with torch.no_grad():
         # KL(p || q) written out: sum_c p_c (log p_c - log q_c), averaged over the batch
         p, q = torch.softmax(net(x).double(), 1), torch.softmax(net(x_adv).double(), 1)
@@ -128,6 +129,7 @@ def test_identity_init_reproduces_the_unstitched_network_exactly(batch):
         with torch.no_grad():
             a = front(x)
             stitcher = Stitcher.for_shapes(a.shape, a.shape, "identity").eval()
+            # exact by construction: an identity 1x1 map multiplies by exact ones and adds exact zeros
             assert torch.equal(end(stitcher(a)), net(x)), point
 
 
@@ -215,11 +217,13 @@ def test_adv_with_alpha_one_trains_on_the_pgd_examples(monkeypatch):
 
     monkeypatch.setattr(objectives, "pgd_linf", clean)
     adv_clean = _fit_stitcher_weights("adv", 1.0)
+    # exact by construction: with the attack returning the clean batch, the same seeded steps on the same batches
     assert torch.equal(adv_clean, tlm) and sum(calls) == 300 and len(calls) == 5
     assert not torch.allclose(adv_real, tlm, atol=1e-4)
 
 
 def test_adv_with_alpha_zero_trains_the_same_stitcher_as_tlm():
+    # exact by construction: at alpha 0 the adv objective runs tlm's steps (no attack), in one process on one machine
     assert torch.equal(_fit_stitcher_weights("tlm", 0.0), _fit_stitcher_weights("adv", 0.0))
 
 

@@ -86,6 +86,7 @@ def test_a_network_with_itself_is_one_on_the_diagonal_and_symmetric(trained, est
     assert np.allclose(np.diag(matrix), 1.0, atol=1e-9)
     assert np.allclose(matrix, matrix.T, atol=1e-9)
     assert (matrix < 1.0 - 1e-6)[~np.eye(4, dtype=bool)].all()  # distinct layers are not identical
+    # one network: its accuracy is measured once and recorded on both sides (exact)
     assert set(rows["estimator"]) == {estimator} and (rows["a_acc"] == rows["b_acc"]).all()
 
 

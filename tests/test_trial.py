@@ -17,6 +17,7 @@ from sweep.results import SweepDir
 from sweep.stitching import objectives
 
 from .conftest import TINY_SPACE
+from .ties import assert_reproduces, count, end_logits, near_ties
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,9 @@ def zoo(tmp_path_factory):
 
 
 def test_dm_self_stitching_gives_relative_accuracy_one_at_every_point(zoo):
+    """DM from a layer into itself is the identity up to float32 rounding, so the stitched network predicts what
+    the end model predicts on every image but the end model's near ties (tests/ties.py: none with this donor on
+    the machines measured; the bound is what holds on every CPU)."""
     sweep, sweep_dir = zoo
     dm = [dataclasses.replace(t, n_eval_robust=0) for t in sweep.trials if t.objective == "dm"]
     assert len(dm) == 6
@@ -43,23 +47,27 @@ def test_dm_self_stitching_gives_relative_accuracy_one_at_every_point(zoo):
     from sweep.data.core import make_splits
     from sweep.kinds.donor import load_donor
 
-    # the most frequent class of the end model's own predictions, counted independently of the engine
+    # the end model's own predictions and their class counts, computed independently of the engine
     splits = make_splits(dm[0].dataset, dm[0].train_size, dm[0].val_size, dm[0].test_size)
     with torch.no_grad():
-        preds = load_donor(sweep_dir, dm[0].end_key, torch.device("cpu"))(splits.test_x).argmax(1).tolist()
-    ((top, count),) = Counter(preds).most_common(1)
+        logits = load_donor(sweep_dir, dm[0].end_key, torch.device("cpu"))(splits.test_x)
+    preds, n, ties = logits.argmax(1).tolist(), len(splits.test_y), near_ties(logits)
+    (top, top_count), (_, second_count) = Counter(preds).most_common(2)
     for spec in dm:
         row = run_trial(spec, sweep_dir)
         assert row["status"] == "done", row.get("error")
-        assert row["relative_acc"] == 1.0, (spec.front_point, row["relative_acc"])
+        assert_reproduces(row, logits, splits.test_y)
         assert row["dm_residual"] < 1e-4
-        # DM self-stitching predicts what the end model predicts: the same class collapse statistics
-        assert row["most_frequent_class"] == top and row["most_frequent_class_ratio"] == count / len(preds)
-        # ... and agrees with it (the head) everywhere; body and head are one network, so they never disagree
-        # and the images both get right are those the end model gets right, counted here independently
-        assert row["head_agreement"] == 1.0 and row["n_disagree"] == 0 and row["agree_both_correct"] == 1.0
+        # DM self-stitching predicts what the end model predicts: the same class collapse statistics (a flip of a
+        # near tie moves a class count by one)
+        assert abs(count(row["most_frequent_class_ratio"], n) - top_count) <= ties
+        if top_count - second_count > 2 * ties:
+            assert row["most_frequent_class"] == top
+        # the front and end donors are one network, evaluated once on the same images: they never disagree
+        # (exact by construction), and the images both get right are those the end model gets right
+        assert row["n_disagree"] == 0 and row["n_both_correct"] + row["n_both_wrong"] == row["test_size"]
         assert row["n_both_correct"] == sum(p == y for p, y in zip(preds, splits.test_y.tolist()))
-        assert row["n_both_correct"] + row["n_both_wrong"] == row["test_size"]
+        assert count(row["agree_both_correct"], row["n_both_correct"]) >= row["n_both_correct"] - ties
 
 
 def test_tlm_trial_records_metrics_curves_and_is_idempotent(zoo):
@@ -69,7 +77,7 @@ def test_tlm_trial_records_metrics_curves_and_is_idempotent(zoo):
     assert row["status"] == "done", row.get("error")
     assert 0.0 <= row["robust_acc"] <= row["clean_acc"] + 0.1
     n = row["test_size"]
-    assert row["most_frequent_class_ratio"] * n == round(row["most_frequent_class_ratio"] * n)  # a count / n
+    assert 0 < count(row["most_frequent_class_ratio"], n) <= n  # a count / n (count() checks it is one)
     assert row["end_clean_acc"] is not None and row["time_fit_s"] > 0
     part = sweep_dir.trial_part(spec.trial_id)
     mtime = os.stat(part).st_mtime_ns
@@ -190,9 +198,13 @@ def test_relative_accuracy_divides_by_the_end_model_on_the_trials_own_images(tmp
     (trial,) = sweep.trials
     row = run_trial(trial, sweep_dir)
     assert row["status"] == "done", row.get("error")
-    assert row["relative_acc"] == 1.0
-    assert row["end_clean_acc"] == row["clean_acc"] != own["clean_acc"]
+    logits, labels = end_logits(sweep_dir, trial)
+    assert_reproduces(row, logits, labels)  # relative accuracy 1 but for near ties (tests/ties.py)
+    # the end donor's accuracy on the trial's 100 images (counted here), not on its own 359 (k/100 is never k'/359)
+    assert count(row["end_clean_acc"], 100) == int((logits.argmax(1) == labels).sum())
+    assert row["end_clean_acc"] != own["clean_acc"]
     donors = analysis.load_donors(sweep_dir.path).set_index("test_size")
+    # the trial reads the donor's recorded rows: the same numbers, exactly
     assert donors.loc[100, "clean_acc"] == row["end_clean_acc"] and donors.loc[359, "clean_acc"] == own["clean_acc"]
 
 
@@ -234,9 +246,14 @@ def test_similarity_indices_describe_the_unmodified_donors(zoo):
     other.create()  # no donors rows here: the trials measure their reference accuracy themselves
     rows = [run_trial(t, other) for t in (tlm, dm)]
     assert all(r["status"] == "done" for r in rows), [r.get("error") for r in rows]
-    assert rows[0]["sim_cka"] == rows[1]["sim_cka"] and rows[0]["sim_dm"] == rows[1]["sim_dm"]
-    assert rows[1]["relative_acc"] == 1.0  # dm reproduces the end model exactly
-    assert rows[0]["relative_acc"] == pytest.approx(rows[0]["clean_acc"] / rows[1]["clean_acc"], abs=1e-12)
+    # the same donors on the same images: equal to rounding (drifted BatchNorm statistics would move both by far
+    # more than 1e-6)
+    assert rows[0]["sim_cka"] == pytest.approx(rows[1]["sim_cka"], rel=1e-6, abs=1e-9)
+    assert rows[0]["sim_dm"] == pytest.approx(rows[1]["sim_dm"], rel=1e-6, abs=1e-9)
+    logits, labels = end_logits(sweep_dir, dm)
+    assert_reproduces(rows[1], logits, labels)  # dm reproduces the end model up to near ties
+    end_acc = float((logits.argmax(1) == labels).float().mean())  # the unmodified end model, counted here
+    assert rows[0]["relative_acc"] == pytest.approx(rows[0]["clean_acc"] / end_acc, rel=1e-6)
 
 
 def test_a_metric_without_a_column_fails_the_trial_and_leaves_no_curves(zoo, registered):
@@ -349,7 +366,8 @@ def test_a_new_objective_is_one_registry_entry(tmp_path, registered):
     run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
     rows = [run_trial(t, sweep_dir) for t in (dm, copy_)]
     assert [r["status"] for r in rows] == ["done", "done"]
-    assert rows[0]["clean_acc"] == rows[1]["clean_acc"] and rows[1]["relative_acc"] == 1.0
+    for row in rows:  # both reproduce the end model (DM self-stitching) up to its near ties (tests/ties.py)
+        assert_reproduces(row, *end_logits(sweep_dir, dm))
     trials = analysis.load_trials(sweep_dir.path)
     assert set(trials["objective"]) == {"dm", "dm_copy"}
     with pytest.raises(SpecError, match=r"did you mean 'dm_copy'"):

@@ -24,6 +24,11 @@ from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, s
 from sweep.config.shapes import activation_shape, channels, check_dm_samples
 from sweep.registry import ARCHITECTURES
 
+# What a unit computes, versioned apart from the results schema: a fix that changes a unit's numbers bumps it,
+# so recorded rows of the old computation are not reused. 2: d_dm_func is relative to A's own network (its
+# low-rank front where the reference is a low-rank member), not to A's full-rank donor.
+REVISION = 2
+
 TESTS = ("sensitivity", "specificity")
 
 
@@ -52,7 +57,7 @@ class RepTestSpec:
     def unit_id(self) -> str:
         fields = dataclasses.asdict(self)
         fields.pop("name")
-        return stable_hash({"kind": "representation-test", "v": SCHEMA_VERSION, **fields})
+        return stable_hash({"kind": "representation-test", "v": SCHEMA_VERSION, "rev": REVISION, **fields})
 
     @property
     def label(self) -> str:

@@ -6,7 +6,8 @@ A = argmax F (Eq. 9; ties: the first member, i.e. full rank). Then for every B t
 1 - CKA, 1 - PWCCA, OPD, the structural DM distance (the DM map from B to A fitted on K training images, its
 squared relative error on the test sample, as in stitching trials), and, with `dm_functional`, 1 - the
 relative accuracy of the network stitched from B into A's network by direct matching (low-rank sources stay
-low-rank while stitched, as Balogh & Jelasity 2025 5.1 describes). One Parquet part per unit, one row per member.
+low-rank while stitched, as Balogh & Jelasity 2025 5.1 describes), relative to A's own network (A's front,
+low-rank where A is, and A's end), so that d(A, A) = 0. One Parquet part per unit, one row per member.
 """
 
 from __future__ import annotations
@@ -129,10 +130,13 @@ def _run(spec: RepTestSpec, sweep: SweepDir, device: torch.device, data_root, do
         report({"phase": "probe", "member": m, "probe_acc": probe[m]})
     ref_m = max(probe, key=lambda m: (probe[m], -m))  # argmax F; ties go to the first member
     _, ref_key, ref_layer, ref_rank = spec.members[ref_m]
+    ref_end = split(models[ref_key], ref_layer)[1].eval()
     reference = _Reference(
         front=members[ref_m],
-        end=split(models[ref_key], ref_layer)[1].eval(),
-        acc=accuracy(predict(models[ref_key], xte, device), yte),
+        end=ref_end,
+        # A's own network: its (low-rank, for a sensitivity member) front and its end. Relative accuracy is
+        # relative to the target network (Balogh & Jelasity 2025 2.1), here the network with A's representation
+        acc=accuracy(predict(nn.Sequential(members[ref_m], ref_end).eval(), xte, device), yte),
         a=activations(members[ref_m], xte, device).cpu(),
         a_fit=activations(members[ref_m], splits.train_x[: spec.dm_samples], device).cpu(),
     )
