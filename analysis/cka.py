@@ -78,6 +78,30 @@ def within_networks(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFr
     return d.assign(arch=d["a"].map(info["arch"]), training=training, train_eps=eps.fillna(0.0), setting=setting)
 
 
+def block_structure(similarity: pd.DataFrame, donors: pd.DataFrame, gap: int = 20) -> pd.DataFrame:
+    """A number for the block structure of Cianfarani et al. 2022 Fig. 2 (bright squares off the diagonal: distant
+    layers that represent alike): per network with itself on benign images, the mean CKA over the pairs of
+    points more than `gap` apart in its point order, beside the mean over every off-diagonal pair. One row per
+    unit: unit_id, network, setting, points, pairs (the pairs more than `gap` apart), far_cka, mean_cka."""
+    within = within_networks(similarity, donors)
+    rows = []
+    for unit_id, g in within.groupby("unit_id", sort=False):
+        off = g[g["a_index"] != g["b_index"]]
+        far = off[(off["a_index"] - off["b_index"]).abs() > gap]
+        rows.append(
+            dict(
+                unit_id=unit_id,
+                network=g["a"].iloc[0],
+                setting=g["setting"].iloc[0],
+                points=g["a_index"].nunique(),
+                pairs=len(far),
+                far_cka=far["cka"].mean() if len(far) else float("nan"),
+                mean_cka=off["cka"].mean() if len(off) else float("nan"),
+            )
+        )
+    return pd.DataFrame(rows)
+
+
 def within_grid(rows: pd.DataFrame) -> alt.VConcatChart:
     """One row of heatmaps per architecture (Fig. 3's widths), its networks side by side, plain first, then by
     training method and eps (Fig. 2's robust vs plain, Fig. 3's budgets)."""

@@ -15,12 +15,12 @@ from .charts import (
     class_collapse_grid,
     cross_task_grid,
     donor_curves_chart,
-    energy_density_chart,
-    energy_rows,
     heatmap_grid,
     stitching_grid,
     tsne_chart,
 )
+from .donors import mark_trials
+from .energies import energy_density_chart, energy_rows
 from .tables import agreement_table, generalisation
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ TRIAL_COLUMNS = [
     "dm_residual",
     "time_fit_s",
     "time_total_s",
+    "donor_at_chance",
 ]
 DONOR_COLUMNS = [
     "donor",
@@ -60,6 +61,7 @@ DONOR_COLUMNS = [
     "eps",
     "attack_iterations",
     "trained_now",
+    "at_chance",
 ]
 
 
@@ -157,8 +159,8 @@ CHARTS = [
         "inversions.png",
     ),
     ChartSection(
-        "Energy of target, stitched and outlier activations at the end layer (Balogh & Jelasity 2025 Fig. 1c;"
-        " the first 12 trials with OOD detection)",
+        "Balogh & Jelasity 2025 Fig. 1c: energies at the first stitch point of one network (its own"
+        " in-distribution and outlier samples on top; stitched into it from every layer, intra-network, TLM, below)",
         lambda d: energy_rows(d.trials, d.energies),
         energy_density_chart,
         "energy_densities.png",
@@ -265,6 +267,15 @@ TABLES = [
         csv="agreement_by_level.csv",
         md="agreement_by_level.md",
     ),
+    TableSection(
+        "Block structure (Cianfarani et al. 2022 Fig. 2): mean CKA of a network with itself between points more"
+        " than 20 apart",
+        lambda d: cka.block_structure(d.similarity, d.donors),
+        intro="Distant layers that represent alike make the bright squares of Fig. 2; `far_cka` is their mean CKA"
+        " (`pairs`: how many ordered pairs of points are more than 20 apart), `mean_cka` the mean over every"
+        " pair of distinct points.",
+        csv="block_structure.csv",
+    ),
     TableSection("Donors", lambda d: d.donors, columns=DONOR_COLUMNS, csv="donors.csv"),
     TableSection(
         "Donors on training and test images (Cianfarani et al. 2022 Table 1)",
@@ -280,6 +291,10 @@ TABLES = [
         columns=["trial_id", "front", "end", "front_point", "end_point", "setting", "error"],
     ),
     TableSection(
-        "Trials", lambda d: d.done.sort_values(["front", "end", "setting", "point_index"]), columns=TRIAL_COLUMNS
+        "Trials",
+        lambda d: mark_trials(d.done, d.donors).sort_values(["front", "end", "setting", "point_index"]),
+        intro="`donor_at_chance` names a donor of the trial that ended training at chance accuracy: read its"
+        " numbers with care.",
+        columns=TRIAL_COLUMNS,
     ),
 ]

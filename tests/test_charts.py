@@ -211,3 +211,41 @@ def test_settings_that_differ_in_any_configuration_column_are_separate_curves():
     same = tlm.copy()
     same["seed"], same["front_point"] = 9, "layer9"
     assert set(setting_label(pd.concat([tlm, same], ignore_index=True))) == {"tlm"}
+
+
+def test_fig1c_draws_one_network_into_its_first_layer_from_every_layer_with_tlm():
+    """Balogh & Jelasity 2025 Fig. 1c: of trials with energies, only one network stitched into itself, into its
+    first point, with TLM (dm+tlm), from every layer; the top panel holds that layer's own ID and OOD energies."""
+    from analysis.energies import energy_density_chart, energy_rows
+
+    points = ["layer1.0", "layer2.0", "layer3.0"]
+    trials, energies = [], []
+    for front, end in (("zoo:b", "zoo:b"), ("zoo:a", "zoo:a"), ("zoo:a", "zoo:b")):
+        for obj in ("dm", "dm+tlm"):
+            for i, fp in enumerate(points):
+                for j, ep in enumerate(points):
+                    tid = f"{front}>{end}:{fp}>{ep}:{obj}"
+                    trials.append(
+                        dict(
+                            trial_id=tid,
+                            status="done",
+                            front=front,
+                            end=end,
+                            objective=obj,
+                            front_point=fp,
+                            end_point=ep,
+                            point_index=i + 1,
+                            end_index=j + 1,
+                        )
+                    )
+                    for kind in ("target", "stitched", "outlier"):
+                        energies += [dict(trial_id=tid, kind=kind, energy=float(k + i)) for k in range(3)]
+    rows = energy_rows(pd.DataFrame(trials), pd.DataFrame(energies))
+    bottom = rows[rows["panel"].str.contains("stitched")]
+    assert list(dict.fromkeys(bottom["series"])) == ["from layer1.0", "from layer2.0", "from layer3.0"]
+    assert set(rows["panel"]) == {"zoo:a: layer1.0", "zoo:a: stitched into layer1.0 (dm+tlm)"}
+    top = rows[rows["panel"] == "zoo:a: layer1.0"]
+    assert sorted(set(top["series"])) == ["layer1.0, in-distribution", "layer1.0, outliers (OOD)"] and len(top) == 6
+    assert len(bottom) == 9  # three samples from each of the three front layers, no other trial's
+    spec = energy_density_chart(rows).to_dict()
+    assert spec["facet"]["row"]["field"] == "panel" and "x" not in spec.get("resolve", {}).get("scale", {})

@@ -54,6 +54,8 @@ def test_a_killed_donor_resumes_and_ends_with_the_uninterrupted_weights(tmp_path
     assert {"train_loss", "val_loss", "val_acc"} <= set(seen[-1])
     if training == "pgd":
         assert seen[-1]["val_adv_acc"] <= seen[-1]["val_acc"] and seen[-1]["val_adv_loss"] > seen[-1]["val_loss"]
+    # exact by construction (the promise of resuming, on one machine and thread count): the same seeded steps in
+    # the same process, the resumed run restoring the model, optimiser and RNG states saved after epoch 2
     for (name, a), (_, b) in zip(whole.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(a, b), name
 
@@ -72,7 +74,7 @@ def test_checkpoint_every_keeps_those_epochs_and_joins_the_donor_key(tmp_path):
         assert load_torch(epoch_checkpoint(workdir, epoch))["epoch"] == epoch
     assert not epoch_checkpoint(workdir, 3).exists()
     final = load_torch(epoch_checkpoint(workdir, 5))["state_dict"]
-    assert all(torch.equal(final[k], v) for k, v in model.state_dict().items())
+    assert all(torch.equal(final[k], v) for k, v in model.state_dict().items())  # a copy of the same tensors: exact
     with pytest.raises(SpecError, match=r"^donors.plain_a.checkpoint_every: expected an integer >= 1"):
         _donor(checkpoint_every=0)
 
@@ -87,3 +89,32 @@ def test_l2_adversarial_training_needs_its_own_radius_and_trains():
     seen = []
     train_donor(donor, splits, torch.device("cpu"), seen.append)
     assert seen[-1]["epoch"] == 1 and seen[-1]["train_loss"] > 0
+
+
+def test_a_failure_on_the_training_images_fails_the_donor_row_and_names_it(tmp_path, monkeypatch):
+    """Cianfarani et al. Table 1's training-set columns: an error measuring them is recorded (the row fails and is
+    tried again on the next run), not swallowed with the columns left empty."""
+    from sweep.kinds import donor as donor_kind
+    from sweep.results import SweepDir
+
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"]["plain_a"]["epochs"] = 1
+    space["evaluation"]["n_eval_robust"] = 0
+    sweep = parse_space(space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    real, calls = donor_kind._accuracies, []
+
+    def second_call_fails(*args, **kwargs):  # the test images first, then the training images
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(donor_kind, "_accuracies", second_call_fails)
+    ev = sweep.donor_evals["plain_a"]
+    row = donor_kind.run_donor(sweep.donors["plain_a"], ev, sweep_dir, torch.device("cpu"))
+    assert row["status"] == "failed" and row["error"] == "accuracy on the training images: RuntimeError: boom"
+    monkeypatch.setattr(donor_kind, "_accuracies", real)
+    row = donor_kind.run_donor(sweep.donors["plain_a"], ev, sweep_dir, torch.device("cpu"))
+    assert row["status"] == "done" and 0.0 <= row["train_clean_acc"] <= 1.0

@@ -38,6 +38,27 @@ def test_vgg19_tv_has_torchvisions_indices_and_pads_28_pixels_to_32():
     assert len(convs) == 16 and not any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
 
 
+@pytest.mark.parametrize("arch,reference", [("vgg19_tv", "vgg19"), ("resnet18_tv", "resnet18")])
+def test_torchvision_style_networks_start_from_torchvisions_own_initialisation(arch, reference):
+    """Smith & Marcu train `torchvision.models.vgg19(weights=None)` / `resnet18(weights=None)`: from the same seed
+    our network draws the same initial weights in the same order (parameters equal: the CPU generator's draws,
+    exact on any machine), so it computes torchvision's logits. With PyTorch's default init VGG-19's logits barely
+    moved across inputs (spread ~2e-9): torchvision's spread them ~5e-4 apart."""
+    import torchvision
+
+    torch.manual_seed(3)
+    ours = build(arch, 3, 10, (0.0,), (1.0,), image_size=32).eval()
+    torch.manual_seed(3)
+    theirs = getattr(torchvision.models, reference)(weights=None, num_classes=10).eval()
+    mine, ref = list(ours.parameters()), list(theirs.parameters())
+    assert len(mine) == len(ref) and all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(mine, ref))
+    x = torch.rand(32, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        logits = ours(x)
+        assert torch.allclose(logits, theirs(x), rtol=1e-4, atol=1e-6)
+    assert logits.std(0).mean() > 1e-4  # the logits depend on the input
+
+
 def test_vector_stitcher_is_linear_and_identity_init_reproduces_the_network():
     torch.manual_seed(0)
     model = build("resnet18_tv", 3, 10, (0.5,), (0.5,), 28).eval()
@@ -106,6 +127,10 @@ def test_noise_samples_follow_algorithms_1_and_2():
     assert 0.03 < spread < 0.05  # sigma, a little less where the clamp bites
     gap = torch.cdist(means.flatten(1), means.flatten(1))
     assert gap[~torch.eye(10, dtype=bool)].min() > 0.5  # random bases: clusters far apart
+    # the classes in turns: the first N samples of a split (what a receiver rank or a DM fit reads) hold every
+    # class, N // 10 of each (class-ordered samples gave a rank measured on class 0 alone)
+    assert torch.equal(torch.bincount(s.test_y[:100], minlength=10), torch.full((10,), 10))
+    assert torch.equal(torch.bincount(s.train_y[:30], minlength=10), torch.full((10,), 3))
     again = noise_splits((4, 3, 3), 10, 0.05, 200, 30, 50, seed=1)
     assert torch.equal(s.train_x, again.train_x)
     assert not torch.equal(s.train_x, noise_splits((4, 3, 3), 10, 0.05, 200, 30, 50, seed=2).train_x)

@@ -183,3 +183,28 @@ def test_agreement_table_is_mean_and_standard_error_over_pairs_of_different_dono
     assert dm["agree_disagree"] == pytest.approx(0.4) and dm["agree_disagree_se"] == pytest.approx(0.2 / 3**0.5)
     assert table.loc["tlm", "pairs"] == 1 and pd.isna(table.loc["tlm", "head_agreement_se"])
     assert agreement_table(trials[trials["front"] == trials["end"]]).empty
+
+
+def test_block_structure_averages_cka_between_distant_points_only():
+    """Cianfarani et al. Fig. 2's block structure as a number: the mean CKA over pairs of points more than `gap`
+    apart, computed here by a plain loop over a 30-point matrix whose value is a known function of the distance."""
+    from analysis import cka
+
+    n, gap = 30, 20
+    value = lambda i, j: 1.0 if i == j else 1.0 / (1 + abs(i - j))  # noqa: E731
+    sim = pd.DataFrame(
+        [
+            dict(unit_id="u", status="done", a="zoo:p", b="zoo:p", a_inputs="benign", b_inputs="benign",
+                 a_point=f"n{i}", b_point=f"n{j}", a_index=i, b_index=j, cka=value(i, j), name="")
+            for i in range(n) for j in range(n)
+        ]
+    )  # fmt: skip
+    donors = pd.DataFrame([dict(ref="zoo:p", arch="wrn28_1", training="plain", train_eps=None, eps=0.1)])
+    (row,) = cka.block_structure(sim, donors, gap=gap).to_dict("records")
+    far = [value(i, j) for i in range(n) for j in range(n) if abs(i - j) > gap]
+    off = [value(i, j) for i in range(n) for j in range(n) if i != j]
+    assert row["pairs"] == len(far) == 2 * sum(n - d for d in range(gap + 1, n)) and row["points"] == n
+    assert row["far_cka"] == pytest.approx(sum(far) / len(far)) and row["mean_cka"] == pytest.approx(
+        sum(off) / len(off)
+    )
+    assert row["setting"] == "plain" and row["network"] == "zoo:p"

@@ -124,6 +124,8 @@ DESCRIPTIONS = {
     "train_eps": "adversarial training: the budget, in its threat model's units (null for plain training)",
     "train_clean_acc": "the donor's own evaluation: clean accuracy on as many of its training images",
     "train_robust_acc": "the donor's own evaluation: robust accuracy on as many of its training images",
+    "at_chance": "the donor's own evaluation: clean accuracy within 3 standard errors of chance (analysis.donors)",
+    "donor_at_chance": "report: the trial's donors that ended training at chance accuracy (empty: none)",
     "eval_id": "hash of the evaluation (data, test size, attack settings) this row records",
     "eval_dataset": "the dataset of this evaluation's test images",
     "trained_now": "False when the checkpoint came from the zoo cache",

@@ -155,6 +155,8 @@ DONOR_SCHEMA = pa.schema(
         # the donor's own evaluation only: the same on its first training images (Cianfarani et al. 2022 Table 1)
         ("train_clean_acc", pa.float64()),
         ("train_robust_acc", pa.float64()),
+        ("num_classes", pa.int32()),  # the donor's own evaluation: classes of its test data
+        ("at_chance", pa.bool_()),  # ... and whether its accuracy there is no better than chance (analysis.donors)
         # the evaluation the accuracies come from: a donor has one row per evaluation the sweep uses (its own
         # test set, and each trial's test images and attack settings); a trial reads only an exact match
         ("eval_id", pa.string()),

@@ -263,6 +263,17 @@ def _remove_quietly(loc: Loc) -> None:
         print(f"note: could not remove Ray's run records at {loc}: {exc}", flush=True)
 
 
+def _chance_warnings(sweep: Sweep, sweep_dir: SweepDir) -> list[str]:
+    """The zoo stage's warnings about this sweep's donors that ended training at chance (analysis.donors)."""
+    from analysis.donors import chance_warnings
+    from analysis.load import load_donors
+
+    donors = load_donors(sweep_dir.path)
+    if donors.empty:
+        return []
+    return chance_warnings(donors[donors["donor_key"].isin({d.donor_key for d in sweep.donors.values()})])
+
+
 def start_ray(address: str | None, num_cpus: int | None) -> bool:
     """Join `address`, or start an embedded local Ray. Returns whether we started it."""
     if ray.is_initialized():
@@ -336,6 +347,9 @@ def run_stages(
             label = lambda c, units=units, kind=kind: kind.label(units[c["unit"]])  # noqa: E731
             progress = _Progress(kind.stage, name, len(units), label, sweep_progress)
             summaries.append(_fit(kind.stage, trainable, list(units), resources, sweep_dir, progress, max_concurrent))
+            if name == "donor":  # the end of the zoo stage: donors that learned nothing are named
+                for line in _chance_warnings(sweep, sweep_dir):
+                    print(f"[{kind.stage}] {line}", flush=True)
         sweep_progress.close()
         return summaries
     finally:

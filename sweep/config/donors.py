@@ -35,6 +35,15 @@ NOISE_FIELDS = ("noise_sigma", "noise_train_per_class", "noise_test_per_class")
 # rows are identified must not retrain the zoo. Bump it only when what shapes a donor's weights changes.
 DONOR_KEY_VERSION = 1
 
+# What makes a donor's weights (or a noise sender's samples), versioned per source or per trained architecture: a
+# fix that changes them bumps the entry, so that a cached zoo (and every trial on it) made by the old code is not
+# reused. Absent: revision 1 (no field in the key, so other donors keep their keys).
+#   source:noise 2       noise samples drawn with the classes in turns (they were class-ordered, and the first N
+#                        test samples of a receiver rank held one class)
+#   zoo:vgg19_tv 2       torchvision's initialisation (Kaiming-normal fan_out convolutions, N(0, 0.01) linear
+#   zoo:resnet18_tv 2    layers, zero biases); PyTorch's default init left VGG-19's logits nearly constant
+REVISIONS = {"source:noise": 2, "zoo:vgg19_tv": 2, "zoo:resnet18_tv": 2}
+
 
 @dataclass(frozen=True, kw_only=True)
 class DonorSpec:
@@ -111,6 +120,9 @@ class DonorSpec:
         for added in added_later:  # added after the first release: unset, the old hashes hold
             if fields[added] is None:
                 fields.pop(added)
+        revision = max(REVISIONS.get(f"source:{self.source}", 1), REVISIONS.get(f"{self.source}:{self.arch}", 1))
+        if revision > 1:
+            fields["revision"] = revision
         return stable_hash({"kind": "donor", "v": DONOR_KEY_VERSION, **fields})
 
 

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 import pyarrow.fs as pafs
 import torch
 
+from analysis.donors import at_chance
 from analysis.store.schema import DONOR_CURVES_DIR, DONORS_DIR, SCHEMA_VERSION, schema
 from sweep import __version__
 from sweep.cache import worker_cache
@@ -157,19 +158,22 @@ def run_donor(
         ]
     else:
         for ev, _ in todo:
-            rows.append(
-                dict(
-                    base,
-                    **ev.row_fields(),
-                    eval_id=ev.eval_id(donor.donor_key),
-                    trained_now=trained_now,
-                    time_train_s=train_s,
-                    **_evaluate(model, ev, device, data_root, download),
-                    # the donor's own evaluation also measures it on its training images (the generalisation
-                    # gap of Cianfarani et al. 2022 Table 1)
-                    **(_train_accuracies(model, splits, ev, device) if ev == evaluations[0] else {}),
-                )
+            row = dict(
+                base,
+                **ev.row_fields(),
+                eval_id=ev.eval_id(donor.donor_key),
+                trained_now=trained_now,
+                time_train_s=train_s,
+                **_evaluate(model, ev, device, data_root, download),
             )
+            if ev == evaluations[0] and row["status"] == "done":
+                # the donor's own evaluation: is it better than chance (analysis.donors), and the same on its
+                # training images (the generalisation gap of Cianfarani et al. 2022 Table 1); a failure there
+                # fails the row
+                n = ev.test_size or len(splits.test_y)
+                row.update(num_classes=splits.num_classes, at_chance=at_chance(row["clean_acc"], splits.num_classes, n))
+                row.update(_train_accuracies(model, splits, ev, device))
+            rows.append(row)
     for row, (_, part) in zip(rows, todo):
         row["finished_at"] = datetime.now(timezone.utc)
         write_rows(part, [row], schema(DONORS_DIR))
@@ -251,12 +255,13 @@ def _evaluate(model: StagedNet, ev: DonorEval, device: torch.device, data_root: 
 
 def _train_accuracies(model: StagedNet, splits: Splits, ev: DonorEval, device: torch.device) -> dict:
     """Clean accuracy on as many training images as the evaluation has test images, robust accuracy on the
-    first `n_eval_robust` of them, with the evaluation's attack."""
+    first `n_eval_robust` of them, with the evaluation's attack. A failure fails the row, as a failure on the
+    test images does (it is tried again on the next run), naming what failed."""
     n = min(len(splits.train_y), ev.test_size or len(splits.test_y))
     try:
         clean, robust = _accuracies(model, splits.train_x[:n], splits.train_y[:n], ev, device, min(ev.n_eval_robust, n))
-    except Exception:  # the test-set row stands; the training-set figures are left out
-        return {}
+    except Exception as exc:
+        return {"status": "failed", "error": f"accuracy on the training images: {type(exc).__name__}: {exc}"}
     return {"train_clean_acc": clean, "train_robust_acc": robust}
 
 

@@ -11,7 +11,8 @@ Oranges: is Stitching Similarity a Load of Spheres?): cut *before* a module, the
   pool), so its stitcher is a 1 x 1 convolution like the others': a linear map of the flattened 25,088 features
   would hold 630 M weights, and the flatten has no parameters.
 
-Each point is an identity stage, so cutting after it is cutting before the module it names.
+Each point is an identity stage, so cutting after it is cutting before the module it names. Both are initialised
+as torchvision initialises them (`_torchvision_init`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,26 @@ class _Input(nn.Module):
         if self.pad:
             x = nn.functional.pad(x, (self.pad,) * 4)
         return self.norm(x)
+
+
+def _torchvision_init(model: nn.Module, linear: bool) -> None:
+    """torchvision's own initialisation of its ResNets and VGGs, re-applied after construction in module order
+    as torchvision does: Kaiming-normal (fan_out, ReLU) convolutions with zero biases, BatchNorm weight 1 and bias
+    0, and for VGG (`linear`) N(0, 0.01) linear layers with zero biases (ResNet's `fc` keeps PyTorch's default).
+    Built in torchvision's order, a network gets torchvision's very weights from the same seed (tested). Without
+    it, a 19-layer VGG without BatchNorm starts with nearly constant logits (Smith & Marcu train
+    `torchvision.models.vgg19(weights=None)`)."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.BatchNorm2d):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+        elif linear and isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0, 0.01)
+            nn.init.zeros_(m.bias)
 
 
 def _stage(in_planes: int, planes: int, stride: int) -> nn.Sequential:
@@ -81,7 +102,9 @@ def resnet18_tv(*, in_channels, num_classes, mean, std, image_size=28) -> Staged
         ("penultimate", nn.Identity()),  # the same vector, under the name every architecture has
         ("fc", nn.Linear(512, num_classes)),
     ]
-    return StagedNet(stages, [f"before_layer{i}" for i in range(1, 5)] + ["before_fc"])
+    model = StagedNet(stages, [f"before_layer{i}" for i in range(1, 5)] + ["before_fc"])
+    _torchvision_init(model, linear=False)
+    return model
 
 
 VGG19_POINTS = (2, 10, 23, 30)  # cut before these indices of torchvision's `features`
@@ -120,4 +143,6 @@ def vgg19_tv(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet
         ),
     ]
     points = [f"before_features.{k}" for k in VGG19_POINTS] + ["before_classifier.0"]
-    return StagedNet(stages, points)
+    model = StagedNet(stages, points)
+    _torchvision_init(model, linear=True)
+    return model

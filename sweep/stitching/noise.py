@@ -33,12 +33,14 @@ def noise_splits(
     val_size: int,
     seed: int,
 ) -> Splits:
-    """Training, validation (`val_size` samples, balanced) and test samples of clustered noise, by class."""
+    """Training, validation (`val_size` samples, balanced) and test samples of clustered noise, the classes in
+    turns (0, 1, ..., C-1, 0, 1, ...): whatever reads the first N of a split (the receiver rank's
+    `similarity_samples`, a DM fit's `dm_samples`) reads every class, N // C or N // C + 1 samples of each."""
     gen = torch.Generator().manual_seed(seed)
     base = torch.rand((num_classes, *shape), generator=gen)  # Algorithm 1
 
     def draw(per_class: int) -> tuple[torch.Tensor, torch.Tensor]:  # Algorithm 2
-        y = torch.arange(num_classes).repeat_interleave(per_class)
+        y = torch.arange(num_classes).repeat(per_class)  # in turns: the first N hold every class
         x = base[y].add_(torch.randn((len(y), *shape), generator=gen), alpha=sigma).clamp_(0.0, 1.0)
         return x, y
 
