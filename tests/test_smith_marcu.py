@@ -180,7 +180,9 @@ def test_a_noise_sender_stitches_into_a_receiver_and_is_tested_on_its_own_sample
         assert row["noise_sigma"] == 0.1 and row["train_size"] == 600 and row["test_size"] == 400
         assert row["robust_acc"] is None and row["front_clean_acc"] is None
         assert row["end_clean_acc"] > 0.5  # the baseline: the receiver on its own test images
-        assert row["clean_acc"] > 0.5  # ten well-separated clusters: the receiver classifies them after the stitch
+        # ten well-separated clusters: the receiver classifies them after the stitch (measured 0.785 / 1.0 at the two
+        # points on the AVX-512 kernel path, 0.675 / 1.0 on AVX2: a margin of 0.17)
+        assert row["clean_acc"] > 0.5
         assert row["rank_receiver"] >= 1 and row["rank_receiver_end"] >= 1
 
 

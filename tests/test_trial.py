@@ -31,7 +31,9 @@ def zoo(tmp_path_factory):
     sweep_dir.create()
     row = run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
     assert row["status"] == "done", row.get("error")
-    assert row["clean_acc"] > 0.5  # it learned something: self-stitching below is not a trivial chance match
+    # it learned something: self-stitching below is not a trivial chance match (measured 0.894 and 0.903 on the
+    # AVX-512 and AVX2 kernel paths: a margin of 0.39)
+    assert row["clean_acc"] > 0.5
     return sweep, sweep_dir
 
 
@@ -93,7 +95,9 @@ def test_random_init_tlm_learns_a_useful_stitch(zoo):
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer3.0")
     spec = dataclasses.replace(spec, epochs=3, n_eval_robust=0)
     row = run_trial(spec, sweep_dir)
-    assert row["relative_acc"] > 0.8, row
+    # far above chance (relative ~0.11): measured 0.841 and 0.824 on the AVX-512 and AVX2 kernel paths, so 0.6
+    # keeps a margin of 0.22 where 0.8 kept 0.02
+    assert row["relative_acc"] > 0.6, row
 
 
 def test_a_diverging_objective_is_recorded_as_failed(zoo, registered):
@@ -176,7 +180,7 @@ def test_bf16_and_channels_last_are_recorded_and_part_of_the_identity(zoo):
     row = run_trial(fast, sweep_dir)
     assert row["status"] == "done", row.get("error")
     assert row["precision"] == "bf16" and row["channels_last"] is True
-    assert row["relative_acc"] > 0.5
+    assert row["relative_acc"] > 0.5  # measured 0.850 and 0.849 on the AVX-512 and AVX2 kernel paths
 
 
 def test_relative_accuracy_divides_by_the_end_model_on_the_trials_own_images(tmp_path):
