@@ -12,7 +12,7 @@ def _trial(tid, front_dataset, end_dataset, point, index, acc, rank, rank_end, n
         trial_id=tid, status="done", front_dataset=front_dataset, end_dataset=end_dataset, dataset="corr",
         front_point=point, point_index=index, clean_acc=acc, end_clean_acc=0.5, rank_receiver=rank,
         receiver_acc=0.9 if end == "zoo:d0" else 0.6,
-        rank_receiver_end=rank_end, noise_sigma=noise, end=end,
+        rank_receiver_end=rank_end, noise_sigma=noise, end=end, num_classes=10, test_size=100,
     )  # fmt: skip
 
 
@@ -62,10 +62,14 @@ def test_ranks_have_std_bands_and_the_receivers_own_baseline():
 
 
 def test_first_point_table_puts_senders_in_rows_receivers_in_columns_with_base_accuracy():
-    table = senders.first_point_table(TRIALS, DONORS).set_index("sender")
+    table = senders.first_point_table(TRIALS, DONORS)
+    assert "noise" not in set(table["sender"]) and set(table["stitched_on"]) == {"corr"}  # noise: its own table
+    table = table.set_index("sender")
     assert table.loc["colour", "receiver digit"] == pytest.approx(0.97)  # p1 only: a and b
     assert table.loc["digit", "receiver colour"] == 0.7
     assert table.loc["digit", "base_acc"] == 0.9 and table.loc["colour", "base_acc"] == 0.6  # on the stitching data
+    (noise,) = senders.first_point_table(TRIALS, DONORS, noise=True).to_dict("records")
+    assert noise["sender"] == "noise" and noise["receiver digit"] == 0.5 and noise["base_acc"] == 0.9
     own = senders.own_accuracy_table(TRIALS, DONORS).set_index("model")
     assert own.loc["digit", "acc"] == 0.98 and own.loc["colour", "initialisations"] == 1
 
@@ -73,3 +77,18 @@ def test_first_point_table_puts_senders_in_rows_receivers_in_columns_with_base_a
 def test_sections_stay_empty_without_receiver_ranks():
     plain = TRIALS.drop(columns=["rank_receiver"])
     assert senders.by_point(plain, DONORS).empty and senders.own_accuracy_table(plain, DONORS).empty
+
+
+def test_section_4_2_is_its_own_block_and_compares_with_the_receiver_on_its_own_test_set():
+    """Colour-only data into a greyscale receiver, the stitch on the sender's data (`data: front`): the receiver on
+    those images is at chance (0.1 of 10 classes), so the baseline is its own test-set accuracy (the paper's
+    0.990), `end_clean_acc`, and the rows form their own block of Table C1."""
+    own_data = dict(_trial("g", "colour_only", "rgb", "p1", 1, 1.0, 5, 6), dataset="colour_only")
+    own_data.update(receiver_acc=0.1, end_clean_acc=0.99)
+    trials = pd.concat([TRIALS, pd.DataFrame([own_data])], ignore_index=True)
+    rows = senders.by_point(trials, DONORS).set_index(["receiver", "sender", "front_point"])
+    assert rows.loc[("rgb", "colour_only", "p1"), "baseline"] == 0.99
+    assert rows.loc[("digit", "colour", "p1"), "baseline"] == pytest.approx(0.9)  # elsewhere: on the trial's images
+    table = senders.first_point_table(trials, DONORS).set_index(["stitched_on", "sender"])
+    assert table.loc[("colour_only", "colour_only"), "receiver rgb"] == 1.0
+    assert pd.isna(table.loc[("corr", "colour"), "receiver rgb"])  # not mixed into the Correlated block

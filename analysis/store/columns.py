@@ -88,7 +88,8 @@ DESCRIPTIONS = {
     # metrics
     "clean_acc": "the stitched network's clean accuracy: " + _ACC,
     "robust_acc": "its accuracy under the robust-accuracy attack on the first n_eval_robust test images",
-    "relative_acc": "clean_acc / the clean accuracy of the donor trained on `dataset` on the same images",
+    "relative_acc": "clean_acc / the clean accuracy of the donor trained on `dataset` on the same images (across"
+    " tasks: the sender's when the sender trained on `dataset`; the receiver's own is `receiver_acc`)",
     "receiver_acc": "the end network's own clean accuracy on this trial's test images (receiver_rank index)",
     "head_agreement": "the share of test images on which the stitched network predicts what the end network does",
     "agree_both_correct": "that share among the images both donors classify correctly (Jones et al. 2022 4.5)",
