@@ -118,30 +118,48 @@ def within_grid(rows: pd.DataFrame) -> alt.VConcatChart:
     return alt.vconcat(*lines)
 
 
+FIG4 = "benign vs adversarial, one network (Fig. 4)"
+FIG5 = "source vs target on the source's adversarial images (Figs 5b-d)"
+
+
 def diagonals(similarity: pd.DataFrame) -> pd.DataFrame:
-    """CKA at the same point on both sides (units whose two sides read the same points): one row per unit and
-    point, with the unit's title, for the benign-vs-adversarial curves."""
+    """CKA at the same point on both sides, for what Cianfarani et al. Figs 4 and 5b-d draw: a network's benign
+    against its adversarial representations (`FIG4`), and a source against a target, both on the source's
+    adversarial images (`FIG5`); other units (a network with itself on benign images: 1 everywhere; two
+    networks on benign images) are left to the matrices. One row per unit and point, with its figure, its
+    point family (`family`: how many points the unit compares, so block outputs and every traced node are
+    separate panels) and a series label."""
     d = done(similarity)
     d = d[d["a_point"] == d["b_point"]]
     if d.empty:
-        return d.assign(unit="")
+        return d.assign(unit="", figure="", family="")
+    benign_adv = (d["a"] == d["b"]) & (d["a_inputs"] != d["b_inputs"])
+    both_adv = (d["a"] != d["b"]) & (d["a_inputs"] == "adversarial") & (d["b_inputs"] == "adversarial")
+    d = d.assign(figure=pd.Series(None, index=d.index, dtype=object).mask(benign_adv, FIG4).mask(both_adv, FIG5))
+    d = d[d["figure"].notna()]
+    if d.empty:
+        return d.assign(unit="", family="")
+    points = d.groupby("unit_id")["a_point"].transform("nunique")
     titles = {u: unit_title(rows) for u, rows in d.groupby("unit_id", sort=False)}
-    return d.assign(unit=d["unit_id"].map(titles))[["unit_id", "unit", "a_point", "a_index", "cka"]]
+    d = d.assign(unit=d["unit_id"].map(titles), family=points.map(lambda n: f"{n} points"))
+    return d[["unit_id", "unit", "figure", "family", "a_point", "a_index", "cka"]]
 
 
-def diagonal_chart(diag: pd.DataFrame) -> alt.Chart:
-    """CKA between the two sides at every point, input to output: one line per unit (Figs 4, 5b-d)."""
-    order = diag.sort_values("a_index")["a_point"].drop_duplicates().tolist()
+def diagonal_chart(diag: pd.DataFrame) -> alt.FacetChart:
+    """CKA between the two sides at every point, input to output, one line per unit: a row of panels per figure
+    (Fig. 4; Figs 5b-d), a column per point family, each panel its own layer axis."""
     return (
         alt.Chart(diag)
         .mark_line(point=True)
         .encode(
-            x=alt.X("a_point:N", sort=order, title="layer", axis=alt.Axis(labelAngle=-40)),
+            x=alt.X("a_point:N", sort=alt.SortField("a_index"), title="layer", axis=alt.Axis(labelAngle=-40)),
             y=alt.Y("cka:Q", title="CKA", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("unit:N", title="unit", legend=alt.Legend(orient="bottom", columns=1, labelLimit=600)),
+            color=alt.Color("unit:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=600)),
             tooltip=["unit:N", "a_point:N", alt.Tooltip("cka:Q", format=".3f")],
         )
-        .properties(width=420, height=240)
+        .properties(width=420, height=220)
+        .facet(row=alt.Row("figure:N", title=None, sort=[FIG4, FIG5]), column=alt.Column("family:N", title=None))
+        .resolve_scale(x="independent")
     )
 
 

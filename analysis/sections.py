@@ -111,7 +111,8 @@ CHARTS = [
         "cka_within_networks.png",
     ),
     ChartSection(
-        "CKA at the same point, benign vs adversarial and across networks (Cianfarani et al. 2022 Figs 4-5)",
+        "CKA at the same point (Cianfarani et al. 2022 Fig. 4: a network's benign vs adversarial representations;"
+        " Figs 5b-d: a source vs a target on the source's adversarial images), a column per point family",
         lambda d: cka.diagonals(d.similarity),
         cka.diagonal_chart,
         "cka_diagonals.png",

@@ -208,3 +208,35 @@ def test_block_structure_averages_cka_between_distant_points_only():
         sum(off) / len(off)
     )
     assert row["setting"] == "plain" and row["network"] == "zoo:p"
+
+
+def test_cka_diagonals_draw_figs_4_and_5_apart_by_point_family():
+    """Figs 4 and 5b-d: benign vs adversarial of one network, and source vs target on the source's adversarial
+    images; a network with itself on benign images (1 everywhere) and two networks on benign images are not
+    drawn; units over different point sets (block outputs, every node) get their own panels."""
+    from analysis import cka
+
+    def unit(uid, a, b, a_in, b_in, points):
+        return [
+            dict(unit_id=uid, status="done", a=a, b=b, a_inputs=a_in, b_inputs=b_in, a_point=p, b_point=p,
+                 a_index=i, b_index=i, cka=0.5, name="", attack_source=a if "adversarial" in (a_in, b_in) else None)
+            for i, p in enumerate(points)
+        ]  # fmt: skip
+
+    blocks, nodes = ["l1", "l2", "l3"], [f"n{i}" for i in range(7)]
+    sim = pd.DataFrame(
+        unit("self", "zoo:p", "zoo:p", "benign", "benign", blocks)
+        + unit("fig4", "zoo:p", "zoo:p", "benign", "adversarial", blocks)
+        + unit("fig4_nodes", "zoo:p", "zoo:p", "benign", "adversarial", nodes)
+        + unit("fig5", "zoo:p", "zoo:r", "adversarial", "adversarial", blocks)
+        + unit("cross_benign", "zoo:p", "zoo:r", "benign", "benign", blocks)
+    )
+    d = cka.diagonals(sim)
+    assert set(d["unit_id"]) == {"fig4", "fig4_nodes", "fig5"}
+    assert set(d.loc[d["unit_id"] == "fig5", "figure"]) == {cka.FIG5}
+    assert set(d.loc[d["unit_id"] == "fig4", "figure"]) == {cka.FIG4}
+    assert d.groupby("unit_id")["family"].first().to_dict() == {
+        "fig4": "3 points", "fig4_nodes": "7 points", "fig5": "3 points"
+    }  # fmt: skip
+    spec = cka.diagonal_chart(d).to_dict()
+    assert spec["facet"]["row"]["field"] == "figure" and spec["facet"]["column"]["field"] == "family"
