@@ -37,8 +37,32 @@ def _with_levels(rows: pd.DataFrame, donors: pd.DataFrame, a: str, b: str) -> pd
     return rows.assign(
         a_eps=rows[a].map(lv["eps"]).values,
         b_eps=rows[b].map(lv["eps"]).values,
+        a_arch=rows[a].map(lv["arch"]).values,
+        b_arch=rows[b].map(lv["arch"]).values,
         across=(rows[a].map(lv["arch"]) != rows[b].map(lv["arch"])).values,
     )
+
+
+def _population(rows: pd.DataFrame, donors: pd.DataFrame, per_cell: bool = False) -> pd.DataFrame:
+    """One stated population of architectures, so that every level (or cell) of a figure averages the same
+    architectures (Jones et al.: Fig. 1 "averaged across every pair of architectures", Figs 5, 7-8 "every pair of
+    models" within each level). A curve over levels (Figs 1, 3-5, 7-8): the architectures with donors at every
+    level the rows hold. A cell of two levels (Fig. 6, `per_cell`): the architectures with donors at both. All
+    pairs of two different donors of those architectures are kept; column `archs` says how many architectures."""
+    if rows.empty:
+        return rows.assign(archs=pd.Series(dtype=int))
+    lv = levels(donors)
+    present = lv.groupby("eps")["arch"].agg(lambda a: frozenset(a))
+    if per_cell:
+        common = [
+            present.get(x, frozenset()) & present.get(y, frozenset()) for x, y in zip(rows["a_eps"], rows["b_eps"])
+        ]
+    else:
+        shown = sorted(set(rows["a_eps"]) | set(rows["b_eps"]))
+        one = frozenset.intersection(*(present.get(e, frozenset()) for e in shown))
+        common = [one] * len(rows)
+    keep = [x in c and y in c for x, y, c in zip(rows["a_arch"], rows["b_arch"], common)]
+    return rows[keep].assign(archs=[len(c) for c, k in zip(common, keep) if k])
 
 
 def _cka_units(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
@@ -63,9 +87,9 @@ def cka_by_level(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame
     s = _cka_units(similarity, donors)
     if s.empty:
         return s
-    s = s[s["a_eps"] == s["b_eps"]].assign(eps=lambda d: d["a_eps"])
-    g = s.groupby(["eps", "data", "across"])["cka"]
-    return g.agg(cka="mean", std="std", pairs="size").reset_index()
+    s = _population(s[s["a_eps"] == s["b_eps"]], donors).assign(eps=lambda d: d["a_eps"])
+    g = s.groupby(["eps", "data", "across"])
+    return g.agg(cka=("cka", "mean"), std=("cka", "std"), pairs=("cka", "size"), archs=("archs", "first")).reset_index()
 
 
 def cka_across_levels(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
@@ -73,8 +97,9 @@ def cka_across_levels(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.Data
     s = _cka_units(similarity, donors)
     if s.empty:
         return s
-    s = s[s["data"] == "inverted"]
-    return s.groupby(["a_eps", "b_eps"])["cka"].agg(cka="mean", pairs="size").reset_index()
+    s = _population(s[s["data"] == "inverted"], donors, per_cell=True)
+    g = s.groupby(["a_eps", "b_eps"])
+    return g.agg(cka=("cka", "mean"), pairs=("cka", "size"), archs=("archs", "first")).reset_index()
 
 
 def saliency_by_level(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
@@ -84,10 +109,16 @@ def saliency_by_level(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.Data
     s = similarity[(similarity["status"] == "done") & (similarity["measure"] == "saliency")]
     s = s[(s["a_inputs"] == "benign") & (s["b_inputs"] == "benign")]  # Fig. 5: natural images
     s = _with_levels(s[s["a"] != s["b"]], donors, "a", "b")
-    s = s[s["a_eps"] == s["b_eps"]].assign(eps=lambda d: d["a_eps"])
+    s = _population(s[s["a_eps"] == s["b_eps"]], donors).assign(eps=lambda d: d["a_eps"])
     if s.empty:
         return s
-    return s.groupby("eps")["saliency_cosine"].agg(cosine="mean", std="std", pairs="size").reset_index()
+    g = s.groupby("eps")
+    return g.agg(
+        cosine=("saliency_cosine", "mean"),
+        std=("saliency_cosine", "std"),
+        pairs=("saliency_cosine", "size"),
+        archs=("archs", "first"),
+    ).reset_index()
 
 
 def agreement_by_level(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
@@ -96,7 +127,7 @@ def agreement_by_level(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFra
     if trials.empty or "head_agreement" not in trials:
         return pd.DataFrame()
     t = _with_levels(trials[trials["status"] == "done"], donors, "front", "end")
-    t = t[t["a_eps"] == t["b_eps"]].assign(eps=lambda d: d["a_eps"])
+    t = _population(t[t["a_eps"] == t["b_eps"]], donors).assign(eps=lambda d: d["a_eps"])
     if t.empty:
         return pd.DataFrame()
     table = agreement_table(t, by=("eps", "objective", "front_point", "end_point"))
@@ -119,18 +150,18 @@ def cka_level_chart(rows: pd.DataFrame) -> alt.LayerChart:
     return level_chart(rows, "cka", "std", "pairs_of", "CKA (penultimate)")
 
 
-def across_levels_chart(rows: pd.DataFrame) -> alt.Chart:
-    return (
-        alt.Chart(rows)
-        .mark_rect()
-        .encode(
-            x=alt.X("b_eps:O", title="column donor's eps"),
-            y=alt.Y("a_eps:O", title="row donor's eps (its inversions)"),
-            color=alt.Color("cka:Q", title="CKA", scale=alt.Scale(domain=[0, 1], scheme="viridis")),
-            tooltip=["a_eps:O", "b_eps:O", alt.Tooltip("cka:Q", format=".3f"), "pairs:Q"],
-        )
-        .properties(width=160, height=160)
+def across_levels_chart(rows: pd.DataFrame) -> alt.LayerChart:
+    """Fig. 6's matrix, each cell labelled with its mean CKA and its pair count."""
+    rows = rows.assign(label=[f"{c:.2f} ({n})" for c, n in zip(rows["cka"], rows["pairs"])])
+    base = alt.Chart(rows).encode(
+        x=alt.X("b_eps:O", title="column donor's eps"), y=alt.Y("a_eps:O", title="row donor's eps (its inversions)")
     )
+    cells = base.mark_rect().encode(
+        color=alt.Color("cka:Q", title="CKA", scale=alt.Scale(domain=[0, 1], scheme="viridis")),
+        tooltip=["a_eps:O", "b_eps:O", alt.Tooltip("cka:Q", format=".3f"), "pairs:Q", "archs:Q"],
+    )
+    text = base.mark_text(fontSize=9, color="white").encode(text="label:N")
+    return (cells + text).properties(width=40 * rows["b_eps"].nunique() + 80, height=30 * rows["a_eps"].nunique() + 60)
 
 
 def inversion_images(results, inversions: pd.DataFrame, per_unit: int = 8) -> pd.DataFrame:

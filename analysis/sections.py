@@ -175,7 +175,8 @@ CHARTS = [
     ),
     ChartSection(
         "CKA at the penultimate layer by robustness level, natural vs inverted data (Jones et al. 2022 Figs 1, 3,"
-        " 4): mean +- 1 std over pairs of different donors",
+        " 4): mean +- 1 std over every pair of different donors of the architectures present at every level (the"
+        " CSV: pairs and architectures per point)",
         lambda d: robustness.cka_by_level(d.similarity, d.donors),
         robustness.cka_level_chart,
         "cka_by_level.png",
@@ -183,14 +184,16 @@ CHARTS = [
     ),
     ChartSection(
         "CKA on inverted data across robustness levels (Jones et al. 2022 Fig. 6): rows the level of the donor"
-        " whose inversions both see",
+        " whose inversions both see; each cell over the architectures present at both its levels, labelled"
+        " with its mean and (pair count)",
         lambda d: robustness.cka_across_levels(d.similarity, d.donors),
         robustness.across_levels_chart,
         "cka_across_levels.png",
         csv="cka_across_levels.csv",
     ),
     ChartSection(
-        "Saliency similarity by robustness level (Jones et al. 2022 Fig. 5): mean +- 1 std over pairs",
+        "Saliency similarity by robustness level (Jones et al. 2022 Fig. 5): mean +- 1 std over pairs of the"
+        " architectures present at every level",
         lambda d: robustness.saliency_by_level(d.similarity, d.donors),
         lambda rows: robustness.level_chart(rows, "cosine", "std", None, "saliency cosine"),
         "saliency_by_level.png",
@@ -272,7 +275,8 @@ TABLES = [
     TableSection(
         "Agreement with the head by robustness level (Jones et al. 2022 Figs 7-8)",
         lambda d: robustness.agreement_by_level(d.done, d.donors),
-        "Pairs of two different donors trained at the same eps (0: plain); mean and standard error over pairs.",
+        "Pairs of two different donors trained at the same eps (0: plain), of the architectures present at every"
+        " level; mean and standard error over pairs.",
         csv="agreement_by_level.csv",
         md="agreement_by_level.md",
     ),

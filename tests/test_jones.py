@@ -423,3 +423,44 @@ def test_tsne_keeps_well_separated_classes_apart_and_a_unit_maps_every_point(zoo
     assert (splits.test_y.numpy()[rows["image"].to_numpy()] == rows["label"].to_numpy()).all()
     write_report(zoo[1].path, tmp_path / "report")
     assert (tmp_path / "report" / "tsne.png").stat().st_size > 1000
+
+
+def test_each_figure_averages_one_stated_population_of_architectures():
+    """Jones et al. Figs 1, 5, 6, 7-8 (review finding): at eps 0 three architectures, at eps 1 two. A curve over
+    levels averages the two present at every level (the third's pairs at eps 0 are left out, or eps 0 would
+    average another population); Fig. 6's cell (0, 0) takes the three present at both its levels, the cells
+    with eps 1 the two. The counts are in the rows."""
+    import pandas as pd
+
+    from analysis import robustness
+
+    donors = pd.DataFrame(
+        {
+            "ref": ["zoo:r0", "zoo:v0", "zoo:w0", "zoo:r1", "zoo:v1"],
+            "arch": ["r", "v", "w", "r", "v"],
+            "training": ["plain", "plain", "plain", "pgd", "pgd"],
+            "train_eps": [None, None, None, 1.0, 1.0],
+        }
+    )
+    pairs = [("zoo:r0", "zoo:v0", 0.2), ("zoo:r0", "zoo:w0", 0.9), ("zoo:w0", "zoo:v0", 0.9)]
+    pairs += [("zoo:r1", "zoo:v1", 0.6), ("zoo:r1", "zoo:v0", 0.4), ("zoo:r1", "zoo:w0", 0.9)]
+    sim = pd.DataFrame(
+        [
+            dict(a=a, b=b, a_inputs="inverted", b_inputs="inverted", cka=c, status="done", measure="cka")
+            | dict(a_point="penultimate", b_point="penultimate")
+            for a, b, c in pairs
+        ]
+    )
+    by = robustness.cka_by_level(sim, donors).set_index("eps")
+    assert by.loc[0.0, "cka"] == pytest.approx(0.2) and by.loc[0.0, "pairs"] == 1 and by.loc[0.0, "archs"] == 2
+    assert by.loc[1.0, "cka"] == pytest.approx(0.6) and by.loc[1.0, "pairs"] == 1
+    cells = robustness.cka_across_levels(sim, donors).set_index(["a_eps", "b_eps"])
+    assert cells.loc[(0.0, 0.0), "pairs"] == 3 and cells.loc[(0.0, 0.0), "archs"] == 3
+    assert cells.loc[(1.0, 0.0), "cka"] == pytest.approx(0.4) and cells.loc[(1.0, 0.0), "pairs"] == 1
+    chart = robustness.across_levels_chart(cells.reset_index()).to_dict()
+    assert [
+        layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in chart["layer"]
+    ] == [
+        "rect",
+        "text",
+    ]
