@@ -315,3 +315,33 @@ def test_timm_vit_checkpoints_map_onto_vit_ti_16_and_compute_what_timm_computes(
         _check_timm(model, reference.state_dict(), 5, 3, 32, "deit.pth")
     with pytest.raises(ValueError, match="does not fit architecture 'vit_ti'"):
         load_checkpoint(tmp_path / "deit.pth", "vit_ti", **kw)  # patch 4: the position embeddings differ
+
+
+def test_checkpoints_saved_as_the_robustness_library_saves_them_load_and_other_objects_need_the_opt_in(tmp_path):
+    """Salman et al.'s checkpoints come from the robustness library's training loop, which saves {'model': the
+    DataParallel model's state dict, 'optimizer', 'schedule', 'epoch', 'amp': 'N/A'} with `pickle_module=dill`:
+    tensors, containers and plain values, which weights_only loading reads (here written with pickle; written
+    with dill 0.4.1, a StepLR and a LambdaLR schedule's files loaded the same way, checked once by hand). A file
+    that holds any other pickled object is refused, at `plan`, naming the opt-in; `trust_pickle: true` reads it."""
+    import argparse
+
+    model = build("resnet_tiny", 1, 10, (0.1,), (0.25,), image_size=28)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.rand(2, 1, 28, 28)).sum().backward()
+    opt.step()  # the optimiser now holds momentum tensors
+    schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=30)
+    wrapped = {f"module.{k}": v for k, v in model.state_dict().items()}
+    saved = {"model": wrapped, "optimizer": opt.state_dict(), "schedule": schedule.state_dict(), "epoch": 90}
+    torch.save(dict(saved, amp="N/A"), tmp_path / "robustness.ckpt")
+    assert set(read_state_dict(tmp_path / "robustness.ckpt")) == set(model.state_dict())
+    torch.save(dict(saved, args=argparse.Namespace(arch="resnet_tiny")), tmp_path / "pickled.ckpt")
+    with pytest.raises(ValueError, match=r"holds pickled objects besides tensors.*trust_pickle: true"):
+        read_state_dict(tmp_path / "pickled.ckpt")
+    assert set(read_state_dict(tmp_path / "pickled.ckpt", trust_pickle=True)) == set(model.state_dict())
+    space = _file_space(tmp_path / "pickled.ckpt")
+    with pytest.raises(SpecError, match=r"^donors\.mine\.file: .*trust_pickle: true"):
+        parse_space(space)
+    space["donors"]["mine"]["trust_pickle"] = True
+    donor = parse_space(space).donors["mine"]
+    assert donor.trust_pickle
+    assert dataclasses.replace(donor, trust_pickle=False).donor_key == donor.donor_key  # not part of the identity

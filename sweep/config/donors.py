@@ -72,6 +72,9 @@ class DonorSpec:
     file_sha256: str | None = None
     robustbench_id: str | None = None  # "dataset/threat_model/name"
     salman_id: str | None = None  # Salman et al. 2020's checkpoint name, "resnet18_l2_eps3"
+    # file: / salman: a checkpoint holding pickled objects besides tensors may be unpickled in full (it runs the
+    # file's code: an explicit opt-in, not part of the identity)
+    trust_pickle: bool = False
     mean: tuple[float, ...] | None = None  # file donors: the normalisation their weights expect
     std: tuple[float, ...] | None = None
     # zoo donors: keep the weights of every N-th epoch (and the last), for CKA across training epochs
@@ -115,6 +118,7 @@ class DonorSpec:
         fields = dataclasses.asdict(self)
         fields.pop("name")  # a label: two donors with the same config share one checkpoint
         fields.pop("path")  # a location, not content
+        fields.pop("trust_pickle")  # how the file is read, not what it holds
         fields["data"].pop("test_size")  # evaluation only: it does not shape the weights
         added_later = ("beta", "checkpoint_every", *DONOR_OPTIMISER, *NOISE_FIELDS, "salman_id")
         for added in added_later:  # added after the first release: unset, the old hashes hold

@@ -24,7 +24,7 @@ load_checkpoint = lazy("sweep.models.external:load_checkpoint")
 
 def _parse_file_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
     path = f"donors.{name}"
-    s = Section(raw, path, {"file", "arch", "mean", "std"})
+    s = Section(raw, path, {"file", "arch", "mean", "std", "trust_pickle"})
     file = Path(s.get("file", "string")).expanduser()
     if not file.is_file():
         raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file), "no such file")
@@ -37,8 +37,9 @@ def _parse_file_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec,
         data=data,
         mean=tuple(s.get_list("mean", "number", [0.0])),
         std=tuple(s.get_list("std", "number", [1.0], low=1e-12)),
+        trust_pickle=s.get("trust_pickle", "bool", False),
     )
-    unreadable, problem = _misfit(donor.path, donor.file_sha256, donor.arch, data.dataset)
+    unreadable, problem = _misfit(donor.path, donor.file_sha256, donor.arch, data.dataset, donor.trust_pickle)
     if unreadable:
         raise SpecError(f"{path}.file", "a PyTorch state dict loadable with weights_only", str(file), problem)
     if problem:
@@ -47,7 +48,7 @@ def _parse_file_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec,
 
 
 @functools.lru_cache(maxsize=64)
-def _misfit(path: str, sha256: str, arch: str, dataset: str) -> tuple[bool, str | None]:
+def _misfit(path: str, sha256: str, arch: str, dataset: str, trust_pickle: bool = False) -> tuple[bool, str | None]:
     """(unreadable, why) the checkpoint does not load onto `arch` for `dataset`'s images and classes (None: it
     does). Read once per content: an unreadable file, a wrong `arch`, a layout we cannot map or a wrong class
     count stop `plan`, not a run."""
@@ -57,11 +58,11 @@ def _misfit(path: str, sha256: str, arch: str, dataset: str) -> tuple[bool, str 
     try:
         load_checkpoint(
             path, arch, in_channels=info.channels, num_classes=info.num_classes, mean=(0.0,), std=(1.0,),
-            image_size=info.image_size,
+            image_size=info.image_size, trust_pickle=trust_pickle,
         )  # fmt: skip
     except ValueError as exc:
         message = str(exc).removeprefix(f"{path}: ")
-        return message.startswith("expected a state dict"), message
+        return message.startswith(("expected a state dict", "holds pickled objects")), message
     except Exception as exc:  # torch.load's own: not a checkpoint, or pickled objects weights_only refuses
         return True, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return False, None
@@ -126,7 +127,7 @@ SALMAN_EPS = ("0", "0.01", "0.03", "0.05", "0.1", "0.25", "0.5", "1", "3", "5")
 
 def _parse_salman_donor(name: str, raw: dict, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
     path = f"donors.{name}"
-    s = Section(raw, path, {"salman", "model_dir"})
+    s = Section(raw, path, {"salman", "model_dir", "trust_pickle"})
     ckpt = s.get("salman", "string")
     arch_name, _, eps = ckpt.partition("_l2_eps")
     known = [f"{a}_l2_eps{e}" for a, (_, levels) in SALMAN.items() for e in (levels or SALMAN_EPS)]
@@ -145,6 +146,7 @@ def _parse_salman_donor(name: str, raw: dict, data: DataSpec, evaluation: EvalSp
         data=data,
         training="pgd_l2" if float(eps) else "plain",
         eps=float(eps) if float(eps) else None,
+        trust_pickle=s.get("trust_pickle", "bool", False),
     )
 
 

@@ -26,9 +26,25 @@ from sweep.models.vit import TIMM_VITS
 WRAPPERS = ("state_dict", "model", "net", "model_state_dict")
 
 
-def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
-    """Load a state dict from `path`, unwrapping the usual containers."""
-    obj = torch.load(path, map_location="cpu", weights_only=True)
+def read_state_dict(path: str | Path, trust_pickle: bool = False) -> dict[str, torch.Tensor]:
+    """Load a state dict from `path`, unwrapping the usual containers. Read with `weights_only` (tensors, containers
+    and plain values: what the robustness library's training loop saves, though it pickles with dill); a file
+    that holds other pickled objects is refused, naming the opt-in, unless `trust_pickle` (a donor's
+    `trust_pickle: true`), which unpickles it in full and so runs whatever code the file names."""
+    import pickle
+
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "Unsupported global" not in str(exc):  # not a refused object: a corrupt or foreign file
+            raise
+        if not trust_pickle:
+            first = next(line.strip() for line in str(exc).splitlines() if "Unsupported global" in line)
+            raise ValueError(
+                f"{path}: holds pickled objects besides tensors, which loading with weights_only refuses ({first});"
+                " if you trust the file, set `trust_pickle: true` on the donor (unpickling runs the file's code)"
+            ) from None
+        obj = torch.load(path, map_location="cpu", weights_only=False)
     for key in WRAPPERS:
         if isinstance(obj, dict) and isinstance(obj.get(key), dict):
             obj = obj[key]
@@ -131,12 +147,20 @@ def _normalisation_keys(model: StagedNet) -> set[str]:
 
 
 def load_checkpoint(
-    path: str | Path, arch: str, *, in_channels: int, num_classes: int, mean, std, image_size: int
+    path: str | Path,
+    arch: str,
+    *,
+    in_channels: int,
+    num_classes: int,
+    mean,
+    std,
+    image_size: int,
+    trust_pickle: bool = False,
 ) -> StagedNet:
     """Build `arch` and fill it from the checkpoint at `path` (eval mode). Normalisation comes from
     `mean`/`std`: the statistics the checkpoint's weights expect their inputs to be normalised with."""
     return from_state_dict(
-        read_state_dict(path),
+        read_state_dict(path, trust_pickle),
         arch,
         source=str(path),
         in_channels=in_channels,
@@ -316,6 +340,7 @@ def build_file_donor(donor, splits, device, progress=None, workdir=None):
         mean=donor.mean,
         std=donor.std,
         image_size=splits.image_size,
+        trust_pickle=donor.trust_pickle,
     )
     return model, donor.mean, donor.std
 
@@ -360,6 +385,7 @@ def build_salman_donor(donor, splits, device, progress=None, workdir=None):
         mean=(0.485, 0.456, 0.406),
         std=(0.229, 0.224, 0.225),
         image_size=splits.image_size,
+        trust_pickle=donor.trust_pickle,
     )
     norm = next(m for m in model.modules() if isinstance(m, Normalize))
     return model, tuple(norm.mean.flatten().tolist()), tuple(norm.std.flatten().tolist())
