@@ -81,3 +81,22 @@ def test_adamw_with_warmup_cosine_trains_a_donor_along_the_stated_curve(monkeypa
     (opt,) = built
     assert type(opt) is torch.optim.AdamW and opt.param_groups[0]["weight_decay"] == 0.05
     assert opt.param_groups[0]["lr"] == pytest.approx(0.01 * warmup_cosine_factor(3, 3))  # after the last epoch
+
+
+def test_batch_steps_schedule_counts_optimiser_steps_as_the_authors_code(monkeypatch):
+    """Smith & Marcu's code: `MultiStepLR(milestones=[100, 150])` with `scheduler.step()` after every batch. With
+    100 batches an epoch for 2 epochs the rate is lr for steps 1-100, lr/10 for 101-150, lr/100 for 151-200 (an
+    epoch-stepped schedule would never reach a milestone)."""
+    rates = []
+    original = donors_module.optimiser_step
+
+    def spy(opt, loss, where):
+        rates.append(opt.param_groups[0]["lr"])
+        return original(opt, loss, where)
+
+    monkeypatch.setattr(donors_module, "optimiser_step", spy)
+    donor = _donor(optimizer="sgd", lr_schedule="batch_steps_100_150", epochs=2, lr=0.05, batch_size=2)
+    splits = make_splits(donor.data.dataset, 200, donor.data.val_size, donor.data.test_size)
+    train_donor(donor, splits, torch.device("cpu"))
+    assert len(rates) == 200
+    assert rates == pytest.approx([0.05] * 100 + [0.005] * 50 + [0.0005] * 50)

@@ -38,6 +38,29 @@ def test_vgg19_tv_has_torchvisions_indices_and_pads_28_pixels_to_32():
     assert len(convs) == 16 and not any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
 
 
+def test_vgg19_tv_code_cuts_and_resizes_as_the_authors_notebook():
+    """The notebook's `RcvVGG19(model, k)` receives after `features.k` for k in [1, 8, 22, 29, 35], its inputs
+    resized to 32 px by torchvision's `Resize` (bilinear). torchvision's own VGG-19 from the same seed, fed through
+    `Resize` and cut with `features[: k + 1]`, gives our front's activations; the stitched end, their logits."""
+    import torchvision
+    from torchvision.transforms import Resize
+
+    arch = ARCHITECTURES["vgg19_tv_code"]
+    assert arch.activation_shapes(3, 28)["before_features.36"] == (512, 2, 2)  # the issue's 512 x 2 x 2
+    assert arch.activation_shapes(3, 28)["before_features.9"] == (128, 16, 16)  # before the second max-pool
+    torch.manual_seed(5)
+    ours = build("vgg19_tv_code", 3, 10, (0.0,), (1.0,), image_size=28).eval()
+    torch.manual_seed(5)
+    theirs = torchvision.models.vgg19(weights=None, num_classes=10).eval()
+    x = torch.rand(4, 3, 28, 28, generator=torch.Generator().manual_seed(1))
+    resized = Resize(32, antialias=True)(x)
+    with torch.no_grad():
+        for k, point in zip([1, 8, 22, 29, 35], arch.stitch_points(), strict=True):
+            front, end = split(ours, point)
+            torch.testing.assert_close(front(x), theirs.features[: k + 1](resized), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(ours(x), theirs(resized), rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize("arch,reference", [("vgg19_tv", "vgg19"), ("resnet18_tv", "resnet18")])
 def test_torchvision_style_networks_start_from_torchvisions_own_initialisation(arch, reference):
     """Smith & Marcu train `torchvision.models.vgg19(weights=None)` / `resnet18(weights=None)`: from the same seed

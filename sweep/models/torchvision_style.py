@@ -10,6 +10,10 @@ Oranges: is Stitching Similarity a Load of Spheres?): cut *before* a module, the
   stage. The point before `classifier.0` is taken before the flatten (512 x 7 x 7 after the adaptive average
   pool), so its stitcher is a 1 x 1 convolution like the others': a linear map of the flattened 25,088 features
   would hold 630 M weights, and the flatten has no parameters.
+- `vgg19_tv_code`: the same network as the authors' notebook (`exp1g_VGG19_synthdata_rank`) cuts and feeds it:
+  after `features.1`, `.8`, `.22`, `.29` and `.35` (before `.2`, `.9`, `.23`, `.30`, `.36`; the last one the
+  512 x 2 x 2 map before the final max-pool), 28 px images resized bilinearly to 32. Its weights from a seed are
+  `vgg19_tv`'s: only the cuts and the input differ.
 
 Each point is an identity stage, so cutting after it is cutting before the module it names. Both are initialised
 as torchvision initialises them (`_torchvision_init`).
@@ -26,16 +30,22 @@ from sweep.models.base import Normalize, PooledHead, StagedNet, register_archite
 
 
 class _Input(nn.Module):
-    """Normalisation, then zero-padding of the pixels to `pad_to` x `pad_to` (black, before normalising)."""
+    """Smaller images brought to `size` x `size` pixels, then normalised: zero-padded (black, `fit="pad"`) or
+    resized bilinearly (`fit="resize"`, as torchvision's `Resize` before `ToTensor` in the authors' notebooks)."""
 
-    def __init__(self, mean, std, image_size: int, pad_to: int | None) -> None:
+    def __init__(self, mean, std, image_size: int, size: int, fit: str = "pad") -> None:
         super().__init__()
         self.norm = Normalize(mean, std)
-        self.pad = (pad_to - image_size) // 2 if pad_to and image_size < pad_to else 0
+        self.size = size if image_size < size else 0
+        self.fit = fit
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.pad:
-            x = nn.functional.pad(x, (self.pad,) * 4)
+        if self.size and x.shape[-1] < self.size:
+            if self.fit == "pad":
+                pad = (self.size - x.shape[-1]) // 2
+                x = nn.functional.pad(x, (pad,) * 4)
+            else:
+                x = nn.functional.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False)
         return self.norm(x)
 
 
@@ -107,7 +117,8 @@ def resnet18_tv(*, in_channels, num_classes, mean, std, image_size=28) -> Staged
     return model
 
 
-VGG19_POINTS = (2, 10, 23, 30)  # cut before these indices of torchvision's `features`
+VGG19_POINTS = (2, 10, 23, 30)  # cut before these indices of torchvision's `features`: the text's (C.2)
+VGG19_CODE_POINTS = (2, 9, 23, 30, 36)  # the notebook's cuts after features.1/.8/.22/.29/.35
 
 
 @register_architecture(
@@ -115,19 +126,38 @@ VGG19_POINTS = (2, 10, 23, 30)  # cut before these indices of torchvision's `fea
     "torchvision's VGG-19 without BN, 28 px padded to 32: points before features.2/.10/.23/.30, classifier.0",
 )
 def vgg19_tv(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
+    return _vgg19(in_channels, num_classes, mean, std, image_size, VGG19_POINTS, fit="pad")
+
+
+@register_architecture(
+    "vgg19_tv_code",
+    "vgg19_tv as Smith & Marcu's notebook cuts it: 28 px resized to 32, points before features.2/.9/.23/.30/.36",
+)
+def vgg19_tv_code(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
+    return _vgg19(in_channels, num_classes, mean, std, image_size, VGG19_CODE_POINTS, fit="resize")
+
+
+def _vgg19(in_channels, num_classes, mean, std, image_size, cuts: tuple[int, ...], fit: str) -> StagedNet:
+    """torchvision's VGG-19 (configuration E, no BatchNorm) cut before the `features` indices `cuts` (and, where
+    the last cut is not past the features, before `classifier.0`), smaller inputs brought to 32 px by `fit`."""
     features = list(make_layers(cfgs["E"], batch_norm=False))
     if in_channels != 3:
         features[0] = nn.Conv2d(in_channels, 64, 3, padding=1)
-    stages: list[tuple[str, nn.Module]] = [("input", _Input(mean, std, image_size, 32))]
+    stages: list[tuple[str, nn.Module]] = [("input", _Input(mean, std, image_size, 32, fit))]
     start = 0
-    for stop in VGG19_POINTS:
+    for stop in cuts:
         stages += [(f"features.{start}-{stop - 1}", nn.Sequential(*features[start:stop]))]
         stages += [(f"before_features.{stop}", nn.Identity())]
         start = stop
+    points = [f"before_features.{k}" for k in cuts]
     stages += [
         (f"features.{start}-{len(features) - 1}", nn.Sequential(*features[start:])),
         ("avgpool", nn.AdaptiveAvgPool2d(7)),
-        ("before_classifier.0", nn.Identity()),
+    ]
+    if cuts[-1] < len(features) - 1:
+        stages += [("before_classifier.0", nn.Identity())]
+        points += ["before_classifier.0"]
+    stages += [
         (
             "classifier",
             _Classifier(
@@ -142,7 +172,6 @@ def vgg19_tv(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet
             ),
         ),
     ]
-    points = [f"before_features.{k}" for k in VGG19_POINTS] + ["before_classifier.0"]
     model = StagedNet(stages, points)
     _torchvision_init(model, linear=True)
     return model

@@ -4,8 +4,7 @@ An objective's `fit(ctx)` trains or solves the stitcher in place and returns a d
 list of curve points. `fields` names the TrialSpec fields it reads; the others are blanked when the search
 space is expanded, so that e.g. changing the task-loss learning rate does not change (and rerun) DM trials.
 
-Gradient objectives share one loop (`_fit_by_gradient`): Adam with the A.2 step schedule, donors frozen; they
-differ only in their per-batch loss:
+Gradient objectives share one loop (`_fit_by_gradient`), by default Adam with A.2's step schedule, donors frozen:
 - `tlm`: Balogh & Jelasity 2023 Eq. 1, cross-entropy of the stitched network.
 - `adv`: Balogh & Jelasity 2023 Eq. 2, `(1 - alpha) * CE(clean) + alpha * CE(PGD)` on every batch.
 - `adv_mix`: the published reference code's variant: a fraction alpha of each batch is replaced by PGD
@@ -33,7 +32,7 @@ from sweep.registry import OBJECTIVES
 from sweep.stitching.stitcher import positions
 from sweep.train.attacks import pgd_linf, trades_linf, trades_loss
 from sweep.train.evaluate import accuracy, predict
-from sweep.train.loops import DivergedError, autocast, float32_value, optimiser_step, to_device
+from sweep.train.loops import DivergedError, autocast, float32_value, optimiser_step, schedule_step, to_device
 from sweep.train.optimizers import make_optimizer, make_schedule
 
 __all__ = [
@@ -218,7 +217,8 @@ def _fit_by_gradient(
                 loss = batch_loss(xb, yb, gen)
             total += optimiser_step(opt, loss, f"{spec.objective}, epoch {epoch}") * len(yb)
             n += len(yb)
-        sched.step()
+            schedule_step(sched, "batch")
+        schedule_step(sched, "epoch")
         train_loss = float32_value(total / n)
         ctx.curves.append((epoch, "train_loss", train_loss))
         if ctx.report is not None and time.monotonic() - last_beat >= HEARTBEAT_S:  # alive, not chatty

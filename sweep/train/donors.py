@@ -21,7 +21,7 @@ from sweep.models.base import StagedNet, build
 from sweep.registry import TRAINING_METHODS
 from sweep.results import Loc, load_torch, save_torch
 from sweep.train.attacks import trades_linf, trades_loss
-from sweep.train.loops import float32_value, optimiser_step
+from sweep.train.loops import float32_value, optimiser_step, schedule_step
 from sweep.train.optimizers import make_optimizer, make_schedule
 from sweep.train.threats import attack, craft
 
@@ -136,7 +136,8 @@ def train_donor(
             loss = method.loss(model, xb, yb, donor, gen)
             total += optimiser_step(opt, loss, f"donor {donor.name}, epoch {epoch}") * len(yb)
             n += len(yb)
-        sched.step()
+            schedule_step(sched, "batch")
+        schedule_step(sched, "epoch")
         metrics = {"train_loss": float32_value(total / n), **validation(model, splits, donor, method, device)}
         history.extend([epoch, k, v] for k, v in metrics.items())
         if workdir is not None:

@@ -16,6 +16,19 @@ def step_schedule(opt: torch.optim.Optimizer, epochs: int) -> torch.optim.lr_sch
     return torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.1)
 
 
+class BatchMilestones(torch.optim.lr_scheduler.MultiStepLR):
+    """`MultiStepLR` counted in optimiser steps, not epochs: the training loops step it after every batch
+    (`schedule_step`). Smith & Marcu's code trains its models with `MultiStepLR([100, 150])` stepped so."""
+
+    per_batch = True
+
+
+def schedule_step(sched: torch.optim.lr_scheduler.LRScheduler, after: str) -> None:
+    """Step `sched` at the end of a batch (`after="batch"`) or of an epoch (`"epoch"`), whichever it counts."""
+    if getattr(sched, "per_batch", False) == (after == "batch"):
+        sched.step()
+
+
 def float32_value(x: float) -> float:
     """A mean of float32 losses as the float32 precision it carries: the shortest decimal that float32 reads
     back (0.1234568, not 0.12345678918063641), so the results hold no spurious digits."""

@@ -10,7 +10,9 @@ Weight decay is L2 added to the gradient in the other three (torch's `weight_dec
 
 Schedules: `step` divides the learning rate by 10 at 1/3 and 2/3 of the epochs (Balogh & Jelasity 2023 A.2);
 `constant` keeps it (Smith & Marcu 2024, which states no schedule); `warmup_cosine` rises linearly over the
-first 5% of the epochs (at least one) and then decays along a cosine to zero (the ViT recipe).
+first 5% of the epochs (at least one) and then decays along a cosine to zero (the ViT recipe);
+`batch_steps_100_150` divides it by 10 after the 100th and after the 150th optimiser step (Smith & Marcu 2024's
+code: `MultiStepLR([100, 150])` stepped per batch, so the rate is 1/100 of `lr` from the 151st batch on).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from sweep.registry import OPTIMIZERS, SCHEDULES
-from sweep.train.loops import step_schedule
+from sweep.train.loops import BatchMilestones, step_schedule
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ SCHEDULES.add(
     lambda opt, epochs: torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: warmup_cosine_factor(epoch, epochs)),
 )
 SCHEDULES.add("constant", lambda opt, epochs: torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1.0))
+SCHEDULES.add("batch_steps_100_150", lambda opt, epochs: BatchMilestones(opt, milestones=[100, 150], gamma=0.1))
 
 
 def make_optimizer(name: str, params, lr: float, momentum: float | None, weight_decay: float):
@@ -87,5 +90,6 @@ def make_optimizer(name: str, params, lr: float, momentum: float | None, weight_
 
 
 def make_schedule(name: str, opt: torch.optim.Optimizer, epochs: int) -> torch.optim.lr_scheduler.LRScheduler:
-    """The registered schedule `name` (stepped once per epoch; every one has a state to resume from)."""
+    """The registered schedule `name` (stepped once per epoch, or per batch where it says so, `schedule_step`;
+    every one has a state to resume from)."""
     return SCHEDULES.get_entry(name)(opt, epochs)
