@@ -182,8 +182,10 @@ def own_accuracy(donors: pd.DataFrame) -> pd.DataFrame:
     if donors.empty:
         return pd.DataFrame()
     d = donors[(donors["status"] == "done") & (donors["eval_dataset"] == donors["dataset"])]
-    if "train_clean_acc" in d and d["train_clean_acc"].notna().any():
-        d = d[d["train_clean_acc"].notna()]  # the donor's own evaluation: the one that also measured training
+    for own in ("num_classes", "train_clean_acc"):  # what only the donor's own evaluation records
+        if own in d and d[own].notna().any():
+            d = d[d[own].notna()]
+            break
     d = d.drop_duplicates("donor")
     return (
         d.groupby(["arch", "dataset"], as_index=False)

@@ -8,11 +8,11 @@ code), which is the cache key.
 
 Same rows with the cache on or off: the activations are always computed the same way, in fixed chunks of
 `CHUNK` images from the start of the part (a prefix of n images is computed up to the end of its last
-chunk, then cut), and whether a fit trains on them does not depend on the cache: the cache only decides
-whether they are kept. (A convolution's output for one image can differ in the last bit between a batch of
-one and a larger batch, so the chunk grid, not the batching of the caller, fixes the arithmetic.) A part
-whose activations would exceed the memory budget is never materialised: the fit then recomputes the front
-per batch, as without this module.
+chunk, then cut; a part is filled chunk by chunk as units ask for more of it), and whether a fit trains on
+them does not depend on the cache: the cache only decides whether they are kept. (A convolution's output
+for one image can differ in the last bit between a batch of one and a larger batch, so the chunk grid, not
+the batching of the caller, fixes the arithmetic.) A part whose activations would exceed the memory budget
+is never materialised: the fit then recomputes the front per batch, as without this module.
 """
 
 from __future__ import annotations
@@ -80,18 +80,30 @@ class Frozen:
         return per_image * len(x) <= worker_cache().settings.budget
 
     def on(self, part: str, n: int | None = None, precision: str = "fp32") -> torch.Tensor:
+        """The activations of the first `n` images of `part` (all without `n`). Only the chunks that cover them
+        are computed: a fit on 100 images pays for one chunk, not the split. A kept part grows chunk by chunk
+        (each chunk also a file of the node's folder) as later units ask for more of it."""
         x = getattr(self.splits, f"{part}_x")
         n = len(x) if n is None else min(n, len(x))
+        end = min(len(x), math.ceil(n / CHUNK) * CHUNK) if n else min(len(x), 1)
         if self.identity is None:
             return compute(self.module, x[:n], self.device, precision, self.channels_last)
         if not self.fits(part, precision):  # too large to keep: the prefix asked for, on the same chunk grid
-            end = min(len(x), math.ceil(n / CHUNK) * CHUNK) if n else min(len(x), 1)
             return compute(self.module, x[:end], self.device, precision, self.channels_last)[:n]
         data = self.splits.fingerprint or fingerprint(self.splits)
         key = ("activations", *self.identity, data, part, precision, self.channels_last)
         key += (self.device.type, code_version())
-        make = lambda: compute(self.module, x, self.device, precision, self.channels_last)  # noqa: E731
-        return worker_cache().get(key, make, disk=True, device=self.device)[:n]
+        cache = worker_cache()
+        have = cache.peek(key)
+        if have is not None and len(have) >= end:
+            return have[:n]
+        pieces = [] if have is None else [have]
+        for start in range(0 if have is None else len(have), end, CHUNK):
+            make = lambda s=start: compute(self.module, x[s : s + CHUNK], self.device, precision, self.channels_last)  # noqa: E731
+            pieces.append(cache.on_disk((*key, "chunk", start), make, device=self.device))
+        prefix = pieces[0] if len(pieces) == 1 else torch.cat(pieces)
+        cache.keep(key, prefix)
+        return prefix[:n]
 
 
 def _per_image(module, x: torch.Tensor, device: torch.device, precision: str) -> int:

@@ -140,6 +140,34 @@ class WorkerCache:
         self._keep(key, value)
         return value
 
+    def peek(self, key: tuple) -> Any:
+        """The memory entry of `key` (counted as a hit), or None: nothing is computed."""
+        with self._lock:
+            if not self.settings.enabled or key not in self._entries:
+                return None
+            self._entries.move_to_end(key)
+            self.stats.hits += 1
+            return self._entries[key][0]
+
+    def keep(self, key: tuple, value: Any) -> None:
+        """Keep `value` as the memory entry of `key` (replacing one), within the budget; nothing when off."""
+        if self.settings.enabled:
+            self._keep(key, value)
+
+    def on_disk(self, key: tuple, compute: Callable[[], Any], device=None) -> Any:
+        """A tensor from the node's shared folder, computed and written there on a miss; not kept in memory
+        (its caller keeps what it assembles from such pieces)."""
+        path = self._disk_path(key) if self.settings.enabled else None
+        value = _read_tensor(path) if path is not None else None
+        if value is not None:
+            self.stats.disk_hits += 1
+            return value.to(device) if device is not None else value
+        self.stats.misses += 1
+        value = compute()
+        if path is not None:
+            _write_tensor(path, value, self.settings.disk_budget)
+        return value
+
     def _keep(self, key: tuple, value: Any) -> None:
         size = nbytes(value)
         with self._lock:

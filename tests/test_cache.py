@@ -196,6 +196,27 @@ def test_a_part_over_the_budget_is_computed_only_up_to_the_chunk_asked_for(setti
     assert torch.equal(got, splits.test_x[:10].flatten(1))
 
 
+def test_a_part_is_computed_chunk_by_chunk_as_far_as_units_ask(settings):
+    """A DM fit on 100 images computes one chunk of 250, not the split; a later unit asking for 600 computes the
+    two chunks it lacks; another worker (memory empty) reads the node's chunk files and computes nothing. What
+    comes back is what computing the whole part on the chunk grid gives (the same chunks: exact)."""
+    c = settings()
+    splits = make_splits("digits", 1000, 50, 300)
+    seen = []
+    net = lambda x: seen.append(len(x)) or x.flatten(1) * 2  # noqa: E731
+    frozen = Frozen(net, ("x", "p"), splits, torch.device("cpu"))
+    assert frozen.on("train", 100).shape == (100, 784) and seen == [2, 250]
+    got = frozen.on("train", 600)
+    assert seen == [2, 250, 250, 250]
+    whole = compute(lambda x: x.flatten(1) * 2, splits.train_x, torch.device("cpu"))
+    assert torch.equal(got, whole[:600])
+    assert torch.equal(frozen.on("train", 300), got[:300]) and seen == [2, 250, 250, 250]  # kept: nothing new
+    c.clear()
+    seen.clear()
+    assert torch.equal(frozen.on("train", 600), got) and seen == [2]  # only the size probe: chunks from files
+    assert c.stats.disk_hits == 3
+
+
 def test_trials_sharing_a_front_are_ordered_together():
     sweep = parse_space(dict(copy.deepcopy(TINY_SPACE), stitching=dict(TINY_SPACE["stitching"], stitch_points="all")))
     kind = KINDS["trial"]

@@ -11,6 +11,7 @@ import torch
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
+from sweep.registry import KINDS
 from sweep.results import open_root
 from sweep.train.donors import TRAIN_STATE, epoch_checkpoint, train_donor
 
@@ -113,8 +114,38 @@ def test_a_failure_on_the_training_images_fails_the_donor_row_and_names_it(tmp_p
 
     monkeypatch.setattr(donor_kind, "_accuracies", second_call_fails)
     ev = sweep.donor_evals["plain_a"]
-    row = donor_kind.run_donor(sweep.donors["plain_a"], ev, sweep_dir, torch.device("cpu"))
+    row = donor_kind.run_donor(sweep.donors["plain_a"], ev, sweep_dir, torch.device("cpu"), train_accuracy=True)
     assert row["status"] == "failed" and row["error"] == "accuracy on the training images: RuntimeError: boom"
     monkeypatch.setattr(donor_kind, "_accuracies", real)
-    row = donor_kind.run_donor(sweep.donors["plain_a"], ev, sweep_dir, torch.device("cpu"))
+    row = donor_kind.run_donor(sweep.donors["plain_a"], ev, sweep_dir, torch.device("cpu"), train_accuracy=True)
     assert row["status"] == "done" and 0.0 <= row["train_clean_acc"] <= 1.0
+
+
+def test_training_images_are_measured_only_when_the_space_asks(tmp_path, monkeypatch):
+    """Only Cianfarani et al. Table 1 reads a donor's accuracy on its training images (`evaluation.train_accuracy`);
+    without it the donor is measured on its test images alone. Asked for later, a recorded row without them is
+    measured again (and one with them is not)."""
+    from sweep.kinds import donor as donor_kind
+    from sweep.results import SweepDir
+
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"]["plain_a"]["epochs"] = 1
+    space["evaluation"]["n_eval_robust"] = 0
+    sweep = parse_space(space)
+    assert not sweep.evaluation.train_accuracy
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    real, calls = donor_kind._accuracies, []
+    monkeypatch.setattr(donor_kind, "_accuracies", lambda *a, **k: calls.append(len(a[2])) or real(*a, **k))
+    ev, donor = sweep.donor_evals["plain_a"], sweep.donors["plain_a"]
+    row = donor_kind.run_donor(donor, ev, sweep_dir, torch.device("cpu"))
+    assert row["status"] == "done" and row.get("train_clean_acc") is None and len(calls) == len(ev)
+    calls.clear()
+    asked = parse_space(dict(space, evaluation=dict(space["evaluation"], train_accuracy=True)))
+    (work,) = [w for w in KINDS["donor"].units(asked).values() if w.donor.name == "plain_a"]
+    assert work.train_accuracy
+    row = donor_kind.run_donor(donor, ev, sweep_dir, torch.device("cpu"), train_accuracy=True)
+    assert row["status"] == "done" and 0.0 <= row["train_clean_acc"] <= 1.0 and len(calls) == 2  # test, train
+    calls.clear()
+    assert donor_kind.run_donor(donor, ev, sweep_dir, torch.device("cpu"), train_accuracy=True)["skipped"]
+    assert calls == []

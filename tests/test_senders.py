@@ -29,13 +29,13 @@ TRIALS = pd.DataFrame(
 DONORS = pd.DataFrame(
     [
         dict(donor="d0", ref="zoo:d0", arch="r18", dataset="digit", eval_dataset="digit", status="done",
-             clean_acc=0.98, train_clean_acc=0.99, training="plain"),
+             clean_acc=0.98, num_classes=10, training="plain"),
         dict(donor="d0", ref="zoo:d0", arch="r18", dataset="digit", eval_dataset="corr", status="done",
-             clean_acc=0.9, train_clean_acc=None, training="plain"),
+             clean_acc=0.9, num_classes=None, training="plain"),
         dict(donor="c0", ref="zoo:c0", arch="r18", dataset="colour", eval_dataset="colour", status="done",
-             clean_acc=1.0, train_clean_acc=1.0, training="plain"),
+             clean_acc=1.0, num_classes=10, training="plain"),
         dict(donor="c0", ref="zoo:c0", arch="r18", dataset="colour", eval_dataset="corr", status="done",
-             clean_acc=0.6, train_clean_acc=None, training="plain"),
+             clean_acc=0.6, num_classes=None, training="plain"),
     ]
 )  # fmt: skip
 

@@ -46,7 +46,9 @@ def test_epoch_by_epoch_cka_of_a_trained_donor(tmp_path):
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
     assert (
-        run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))["status"]
+        run_donor(
+            sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"), train_accuracy=True
+        )["status"]
         == "done"
     )
     (unit,) = sweep.units["training_similarity"]

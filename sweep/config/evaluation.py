@@ -16,6 +16,12 @@ OPTIONS = by_key(
         Option("iterations", "integer", 20, low=1),
         Option("restarts", "integer", 1, low=1, doc="1: a single run"),
         Option("n_eval_robust", "integer", 1000, low=0, cap="test", doc="0: skip"),
+        Option(
+            "train_accuracy",
+            "bool",
+            False,
+            doc="true: a donor's own evaluation also on as many training images (Cianfarani et al. 2022 Table 1)",
+        ),
     )
 )
 
@@ -27,6 +33,7 @@ class EvalSpec:
     iterations: int
     restarts: int
     n_eval_robust: int
+    train_accuracy: bool = False  # the donors' own evaluation also on training images (the generalisation gap)
     eps_given: bool = True  # False: `eps` is the sweep dataset's default, and donors on other data use theirs
 
 
@@ -43,4 +50,5 @@ def parse_evaluation(raw: dict, default_eps: float, n_test: int) -> EvalSpec:
         iterations=e.read(OPTIONS["iterations"]),
         restarts=e.read(OPTIONS["restarts"]),
         n_eval_robust=e.read(OPTIONS["n_eval_robust"], default=OPTIONS["n_eval_robust"].capped(n_test), high=n_test),
+        train_accuracy=e.read(OPTIONS["train_accuracy"]),
     )

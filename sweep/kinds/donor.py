@@ -129,11 +129,17 @@ def run_donor(
     progress: Callable[[dict], None] | None = None,
     data_root: str | None = None,
     download: bool = True,
+    train_accuracy: bool = False,
 ) -> dict:
     """Train (or take from the cache) one donor and evaluate it once per evaluation; write one `donors` row
-    each. Idempotent. Returns the row of the first evaluation (the donor's own test set)."""
+    each. Idempotent. Returns the row of the first evaluation (the donor's own test set), which with
+    `train_accuracy` also measures the training images (and is measured again where a row lacks them)."""
     parts = [donor_part(sweep, donor, ev) for ev in evaluations]
-    todo = [(ev, part) for ev, part in zip(evaluations, parts) if not (part.exists() and read_status(part) == "done")]
+    todo = [
+        (ev, part)
+        for ev, part in zip(evaluations, parts)
+        if not _recorded(part, train_accuracy and ev == evaluations[0])
+    ]
     if not todo:
         return {"donor": donor.name, "skipped": True}  # a failed evaluation is tried again
     d = donor.data
@@ -172,12 +178,20 @@ def run_donor(
                 # fails the row
                 n = ev.test_size or len(splits.test_y)
                 row.update(num_classes=splits.num_classes, at_chance=at_chance(row["clean_acc"], splits.num_classes, n))
-                row.update(_train_accuracies(model, splits, ev, device))
+                if train_accuracy:
+                    row.update(_train_accuracies(model, splits, ev, device))
             rows.append(row)
     for row, (_, part) in zip(rows, todo):
         row["finished_at"] = datetime.now(timezone.utc)
         write_rows(part, [row], schema(DONORS_DIR))
     return rows[0]
+
+
+def _recorded(part: Loc, with_train: bool) -> bool:
+    """Whether `part` holds a done row (and, `with_train`, one that measured the training images)."""
+    if not (part.exists() and read_status(part) == "done"):
+        return False
+    return not with_train or part.read_parquet(columns=["train_clean_acc"])["train_clean_acc"][0].is_valid
 
 
 def _base_row(donor: DonorSpec, sweep_name: str) -> dict:
@@ -271,6 +285,7 @@ class DonorWork:
 
     donor: DonorSpec
     evaluations: tuple[DonorEval, ...]
+    train_accuracy: bool = False  # `evaluation.train_accuracy`: the own evaluation on training images too
 
 
 def _describe(work: DonorWork) -> str:
@@ -287,6 +302,7 @@ def _run(work: DonorWork, ctx: RunContext) -> dict:
         ctx.report,
         data_root=ctx.data_root,
         download=ctx.download,
+        train_accuracy=work.train_accuracy,
     )
     return {k: row.get(k) for k in ("clean_acc", "robust_acc", "error")} | {"status": row.get("status", "skipped")}
 
@@ -297,7 +313,11 @@ register_kind(
         stage="zoo",
         noun="donors",
         table="donors",
-        find_units=lambda sweep: {n: DonorWork(d, sweep.donor_evals[n]) for n, d in sweep.donors.items() if d.network},
+        find_units=lambda sweep: {
+            n: DonorWork(d, sweep.donor_evals[n], sweep.evaluation.train_accuracy)
+            for n, d in sweep.donors.items()
+            if d.network
+        },
         parts=lambda sweep_dir, work: [donor_part(sweep_dir, work.donor, ev) for ev in work.evaluations],
         run=_run,
         label=lambda work: f"donor {work.donor.name}",
