@@ -273,10 +273,10 @@ def test_torchvision_and_salman_checkpoints_map_onto_the_staged_network(arch, tm
     keys, an `attacker.` copy, the normaliser's `new_mean` / `new_std`, wrapped with the epoch) both load, and
     compute what torchvision's own network computes on normalised inputs."""
     from sweep.models.external import load_checkpoint
-    from sweep.models.imagenet_tv import REFERENCES
+    from sweep.models.imagenet_tv import reference
 
     torch.manual_seed(0)
-    reference = REFERENCES[arch](num_classes=5).eval()
+    reference = reference(arch, 5).eval()
     for m in reference.modules():  # non-trivial BN statistics, so a mis-mapped buffer shows
         if isinstance(m, torch.nn.BatchNorm2d):
             m.running_mean.uniform_(-0.5, 0.5)
@@ -310,7 +310,7 @@ def test_a_salman_donor_loads_from_its_model_folder_with_its_eps(tmp_path):
     from PIL import Image
 
     from sweep.data.core import make_splits
-    from sweep.models.imagenet_tv import REFERENCES
+    from sweep.models.imagenet_tv import reference
 
     for part in ("train", "val"):
         for c in range(3):
@@ -319,7 +319,7 @@ def test_a_salman_donor_loads_from_its_model_folder_with_its_eps(tmp_path):
             for k in range(4):
                 Image.fromarray(np.full((240, 300, 3), 60 * c + 10 * k, dtype=np.uint8)).save(d / f"{k}.png")
     torch.manual_seed(0)
-    reference = REFERENCES["tv_resnet18"](num_classes=3).eval()
+    reference = reference("tv_resnet18", 3).eval()
     mean, std = torch.tensor([0.4, 0.5, 0.6]), torch.tensor([0.2, 0.3, 0.25])
     sd = {f"module.model.{k}": v for k, v in reference.state_dict().items()}
     sd |= {"module.normalizer.new_mean": mean.view(3, 1, 1), "module.normalizer.new_std": std.view(3, 1, 1)}

@@ -232,12 +232,12 @@ def _imagenet_checkpoints(root, classes: int, seeds: int, ext: str = ".pth") -> 
     ImageNet space names them."""
     from timm.models.vision_transformer import VisionTransformer
 
-    from sweep.models.imagenet_tv import REFERENCES
+    from sweep.models.imagenet_tv import reference
 
     (root / "models" / "imagenet").mkdir(parents=True, exist_ok=True)
     for s in range(seeds):
         torch.manual_seed(s)
-        resnet = REFERENCES["tv_resnet18"](num_classes=classes).state_dict()
+        resnet = reference("tv_resnet18", classes).state_dict()
         torch.save(resnet, root / "models" / "imagenet" / f"resnet18_seed{s}{ext}")
         vit = VisionTransformer(num_classes=classes, embed_dim=192, depth=12, num_heads=3).state_dict()
         torch.save({"model": vit}, root / "models" / "imagenet" / f"vit_ti_16_seed{s}{ext}")

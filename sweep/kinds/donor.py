@@ -173,13 +173,7 @@ def run_donor(
                 **_evaluate(model, ev, device, data_root, download),
             )
             if ev == evaluations[0] and row["status"] == "done":
-                # the donor's own evaluation: is it better than chance (analysis.donors), and the same on its
-                # training images (the generalisation gap of Cianfarani et al. 2022 Table 1); a failure there
-                # fails the row
-                n = ev.test_size or len(splits.test_y)
-                row.update(num_classes=splits.num_classes, at_chance=at_chance(row["clean_acc"], splits.num_classes, n))
-                if train_accuracy:
-                    row.update(_train_accuracies(model, splits, ev, device))
+                row.update(_own_evaluation(model, splits, ev, row["clean_acc"], train_accuracy, device))
             rows.append(row)
     for row, (_, part) in zip(rows, todo):
         row["finished_at"] = datetime.now(timezone.utc)
@@ -265,6 +259,15 @@ def _evaluate(model: StagedNet, ev: DonorEval, device: torch.device, data_root: 
     except Exception as exc:
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
     return {"status": "done", "clean_acc": clean, "robust_acc": robust, "time_eval_s": time.perf_counter() - t1}
+
+
+def _own_evaluation(model, splits: Splits, ev: DonorEval, clean_acc: float, train: bool, device) -> dict:
+    """What the donor's own evaluation adds: whether it is better than chance (`analysis.donors`), and with
+    `train` the same on its training images (the generalisation gap of Cianfarani et al. 2022 Table 1; a
+    failure there fails the row)."""
+    n = ev.test_size or len(splits.test_y)
+    out = {"num_classes": splits.num_classes, "at_chance": at_chance(clean_acc, splits.num_classes, n)}
+    return out | (_train_accuracies(model, splits, ev, device) if train else {})
 
 
 def _train_accuracies(model: StagedNet, splits: Splits, ev: DonorEval, device: torch.device) -> dict:

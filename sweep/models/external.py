@@ -224,12 +224,12 @@ def from_state_dict(
 
 def _check_torchvision(model: StagedNet, arch: str, num_classes: int, in_channels: int, size: int, source: str):
     """A checkpoint mapped by the stage prefix must compute what torchvision's network with it computes."""
-    from sweep.models.imagenet_tv import REFERENCES
+    from sweep.models.imagenet_tv import REFERENCES, reference
 
     if arch not in REFERENCES or in_channels != 3:
         return
     state = model.state_dict()
-    reference = REFERENCES[arch](num_classes=num_classes).eval()
+    reference = reference(arch, num_classes).eval()
     names = set(reference.state_dict())
     stripped = {key.split(".", 2)[-1]: value for key, value in state.items()}
     reference.load_state_dict({k: v for k, v in stripped.items() if k in names})

@@ -17,8 +17,6 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torchvision import models as tv
-from torchvision.models.resnet import Bottleneck
 
 from sweep.models.base import Normalize, PooledHead, StagedNet, register_architecture
 
@@ -74,7 +72,7 @@ def _flat_pool(head: TVHead, x: torch.Tensor) -> torch.Tensor:
     return torch.flatten(head.avgpool(x), 1)
 
 
-def _resnet(net: tv.ResNet, in_channels: int, mean, std) -> StagedNet:
+def _resnet(net: nn.Module, in_channels: int, mean, std) -> StagedNet:
     net.conv1 = _input_conv(net.conv1, in_channels)
     stem = [(n, getattr(net, n)) for n in ("conv1", "bn1", "relu", "maxpool")]
     stem = Named([("normalize", Normalize(mean, std)), *stem])
@@ -88,7 +86,7 @@ def _resnet(net: tv.ResNet, in_channels: int, mean, std) -> StagedNet:
 
 
 def _vgg16_bn(in_channels: int, num_classes: int, mean, std) -> StagedNet:
-    net = tv.vgg16_bn(num_classes=num_classes)
+    net = reference("tv_vgg16_bn", num_classes)
     net.features[0] = _input_conv(net.features[0], in_channels)
     stages: list[tuple[str, nn.Module]] = []
     start = 0
@@ -101,7 +99,7 @@ def _vgg16_bn(in_channels: int, num_classes: int, mean, std) -> StagedNet:
 
 
 def _densenet161(in_channels: int, num_classes: int, mean, std) -> StagedNet:
-    net = tv.densenet161(num_classes=num_classes)
+    net = reference("tv_densenet161", num_classes)
     f = net.features
     f.conv0 = _input_conv(f.conv0, in_channels)
     stem = Named([("normalize", Normalize(mean, std)), ("features", f[0:4])])
@@ -117,7 +115,7 @@ def _densenet161(in_channels: int, num_classes: int, mean, std) -> StagedNet:
 
 
 def _shufflenet(in_channels: int, num_classes: int, mean, std) -> StagedNet:
-    net = tv.shufflenet_v2_x1_0(num_classes=num_classes)
+    net = reference("tv_shufflenet_v2_x1_0", num_classes)
     net.conv1[0] = _input_conv(net.conv1[0], in_channels)
     stages = [("stem", Named([("normalize", Normalize(mean, std)), ("conv1", net.conv1), ("maxpool", net.maxpool)]))]
     stages += [(n, Named([(n, getattr(net, n))])) for n in ("stage2", "stage3", "stage4", "conv5")]
@@ -126,7 +124,7 @@ def _shufflenet(in_channels: int, num_classes: int, mean, std) -> StagedNet:
 
 
 def _mobilenet_v2(in_channels: int, num_classes: int, mean, std) -> StagedNet:
-    net = tv.mobilenet_v2(num_classes=num_classes)
+    net = reference("tv_mobilenet_v2", num_classes)
     net.features[0][0] = _input_conv(net.features[0][0], in_channels)
     stages: list[tuple[str, nn.Module]] = []
     start = 0
@@ -142,18 +140,31 @@ def _mobilenet_v2(in_channels: int, num_classes: int, mean, std) -> StagedNet:
     return StagedNet([*stages, ("head", head)], [name for name, _ in stages])
 
 
-# torchvision's network of each architecture (num_classes=...): the reference a mapped checkpoint is checked against
-REFERENCES: dict[str, Callable[..., nn.Module]] = {
-    "tv_resnet18": tv.resnet18,
-    "tv_resnet50": tv.resnet50,
-    "tv_wide_resnet50_2": tv.wide_resnet50_2,
-    "tv_wide_resnet50_4": lambda num_classes: tv.ResNet(Bottleneck, [3, 4, 6, 3], num_classes, width_per_group=256),
-    "tv_resnext50_32x4d": tv.resnext50_32x4d,
-    "tv_vgg16_bn": tv.vgg16_bn,
-    "tv_densenet161": tv.densenet161,
-    "tv_shufflenet_v2_x1_0": tv.shufflenet_v2_x1_0,
-    "tv_mobilenet_v2": tv.mobilenet_v2,
+# torchvision's network of each architecture: the reference a mapped checkpoint is checked against. torchvision
+# is imported when one is built, not with this module (it costs seconds that checking a space does not need).
+REFERENCES = {
+    "tv_resnet18": "resnet18",
+    "tv_resnet50": "resnet50",
+    "tv_wide_resnet50_2": "wide_resnet50_2",
+    "tv_wide_resnet50_4": None,  # the robustness library's: ResNet-50 with width_per_group 256
+    "tv_resnext50_32x4d": "resnext50_32x4d",
+    "tv_vgg16_bn": "vgg16_bn",
+    "tv_densenet161": "densenet161",
+    "tv_shufflenet_v2_x1_0": "shufflenet_v2_x1_0",
+    "tv_mobilenet_v2": "mobilenet_v2",
 }
+
+
+def reference(arch: str, num_classes: int) -> nn.Module:
+    """torchvision's own network of `arch` (a key of `REFERENCES`), freshly initialised."""
+    from torchvision import models as tv
+    from torchvision.models.resnet import Bottleneck
+
+    if arch == "tv_wide_resnet50_4":
+        return tv.ResNet(Bottleneck, [3, 4, 6, 3], num_classes, width_per_group=256)
+    return getattr(tv, REFERENCES[arch])(num_classes=num_classes)
+
+
 _BUILDERS = {"tv_vgg16_bn": _vgg16_bn, "tv_densenet161": _densenet161}
 _BUILDERS |= {"tv_shufflenet_v2_x1_0": _shufflenet, "tv_mobilenet_v2": _mobilenet_v2}
 
@@ -162,7 +173,7 @@ def _register(name: str, description: str) -> None:
     def build(*, in_channels, num_classes, mean, std, image_size=224) -> StagedNet:
         if name in _BUILDERS:
             return _BUILDERS[name](in_channels, num_classes, mean, std)
-        return _resnet(REFERENCES[name](num_classes=num_classes), in_channels, mean, std)
+        return _resnet(reference(name, num_classes), in_channels, mean, std)
 
     register_architecture(name, description)(build)
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torchvision.models.resnet import BasicBlock
-from torchvision.models.vgg import cfgs, make_layers
 
 from sweep.models.base import Normalize, PooledHead, StagedNet, register_architecture
 
@@ -70,6 +68,8 @@ def _torchvision_init(model: nn.Module, linear: bool) -> None:
 
 
 def _stage(in_planes: int, planes: int, stride: int) -> nn.Sequential:
+    from torchvision.models.resnet import BasicBlock  # imported when built: checking a space needs no torchvision
+
     downsample = None
     if stride != 1 or in_planes != planes:
         downsample = nn.Sequential(nn.Conv2d(in_planes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
@@ -140,6 +140,8 @@ def vgg19_tv_code(*, in_channels, num_classes, mean, std, image_size=32) -> Stag
 def _vgg19(in_channels, num_classes, mean, std, image_size, cuts: tuple[int, ...], fit: str) -> StagedNet:
     """torchvision's VGG-19 (configuration E, no BatchNorm) cut before the `features` indices `cuts` (and, where
     the last cut is not past the features, before `classifier.0`), smaller inputs brought to 32 px by `fit`."""
+    from torchvision.models.vgg import cfgs, make_layers
+
     features = list(make_layers(cfgs["E"], batch_norm=False))
     if in_channels != 3:
         features[0] = nn.Conv2d(in_channels, 64, 3, padding=1)
