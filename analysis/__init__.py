@@ -3,13 +3,8 @@
 Imports neither torch nor ray: results can be analysed anywhere pandas runs.
 """
 
-from __future__ import annotations
-
-import importlib
-
-# Loaded on first use (PEP 562): `analysis.store.schema`, which the sweep reads, needs neither pandas nor Altair.
-_HOME = {"figure": "notebook", "figures": "notebook", "report_data": "notebook", "table": "notebook"}
-_HOME |= {"tables": "notebook"}
+from .load import load, load_curves, load_donors, load_reptests, load_similarity, load_trials, read_table
+from .notebook import figure, figures, report_data, table, tables
 
 __all__ = [
     "load",
@@ -25,15 +20,3 @@ __all__ = [
     "table",
     "tables",
 ]
-
-
-def __getattr__(name: str):
-    if name in __all__:
-        value = getattr(importlib.import_module(f".{_HOME.get(name, 'load')}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'analysis' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
