@@ -10,10 +10,8 @@ front or an end is marked (`donor_at_chance` in the report's trials table).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the sweep's zoo stage imports `at_chance`: pandas only where a table is read
-    import pandas as pd
+import pandas as pd
 
 
 def at_chance(accuracy: float, num_classes: int, n: int) -> bool:
@@ -46,7 +44,5 @@ def mark_trials(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
 
     def which(row) -> str:
         return ", ".join(ref for ref in dict.fromkeys((row["front"], row["end"])) if ref in flagged)
-
-    import pandas as pd
 
     return trials.assign(donor_at_chance=trials.apply(which, axis=1) if len(trials) else pd.Series(dtype=str))
