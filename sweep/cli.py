@@ -16,7 +16,9 @@ import yaml
 
 from sweep import planning
 from sweep.config.errors import SpecError
+from sweep.config.generators import dump_space
 from sweep.lease import Lease
+from sweep.status import print_status, status_json
 
 EXIT_INCOMPLETE = 1  # run/resume ended with failed or pending trials (all recorded; see `status`)
 EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT): stopped after the running trials were handed back
@@ -77,6 +79,9 @@ def cmd_plan(args) -> int:
     if args.estimate:  # a wrong --costs is said before the space is read
         load_profile(args.costs)
     sweep = _load_space(args.space)
+    if args.expand:  # the plain space: no includes, families, selections or generators
+        print(dump_space(sweep.raw), end="")
+        return 0
     units = {name: kind.units(sweep) for name, kind in KINDS.items()}
     todo, sweep_dir = None, None
     if args.storage is not None:
@@ -86,7 +91,7 @@ def cmd_plan(args) -> int:
         print(json.dumps(planning.plan_json(sweep, units, todo), indent=2))
         return 0
     print(f"sweep {sweep.name}: " + ", ".join(f"{len(u)} {KINDS[k].noun}" for k, u in units.items() if u))
-    lines = planning.plan_lines(sweep, units, full=args.trials)
+    lines = [*sweep.generated, *planning.plan_lines(sweep, units, full=args.trials)]
     print("\n".join(f"  {line}" for line in lines))
     if args.storage is not None:
         for name, u in units.items():
@@ -175,7 +180,7 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
         ray_backend.run_stages(
             sweep, sweep_dir, plan, address=args.address, num_cpus=args.num_cpus, max_concurrent=args.max_concurrent
         )
-    complete = _print_status(sweep, sweep_dir)
+    complete = print_status(sweep, sweep_dir)
     planning.write_manifest(sweep, sweep_dir)  # the next status reads only what changed since
     from analysis.load import write_snapshot
 
@@ -211,60 +216,6 @@ def cmd_resume(args) -> int:
     return _execute(sweep, sweep_dir, args, retry_failed=args.failed)
 
 
-def _print_status(sweep, sweep_dir) -> bool:
-    """Print done / failed / pending counts of every kind of work, and the first failures' errors; True
-    when every unit is done."""
-    from sweep.registry import KINDS
-
-    complete, any_failed = True, False
-    for name, prog in planning.progress(sweep, sweep_dir).items():
-        kind = KINDS[name]
-        if not prog.total:
-            continue
-        blocked = ""
-        if prog.blocked:
-            donors = sorted({d for ds in prog.blocked.values() for d in ds})
-            blocked = f", {len(prog.blocked)} blocked by failed donors ({', '.join(donors)})"
-        print(
-            f"sweep {sweep.name}: {prog.total} {kind.noun}: {len(prog.done)} done, {len(prog.failed)} failed,"
-            f" {len(prog.pending)} pending{blocked}"
-        )
-        units = kind.units(sweep)
-        for uid in prog.failed[:20]:
-            error = next(filter(None, map(planning.read_error, prog.failed_parts[uid])), None)
-            print(f"  failed {uid} {kind.label(units[uid])}: {error}")
-        if len(prog.failed) > 20:
-            print(f"  ... and {len(prog.failed) - 20} more failed (see the {kind.table} table)")
-        complete = complete and not prog.failed and not prog.pending and not prog.blocked
-        any_failed = any_failed or bool(prog.failed)
-    if not complete:
-        print(f"finish with: stitchsweep resume {sweep_dir.uri}" + (" --failed" if any_failed else ""))
-    return complete
-
-
-def status_json(sweep, sweep_dir) -> dict:
-    """What `status --json` prints: per kind of work its counts and its first failures."""
-    from sweep.registry import KINDS
-
-    kinds = {}
-    for name, prog in planning.progress(sweep, sweep_dir).items():
-        if not prog.total:
-            continue
-        kind, units = KINDS[name], KINDS[name].units(sweep)
-        failures = [
-            {
-                "id": uid,
-                "label": kind.label(units[uid]),
-                "error": next(filter(None, map(planning.read_error, parts)), None),
-            }
-            for uid, parts in list(prog.failed_parts.items())[:20]
-        ]
-        counts = {"total": prog.total, "done": len(prog.done), "failed": len(prog.failed), "pending": len(prog.pending)}
-        kinds[name] = {"noun": kind.noun, **counts, "blocked": prog.blocked, "failures": failures}
-    complete = all(k["failed"] == 0 and k["pending"] == 0 and not k["blocked"] for k in kinds.values())
-    return {"sweep": sweep.name, "results": sweep_dir.uri, "complete": complete, "kinds": kinds}
-
-
 def cmd_status(args) -> int:
     """Counts per kind of work; exit code 0 when every unit is done, EXIT_INCOMPLETE otherwise (for scripts)."""
     sweep, sweep_dir = _open_results(args.results)
@@ -273,7 +224,7 @@ def cmd_status(args) -> int:
         print(json.dumps(doc, indent=2))
         complete = doc["complete"]
     else:
-        complete = _print_status(sweep, sweep_dir)
+        complete = print_status(sweep, sweep_dir)
     return 0 if complete else EXIT_INCOMPLETE
 
 
@@ -345,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
                  "search_spaces/quickstart.yaml --trials", SPACE)  # fmt: skip
     p.add_argument("--trials", action="store_true", help="list every unit of work (default: a summary)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON (summary and every unit)")
+    p.add_argument("--expand", action="store_true", help="print the expanded space (plain YAML, runnable as is)")
     p.add_argument("--storage", default=None, help="also say what this results root has recorded and would run")
     p.add_argument("--estimate", action="store_true", help="predict the device time of what would run (cost model)")
     p.add_argument("--costs", default=None, help="--estimate: a profile file, or cpu-2core (default), nvidia-h200")

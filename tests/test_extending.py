@@ -184,7 +184,7 @@ def test_a_registered_kind_is_planned_scheduled_by_ray_and_reported_by_status(tm
 
     from sweep import planning
     from sweep.backends.ray import run_stages
-    from sweep.cli import _print_status
+    from sweep.status import print_status
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
     with pytest.raises(SpecError, match=r"^echo.count: expected an integer >= 1"):
@@ -200,7 +200,7 @@ def test_a_registered_kind_is_planned_scheduled_by_ray_and_reported_by_status(tm
     assert (prog.done, prog.failed, prog.pending) == (["echo-0", "echo-1"], ["echo-2"], [])
     values = pq.read_table(sweep_dir.path / "echo").to_pandas().set_index("unit")["value"]
     assert values[0] == 0 and values[1] == 2
-    assert not _print_status(sweep, sweep_dir)
+    assert not print_status(sweep, sweep_dir)
     out = capsys.readouterr().out
     assert "3 echo units: 2 done, 1 failed, 0 pending" in out and "echo 2 fails until fixed" in out
 

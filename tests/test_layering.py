@@ -7,7 +7,8 @@ Layers, bottom to top (a package may import its own layer and those below):
   sweep.data, sweep.models, sweep.stitching,
   sweep.measures, sweep.train, sweep.results       the PyTorch building blocks
   sweep.kinds                                      kinds of work: one unit each, idempotent
-  sweep.backends, sweep.cli, sweep.planning        scheduling and the command line
+  sweep.backends, sweep.cli, sweep.planning,
+  sweep.status                                     scheduling and the command line
 """
 
 import ast
@@ -34,7 +35,7 @@ LAYERS = [
         "sweep.activations",
     },
     {"sweep.kinds"},
-    {"sweep.backends", "sweep.cli", "sweep.planning", "sweep.estimate", "sweep.__main__"},
+    {"sweep.backends", "sweep.cli", "sweep.planning", "sweep.status", "sweep.estimate", "sweep.__main__"},
 ]
 
 

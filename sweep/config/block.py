@@ -17,7 +17,9 @@ GRADIENT = "gradient objectives (tlm, adv, adv_mix, trades, dm+tlm)"
 
 OPTIONS = by_key(
     (
-        Option("pairs", "mapping", doc="[{front: REF, end: REF, data: front | end | [front, end]}]"),
+        Option(
+            "pairs", "mapping", pairs=("front", "end"), doc="[{front: REF, end: REF, data: front | end | [front, end]}]"
+        ),
         Option("objectives", "string", many=True, choices=lambda: OBJECTIVES),
         Option("stitch_points", "string", "all", doc="all, or a list of the front's stitch points"),
         Option("end_points", "string", "same", doc="same | all | a list of the end's stitch points"),

@@ -44,6 +44,11 @@ class Option:
     cap: str | None = None
     derived: bool = False
     doc: str = ""
+    # the space language (`sweep.config.generators`): a list of donor REFs that also takes selections, or a
+    # list of pair entries (with these two role names) that also takes pair generators
+    refs: bool = False
+    pairs: tuple[str, str] | None = None
+    fields: dict | None = None  # a mapping field's own declared fields (the schema reads them)
 
     @property
     def required(self) -> bool:

@@ -75,7 +75,7 @@ OPTIONS = by_key(
     (
         Option("name", "string", "", doc="a label"),
         Option("test", "string", choices=TESTS),
-        Option("donors", "string", many=True, doc="zoo / file / robustbench donors of one architecture"),
+        Option("donors", "string", many=True, refs=True, doc="zoo / file / robustbench donors of one architecture"),
         Option("layers", "string", "all", doc="all, or a list of stitch points"),
         Option("ranks", "integer", many=True, low=1, doc="sensitivity only: channel ranks"),
         Option(

@@ -28,7 +28,7 @@ MEASURES = ("cka", "saliency")
 OPTIONS = by_key(
     (
         Option("name", "string", "", doc="a label"),
-        Option("pairs", "mapping", doc="[{a: REF, b: REF, a_inputs: benign, b_inputs: benign}]"),
+        Option("pairs", "mapping", pairs=("a", "b"), doc="[{a: REF, b: REF, a_inputs: benign, b_inputs: benign}]"),
         Option("measure", "string", "cka", choices=MEASURES, doc="cka | saliency: cosine of input gradients"),
         Option("inverted", "string", None, nullable=True, doc="an inversions entry's name: A's inverted images"),
         Option("points", "string", "stitch", doc="stitch | modules | a list of point or node names"),
@@ -280,7 +280,7 @@ def _graph_nodes(entry, path: str) -> list[str]:
 TRAINING_OPTIONS = by_key(
     (
         Option("name", "string", "", doc="a label: units of one entry are averaged in the report"),
-        Option("donors", "string", many=True, doc="zoo donors trained with checkpoint_every"),
+        Option("donors", "string", many=True, refs=True, doc="zoo donors trained with checkpoint_every"),
         OPTIONS["points"],  # these as the similarity units': declared once
         Option("inputs", "string", "benign", choices=INPUTS, doc="adversarial: crafted against the final epoch"),
         OPTIONS["images"],

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from analysis.store.storage import Loc
 from sweep.config.data import OPTIONS as DATA_OPTIONS
 from sweep.config.data import SOURCE_OPTIONS, DataSpec, parse_data
@@ -19,6 +17,8 @@ from sweep.config.donors import DonorEval, DonorSpec, parse_donor
 from sweep.config.errors import SpecError
 from sweep.config.evaluation import EvalSpec, parse_evaluation
 from sweep.config.fields import NAME_RE, Option, Section, by_key
+from sweep.config.generators import expand_space
+from sweep.config.includes import read_yaml, resolve_includes
 from sweep.config.stitching import expand_block
 from sweep.config.trial import TrialSpec
 from sweep.registry import DATASETS
@@ -42,6 +42,9 @@ class Sweep:
     # donor name -> the evaluations the zoo stage records for it: its own test set first, then those of the
     # trials it serves (see DonorEval)
     donor_evals: dict = field(default_factory=dict)
+    # one line per family, selection and pair generator the space used (`plan` prints them); `raw` is the
+    # expanded space, which a run keeps with its results
+    generated: tuple[str, ...] = ()
 
     @property
     def trials(self) -> tuple[TrialSpec, ...]:
@@ -67,23 +70,20 @@ class SpaceContext:
 
 
 def load_space(path: str | Path | Loc) -> Sweep:
-    """Read, validate and expand a search-space YAML file (a local path, or a `Loc` on any storage)."""
+    """Read, validate and expand a search-space YAML file (a local path, or a `Loc` on any storage), with the
+    files it includes (relative to it)."""
     p = path if isinstance(path, Loc) else Path(path)
     if not p.is_file():
         raise SpecError("SPACE", "a search-space YAML file", str(path), "no such file")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(str(path), "valid YAML", f"{problem}{where}") from None
+    raw = read_yaml(p, str(path))
     if not isinstance(raw, dict):
         raise SpecError(
             str(path),
             "a mapping of search-space fields (name, data, donors, ...)",
             raw if raw is not None else "an empty file",
         )
+    if isinstance(p, Path):
+        raw = resolve_includes(raw, p.parent, str(path), (p.resolve(),))
     return parse_space(raw)
 
 
@@ -101,6 +101,7 @@ def parse_space(raw: Any) -> Sweep:
 
     if not isinstance(raw, dict):
         raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
+    raw = resolve_includes(raw, Path.cwd(), "search space")
     sections = {kind.section: kind for kind in KINDS.values() if kind.section}  # the kinds' own sections
     top = Section(raw, "", {"name", "data", "donors", "evaluation", "resources", *sections})
     name = top.get("name", "string")
@@ -108,6 +109,8 @@ def parse_space(raw: Any) -> Sweep:
         raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
     data, root, download = _read_data(top.get("data", "mapping"))
     evaluation = parse_evaluation(top.raw.get("evaluation", {}), DATASETS[data.dataset].threat[0], data.sizes()[1])
+    raw, generated = expand_space(raw, lambda n, d: parse_donor(n, d, data, evaluation, root, download))
+    top = Section(raw, "", set(top.raw))
     donors = _read_donors(top.get("donors", "mapping"), data, evaluation, root, download)
     ctx = SpaceContext(data, evaluation, donors, set())
     if not set(sections) & set(raw):  # a donors-only sweep (Balogh & Jelasity 2023 Table 1): every donor
@@ -127,6 +130,7 @@ def parse_space(raw: Any) -> Sweep:
         cpus_per_trial=r.read(RESOURCE_OPTIONS["cpus_per_trial"]),
         gpus_per_trial=r.read(RESOURCE_OPTIONS["gpus_per_trial"]),
         raw=raw,
+        generated=tuple(generated),
         data_root=root,
         download=download,
     )

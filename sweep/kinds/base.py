@@ -59,6 +59,9 @@ class Kind:
     parse: Callable[[Any, Any], tuple] | None = None
     unit_id: Callable[[Any], str] | None = None
     find_units: Callable[[Sweep], dict[str, Any]] | None = None  # for a kind without a section
+    # the fields of one entry of its section (`sweep.config.fields.Option`): the space language's generators
+    # and the JSON Schema read them
+    options: dict | None = None
     describe: Callable[[Any], str] | None = None
     group: Callable[[Any], str] | None = None  # `plan`'s summary: units of one group are counted together
     donors: Callable[[Any], tuple[str, ...]] | None = None  # the donor refs a unit reads: a failed one blocks it

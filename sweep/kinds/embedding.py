@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from analysis.store.schema import TSNE_DIR
-from sweep.config.embedding import EmbeddingSpec, parse_embeddings
+from sweep.config.embedding import OPTIONS, EmbeddingSpec, parse_embeddings
 from sweep.data.core import worker_splits
 from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
@@ -77,6 +77,7 @@ register_kind(
         noun="t-SNE units",
         table=TSNE_DIR,
         section="tsne",
+        options=OPTIONS,
         parse=_parse,
         unit_id=lambda spec: spec.unit_id,
         parts=lambda sweep_dir, spec: [sweep_dir.part(TSNE_DIR, spec.unit_id)],

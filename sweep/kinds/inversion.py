@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from analysis.store.schema import INVERSIONS_DIR
-from sweep.config.inversion import InversionSpec, parse_inversions
+from sweep.config.inversion import OPTIONS, InversionSpec, parse_inversions
 from sweep.data.core import worker_splits
 from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
@@ -142,6 +142,7 @@ register_kind(
         noun="inversion units",
         table=INVERSIONS_DIR,
         section="inversions",
+        options=OPTIONS,
         parse=_parse,
         unit_id=lambda spec: spec.unit_id,
         parts=lambda sweep_dir, spec: [sweep_dir.part(INVERSIONS_DIR, spec.unit_id)],

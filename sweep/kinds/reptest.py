@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from analysis.store.schema import REPTESTS_DIR
-from sweep.config.reptests import RepTestSpec, parse_reptests
+from sweep.config.reptests import OPTIONS, RepTestSpec, parse_reptests
 from sweep.data.core import worker_splits
 from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
@@ -208,6 +208,7 @@ register_kind(
         noun="representation-test units",
         table="reptests",
         section="representation_tests",
+        options=OPTIONS,
         parse=lambda raw, ctx: tuple(
             {u.unit_id: u for u in parse_reptests(raw, ctx.data, ctx.donors, ctx.used)}.values()
         ),

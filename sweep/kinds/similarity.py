@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from analysis.store.schema import SIMILARITY_DIR
-from sweep.config.similarity import SimilaritySpec, parse_similarity
+from sweep.config.similarity import OPTIONS, SimilaritySpec, parse_similarity
 from sweep.data.core import worker_splits
 from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
@@ -127,6 +127,7 @@ register_kind(
         noun="similarity units",
         table=SIMILARITY_DIR,
         section="similarity",
+        options=OPTIONS,
         parse=_parse,
         unit_id=lambda spec: spec.unit_id,
         parts=lambda sweep_dir, spec: [sweep_dir.part(SIMILARITY_DIR, spec.unit_id)],

@@ -19,6 +19,7 @@ import torch
 from analysis.store.schema import CURVES_DIR, SCHEMA_VERSION, schema, trial_schema
 from sweep import __version__
 from sweep.activations import Frozen
+from sweep.config.block import OPTIONS
 from sweep.config.donors import DonorEval
 from sweep.config.space import read_stitching
 from sweep.config.trial import TrialSpec
@@ -347,6 +348,7 @@ register_kind(
         noun="trials",
         table="trials",
         section="stitching",
+        options=OPTIONS,
         parse=read_stitching,
         unit_id=lambda spec: spec.trial_id,
         parts=lambda sweep_dir, spec: [sweep_dir.trial_part(spec.trial_id)],

@@ -15,7 +15,7 @@ import copy
 import torch
 
 from analysis.store.schema import TRAINING_SIMILARITY_DIR
-from sweep.config.similarity import TrainingSimilaritySpec, parse_training_similarity
+from sweep.config.similarity import TRAINING_OPTIONS, TrainingSimilaritySpec, parse_training_similarity
 from sweep.data.core import worker_splits
 from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
 from sweep.kinds.donor import load_donor
@@ -99,6 +99,7 @@ register_kind(
         noun="training-similarity units",
         table=TRAINING_SIMILARITY_DIR,
         section="training_similarity",
+        options=TRAINING_OPTIONS,
         parse=lambda raw, ctx: parse_training_similarity(raw, ctx.data, ctx.evaluation, ctx.donors, ctx.used),
         unit_id=lambda spec: spec.unit_id,
         parts=lambda sweep_dir, spec: [sweep_dir.part(TRAINING_SIMILARITY_DIR, spec.unit_id)],
