@@ -211,6 +211,14 @@ def cmd_run(args) -> int:
     return _execute(sweep, sweep_dir, args, retry_failed=args.failed)
 
 
+def cmd_schema(args) -> int:
+    """The JSON Schema of the search-space language (docs/search-spaces.md, "Editor support")."""
+    from sweep.config.schema import space_schema
+
+    print(json.dumps(space_schema(), indent=1))
+    return 0
+
+
 def cmd_resume(args) -> int:
     sweep, sweep_dir = _open_results(args.results)
     return _execute(sweep, sweep_dir, args, retry_failed=args.failed)
@@ -325,6 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="output folder (default: ./report/<sweep>); it may hold this sweep's previous report (replaced)",
     )
+    p = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of search spaces (for editors)",
+        epilog="example: stitchsweep schema > stitchsweep-space.schema.json",
+    )
+    p.set_defaults(fn=cmd_schema)
     return parser
 
 

@@ -15,14 +15,27 @@ from sweep.registry import DATASETS, INDICES, OBJECTIVES, OPTIMIZERS, SCHEDULES,
 LAYOUTS = ("auto", "positions", "pooled", "flatten")
 GRADIENT = "gradient objectives (tlm, adv, adv_mix, trades, dm+tlm)"
 
+LAYOUT_OPTIONS = by_key(
+    (Option("pwcca", "string", "auto", choices=LAYOUTS), Option("opd", "string", "auto", choices=LAYOUTS))
+)
+OOD_OPTIONS = by_key(
+    (
+        Option("outliers", "string", ("noise",), many=True, choices=lambda: ["noise", "random300k", *DATASETS]),
+        Option("train_size", "integer", 2000, low=10, nullable=True, cap="train"),
+        Option("epochs", "integer", 3, low=1),
+        Option("oe_epochs", "integer", 2, low=1),
+        Option("samples", "integer", 500, low=10, nullable=True, cap="test"),
+        Option("detector", "string", "small", choices=("small", "paper"), doc="paper: ResNet-18 / ViT-Ti blocks"),
+    )
+)
 OPTIONS = by_key(
     (
         Option(
             "pairs", "mapping", pairs=("front", "end"), doc="[{front: REF, end: REF, data: front | end | [front, end]}]"
         ),
         Option("objectives", "string", many=True, choices=lambda: OBJECTIVES),
-        Option("stitch_points", "string", "all", doc="all, or a list of the front's stitch points"),
-        Option("end_points", "string", "same", doc="same | all | a list of the end's stitch points"),
+        Option("stitch_points", "string", "all", or_list=True, doc="all, or a list of the front's stitch points"),
+        Option("end_points", "string", "same", or_list=True, doc="same | all | a list of the end's stitch points"),
         Option("seeds", "integer", (0,), many=True, low=0),
         Option("epochs", "integer", 30, low=1, doc=GRADIENT),
         Option("lr", "number", 1e-3, low=0.0, doc=GRADIENT),
@@ -48,21 +61,8 @@ OPTIONS = by_key(
         Option("indices", "string", (), many=True, choices=lambda: INDICES),
         Option("similarity_samples", "integer", 1000, low=5, nullable=True, cap="test"),
         Option("permutations", "integer", 0, low=0, doc="a permutation null for each index: 0 = none"),
-        Option("layouts", "mapping", None, doc="per index of LAYOUT_OPTIONS"),
-        Option("ood", "mapping", None, nullable=True, doc="OOD_OPTIONS; null: no OOD AUROC"),
-    )
-)
-LAYOUT_OPTIONS = by_key(
-    (Option("pwcca", "string", "auto", choices=LAYOUTS), Option("opd", "string", "auto", choices=LAYOUTS))
-)
-OOD_OPTIONS = by_key(
-    (
-        Option("outliers", "string", ("noise",), many=True, choices=lambda: ["noise", "random300k", *DATASETS]),
-        Option("train_size", "integer", 2000, low=10, nullable=True, cap="train"),
-        Option("epochs", "integer", 3, low=1),
-        Option("oe_epochs", "integer", 2, low=1),
-        Option("samples", "integer", 500, low=10, nullable=True, cap="test"),
-        Option("detector", "string", "small", choices=("small", "paper"), doc="paper: ResNet-18 / ViT-Ti blocks"),
+        Option("layouts", "mapping", None, fields=LAYOUT_OPTIONS, doc="per index"),
+        Option("ood", "mapping", None, nullable=True, fields=OOD_OPTIONS, doc="null: no OOD AUROC"),
     )
 )
 ATTACK_OPTIONS = ("adv_eps", "adv_step_size", "adv_steps", "adv_random_start")

@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sweep.config.data import OPTIONS as DATA_OPTIONS
 from sweep.config.data import DataSpec, parse_data
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, stable_hash
@@ -193,7 +194,7 @@ ZOO_OPTIONS = by_key(
         Option("adv_fraction", "number", 1.0, low=0.0, high=1.0),
         Option("beta", "number", 10.0, low=0.0),
         Option("augment", "string", (), many=True, choices=lambda: AUGMENTATIONS),
-        Option("data", "mapping", None, nullable=True, doc="its own data section (cross-task)"),
+        Option("data", "mapping", None, nullable=True, fields=DATA_OPTIONS, doc="its own data section (cross-task)"),
         Option("checkpoint_every", "integer", None, low=1, nullable=True, doc="keep every N-th epoch's weights"),
     )
 )

@@ -22,7 +22,7 @@ OPTIONS = by_key(
     (
         Option("name", "string", "", doc="a label"),
         Option("donors", "string", many=True, refs=True, doc="donor REFs: one unit each"),
-        Option("points", "string", "stitch", doc="stitch (every stitch point) | a list of points"),
+        Option("points", "string", "stitch", or_list=True, doc="stitch (every stitch point) | a list of points"),
         Option("images", "integer", 1000, low=10, cap="test", doc="a fixed random sample of N test images"),
         Option("perplexity", "number", 30.0, low=1.0, doc="t-SNE's perplexity (scikit-learn's default)"),
         Option("seed", "integer", 0, low=0, doc="draws the sample; t-SNE's random state"),

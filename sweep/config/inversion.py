@@ -32,7 +32,7 @@ OPTIONS = by_key(
     (
         Option("name", "string", "", doc="a label; names the inverted dataset other sections read"),
         Option("donors", "string", None, nullable=True, many=True, refs=True, doc="donor REFs: one unit each"),
-        Option("stitched", "mapping", None, nullable=True, doc="[SELECT]: stitched networks, one unit each"),
+        Option("stitched", "mapping", None, nullable=True, many=True, doc="[SELECT]: stitched networks, one unit each"),
         Option("point", "string", "penultimate", doc="the representation inverted: a point of each donor"),
         Option("recipe", "string", "jones", choices=RECIPES, doc="jones | engstrom: the defaults below"),
         Option("start", "string", None, choices=STARTS, nullable=True, derived=True, doc="null: the recipe's"),

@@ -71,13 +71,20 @@ class RepTestSpec:
         return f"{prefix}: {what}"
 
 
+PROBE_OPTIONS = by_key(
+    (
+        Option("train_size", "integer", 2000, low=10, cap="train"),
+        Option("epochs", "integer", 10, low=1),
+        Option("lr", "number", 1e-3, low=0.0),
+    )
+)
 OPTIONS = by_key(
     (
         Option("name", "string", "", doc="a label"),
         Option("test", "string", choices=TESTS),
         Option("donors", "string", many=True, refs=True, doc="zoo / file / robustbench donors of one architecture"),
-        Option("layers", "string", "all", doc="all, or a list of stitch points"),
-        Option("ranks", "integer", many=True, low=1, doc="sensitivity only: channel ranks"),
+        Option("layers", "string", "all", or_list=True, doc="all, or a list of stitch points"),
+        Option("ranks", "integer", many=True, low=1, only=("test", "sensitivity"), doc="channel ranks"),
         Option(
             "indices",
             "string",
@@ -90,15 +97,8 @@ OPTIONS = by_key(
         Option("dm_functional", "bool", True),
         Option("dm_samples", "integer", 100, low=1, cap="train"),
         Option("samples", "integer", 1000, low=10, cap="test"),
-        Option("probe", "mapping", None, doc="PROBE_OPTIONS"),
+        Option("probe", "mapping", None, fields=PROBE_OPTIONS, doc="linear probes"),
         Option("seed", "integer", 0, low=0),
-    )
-)
-PROBE_OPTIONS = by_key(
-    (
-        Option("train_size", "integer", 2000, low=10, cap="train"),
-        Option("epochs", "integer", 10, low=1),
-        Option("lr", "number", 1e-3, low=0.0),
     )
 )
 

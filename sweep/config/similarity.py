@@ -25,21 +25,6 @@ INPUTS = ("benign", "adversarial", "inverted")
 ESTIMATORS = ("minibatch", "full")
 MEASURES = ("cka", "saliency")
 
-OPTIONS = by_key(
-    (
-        Option("name", "string", "", doc="a label"),
-        Option("pairs", "mapping", pairs=("a", "b"), doc="[{a: REF, b: REF, a_inputs: benign, b_inputs: benign}]"),
-        Option("measure", "string", "cka", choices=MEASURES, doc="cka | saliency: cosine of input gradients"),
-        Option("inverted", "string", None, nullable=True, doc="an inversions entry's name: A's inverted images"),
-        Option("points", "string", "stitch", doc="stitch | modules | a list of point or node names"),
-        Option("images", "integer", 1000, low=4, cap="test", doc="the first N test images"),
-        Option("estimator", "string", "minibatch", choices=ESTIMATORS),
-        Option("batch_size", "integer", 1024, low=4, doc="minibatch CKA: images per batch"),
-        Option("passes", "integer", 3, low=1, doc="minibatch CKA: passes over the images, each reshuffled"),
-        Option("attack", "mapping", None, doc="ATTACK_OPTIONS: the adversarial inputs"),
-        Option("seed", "integer", 0, low=0),
-    )
-)
 ATTACK_OPTIONS = by_key(
     (
         Option("source", "string", "a", doc="a | b | a donor REF: the model the examples are crafted against"),
@@ -49,6 +34,21 @@ ATTACK_OPTIONS = by_key(
         Option(
             "step_size", "number", None, low=0.0, nullable=True, derived=True, doc="null: the threat model's default"
         ),
+    )
+)
+OPTIONS = by_key(
+    (
+        Option("name", "string", "", doc="a label"),
+        Option("pairs", "mapping", pairs=("a", "b"), doc="[{a: REF, b: REF, a_inputs: benign, b_inputs: benign}]"),
+        Option("measure", "string", "cka", choices=MEASURES, doc="cka | saliency: cosine of input gradients"),
+        Option("inverted", "string", None, nullable=True, doc="an inversions entry's name: A's inverted images"),
+        Option("points", "string", "stitch", or_list=True, doc="stitch | modules | a list of point or node names"),
+        Option("images", "integer", 1000, low=4, cap="test", doc="the first N test images"),
+        Option("estimator", "string", "minibatch", choices=ESTIMATORS),
+        Option("batch_size", "integer", 1024, low=4, doc="minibatch CKA: images per batch"),
+        Option("passes", "integer", 3, low=1, doc="minibatch CKA: passes over the images, each reshuffled"),
+        Option("attack", "mapping", None, fields=ATTACK_OPTIONS, doc="the adversarial inputs"),
+        Option("seed", "integer", 0, low=0),
     )
 )
 PAIR_FIELDS = {"a", "b", "a_inputs", "b_inputs"}
@@ -286,7 +286,13 @@ TRAINING_OPTIONS = by_key(
         OPTIONS["images"],
         OPTIONS["batch_size"],
         OPTIONS["passes"],
-        Option("attack", "mapping", None, doc="ATTACK_OPTIONS but source (always the donor's final epoch)"),
+        Option(
+            "attack",
+            "mapping",
+            None,
+            fields={k: v for k, v in ATTACK_OPTIONS.items() if k != "source"},
+            doc="as similarity's, without source (always the donor's final epoch)",
+        ),
         OPTIONS["seed"],
     )
 )

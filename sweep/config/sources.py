@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.config.data import DataSpec
-from sweep.config.donors import DonorSpec, parse_zoo_donor
+from sweep.config.donors import ZOO_OPTIONS, DonorSpec, parse_zoo_donor
 from sweep.config.errors import SpecError
 from sweep.config.evaluation import EvalSpec
 from sweep.config.fields import Option, Section, by_key
@@ -22,9 +22,35 @@ robustbench_models = lazy("sweep.models.external:robustbench_models")
 load_checkpoint = lazy("sweep.models.external:load_checkpoint")
 
 
+# The fields of the donors read from checkpoints (each source's marker first).
+FILE_OPTIONS = by_key(
+    (
+        Option("file", "string", doc="a PyTorch state dict"),
+        Option("arch", "string", choices=lambda: ARCHITECTURES),
+        Option("mean", "number", (0.0,), many=True, doc="the normalisation the weights expect"),
+        Option("std", "number", (1.0,), many=True, low=1e-12),
+        Option("trust_pickle", "bool", False, doc="unpickle a checkpoint in full (runs the file's code)"),
+    )
+)
+ROBUSTBENCH_OPTIONS = by_key(
+    (
+        Option("robustbench", "string", doc="'<dataset>/<threat_model>/<model name>'"),
+        Option("arch", "string", choices=lambda: ARCHITECTURES, doc="the layout its weights fit"),
+        Option("model_dir", "string", "models", doc="RobustBench's model folder"),
+    )
+)
+SALMAN_OPTIONS = by_key(
+    (
+        Option("salman", "string", doc="Salman et al. 2020's '<arch>_l2_eps<eps>'"),
+        Option("model_dir", "string", "models"),
+        Option("trust_pickle", "bool", False, doc="unpickle a checkpoint in full (runs the file's code)"),
+    )
+)
+
+
 def _parse_file_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
     path = f"donors.{name}"
-    s = Section(raw, path, {"file", "arch", "mean", "std", "trust_pickle"})
+    s = Section(raw, path, set(FILE_OPTIONS))
     file = Path(s.get("file", "string")).expanduser()
     if not file.is_file():
         raise SpecError(f"{path}.file", "a checkpoint file (a PyTorch state dict)", str(file), "no such file")
@@ -71,7 +97,7 @@ def _misfit(path: str, sha256: str, arch: str, dataset: str, trust_pickle: bool 
 def _parse_robustbench_donor(name: str, raw: dict, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
     path = f"donors.{name}"
 
-    s = Section(raw, path, {"robustbench", "arch", "model_dir"})
+    s = Section(raw, path, set(ROBUSTBENCH_OPTIONS))
     model_id = s.get("robustbench", "string")
     parts = model_id.split("/")
     if len(parts) != 3 or not all(parts):
@@ -127,7 +153,7 @@ SALMAN_EPS = ("0", "0.01", "0.03", "0.05", "0.1", "0.25", "0.5", "1", "3", "5")
 
 def _parse_salman_donor(name: str, raw: dict, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:
     path = f"donors.{name}"
-    s = Section(raw, path, {"salman", "model_dir", "trust_pickle"})
+    s = Section(raw, path, set(SALMAN_OPTIONS))
     ckpt = s.get("salman", "string")
     arch_name, _, eps = ckpt.partition("_l2_eps")
     known = [f"{a}_l2_eps{e}" for a, (_, levels) in SALMAN.items() for e in (levels or SALMAN_EPS)]
@@ -181,6 +207,7 @@ class DonorSource:
     describe: Callable[[DonorSpec], str]  # what `plan` says of it after its architecture
     trains: bool = False
     network: bool = True  # False: a sender that is not a network (noise), never built, trained or evaluated
+    options: dict | None = None  # the fields of its donor mapping, marker included (the JSON Schema reads them)
 
 
 # A noise sender's fields (under its `noise:` mapping). The paper does not state sigma: 0.1 is our default.
@@ -218,13 +245,22 @@ def _describe_zoo(d: DonorSpec) -> str:
 
 
 for _source in (
-    DonorSource("zoo", None, parse_zoo_donor, lazy("sweep.train.donors:build_zoo_donor"), _describe_zoo, trains=True),
+    DonorSource(
+        "zoo",
+        None,
+        parse_zoo_donor,
+        lazy("sweep.train.donors:build_zoo_donor"),
+        _describe_zoo,
+        trains=True,
+        options=ZOO_OPTIONS,
+    ),
     DonorSource(
         "file",
         "file",
         _parse_file_donor,
         lazy("sweep.models.external:build_file_donor"),
         lambda d: f"from {d.path}",
+        options=FILE_OPTIONS,
     ),
     DonorSource(
         "robustbench",
@@ -232,6 +268,7 @@ for _source in (
         _parse_robustbench_donor,
         lazy("sweep.models.external:build_robustbench_donor"),
         lambda d: f"from RobustBench {d.robustbench_id} in {d.path}",
+        options=ROBUSTBENCH_OPTIONS,
     ),
     DonorSource(
         "salman",
@@ -239,6 +276,7 @@ for _source in (
         _parse_salman_donor,
         lazy("sweep.models.external:build_salman_donor"),
         lambda d: f"Salman et al. 2020's {d.salman_id} in {d.path}",
+        options=SALMAN_OPTIONS,
     ),
     DonorSource(
         "noise",
@@ -250,6 +288,7 @@ for _source in (
             " samples per class"
         ),
         network=False,
+        options={"noise": Option("noise", "mapping", None, nullable=True, fields=NOISE_OPTIONS)},
     ),
 ):
     DONOR_SOURCES.add(_source.name, _source)
