@@ -247,3 +247,20 @@ def test_expand_prints_json_free_yaml_for_a_plain_space(capsys):
     path = REPO / "search_spaces" / "quickstart.yaml"
     assert main(["plan", str(path), "--expand"]) == 0
     assert yaml.safe_load(capsys.readouterr().out) == json.loads(json.dumps(yaml.safe_load(path.read_text())))
+
+
+def test_shared_x_blocks_serve_anchors_and_are_not_kept(write_space):
+    text = """
+name: shared
+data: {dataset: digits, val_size: 200}
+donors: {a: {arch: resnet_tiny, epochs: 1}, b: {arch: resnet_tiny, epochs: 1, seed: 1}}
+x-common: &common {objectives: [dm], stitch_points: [layer1.0]}
+stitching:
+  - {<<: *common, pairs: [{front: zoo:a, end: zoo:b}]}
+  - {<<: *common, pairs: [{front: zoo:b, end: zoo:a}], dm_samples: 50}
+evaluation: {n_eval_robust: 0}
+"""
+    path = write_space({})
+    path.write_text(text)
+    sweep = load_space(path)
+    assert "x-common" not in sweep.raw and sorted(t.dm_samples for t in sweep.trials) == [50, 100]

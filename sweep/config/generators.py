@@ -24,6 +24,7 @@ FAMILY_KEYS = {"vary", "name", "donor", "tags"}
 GENERATORS = ("ordered", "unordered", "product", "zip", "diagonal")
 PAIR_OPTIONS = ("self", "same", "differ")
 TWO_SIDED = ("product", "zip")  # generators that take one selection per role
+SHARED = "x-"  # a top-level field named x-... holds a block for YAML anchors (`<<: *name`), not part of the space
 
 
 def _fill(template: Any, binding: dict, where: str) -> Any:
@@ -260,7 +261,8 @@ def expand_space(raw: dict, spec_of: Callable[[str, Any], Any]) -> tuple[dict, l
     from sweep.registry import KINDS
 
     donors, tags, lines = expand_donors(raw.get("donors"))
-    out = dict(raw, donors=donors) if "donors" in raw else dict(raw)
+    out = {k: v for k, v in raw.items() if not str(k).startswith(SHARED)}  # shared blocks: anchors only
+    out |= {"donors": donors} if "donors" in raw else {}
     if not isinstance(donors, dict):
         return out, lines
     specs: dict[str, Any] = {}

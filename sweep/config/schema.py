@@ -177,6 +177,7 @@ def space_schema() -> dict:
         "title": "stitchsweep search space",
         "type": "object",
         "properties": props,
+        "patternProperties": {"^x-": {"description": "a block for YAML anchors, not part of the space"}},
         # a space names these, or includes a file that does (a file only meant to be included need not)
         "anyOf": [{"required": ["include"]}, {"required": ["name", "data", "donors"]}],
         "additionalProperties": False,

@@ -17,7 +17,7 @@ from sweep.config.donors import DonorEval, DonorSpec, parse_donor
 from sweep.config.errors import SpecError
 from sweep.config.evaluation import EvalSpec, parse_evaluation
 from sweep.config.fields import NAME_RE, Option, Section, by_key
-from sweep.config.generators import expand_space
+from sweep.config.generators import SHARED, expand_space
 from sweep.config.includes import read_yaml, resolve_includes
 from sweep.config.stitching import expand_block
 from sweep.config.trial import TrialSpec
@@ -103,7 +103,8 @@ def parse_space(raw: Any) -> Sweep:
         raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
     raw = resolve_includes(raw, Path.cwd(), "search space")
     sections = {kind.section: kind for kind in KINDS.values() if kind.section}  # the kinds' own sections
-    top = Section(raw, "", {"name", "data", "donors", "evaluation", "resources", *sections})
+    shared = {k for k in raw if str(k).startswith(SHARED)}  # x-...: blocks for anchors, dropped by expansion
+    top = Section(raw, "", {"name", "data", "donors", "evaluation", "resources", *sections, *shared})
     name = top.get("name", "string")
     if not NAME_RE.match(name):
         raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
