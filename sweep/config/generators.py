@@ -48,15 +48,21 @@ def _fill(template: Any, binding: dict, where: str) -> Any:
         raise SpecError(where, "a pattern of {variable} or {variable:format}", template, str(exc)) from None
 
 
+def _items(value: Any, where: str) -> list[tuple[Any, str]]:
+    """(item, its path) of a value that is one item or a list of them."""
+    if isinstance(value, list):
+        return [(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return [(value, where)]
+
+
 def _bindings(vary: Any, where: str) -> list[dict]:
     """The variable bindings of a family's `vary`: the product of each mapping's lists (an item that is a
     mapping binds several variables at once), the union over a list of such mappings."""
-    blocks = vary if isinstance(vary, list) else [vary]
+    blocks = _items(vary, where)
     if not blocks:
         raise SpecError(where, "a mapping of variable -> list of values, or a list of such mappings", vary)
     out = []
-    for i, block in enumerate(blocks):
-        bwhere = f"{where}[{i}]" if isinstance(vary, list) else where
+    for block, bwhere in blocks:
         if not isinstance(block, dict) or not block:
             raise SpecError(bwhere, "a non-empty mapping of variable -> list of values", block)
         axes = []
@@ -151,12 +157,11 @@ class Pool:
 
     def select(self, sel: Any, where: str) -> list[str]:
         """The REFs a selection names: a REF, a list of REFs and selections, or one selection mapping."""
-        items = sel if isinstance(sel, list) else [sel]
+        items = _items(sel, where)
         if not items:
             raise SpecError(where, "a donor REF, a selection mapping or a non-empty list of them", sel)
         refs = []
-        for i, item in enumerate(items):
-            iwhere = f"{where}[{i}]" if isinstance(sel, list) else where
+        for item, iwhere in items:
             if isinstance(item, dict):
                 refs += self._match(item, iwhere)
             elif isinstance(item, str):
