@@ -207,9 +207,13 @@ def parse_donor(
     path = f"donors.{name}"
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise SpecError(path, "a donor name of letters, digits, '_', '-' or '.'", name)
+    return source_of(raw).parse(name, raw, data, evaluation, root, download)
+
+
+def source_of(raw: Any):
+    """The registered donor source a donor mapping names by its marker field (none: the zoo)."""
     marked = [src for src in DONOR_SOURCES.values() if src.marker and isinstance(raw, dict) and src.marker in raw]
-    source = marked[0] if marked else DONOR_SOURCES["zoo"]
-    return source.parse(name, raw, data, evaluation, root, download)
+    return marked[0] if marked else DONOR_SOURCES["zoo"]
 
 
 def parse_zoo_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, root, download) -> DonorSpec:

@@ -126,9 +126,6 @@ def _vary_names(vary: Any) -> str:
     return " + ".join(" x ".join(b) for b in blocks if isinstance(b, dict))
 
 
-MARKERS = ("file", "robustbench", "salman", "noise")  # a donor mapping's source marker (else zoo)
-
-
 @dataclasses.dataclass
 class Pool:
     """The space's donors with their tags, for selections: `spec_of(name)` parses one (for selections by a
@@ -139,9 +136,9 @@ class Pool:
     spec_of: Callable[[str], Any]
 
     def ref(self, name: str) -> str:
-        raw = self.donors[name]
-        marked = [m for m in MARKERS if isinstance(raw, dict) and m in raw]
-        return f"{marked[0] if marked else 'zoo'}:{name}"
+        from sweep.config.donors import source_of
+
+        return f"{source_of(self.donors[name]).name}:{name}"
 
     def knows(self, key: str) -> bool:
         return _is_field(key) or any(key in t for t in self.tags.values())
