@@ -1,22 +1,31 @@
 """Analysis of stitchsweep results: Parquet -> pandas -> Altair charts and an HTML report.
 
-Imports neither torch nor ray: results can be analysed anywhere pandas runs.
+Imports neither torch nor ray: results can be analysed anywhere pandas runs. The names below load their
+modules (and pandas, Altair) on first use (PEP 562), so that `analysis.store`, which the sweep engine reads
+while checking a space, costs no pandas import. No submodule shares a name with them.
 """
 
-from .load import load, load_curves, load_donors, load_reptests, load_similarity, load_trials, read_table
-from .notebook import figure, figures, report_data, table, tables
+from __future__ import annotations
 
-__all__ = [
-    "load",
-    "load_trials",
-    "load_donors",
-    "load_curves",
-    "load_reptests",
-    "load_similarity",
-    "read_table",
-    "report_data",
-    "figure",
-    "figures",
-    "table",
-    "tables",
-]
+import importlib
+
+_HOME = {
+    **dict.fromkeys(
+        ["load", "load_trials", "load_donors", "load_curves", "load_reptests", "load_similarity", "read_table"],
+        "reading",
+    ),
+    **dict.fromkeys(["report_data", "figure", "figures", "table", "tables"], "notebook"),
+}
+__all__ = list(_HOME)
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'analysis' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -276,7 +276,7 @@ def class_collapse_grid(trials: pd.DataFrame, per_row: int = 3) -> alt.VConcatCh
 def layer_heatmap(long: pd.DataFrame, front: str, end: str, measure: str, size: int = 180) -> alt.Chart:
     """Balogh & Jelasity 2025 Fig. 1-2: one measure over (front layer, end layer), front layers as rows in
     input-to-output
-    order. `long` is `analysis.tables.long_matrices(trials)`."""
+    order. `long` is `analysis.matrices.long_matrices(trials)`."""
     d = long[(long["front"] == front) & (long["end"] == end) & (long["measure"] == measure)]
     rows = d.sort_values("point_index")["front_point"].drop_duplicates().tolist()
     cols = d.sort_values("end_index")["end_point"].drop_duplicates().tolist()

@@ -18,7 +18,7 @@ import pandas as pd
 
 from .store.storage import open_root
 from .store.units import INVERTED_DIR
-from .tables import agreement_table
+from .matrices import agreement_table
 
 
 def levels(donors: pd.DataFrame) -> pd.DataFrame:

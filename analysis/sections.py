@@ -21,7 +21,7 @@ from .charts import (
 )
 from .donors import mark_trials
 from .energies import energy_density_chart, energy_rows
-from .tables import agreement_table, generalisation
+from .matrices import agreement_table, generalisation
 
 if TYPE_CHECKING:
     from .report import ReportData

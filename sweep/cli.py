@@ -182,7 +182,7 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
         )
     complete = print_status(sweep, sweep_dir)
     planning.write_manifest(sweep, sweep_dir)  # the next status reads only what changed since
-    from analysis.load import write_snapshot
+    from analysis.reading import write_snapshot
 
     write_snapshot(sweep_dir.path)  # and the next report or analysis.load, only the parts that changed
     if complete and sweep_dir.ray.exists():  # Ray's records of interrupted runs: nothing left to debug

@@ -297,7 +297,7 @@ def test_a_snapshot_serves_the_rows_of_unchanged_parts_and_rereads_the_rest(tiny
     import importlib
     import os
 
-    load = importlib.import_module("analysis.load")  # the module (`analysis.load` is also a function's name)
+    load = importlib.import_module("analysis.reading")
     sweep, sweep_dir = _results(tiny_space, tmp_path)
     for t in sweep.trials[:3]:
         run_trial(t, sweep_dir, device=torch.device("cpu"))
@@ -324,7 +324,7 @@ def test_a_snapshot_of_an_earlier_release_reads_with_the_columns_it_predates(tin
 
     import pyarrow.parquet as pq
 
-    load = importlib.import_module("analysis.load")
+    load = importlib.import_module("analysis.reading")
     sweep, sweep_dir = _results(tiny_space, tmp_path)
     run_trial(sweep.trials[0], sweep_dir, device=torch.device("cpu"))
     load.write_snapshot(sweep_dir.path)

@@ -187,7 +187,7 @@ def test_dm_self_stitching_identifies_every_layer_of_a_zoo_donor(tmp_path):
     0.9875, a near-tie. The DM distance's margin is wide (measured: diagonal < 1e-13, the smallest
     off-diagonal value 0.44), so no assertion rests on a near-tie."""
     import analysis
-    from analysis.tables import layer_identification
+    from analysis.matrices import layer_identification
 
     space = copy.deepcopy(TINY_SPACE)
     space["stitching"].update(

@@ -16,7 +16,7 @@ from analysis.report import write_report
 from analysis.stats import rank_correlations
 from analysis.store.catalogue import INDEX_CATALOGUE, IndexEntry
 from analysis.store.schema import reptest_schema, trial_schema
-from analysis.tables import available_measures
+from analysis.matrices import available_measures
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits

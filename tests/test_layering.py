@@ -60,6 +60,26 @@ def test_import_analysis_imports_neither_torch_nor_ray():
     assert "torch" not in mods and "ray" not in mods
 
 
+def test_the_store_layout_and_the_kinds_declarations_load_no_torch_pandas_or_altair():
+    """What checking a space reads of results and of the kinds of work (their sections, units and parts) is
+    declared apart from their work: pandas, Altair and PyTorch load only when something is read or run."""
+    mods = _modules_after(
+        "import analysis, analysis.store.schema, sweep.lease; from sweep.registry import KINDS; list(KINDS)"
+    )
+    assert not {"torch", "pandas", "altair"} & mods, {"torch", "pandas", "altair"} & mods
+
+
+def test_no_analysis_submodule_is_named_like_a_function_it_exports():
+    """`analysis` exports its functions lazily: a submodule of the same name, once imported, would replace
+    the function (`analysis.load` was both)."""
+    import analysis
+
+    clash = [
+        n for n in analysis.__all__ if (REPO / "analysis" / f"{n}.py").exists() or (REPO / "analysis" / n).is_dir()
+    ]
+    assert not clash
+
+
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from analysis.charts import heatmap_grid
-from analysis.tables import layer_identification, layer_matrix, long_matrices
+from analysis.matrices import layer_identification, layer_matrix, long_matrices
 
 POINTS = ["l1", "l2", "l3"]
 
@@ -160,7 +160,7 @@ def test_matrix_cells_not_above_their_permutation_null_are_marked_and_faded():
 
 
 def test_agreement_table_is_mean_and_standard_error_over_pairs_of_different_donors():
-    from analysis.tables import agreement_table
+    from analysis.matrices import agreement_table
 
     rows = [  # (front, end, objective, head_agreement, agree_disagree)
         ("zoo:a", "zoo:b", "dm", 0.9, 0.2),

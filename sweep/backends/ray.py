@@ -76,11 +76,12 @@ def _threads(cpus: float) -> int:
 
 def _trainable(config: dict, run, units: dict, root: Loc, sweep_name: str, env: dict) -> None:
     """One unit of any kind, on a worker: the kind's own `run` (shipped by value or by reference, as
-    cloudpickle sees fit, so a kind registered only in the driver runs too), its progress forwarded to Tune."""
+    cloudpickle sees fit, so a kind registered only in the driver runs too; a "module:function" name is
+    imported here), its progress forwarded to Tune."""
     import torch
 
     from sweep.cache import configure
-    from sweep.kinds.base import RunContext
+    from sweep.kinds.base import RunContext, resolve
 
     torch.set_num_threads(_threads(env["cpus"]))
     cache = configure(env["cache"])  # the driver's cache settings; a reused actor keeps what it cached
@@ -91,7 +92,7 @@ def _trainable(config: dict, run, units: dict, root: Loc, sweep_name: str, env: 
         env["download"],
         report=lambda m: tune.report(m),
     )
-    out = run(units[config["unit"]], ctx)
+    out = resolve(run)(units[config["unit"]], ctx)
     worker = {"worker_pid": os.getpid(), "worker_node": ray.get_runtime_context().get_node_id()}
     st = cache.stats
     worker.update(cache_hits=st.hits + st.disk_hits, cache_misses=st.misses, cache_mb=cache.bytes / 2**20)
@@ -266,7 +267,7 @@ def _remove_quietly(loc: Loc) -> None:
 def _chance_warnings(sweep: Sweep, sweep_dir: SweepDir) -> list[str]:
     """The zoo stage's warnings about this sweep's donors that ended training at chance (analysis.donors)."""
     from analysis.donors import chance_warnings
-    from analysis.load import load_donors
+    from analysis.reading import load_donors
 
     donors = load_donors(sweep_dir.path)
     if donors.empty:

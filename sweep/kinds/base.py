@@ -43,7 +43,7 @@ class Kind:
     in `Sweep.units[name]`, each named by `unit_id(unit)`. A kind without a section (donors) says how to find
     its units itself (`units(sweep)`: unit id -> unit). Units must be picklable: the backend ships them.
     `parts(sweep_dir, unit)`: the Parquet parts that record a unit; `run(unit, ctx)`: run it, returning at
-    least {"status", "error"} (and any metrics worth a progress line); `label(unit)`: a short name for
+    least {"status", "error"} (`run` may name its function, "module:function": see `work`) (and any metrics worth a progress line); `label(unit)`: a short name for
     progress lines; `describe(unit)`: the line `stitchsweep plan --trials` prints (default: the unit id and
     label); `group(unit)`: the line `plan`'s summary counts it under (default: every unit its own line). The
     backend runs the kinds in registration order, a kind after those named in `after` (it reads their parts)."""
@@ -53,7 +53,9 @@ class Kind:
     noun: str  # plural, for counts: "donors", "trials", ...
     table: str  # the results table its parts feed (`analysis.store.schema`)
     parts: Callable[[SweepDir, Any], list[Loc]]
-    run: Callable[[Any, RunContext], dict]
+    # the function that runs a unit, or its name "package.module:function", imported when a unit runs (so
+    # that planning never imports a kind's work: PyTorch and the rest)
+    run: Callable[[Any, RunContext], dict] | str
     label: Callable[[Any], str]
     section: str | None = None
     parse: Callable[[Any, Any], tuple] | None = None
@@ -76,8 +78,22 @@ class Kind:
             return self.find_units(sweep)
         return {self.unit_id(u): u for u in sweep.units.get(self.name, ())}
 
+    def work(self) -> Callable[[Any, RunContext], dict]:
+        """The function that runs a unit: `run` itself, or the function it names, imported now."""
+        return resolve(self.run)
+
     def line(self, unit) -> str:
         return self.describe(unit) if self.describe else f"{self.unit_id(unit)}  {self.label(unit)}"
+
+
+def resolve(run: Callable | str) -> Callable:
+    """A kind's `run`: the callable itself, or the function a "module:function" string names."""
+    if callable(run):
+        return run
+    import importlib
+
+    module, _, name = run.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def register_kind(kind: Kind) -> Kind:

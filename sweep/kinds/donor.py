@@ -14,7 +14,6 @@ import copy
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import pyarrow.fs as pafs
@@ -26,7 +25,8 @@ from sweep import __version__
 from sweep.cache import worker_cache
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.data.core import Splits, test_images, worker_splits
-from sweep.kinds.base import Kind, RunContext, register_kind
+from sweep.kinds.base import RunContext
+from sweep.kinds.declared import DonorWork, donor_part
 from sweep.models.base import StagedNet, build
 from sweep.registry import DONOR_SOURCES
 from sweep.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
@@ -92,10 +92,6 @@ def _read_donor(path: Loc, device: torch.device) -> StagedNet:
     )
     model.load_state_dict(ckpt["state_dict"])
     return model.to(device).eval()
-
-
-def donor_part(sweep: SweepDir, donor: DonorSpec, ev: DonorEval) -> Loc:
-    return sweep.donors / f"{donor.name}-{ev.eval_id(donor.donor_key)}.parquet"
 
 
 def donor_row(sweep: SweepDir, donor_name: str, donor_key: str, ev: DonorEval) -> dict | None:
@@ -282,21 +278,8 @@ def _train_accuracies(model: StagedNet, splits: Splits, ev: DonorEval, device: t
     return {"train_clean_acc": clean, "train_robust_acc": robust}
 
 
-@dataclass(frozen=True)
-class DonorWork:
-    """A donor unit: the donor, and every evaluation of it that the sweep's trials read."""
-
-    donor: DonorSpec
-    evaluations: tuple[DonorEval, ...]
-    train_accuracy: bool = False  # `evaluation.train_accuracy`: the own evaluation on training images too
-
-
-def _describe(work: DonorWork) -> str:
-    d = work.donor
-    return f"donor {d.ref}: {d.arch} {DONOR_SOURCES[d.source].describe(d)} key={d.donor_key}"
-
-
-def _run(work: DonorWork, ctx: RunContext) -> dict:
+def run_unit(work: DonorWork, ctx: RunContext) -> dict:
+    """One donor unit as the backends run it (`Kind.run`)."""
     row = run_donor(
         work.donor,
         work.evaluations,
@@ -308,23 +291,3 @@ def _run(work: DonorWork, ctx: RunContext) -> dict:
         train_accuracy=work.train_accuracy,
     )
     return {k: row.get(k) for k in ("clean_acc", "robust_acc", "error")} | {"status": row.get("status", "skipped")}
-
-
-register_kind(
-    Kind(
-        name="donor",
-        stage="zoo",
-        noun="donors",
-        table="donors",
-        find_units=lambda sweep: {
-            n: DonorWork(d, sweep.donor_evals[n], sweep.evaluation.train_accuracy)
-            for n, d in sweep.donors.items()
-            if d.network
-        },
-        parts=lambda sweep_dir, work: [donor_part(sweep_dir, work.donor, ev) for ev in work.evaluations],
-        run=_run,
-        label=lambda work: f"donor {work.donor.name}",
-        describe=_describe,
-        rerun_failed=True,  # the trials that read a donor need it: a failed one is retried by every resume
-    )
-)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import torch
 
 from analysis.store.schema import TSNE_DIR
-from sweep.config.embedding import OPTIONS, EmbeddingSpec, parse_embeddings
+from sweep.config.embedding import EmbeddingSpec
 from sweep.data.core import worker_splits
-from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
+from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
 from sweep.models.features import features, flat_features
 
@@ -64,27 +64,3 @@ def _measure(spec: EmbeddingSpec, ctx: RunContext) -> list[dict]:
             for j in range(len(y))
         ]
     return rows
-
-
-def _parse(raw, ctx) -> tuple:
-    return parse_embeddings(raw, ctx.donors, ctx.used)
-
-
-register_kind(
-    Kind(
-        name="tsne",
-        stage="tsne",
-        noun="t-SNE units",
-        table=TSNE_DIR,
-        section="tsne",
-        options=OPTIONS,
-        parse=_parse,
-        unit_id=lambda spec: spec.unit_id,
-        parts=lambda sweep_dir, spec: [sweep_dir.part(TSNE_DIR, spec.unit_id)],
-        run=run_embedding,
-        label=lambda spec: spec.label,
-        donors=lambda spec: (spec.donor,),
-        after=("donor",),
-        locality=lambda spec: (spec.donor_key,),
-    )
-)

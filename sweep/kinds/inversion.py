@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 from analysis.store.schema import INVERSIONS_DIR
-from sweep.config.inversion import OPTIONS, InversionSpec, parse_inversions
+from sweep.config.inversion import InversionSpec
 from sweep.data.core import worker_splits
-from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
+from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
 from sweep.kinds.stitched import stitched_network
 from sweep.measures.inversion import grey_noise, invert, other_label_seeds
@@ -129,27 +129,3 @@ def read_inverted(sweep_dir, unit_id: str) -> dict[str, np.ndarray]:
         raise FileNotFoundError(f"inversion unit {unit_id} has no images at {loc}: run the sweep's inversions first")
     with np.load(io.BytesIO(loc.read_bytes())) as npz:
         return {k: npz[k] for k in npz.files}
-
-
-def _parse(raw, ctx) -> tuple:
-    return parse_inversions(raw, ctx.donors, ctx.used, ctx.units.get("trial", ()))
-
-
-register_kind(
-    Kind(
-        name="inversion",
-        stage="inversion",
-        noun="inversion units",
-        table=INVERSIONS_DIR,
-        section="inversions",
-        options=OPTIONS,
-        parse=_parse,
-        unit_id=lambda spec: spec.unit_id,
-        parts=lambda sweep_dir, spec: [sweep_dir.part(INVERSIONS_DIR, spec.unit_id)],
-        run=run_inversion,
-        label=lambda spec: spec.label,
-        donors=lambda spec: (spec.trial.front, spec.trial.end) if spec.trial else (spec.donor,),
-        after=("donor", "trial"),
-        locality=lambda spec: (spec.donor_key,),
-    )
-)

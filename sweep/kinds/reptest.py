@@ -19,9 +19,9 @@ import torch
 from torch import nn
 
 from analysis.store.schema import REPTESTS_DIR
-from sweep.config.reptests import OPTIONS, RepTestSpec, parse_reptests
+from sweep.config.reptests import RepTestSpec
 from sweep.data.core import worker_splits
-from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
+from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
 from sweep.measures.indices import Pair
 from sweep.measures.probing import linear_probe_accuracy
@@ -196,27 +196,7 @@ def _dissimilarities(spec, f: nn.Module, ref: _Reference, splits, xte, yte, devi
     return row
 
 
-def _run_unit(spec: RepTestSpec, ctx: RunContext) -> dict:
+def run_unit(spec: RepTestSpec, ctx: RunContext) -> dict:
+    """One representation-test unit as the backends run it (`Kind.run`)."""
     out = run_reptest(spec, ctx.sweep_dir, ctx.device, ctx.data_root, ctx.download, ctx.report)
     return {"status": out["status"], "error": out.get("error")}
-
-
-register_kind(
-    Kind(
-        name="reptest",
-        stage="reptest",
-        noun="representation-test units",
-        table="reptests",
-        section="representation_tests",
-        options=OPTIONS,
-        parse=lambda raw, ctx: tuple(
-            {u.unit_id: u for u in parse_reptests(raw, ctx.data, ctx.donors, ctx.used)}.values()
-        ),
-        unit_id=lambda spec: spec.unit_id,
-        parts=lambda sweep_dir, spec: [sweep_dir.reptest_part(spec.unit_id)],
-        run=_run_unit,
-        label=lambda spec: spec.label,
-        donors=lambda spec: tuple(dict.fromkeys(m[0] for m in spec.members)),
-        after=("donor",),
-    )
-)

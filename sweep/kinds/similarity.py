@@ -15,9 +15,9 @@ from __future__ import annotations
 import torch
 
 from analysis.store.schema import SIMILARITY_DIR
-from sweep.config.similarity import OPTIONS, SimilaritySpec, parse_similarity
+from sweep.config.similarity import SimilaritySpec
 from sweep.data.core import worker_splits
-from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
+from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
 from sweep.kinds.inversion import read_inverted
 from sweep.measures.saliency import saliency_cosines
@@ -114,26 +114,3 @@ def _full(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device) -> t
     """Full-batch linear CKA of every pair: every activation of the images held at once (n x features each)."""
     a, b = flat_features(fa, xa, device), flat_features(fb, xb, device)
     return torch.tensor([[linear_cka(p, q) for q in b] for p in a], dtype=torch.float64)
-
-
-def _parse(raw, ctx) -> tuple:
-    return parse_similarity(raw, ctx.data, ctx.evaluation, ctx.donors, ctx.used, ctx.units.get("inversion", ()))
-
-
-register_kind(
-    Kind(
-        name="similarity",
-        stage="similarity",
-        noun="similarity units",
-        table=SIMILARITY_DIR,
-        section="similarity",
-        options=OPTIONS,
-        parse=_parse,
-        unit_id=lambda spec: spec.unit_id,
-        parts=lambda sweep_dir, spec: [sweep_dir.part(SIMILARITY_DIR, spec.unit_id)],
-        run=run_similarity,
-        label=lambda spec: spec.label,
-        donors=lambda spec: tuple(r for r in dict.fromkeys((spec.a, spec.b, spec.attack_source)) if r),
-        after=("donor", "inversion"),
-    )
-)

@@ -19,12 +19,10 @@ import torch
 from analysis.store.schema import CURVES_DIR, SCHEMA_VERSION, schema, trial_schema
 from sweep import __version__
 from sweep.activations import Frozen
-from sweep.config.block import OPTIONS
 from sweep.config.donors import DonorEval
-from sweep.config.space import read_stitching
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits, worker_splits
-from sweep.kinds.base import Kind, RunContext, register_kind
+from sweep.kinds.base import RunContext
 from sweep.kinds.donor import donor_row, load_donor
 from sweep.kinds.trial_measures import ood_auroc, similarities
 from sweep.measures.indices import Network
@@ -336,27 +334,7 @@ def _predictions(model, splits: Splits, device: torch.device) -> torch.Tensor:
     return Frozen(model, (*model.checkpoint_identity, "logits"), splits, device).on("test").argmax(1)
 
 
-def _run(spec: TrialSpec, ctx: RunContext) -> dict:
+def run_unit(spec: TrialSpec, ctx: RunContext) -> dict:
+    """One trial as the backends run it (`Kind.run`)."""
     row = run_trial(spec, ctx.sweep_dir, ctx.report, ctx.device, ctx.data_root, ctx.download)
     return {k: row.get(k) for k in ("status", "clean_acc", "robust_acc", "error")}
-
-
-register_kind(
-    Kind(
-        name="trial",
-        stage="stitch",
-        noun="trials",
-        table="trials",
-        section="stitching",
-        options=OPTIONS,
-        parse=read_stitching,
-        unit_id=lambda spec: spec.trial_id,
-        parts=lambda sweep_dir, spec: [sweep_dir.trial_part(spec.trial_id)],
-        run=_run,
-        label=lambda spec: spec.label,
-        group=lambda spec: spec.group,
-        donors=lambda spec: (spec.front, spec.end),
-        after=("donor",),
-        locality=lambda spec: (spec.front_key, spec.front_point, spec.end_key, spec.end_point),
-    )
-)

@@ -15,9 +15,9 @@ import copy
 import torch
 
 from analysis.store.schema import TRAINING_SIMILARITY_DIR
-from sweep.config.similarity import TRAINING_OPTIONS, TrainingSimilaritySpec, parse_training_similarity
+from sweep.config.similarity import TrainingSimilaritySpec
 from sweep.data.core import worker_splits
-from sweep.kinds.base import Kind, RunContext, record_unit, register_kind
+from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
 from sweep.measures.similarity import MinibatchCKA, grams, minibatches
 from sweep.models.features import features
@@ -90,22 +90,3 @@ def _measure(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[dict]:
             for j, eb in enumerate(spec.epochs):
                 rows.append(dict(point=point, point_index=k + 1, epoch_a=ea, epoch_b=eb, cka=float(matrix[i, j])))
     return rows
-
-
-register_kind(
-    Kind(
-        name="training_similarity",
-        stage="training-similarity",
-        noun="training-similarity units",
-        table=TRAINING_SIMILARITY_DIR,
-        section="training_similarity",
-        options=TRAINING_OPTIONS,
-        parse=lambda raw, ctx: parse_training_similarity(raw, ctx.data, ctx.evaluation, ctx.donors, ctx.used),
-        unit_id=lambda spec: spec.unit_id,
-        parts=lambda sweep_dir, spec: [sweep_dir.part(TRAINING_SIMILARITY_DIR, spec.unit_id)],
-        run=run_training_similarity,
-        label=lambda spec: spec.label,
-        donors=lambda spec: (spec.donor,),
-        after=("donor",),
-    )
-)

@@ -1,0 +1,175 @@
+"""The shipped kinds of work, declared: what planning reads of each (its section and how it parses, its units,
+their parts, labels, groups, the donors they read, the order they run in). Each kind's work is a function of
+its own module (`donor.py`, `stitch.py`, ...), named here as `"module:function"` and imported only when a unit
+runs, so checking a space (`stitchsweep plan`) loads no PyTorch. Registration order is run order: donors
+first, since the others read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analysis.store.schema import INVERSIONS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR, TSNE_DIR
+from sweep.config.block import OPTIONS as BLOCK_OPTIONS
+from sweep.config.donors import DonorEval, DonorSpec
+from sweep.config.embedding import OPTIONS as TSNE_OPTIONS
+from sweep.config.embedding import parse_embeddings
+from sweep.config.inversion import OPTIONS as INVERSION_OPTIONS
+from sweep.config.inversion import parse_inversions
+from sweep.config.reptests import OPTIONS as REPTEST_OPTIONS
+from sweep.config.reptests import parse_reptests
+from sweep.config.similarity import OPTIONS as SIMILARITY_OPTIONS
+from sweep.config.similarity import TRAINING_OPTIONS, parse_similarity, parse_training_similarity
+from sweep.config.space import read_stitching
+from sweep.kinds.base import Kind, register_kind
+from sweep.registry import DONOR_SOURCES
+
+
+@dataclass(frozen=True)
+class DonorWork:
+    """A donor unit: the donor, and every evaluation of it that the sweep's trials read."""
+
+    donor: DonorSpec
+    evaluations: tuple[DonorEval, ...]
+    train_accuracy: bool = False  # `evaluation.train_accuracy`: the own evaluation on training images too
+
+
+def donor_part(sweep_dir, donor: DonorSpec, ev: DonorEval):
+    """The part that records one evaluation of a donor."""
+    return sweep_dir.donors / f"{donor.name}-{ev.eval_id(donor.donor_key)}.parquet"
+
+
+def _describe_donor(work: DonorWork) -> str:
+    d = work.donor
+    return f"donor {d.ref}: {d.arch} {DONOR_SOURCES[d.source].describe(d)} key={d.donor_key}"
+
+
+def _by_id(units) -> tuple:
+    return tuple({u.unit_id: u for u in units}.values())
+
+
+register_kind(
+    Kind(
+        name="donor",
+        stage="zoo",
+        noun="donors",
+        table="donors",
+        find_units=lambda sweep: {
+            n: DonorWork(d, sweep.donor_evals[n], sweep.evaluation.train_accuracy)
+            for n, d in sweep.donors.items()
+            if d.network
+        },
+        parts=lambda sweep_dir, work: [donor_part(sweep_dir, work.donor, ev) for ev in work.evaluations],
+        run="sweep.kinds.donor:run_unit",
+        label=lambda work: f"donor {work.donor.name}",
+        describe=_describe_donor,
+        rerun_failed=True,  # the trials that read a donor need it: a failed one is retried by every resume
+    )
+)
+register_kind(
+    Kind(
+        name="trial",
+        stage="stitch",
+        noun="trials",
+        table="trials",
+        section="stitching",
+        options=BLOCK_OPTIONS,
+        parse=read_stitching,
+        unit_id=lambda spec: spec.trial_id,
+        parts=lambda sweep_dir, spec: [sweep_dir.trial_part(spec.trial_id)],
+        run="sweep.kinds.stitch:run_unit",
+        label=lambda spec: spec.label,
+        group=lambda spec: spec.group,
+        donors=lambda spec: (spec.front, spec.end),
+        after=("donor",),
+        locality=lambda spec: (spec.front_key, spec.front_point, spec.end_key, spec.end_point),
+    )
+)
+register_kind(
+    Kind(
+        name="reptest",
+        stage="reptest",
+        noun="representation-test units",
+        table="reptests",
+        section="representation_tests",
+        options=REPTEST_OPTIONS,
+        parse=lambda raw, ctx: _by_id(parse_reptests(raw, ctx.data, ctx.donors, ctx.used)),
+        unit_id=lambda spec: spec.unit_id,
+        parts=lambda sweep_dir, spec: [sweep_dir.reptest_part(spec.unit_id)],
+        run="sweep.kinds.reptest:run_unit",
+        label=lambda spec: spec.label,
+        donors=lambda spec: tuple(dict.fromkeys(m[0] for m in spec.members)),
+        after=("donor",),
+    )
+)
+register_kind(  # before similarity: it reads inverted images
+    Kind(
+        name="inversion",
+        stage="inversion",
+        noun="inversion units",
+        table=INVERSIONS_DIR,
+        section="inversions",
+        options=INVERSION_OPTIONS,
+        parse=lambda raw, ctx: parse_inversions(raw, ctx.donors, ctx.used, ctx.units.get("trial", ())),
+        unit_id=lambda spec: spec.unit_id,
+        parts=lambda sweep_dir, spec: [sweep_dir.part(INVERSIONS_DIR, spec.unit_id)],
+        run="sweep.kinds.inversion:run_inversion",
+        label=lambda spec: spec.label,
+        donors=lambda spec: (spec.trial.front, spec.trial.end) if spec.trial else (spec.donor,),
+        after=("donor", "trial"),
+        locality=lambda spec: (spec.donor_key,),
+    )
+)
+register_kind(
+    Kind(
+        name="similarity",
+        stage="similarity",
+        noun="similarity units",
+        table=SIMILARITY_DIR,
+        section="similarity",
+        options=SIMILARITY_OPTIONS,
+        parse=lambda raw, ctx: parse_similarity(
+            raw, ctx.data, ctx.evaluation, ctx.donors, ctx.used, ctx.units.get("inversion", ())
+        ),
+        unit_id=lambda spec: spec.unit_id,
+        parts=lambda sweep_dir, spec: [sweep_dir.part(SIMILARITY_DIR, spec.unit_id)],
+        run="sweep.kinds.similarity:run_similarity",
+        label=lambda spec: spec.label,
+        donors=lambda spec: tuple(r for r in dict.fromkeys((spec.a, spec.b, spec.attack_source)) if r),
+        after=("donor", "inversion"),
+    )
+)
+register_kind(
+    Kind(
+        name="training_similarity",
+        stage="training-similarity",
+        noun="training-similarity units",
+        table=TRAINING_SIMILARITY_DIR,
+        section="training_similarity",
+        options=TRAINING_OPTIONS,
+        parse=lambda raw, ctx: parse_training_similarity(raw, ctx.data, ctx.evaluation, ctx.donors, ctx.used),
+        unit_id=lambda spec: spec.unit_id,
+        parts=lambda sweep_dir, spec: [sweep_dir.part(TRAINING_SIMILARITY_DIR, spec.unit_id)],
+        run="sweep.kinds.training_similarity:run_training_similarity",
+        label=lambda spec: spec.label,
+        donors=lambda spec: (spec.donor,),
+        after=("donor",),
+    )
+)
+register_kind(
+    Kind(
+        name="tsne",
+        stage="tsne",
+        noun="t-SNE units",
+        table=TSNE_DIR,
+        section="tsne",
+        options=TSNE_OPTIONS,
+        parse=lambda raw, ctx: parse_embeddings(raw, ctx.donors, ctx.used),
+        unit_id=lambda spec: spec.unit_id,
+        parts=lambda sweep_dir, spec: [sweep_dir.part(TSNE_DIR, spec.unit_id)],
+        run="sweep.kinds.embedding:run_embedding",
+        label=lambda spec: spec.label,
+        donors=lambda spec: (spec.donor,),
+        after=("donor",),
+        locality=lambda spec: (spec.donor_key,),
+    )
+)
