@@ -15,12 +15,13 @@ from sweep import cache
 from sweep.activations import Frozen, compute
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
+from sweep.kinds import stitch
 from sweep.kinds.donor import load_donor, run_donor
 from sweep.kinds.stitch import run_trial
 from sweep.models.base import split
 from sweep.models.resnet import resnet_tiny
 from sweep.registry import KINDS
-from sweep.results import SweepDir
+from sweep.results import SweepDir, load_torch, save_torch
 
 from .conftest import TINY_SPACE
 
@@ -258,3 +259,37 @@ def test_training_on_the_fronts_activations_reproduces_training_on_images(zoo, s
         shutil.copytree(str(sweep_dir.donors), str(d.donors), dirs_exist_ok=True)
         rows[budget] = _rows(sweep, d, trials)
     pd.testing.assert_frame_equal(rows["0"], rows["2048"], check_exact=True)
+
+
+def test_donors_keep_their_test_predictions_and_trials_read_them_instead_of_computing(zoo, settings, tmp_path):
+    """The donor stage keeps a donor's predicted classes on the trials' test images (stitching trials read the
+    donor); a trial's agreement columns come from them, with the values a trial computing them records."""
+    sweep, sweep_dir = zoo
+    settings(STITCHSWEEP_CACHE="off")
+    work = KINDS["donor"].units(sweep)["plain_a"]
+    assert work.predictions  # the space's trials read plain_a
+    trial = dataclasses.replace(next(t for t in sweep.trials if t.objective == "dm"), n_eval_robust=0)
+
+    def fresh(name):
+        d = SweepDir(tmp_path / name, sweep.name)
+        d.create()
+        shutil.copytree(str(sweep_dir.root / "zoo"), str(d.root / "zoo"))
+        return d
+
+    kept, computed = fresh("kept"), fresh("computed")
+    run_donor(work.donor, work.evaluations, kept, torch.device("cpu"), predictions=True)
+    run_donor(work.donor, work.evaluations, computed, torch.device("cpu"))
+    model = load_donor(kept, trial.front_key, torch.device("cpu"))
+    splits = make_splits(trial.dataset, trial.train_size, trial.val_size, trial.test_size)
+    loc = stitch.predictions_loc(kept, trial.front_key, trial.dataset, len(splits.test_y))
+    assert not stitch.predictions_loc(computed, trial.front_key, trial.dataset, len(splits.test_y)).exists()
+    # the same logits, computed on the same chunk grid in this process: the same classes
+    logits = Frozen(model, (*model.checkpoint_identity, "logits"), splits, torch.device("cpu")).on("test")
+    assert torch.equal(load_torch(loc), logits.argmax(1))
+    rows = _rows(sweep, kept, [trial])
+    pd.testing.assert_frame_equal(rows, _rows(sweep, computed, [trial]), check_exact=True)
+    # and the trial reads them: a kept file that says otherwise changes its agreement columns
+    wrong = fresh("wrong")
+    shutil.copytree(str(kept.donors), str(wrong.donors), dirs_exist_ok=True)
+    save_torch(stitch.predictions_loc(wrong, trial.front_key, trial.dataset, len(splits.test_y)), logits.argmin(1))
+    assert _rows(sweep, wrong, [trial])["head_agreement"].iloc[0] < rows["head_agreement"].iloc[0]

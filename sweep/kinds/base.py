@@ -43,8 +43,8 @@ class Kind:
     in `Sweep.units[name]`, each named by `unit_id(unit)`. A kind without a section (donors) says how to find
     its units itself (`units(sweep)`: unit id -> unit). Units must be picklable: the backend ships them.
     `parts(sweep_dir, unit)`: the Parquet parts that record a unit; `run(unit, ctx)`: run it, returning at
-    least {"status", "error"} (`run` may name its function, "module:function": see `work`) (and any metrics worth a progress line); `label(unit)`: a short name for
-    progress lines; `describe(unit)`: the line `stitchsweep plan --trials` prints (default: the unit id and
+    least {"status", "error"} (and any metrics worth a progress line; `run` may name its function,
+    "module:function", which `resolve` imports); `label(unit)`: a short name for progress lines; `describe(unit)`: the line `stitchsweep plan --trials` prints (default: the unit id and
     label); `group(unit)`: the line `plan`'s summary counts it under (default: every unit its own line). The
     backend runs the kinds in registration order, a kind after those named in `after` (it reads their parts)."""
 
@@ -77,10 +77,6 @@ class Kind:
         if self.find_units is not None:
             return self.find_units(sweep)
         return {self.unit_id(u): u for u in sweep.units.get(self.name, ())}
-
-    def work(self) -> Callable[[Any, RunContext], dict]:
-        """The function that runs a unit: `run` itself, or the function it names, imported now."""
-        return resolve(self.run)
 
     def line(self, unit) -> str:
         return self.describe(unit) if self.describe else f"{self.unit_id(unit)}  {self.label(unit)}"

@@ -31,6 +31,8 @@ class DonorWork:
     donor: DonorSpec
     evaluations: tuple[DonorEval, ...]
     train_accuracy: bool = False  # `evaluation.train_accuracy`: the own evaluation on training images too
+    # stitching trials read it: keep its predictions on each evaluation's test images (their agreement columns)
+    predictions: bool = False
 
 
 def donor_part(sweep_dir, donor: DonorSpec, ev: DonorEval):
@@ -43,6 +45,15 @@ def _describe_donor(work: DonorWork) -> str:
     return f"donor {d.ref}: {d.arch} {DONOR_SOURCES[d.source].describe(d)} key={d.donor_key}"
 
 
+def _donor_units(sweep) -> dict[str, DonorWork]:
+    in_trials = {ref for t in sweep.units.get("trial", ()) for ref in (t.front, t.end)}
+    return {
+        n: DonorWork(d, sweep.donor_evals[n], sweep.evaluation.train_accuracy, d.ref in in_trials)
+        for n, d in sweep.donors.items()
+        if d.network
+    }
+
+
 def _by_id(units) -> tuple:
     return tuple({u.unit_id: u for u in units}.values())
 
@@ -53,11 +64,7 @@ register_kind(
         stage="zoo",
         noun="donors",
         table="donors",
-        find_units=lambda sweep: {
-            n: DonorWork(d, sweep.donor_evals[n], sweep.evaluation.train_accuracy)
-            for n, d in sweep.donors.items()
-            if d.network
-        },
+        find_units=_donor_units,
         parts=lambda sweep_dir, work: [donor_part(sweep_dir, work.donor, ev) for ev in work.evaluations],
         run="sweep.kinds.donor:run_unit",
         label=lambda work: f"donor {work.donor.name}",

@@ -22,6 +22,7 @@ import torch
 from analysis.donors import at_chance
 from analysis.store.schema import DONOR_CURVES_DIR, DONORS_DIR, SCHEMA_VERSION, schema
 from sweep import __version__
+from sweep.activations import compute
 from sweep.cache import worker_cache
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.data.core import Splits, test_images, worker_splits
@@ -126,10 +127,13 @@ def run_donor(
     data_root: str | None = None,
     download: bool = True,
     train_accuracy: bool = False,
+    predictions: bool = False,
 ) -> dict:
     """Train (or take from the cache) one donor and evaluate it once per evaluation; write one `donors` row
     each. Idempotent. Returns the row of the first evaluation (the donor's own test set), which with
-    `train_accuracy` also measures the training images (and is measured again where a row lacks them)."""
+    `train_accuracy` also measures the training images (and is measured again where a row lacks them).
+    With `predictions` (stitching trials read the donor) its predicted classes on each evaluation's test
+    images are kept in the zoo (`test_predictions`), so that no trial computes them again."""
     parts = [donor_part(sweep, donor, ev) for ev in evaluations]
     todo = [
         (ev, part)
@@ -170,11 +174,32 @@ def run_donor(
             )
             if ev == evaluations[0] and row["status"] == "done":
                 row.update(_own_evaluation(model, splits, ev, row["clean_acc"], train_accuracy, device))
+            if predictions and row["status"] == "done":
+                _keep_predictions(sweep, donor.donor_key, model, ev, device, data_root, download)
             rows.append(row)
     for row, (_, part) in zip(rows, todo):
         row["finished_at"] = datetime.now(timezone.utc)
         write_rows(part, [row], schema(DONORS_DIR))
     return rows[0]
+
+
+def predictions_loc(sweep: SweepDir, donor_key: str, dataset: str, n: int) -> Loc:
+    """Where a donor's predicted classes on the first `n` test images of `dataset` are kept (in the zoo: they
+    depend on the checkpoint and the images alone)."""
+    return sweep.zoo(donor_key) / f"test-predictions-{dataset}-{n}.pt"
+
+
+def _keep_predictions(sweep: SweepDir, donor_key: str, model, ev: DonorEval, device, data_root, download) -> None:
+    x, _ = test_images(ev.dataset, ev.test_size, data_root, download)
+    loc = predictions_loc(sweep, donor_key, ev.dataset, len(x))
+    if not loc.exists():
+        save_torch(loc, test_predictions(model, x, device))
+
+
+def test_predictions(model, x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A donor's predicted classes on `x` (int64, on the host), from logits computed on the fixed chunk
+    grid, as a trial's cached logits are (`sweep.activations`): the same values either way."""
+    return compute(model, x, device).argmax(1).cpu()
 
 
 def _recorded(part: Loc, with_train: bool) -> bool:
@@ -289,5 +314,6 @@ def run_unit(work: DonorWork, ctx: RunContext) -> dict:
         data_root=ctx.data_root,
         download=ctx.download,
         train_accuracy=work.train_accuracy,
+        predictions=work.predictions,
     )
     return {k: row.get(k) for k in ("clean_acc", "robust_acc", "error")} | {"status": row.get("status", "skipped")}

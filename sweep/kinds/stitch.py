@@ -23,12 +23,12 @@ from sweep.config.donors import DonorEval
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits, worker_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import donor_row, load_donor
+from sweep.kinds.donor import donor_row, load_donor, predictions_loc
 from sweep.kinds.trial_measures import ood_auroc, similarities
 from sweep.measures.indices import Network
 from sweep.models.base import split
 from sweep.registry import INDICES
-from sweep.results import SweepDir, save_torch, write_rows
+from sweep.results import SweepDir, load_torch, save_torch, write_rows
 from sweep.stitching.noise import noise_seed, noise_splits
 from sweep.stitching.objectives import OBJECTIVES, FitContext, eval_mode
 from sweep.stitching.stitcher import StitchedNet, Stitcher
@@ -319,7 +319,8 @@ def _reference_accuracies(
         ref_acc = accuracy(predict(ref_model, splits.test_x, device), splits.test_y)
     out = dict(front_clean_acc=front_acc, front_robust_acc=front_rob, end_clean_acc=end_acc, end_robust_acc=end_rob)
     if front_model is not None:  # the donors' own predictions, as trained: what agreement compares against
-        out["_body_head"] = tuple(_predictions(m, splits, device) for m in (front_model, end_model))
+        pairs = (((spec.front_key, spec.dataset), front_model), ((spec.end_key, spec.dataset), end_model))
+        out["_body_head"] = tuple(_predictions(sweep, key, m, splits, device) for key, m in pairs)
     if "receiver_rank" in spec.indices:  # Smith & Marcu's baseline: the receiver on these very images
         out["receiver_acc"] = (
             ref_acc
@@ -329,8 +330,16 @@ def _reference_accuracies(
     return dict(out, _ref_acc=ref_acc)
 
 
-def _predictions(model, splits: Splits, device: torch.device) -> torch.Tensor:
-    """A donor's predictions on the test images, from the worker's cache (its logits, keyed like activations)."""
+def _predictions(sweep: SweepDir, key: tuple[str, str], model, splits: Splits, device: torch.device) -> torch.Tensor:
+    """A donor's predictions on the test images: kept in the zoo by the donor stage (`predictions_loc`), else
+    computed here from the worker's cache (its logits, keyed like activations). `key`: (donor key, dataset)."""
+    loc = predictions_loc(sweep, *key, len(splits.test_y))
+    try:
+        kept = load_torch(loc)
+    except Exception:  # none kept (an older sweep, a donor stage that did not know): compute them
+        kept = None
+    if kept is not None and len(kept) == len(splits.test_y):
+        return kept.to(splits.test_y.device)
     return Frozen(model, (*model.checkpoint_identity, "logits"), splits, device).on("test").argmax(1)
 
 
