@@ -12,12 +12,12 @@ import altair as alt
 import pandas as pd
 
 from .charts import is_cross_task, setting_label, stitching_grid
-from .reading import load
+from .matrices import layer_identification, long_matrices
 from .page import MANIFEST, claim_folder, markdown_table, page, table, write_manifest
+from .reading import load
 from .sections import CHARTS, TABLES
 from .stats import correlation_table, rank_correlations
 from .store.storage import Loc, open_root
-from .matrices import layer_identification, long_matrices
 
 
 def _png(chart, path: Path) -> None:

@@ -16,9 +16,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from .matrices import agreement_table
 from .store.storage import open_root
 from .store.units import INVERTED_DIR
-from .matrices import agreement_table
 
 
 def levels(donors: pd.DataFrame) -> pd.DataFrame:

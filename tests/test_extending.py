@@ -12,11 +12,11 @@ import pytest
 import torch
 
 import analysis
+from analysis.matrices import available_measures
 from analysis.report import write_report
 from analysis.stats import rank_correlations
 from analysis.store.catalogue import INDEX_CATALOGUE, IndexEntry
 from analysis.store.schema import reptest_schema, trial_schema
-from analysis.matrices import available_measures
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits

@@ -44,9 +44,10 @@ class Kind:
     its units itself (`units(sweep)`: unit id -> unit). Units must be picklable: the backend ships them.
     `parts(sweep_dir, unit)`: the Parquet parts that record a unit; `run(unit, ctx)`: run it, returning at
     least {"status", "error"} (and any metrics worth a progress line; `run` may name its function,
-    "module:function", which `resolve` imports); `label(unit)`: a short name for progress lines; `describe(unit)`: the line `stitchsweep plan --trials` prints (default: the unit id and
-    label); `group(unit)`: the line `plan`'s summary counts it under (default: every unit its own line). The
-    backend runs the kinds in registration order, a kind after those named in `after` (it reads their parts)."""
+    "module:function", which `resolve` imports); `label(unit)`: a short name for progress lines;
+    `describe(unit)`: the line `stitchsweep plan --trials` prints (default: the unit id and label);
+    `group(unit)`: the line `plan`'s summary counts it under (default: every unit its own line). The backend
+    runs the kinds in registration order, a kind after those named in `after` (it reads their parts)."""
 
     name: str  # "donor", "trial", ...
     stage: str  # the name of its stage in progress lines and Ray's run records
