@@ -86,7 +86,7 @@ class Frozen:
         x = getattr(self.splits, f"{part}_x")
         n = len(x) if n is None else min(n, len(x))
         end = min(len(x), math.ceil(n / CHUNK) * CHUNK) if n else min(len(x), 1)
-        if self.identity is None:
+        if self.identity is None or not len(x):  # a noise sender's front, or an empty split (`val_size: 0`)
             return compute(self.module, x[:n], self.device, precision, self.channels_last)
         if not self.fits(part, precision):  # too large to keep: the prefix asked for, on the same chunk grid
             return compute(self.module, x[:end], self.device, precision, self.channels_last)[:n]

@@ -442,3 +442,19 @@ def test_indices_too_large_for_the_device_are_measured_on_the_host(zoo, monkeypa
     assert places == ["where they are", "host"]
     for col in ("sim_cka", "sim_pwcca", "sim_dm"):
         assert row[col] == pytest.approx(expected[col], abs=1e-9), col
+
+
+def test_a_trial_without_validation_images_trains_and_records_no_validation_accuracy(zoo, tmp_path):
+    """`val_size: 0` is a valid space: TLM (on the front's cached activations) and DM+TLM train on every
+    training image, and the curves' val_acc is NaN (it failed on the empty validation split's activations)."""
+    sweep, sweep_dir = zoo
+    tlm = next(t for t in sweep.trials if t.objective == "tlm")
+    specs = [dataclasses.replace(tlm, val_size=0, n_eval_robust=0, objective=o) for o in ("tlm", "dm+tlm")]
+    for spec in specs:
+        row = run_trial(spec, sweep_dir, device=torch.device("cpu"))
+        assert row["status"] == "done", row.get("error")
+    curves = analysis.load(sweep_dir.path)["curves"].query(
+        "trial_id in @ids", local_dict={"ids": [s.trial_id for s in specs]}
+    )
+    val = curves.query("metric == 'val_acc'")
+    assert len(val) == 2 * tlm.epochs and val["value"].isna().all()
