@@ -131,15 +131,10 @@ def run_donor(
 ) -> dict:
     """Train (or take from the cache) one donor and evaluate it once per evaluation; write one `donors` row
     each. Idempotent. Returns the row of the first evaluation (the donor's own test set), which with
-    `train_accuracy` also measures the training images (and is measured again where a row lacks them).
-    With `predictions` (stitching trials read the donor) its predicted classes on each evaluation's test
-    images are kept in the zoo (`test_predictions`), so that no trial computes them again."""
+    `train_accuracy` also measures the training images (and is measured again where a row lacks them);
+    `predictions` keeps its predictions on each evaluation's test images for the trials (`test_predictions`)."""
     parts = [donor_part(sweep, donor, ev) for ev in evaluations]
-    todo = [
-        (ev, part)
-        for ev, part in zip(evaluations, parts)
-        if not _recorded(part, train_accuracy and ev == evaluations[0])
-    ]
+    todo = [(ev, p) for ev, p in zip(evaluations, parts) if not _recorded(p, train_accuracy and ev == evaluations[0])]
     if not todo:
         return {"donor": donor.name, "skipped": True}  # a failed evaluation is tried again
     d = donor.data
@@ -174,7 +169,7 @@ def run_donor(
             )
             if ev == evaluations[0] and row["status"] == "done":
                 row.update(_own_evaluation(model, splits, ev, row["clean_acc"], train_accuracy, device))
-            if predictions and row["status"] == "done":
+            if predictions and row["status"] == "done":  # the stitching trials read the donor
                 _keep_predictions(sweep, donor.donor_key, model, ev, device, data_root, download)
             rows.append(row)
     for row, (_, part) in zip(rows, todo):
