@@ -226,7 +226,7 @@ def check_data(sweep) -> None:
     from pathlib import Path
 
     from sweep.config.errors import SpecError
-    from sweep.data.core import load_pool, missing_files
+    from sweep.data.declared import missing_files
 
     names = {sweep.data.dataset} | {d.data.dataset for d in sweep.donors.values()}
     names |= {o for t in sweep.trials for o in t.ood_outliers if o != "noise"}
@@ -236,6 +236,8 @@ def check_data(sweep) -> None:
             continue
         print(f"dataset {name}: files missing, downloading once before the sweep starts", flush=True)
         try:
+            from sweep.data.core import load_pool
+
             load_pool(name, sweep.data_root, sweep.download)
         except Exception as exc:  # noqa: BLE001  (whatever a download raises: one line, then stop)
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

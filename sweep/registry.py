@@ -105,20 +105,21 @@ def lazy(target: str) -> Callable:
         return getattr(importlib.import_module(module), name)(*args, **kwargs)
 
     call.__name__ = name
+    call.target = target  # what it names (tests check that every declared one resolves)
     return call
 
 
 # The registries. Each is filled by the module named here, imported the first time the registry is read.
-ARCHITECTURES: Registry = Registry("architecture", populate="sweep.models")
-DATASETS: Registry = Registry("dataset", populate="sweep.data")
-AUGMENTATIONS: Registry = Registry("augmentation", populate="sweep.data.augment")
-TRAINING_METHODS: Registry = Registry("donor training method", populate="sweep.train.donors")
-OBJECTIVES: Registry = Registry("objective", populate="sweep.stitching.objectives")
-STITCHERS: Registry = Registry("stitcher", populate="sweep.stitching.stitcher")
+ARCHITECTURES: Registry = Registry("architecture", populate="sweep.models.declared")
+DATASETS: Registry = Registry("dataset", populate="sweep.data.declared")
+AUGMENTATIONS: Registry = Registry("augmentation", populate="sweep.data.declared")
+TRAINING_METHODS: Registry = Registry("donor training method", populate="sweep.train.declared")
+OBJECTIVES: Registry = Registry("objective", populate="sweep.stitching.declared")
+STITCHERS: Registry = Registry("stitcher", populate="sweep.stitching.declared")
 INDICES: Registry = Registry("similarity index", populate="sweep.measures.indices")
-ATTACKS: Registry = Registry("attack", populate="sweep.train.attacks")
-THREATS: Registry = Registry("threat model", populate="sweep.train.threats")
-OPTIMIZERS: Registry = Registry("optimizer", populate="sweep.train.optimizers")
-SCHEDULES: Registry = Registry("learning-rate schedule", populate="sweep.train.optimizers")
+ATTACKS: Registry = Registry("attack", populate="sweep.train.declared")
+THREATS: Registry = Registry("threat model", populate="sweep.train.declared")
+OPTIMIZERS: Registry = Registry("optimizer", populate="sweep.train.declared")
+SCHEDULES: Registry = Registry("learning-rate schedule", populate="sweep.train.declared")
 KINDS: Registry = Registry("kind of work", populate="sweep.kinds")
 DONOR_SOURCES: Registry = Registry("donor source", populate="sweep.config.sources")

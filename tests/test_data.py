@@ -61,10 +61,7 @@ def test_oversized_split_is_refused():
 
 
 @pytest.mark.skipif(
-    data._find_idx_dir(
-        "fashion_mnist", [data.data_root() / "fashion-mnist", data.Path("/usr/share/datasets/fashion-mnist")]
-    )
-    is None,
+    data.find_idx_dir([data.data_root() / "fashion-mnist", data.Path("/usr/share/datasets/fashion-mnist")]) is None,
     reason="Fashion-MNIST files not installed (make installs dataset-fashion-mnist)",
 )
 def test_fashion_mnist_has_all_70000_images():

@@ -1,33 +1,30 @@
-"""Datasets as [0, 1] image tensors and their deterministic splits (`core.py`: the dataset registry, the
-MNIST family and the digits; `torchvision_sets.py`: CIFAR-10, SVHN, MNIST through torchvision;
-`image_folders.py`: the ImageNet subsets ImageNette and ImageWoof; `colour_digits.py`: Smith & Marcu 2024's
-colour-digit variants of the MNIST family; `augment.py`: donor training augmentations)."""
+"""Datasets as [0, 1] image tensors and their deterministic splits (`declared.py`: the dataset registry's
+entries, without PyTorch; `core.py`: pools, splits, the MNIST family and the digits; `torchvision_sets.py`:
+CIFAR-10, SVHN, MNIST through torchvision; `image_folders.py`: the ImageNet subsets ImageNette and ImageWoof;
+`colour_digits.py`: Smith & Marcu 2024's colour-digit variants of the MNIST family; `augment.py`: donor
+training augmentations).
 
-from sweep.data import colour_digits as _colour_digits  # noqa: F401  (registers its datasets)
-from sweep.data import image_folders as _image_folders  # noqa: F401  (registers its datasets)
-from sweep.data import torchvision_sets as _torchvision_sets  # noqa: F401  (registers its datasets)
-from sweep.data.core import (
-    DATASETS,
-    Pool,
-    Splits,
-    batches,
-    data_root,
-    load_pool,
-    make_splits,
-    missing_files,
-    register_dataset,
-    test_images,
-)
+The names below load their module on first use (PEP 562), so that reading the registry imports no PyTorch.
+"""
 
-__all__ = [
-    "DATASETS",
-    "Pool",
-    "Splits",
-    "batches",
-    "data_root",
-    "load_pool",
-    "make_splits",
-    "missing_files",
-    "register_dataset",
-    "test_images",
-]
+from __future__ import annotations
+
+import importlib
+
+_HOME = {
+    **dict.fromkeys(["DATASETS", "data_root", "missing_files", "register_dataset"], "declared"),
+    **dict.fromkeys(["Pool", "Splits", "batches", "load_pool", "make_splits", "test_images"], "core"),
+}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'sweep.data' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

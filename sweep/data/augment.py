@@ -12,19 +12,14 @@ import math
 import torch
 import torch.nn.functional as F
 
+from sweep.data.declared import register_augmentation  # noqa: F401  (re-exported)
 from sweep.registry import AUGMENTATIONS
-
-
-def register_augmentation(name: str):
-    """Decorator: register `fn(x, generator) -> x'`, applied to whole batches of [0, 1] pixels."""
-    return AUGMENTATIONS.register(name)
 
 
 def _uniform(n: int, low: float, high: float, gen: torch.Generator) -> torch.Tensor:
     return torch.rand(n, generator=gen) * (high - low) + low
 
 
-@register_augmentation("crop")
 def random_crop(x: torch.Tensor, gen: torch.Generator, pad: int = 4) -> torch.Tensor:
     n, _, h, w = x.shape
     padded = F.pad(x, (pad, pad, pad, pad))
@@ -33,13 +28,11 @@ def random_crop(x: torch.Tensor, gen: torch.Generator, pad: int = 4) -> torch.Te
     return torch.stack([padded[i, :, dy[i] : dy[i] + h, dx[i] : dx[i] + w] for i in range(n)])
 
 
-@register_augmentation("flip")
 def random_flip(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     flip = (torch.rand(len(x), generator=gen) < 0.5).to(x.device)
     return torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
 
 
-@register_augmentation("affine")
 def random_affine(
     x: torch.Tensor,
     gen: torch.Generator,

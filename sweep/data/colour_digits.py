@@ -24,9 +24,9 @@ from pathlib import Path
 
 import torch
 
-from sweep.data.core import Pool, load_pool, register_dataset
-from sweep.data.torchvision_sets import mnist as _mnist  # noqa: F401  (registers mnist, a base, first)
-from sweep.registry import DATASETS
+from sweep.data.core import Pool, load_pool
+from sweep.data.declared import COLOUR_BASES as BASES  # noqa: F401
+from sweep.data.declared import COLOUR_VARIANTS as VARIANTS
 
 COLOUR_MAP = (
     (255, 0, 0),
@@ -42,8 +42,6 @@ COLOUR_MAP = (
 )
 COLOUR_NOISE = 0.1  # the background colour's per-image variation, a fraction of the channel range
 COLOUR_SEED = 0
-VARIANTS = ("correlated", "digit", "colour", "colour_only", "rgb")
-BASES = ("mnist", "fashion_mnist")  # the registered 1-channel 28 x 28 datasets with enough images
 
 
 def colourise(x: torch.Tensor, y: torch.Tensor, variant: str, generator: torch.Generator) -> tuple:
@@ -71,22 +69,3 @@ def colour_pool(base: str, variant: str, root: Path, download: bool) -> Pool:
         splits.append(colourise(x, y, variant, torch.Generator().manual_seed(COLOUR_SEED * 2 + k)))
     (train_x, train_y), (test_x, test_y) = splits
     return Pool(train_x, train_y, test_x, test_y, pool.num_classes, (0.5,) * 3, (0.5,) * 3)
-
-
-def _register(base: str, variant: str) -> None:
-    info = DATASETS.get_entry(base)
-    register_dataset(
-        f"{base}_{variant}",
-        train_pool=info.train_pool,
-        test=info.test,
-        channels=3,
-        image_size=28,
-        required=info.required,
-        num_classes=info.num_classes,
-        threat=info.threat,
-    )(lambda root, download: colour_pool(base, variant, root, download))
-
-
-for _base in BASES:
-    for _variant in VARIANTS:
-        _register(_base, _variant)

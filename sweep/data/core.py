@@ -17,14 +17,21 @@ import functools
 import gzip
 import hashlib
 import json
-import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from sweep.data.declared import (  # noqa: F401  (re-exported: where the data layer's names have lived)
+    MNIST_FILES,
+    DatasetInfo,
+    data_root,
+    fashion_candidates,
+    find_idx_dir,
+    missing_files,
+    register_dataset,
+)
 from sweep.registry import DATASETS
 
 SPLIT_SEED = 0  # the split is part of the data, not of a trial: one fixed permutation per dataset
@@ -78,54 +85,6 @@ class Splits:
         return dataclasses.replace(self, **moved)
 
 
-@dataclass(frozen=True)
-class DatasetInfo:
-    """What a search space is validated against without loading any image."""
-
-    load: Callable[[Path, bool], Pool]  # (root, download) -> Pool
-    train_pool: int  # images available for train + val
-    test: int  # images of the official test split
-    channels: int
-    image_size: int
-    # The files `load` needs under a root when it may not download (empty: nothing to fetch).
-    required: Callable[[Path], list[Path]] = lambda root: []
-    num_classes: int = 10
-    # The L-inf threat model of Balogh & Jelasity 2023 A.3/A.4 for this dataset: (eps, PGD step size). 0.3 and 0.1 for
-    # the MNIST family (digits included), 8/255 and 2/255 for the 32x32 colour datasets.
-    threat: tuple[float, float] = (0.3, 0.1)
-    downloadable: bool = True  # False: never fetched (ImageNet's licence); errors then say so
-
-    def missing_files(self, root: Path | None) -> list[Path]:
-        """The files this dataset lacks under `root` (default: the data root): what it would download."""
-        return [p for p in self.required(root or data_root()) if not p.exists()]
-
-
-def register_dataset(
-    name: str,
-    train_pool: int,
-    test: int,
-    channels: int = 1,
-    image_size: int = 28,
-    required: Callable[[Path], list[Path]] | None = None,
-    num_classes: int = 10,
-    threat: tuple[float, float] = (0.3, 0.1),
-    downloadable: bool = True,
-):
-    """Decorator: register a loader `fn(root, download) -> Pool` with what validation needs to know."""
-    return DATASETS.register(
-        name,
-        lambda fn: DatasetInfo(
-            fn, train_pool, test, channels, image_size, required or (lambda root: []), num_classes, threat,
-            downloadable,
-        ),
-    )  # fmt: skip
-
-
-def missing_files(name: str, root: Path | None) -> list[Path]:
-    """The files dataset `name` lacks under `root` (what it would have to download)."""
-    return DATASETS.get_entry(name).missing_files(root)
-
-
 def _read_idx(path: Path) -> np.ndarray:
     """Read an IDX file (the MNIST family's format), gzipped or not."""
     opener = gzip.open if path.suffix == ".gz" else open
@@ -141,20 +100,9 @@ def _read_idx(path: Path) -> np.ndarray:
     return data.reshape(shape)
 
 
-def _find_idx_dir(name: str, candidates: list[Path]) -> Path | None:
-    for d in candidates:
-        if (d / "train-images-idx3-ubyte.gz").exists() or (d / "train-images-idx3-ubyte").exists():
-            return d
-    return None
-
-
 def _idx_file(d: Path, stem: str) -> Path:
     gz = d / f"{stem}.gz"
     return gz if gz.exists() else d / stem
-
-
-def data_root() -> Path:
-    return Path(os.environ.get("STITCHSWEEP_DATA", Path.home() / ".cache" / "stitchsweep" / "data"))
 
 
 def load_mnist_like(directory: Path, mean: float, std: float) -> Pool:
@@ -177,26 +125,9 @@ def load_mnist_like(directory: Path, mean: float, std: float) -> Pool:
     )
 
 
-DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
-
-
-def _fashion_candidates(root: Path) -> list[Path]:
-    return [root / "fashion-mnist", root / "FashionMNIST" / "raw", DEBIAN_FASHION_MNIST]
-
-
-def _fashion_required(root: Path) -> list[Path]:
-    if _find_idx_dir("fashion_mnist", _fashion_candidates(root)) is not None:
-        return []
-    return [root / "FashionMNIST" / "raw" / f for f in MNIST_FILES]
-
-
-MNIST_FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
-
-
-@register_dataset("fashion_mnist", train_pool=60000, test=10000, required=_fashion_required)
 def fashion_mnist(root: Path, download: bool) -> Pool:
     """Fashion-MNIST from ROOT/fashion-mnist, ROOT/FashionMNIST/raw or Debian's package, else torchvision."""
-    found = _find_idx_dir("fashion_mnist", _fashion_candidates(root))
+    found = find_idx_dir(fashion_candidates(root))
     if found is None:
         from torchvision.datasets import FashionMNIST
 
@@ -205,7 +136,6 @@ def fashion_mnist(root: Path, download: bool) -> Pool:
     return load_mnist_like(found, mean=0.2860, std=0.3530)
 
 
-@register_dataset("digits", train_pool=1797 - 1797 // 5, test=1797 // 5)
 def digits(root: Path, download: bool) -> Pool:
     """scikit-learn's digits (shipped inside scikit-learn: root and download do not apply)."""
     from sklearn.datasets import load_digits

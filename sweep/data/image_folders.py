@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sweep.data.core import Pool, register_dataset
+from sweep.data.core import Pool
+from sweep.data.declared import IMAGE_FOLDER_SIZE as SIZE
+from sweep.data.declared import IMAGENET_PER_CLASS, IMAGENET_THREAT  # noqa: F401
 
-SIZE = 160
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-IMAGENET_THREAT = (4 / 255, 1 / 255)  # Cianfarani et al. 2022 2.3: eps 4/255 on the ImageNet subsets
 SUFFIXES = {".jpeg", ".jpg", ".png"}
 URL = "https://s3.amazonaws.com/fast-ai-imageclas/{folder}.tgz"
 
@@ -80,52 +80,16 @@ def _load(folder: str, root: Path, download: bool) -> Pool:
     return Pool(train_x, train_y, *by_turns(test_x, test_y), len(classes), IMAGENET_MEAN, IMAGENET_STD)
 
 
-def _required(folder: str):
-    return lambda root: [root / folder / "train", root / folder / "val"]
-
-
-@register_dataset(
-    "imagenette",
-    train_pool=9469,
-    test=3925,
-    channels=3,
-    image_size=SIZE,
-    required=_required("imagenette2-160"),
-    threat=IMAGENET_THREAT,
-)
 def imagenette(root: Path, download: bool) -> Pool:
     """ImageNette (fast.ai): ten easily told apart ImageNet classes."""
     return _load("imagenette2-160", root, download)
 
 
-@register_dataset(
-    "imagewoof",
-    train_pool=9025,
-    test=3929,
-    channels=3,
-    image_size=SIZE,
-    required=_required("imagewoof2-160"),
-    threat=IMAGENET_THREAT,
-)
 def imagewoof(root: Path, download: bool) -> Pool:
     """ImageWoof (fast.ai): ten ImageNet dog breeds, hard to tell apart."""
     return _load("imagewoof2-160", root, download)
 
 
-IMAGENET_PER_CLASS = 10  # images per class read from each split: 10,000 each (Jones et al. 2022 4.1's subset)
-
-
-@register_dataset(
-    "imagenet",
-    train_pool=1000 * IMAGENET_PER_CLASS,
-    test=1000 * IMAGENET_PER_CLASS,
-    channels=3,
-    image_size=224,
-    required=_required("imagenet"),
-    num_classes=1000,
-    threat=IMAGENET_THREAT,
-    downloadable=False,
-)
 def imagenet(root: Path, download: bool) -> Pool:
     """ImageNet (ILSVRC 2012) in the image-folder layout, `ROOT/imagenet/{train,val}/<wnid>/*` (val sorted into
     class folders, as torchvision's ImageFolder and the robustness library read it): the first 10 images of

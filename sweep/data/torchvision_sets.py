@@ -11,20 +11,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sweep.data.core import MNIST_FILES, Pool, load_mnist_like, register_dataset
-
-CIFAR_THREAT = (8 / 255, 2 / 255)  # Balogh & Jelasity 2023 A.3: eps and PGD step for CIFAR-10 and SVHN
-
-CIFAR_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+from sweep.data.core import Pool, load_mnist_like
 
 
-def _cifar_required(root: Path) -> list[Path]:
-    return [root / "cifar-10-batches-py" / f for f in CIFAR_FILES]
-
-
-@register_dataset(
-    "cifar10", train_pool=50000, test=10000, channels=3, image_size=32, required=_cifar_required, threat=CIFAR_THREAT
-)
 def cifar10(root: Path, download: bool) -> Pool:
     from torchvision.datasets import CIFAR10
 
@@ -37,13 +26,6 @@ def cifar10(root: Path, download: bool) -> Pool:
     return Pool(train_x, train_y, test_x, test_y, 10, (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
 
 
-def _svhn_required(root: Path) -> list[Path]:
-    return [root / "train_32x32.mat", root / "test_32x32.mat"]
-
-
-@register_dataset(
-    "svhn", train_pool=73257, test=26032, channels=3, image_size=32, required=_svhn_required, threat=CIFAR_THREAT
-)
 def svhn(root: Path, download: bool) -> Pool:
     """SVHN's cropped single digits (Balogh & Jelasity 2023 A.1: "the single-class version"); the extra split is
     unused."""
@@ -57,11 +39,6 @@ def svhn(root: Path, download: bool) -> Pool:
     return Pool(train_x, train_y, test_x, test_y, 10, (0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970))
 
 
-def _mnist_required(root: Path) -> list[Path]:
-    return [root / "MNIST" / "raw" / f for f in MNIST_FILES]
-
-
-@register_dataset("mnist", train_pool=60000, test=10000, required=_mnist_required)
 def mnist(root: Path, download: bool) -> Pool:
     from torchvision.datasets import MNIST
 

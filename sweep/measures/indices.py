@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from analysis.store.catalogue import INDEX_CATALOGUE, IndexEntry, add_entry
-from sweep.measures.similarity import dm_distance, dm_error, dm_fit, linear_cka, numerical_rank, opd, pwcca, to_2d
-from sweep.registry import INDICES
+from sweep.registry import INDICES, lazy
+
+# The math (`similarity.py`, PyTorch) is imported the first time an index is computed: reading the registry,
+# as checking a search space does, imports no PyTorch.
+_SIM = "sweep.measures.similarity"
+to_2d = lazy(f"{_SIM}:to_2d")
 
 
 @dataclass
@@ -55,6 +61,8 @@ def _on_pair(fn: Callable) -> Callable[[Pair, str], float]:
 def _dm_score(pair: Pair, layout: str) -> float:
     """The structural DM distance as the reference code computes it: the DM map fitted on the K training
     images, its squared relative error on the test images (the sender resized as the stitcher sees it)."""
+    from sweep.measures.similarity import dm_error, dm_fit
+
     fit_a, fit_b = pair.fit_pair()
     theta = dm_fit(to_2d(pair.resize(fit_a), layout), to_2d(fit_b, layout))
     return dm_error(theta, to_2d(pair.resize(pair.sender), layout), to_2d(pair.target, layout))
@@ -122,6 +130,7 @@ class Index:
         `{column}_null` (the null's 95th percentile for a similarity, its 5th for a distance: what the value
         must beat) and `{column}_p` ((1 + shuffles at least as extreme as `value`) / (1 + shuffles))."""
         import numpy as np
+        import torch
 
         if self.kind not in ("similarity", "distance") or not permutations:
             return {}
@@ -171,11 +180,13 @@ def register_index(
     return INDICES.add(entry.index, Index(entry, fn, layout, score, symmetric, after_fit, target_first_in_reptests))
 
 
-register_index("cka", linear_cka, "flatten")  # Eq. 4
-register_index("pwcca", pwcca, "pooled", symmetric=False, target_first_in_reptests=True)  # Eq. 5-6, weights: A
-register_index("opd", opd, "flatten")  # Eq. 8
-register_index("dm", dm_distance, "positions", score=_dm_score, symmetric=False)  # 2.3, out of sample
-register_index("rank", numerical_rank, "positions")  # B.2.1, each donor side
+register_index("cka", lazy(f"{_SIM}:linear_cka"), "flatten")  # Eq. 4
+register_index(
+    "pwcca", lazy(f"{_SIM}:pwcca"), "pooled", symmetric=False, target_first_in_reptests=True
+)  # Eq. 5-6, weights: A
+register_index("opd", lazy(f"{_SIM}:opd"), "flatten")  # Eq. 8
+register_index("dm", lazy(f"{_SIM}:dm_distance"), "positions", score=_dm_score, symmetric=False)  # 2.3, out of sample
+register_index("rank", lazy(f"{_SIM}:numerical_rank"), "positions")  # B.2.1, each donor side
 
 
 def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_features: int = 8000) -> int:
@@ -183,6 +194,10 @@ def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_featur
     convolution or linear layer that `end` runs), on what `sender` feeds it for the images `x`: flattened,
     at most `max_features` features sampled with a fixed seed, covariance singular values above 1e-3 of the
     largest."""
+    import torch
+
+    from sweep.measures.similarity import numerical_rank
+
     first = next((m for m in end.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))), None)
     if first is None:
         raise ValueError("receiver_rank: the end model has no convolution or linear layer after the point")
@@ -225,4 +240,4 @@ def _receiver_ranks(net: Network) -> dict:
     }
 
 
-register_index("receiver_rank", numerical_rank, "flatten", after_fit=_receiver_ranks)
+register_index("receiver_rank", lazy(f"{_SIM}:numerical_rank"), "flatten", after_fit=_receiver_ranks)

@@ -1,26 +1,40 @@
-"""Networks as staged modules with named stitch points (`base.py`: `StagedNet`, the architecture registry,
-`split`; one file per family of registered architectures: `resnet.py`, `preact.py`, `vgg.py`, `vit.py`,
-`deepmind.py`, `imagenet_tv.py`; `external.py`: `file:` checkpoints and RobustBench). Placement follows
-Balogh & Jelasity 2023 A.5.1."""
+"""Networks as staged modules with named stitch points (`declared.py`: the architecture registry's entries,
+without PyTorch; `base.py`: `StagedNet`, `build`, `split`; one file per family of built-in architectures:
+`resnet.py`, `preact.py`, `vgg.py`, `vit.py`, `deepmind.py`, `imagenet_tv.py`, `torchvision_style.py`;
+`external.py`: `file:` checkpoints and RobustBench). Placement follows Balogh & Jelasity 2023 A.5.1.
 
-# each registers its architectures
-from sweep.models import deepmind, imagenet_tv, preact, resnet, torchvision_style, vgg, vit  # noqa: F401
-from sweep.models.base import (
-    ARCHITECTURES,
-    StagedNet,
-    activation_shapes,
-    build,
-    register_architecture,
-    split,
-    stitch_points,
-)
+The names below load their module on first use (PEP 562), so that reading the registry imports no PyTorch.
+"""
 
-__all__ = [
-    "ARCHITECTURES",
-    "StagedNet",
-    "activation_shapes",
-    "build",
-    "register_architecture",
-    "split",
-    "stitch_points",
-]
+from __future__ import annotations
+
+import importlib
+
+FAMILIES = ("resnet", "preact", "deepmind", "imagenet_tv", "torchvision_style", "vgg", "vit")
+
+_HOME = {
+    **dict.fromkeys(["ARCHITECTURES", "register_architecture"], "declared"),
+    **dict.fromkeys(["StagedNet", "activation_shapes", "build", "split", "stitch_points"], "base"),
+}
+__all__ = sorted([*_HOME, "build_builtin"])
+
+
+def build_builtin(name: str, **kwargs):
+    """Build built-in architecture `name` (its family module, imported now, holds the builder)."""
+    for family in FAMILIES:
+        importlib.import_module(f"{__name__}.{family}")
+    from sweep.models.base import BUILDERS
+
+    return BUILDERS[name](**kwargs)
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'sweep.models' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

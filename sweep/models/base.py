@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from sweep.models.declared import Architecture, register_architecture  # noqa: F401  (re-exported)
 from sweep.registry import ARCHITECTURES
 
 
@@ -89,38 +89,19 @@ class StagedNet(nn.Module):
         return x
 
 
-@dataclass(frozen=True)
-class Architecture:
-    """A registered architecture: its builder, and the metadata that validating a search space needs (its
-    stitch points and activation shapes, computed once from a freshly built model)."""
-
-    name: str
-    build: Callable[..., StagedNet]
-    description: str
-
-    def stitch_points(self) -> list[str]:
-        """The stitch point names, input to output (what `all` selects)."""
-        return list(_points(self.name))
-
-    def points(self) -> list[str]:
-        """Every point a search space may name: the stitch points, then `penultimate` where it is not one."""
-        return list(_points(self.name, extra=True))
-
-    def graph_nodes(self) -> list[str]:
-        """Every node of the network's traced graph in evaluation mode (torchvision's `get_graph_node_names`):
-        module outputs (convolutions, BatchNorms, activations, pooling) and functional operations alike.
-        Raises for a network torch.fx cannot trace."""
-        return list(_nodes(self.name))
-
-    def activation_shapes(self, in_channels: int, image_size: int, num_classes: int = 10) -> dict[str, tuple[int, ...]]:
-        """The activation shape (without the batch dimension) at every stitch point: (C, H, W) for conv
-        stages, (tokens, dim) for transformer ones."""
-        return _shapes(self.name, in_channels, image_size, num_classes)
+BUILDERS: dict[str, Callable[..., StagedNet]] = {}  # the built-in networks' builders, by name
 
 
-def register_architecture(name: str, description: str):
-    """Decorator: add a builder `fn(*, in_channels, num_classes, mean, std, image_size) -> StagedNet`."""
-    return ARCHITECTURES.register(name, lambda fn: Architecture(name, fn, description))
+def builtin(name: str):
+    """Decorator: the builder of built-in network `name` (declared, with its description, in `declared.py`)."""
+
+    def wrap(fn: Callable[..., StagedNet]) -> Callable[..., StagedNet]:
+        if name in BUILDERS:
+            raise ValueError(f"built-in architecture {name!r} has two builders")
+        BUILDERS[name] = fn
+        return fn
+
+    return wrap
 
 
 def build(arch: str, in_channels: int, num_classes: int, mean, std, image_size: int = 32) -> StagedNet:
@@ -128,17 +109,24 @@ def build(arch: str, in_channels: int, num_classes: int, mean, std, image_size: 
     entry = ARCHITECTURES.get_entry(arch)
     mean = tuple(mean) if len(mean) == in_channels else tuple(mean) * in_channels
     std = tuple(std) if len(std) == in_channels else tuple(std) * in_channels
-    return entry.build(in_channels=in_channels, num_classes=num_classes, mean=mean, std=std, image_size=image_size)
+    model = entry.build(in_channels=in_channels, num_classes=num_classes, mean=mean, std=std, image_size=image_size)
+    if entry.builtin and model.stitch_points != entry.stitch_points():  # search spaces were checked against it
+        raise RuntimeError(
+            f"architecture {arch!r}: its stitch points {model.stitch_points} differ from sweep/models/table.json's"
+            f" {entry.stitch_points()}; run tests/scripts/architectures.py --write"
+        )
+    return model
 
 
 @functools.cache
-def _points(arch: str, extra: bool = False) -> tuple[str, ...]:
+def measure_points(arch: str, extra: bool = False) -> tuple[str, ...]:
+    """The stitch points (and with `extra` the other points) of a freshly built `arch`."""
     model = build(arch, 1, 10, (0.5,), (0.5,))
     return tuple(model.stitch_points + (model.extra_points if extra else []))
 
 
 @functools.cache
-def _nodes(arch: str) -> tuple[str, ...]:
+def graph_nodes(arch: str) -> tuple[str, ...]:
     from torchvision.models.feature_extraction import get_graph_node_names
 
     return tuple(get_graph_node_names(build(arch, 1, 10, (0.5,), (0.5,)).eval())[1])
@@ -150,7 +138,8 @@ def stitch_points(arch: str) -> list[str]:
 
 
 @functools.cache
-def _shapes(arch: str, in_channels: int, image_size: int, num_classes: int) -> dict[str, tuple[int, ...]]:
+def measure_shapes(arch: str, in_channels: int, image_size: int, num_classes: int) -> dict[str, tuple[int, ...]]:
+    """The activation shape at every point of a freshly built `arch`, from one forward pass on a blank image."""
     model = build(arch, in_channels, num_classes, (0.5,), (0.5,), image_size=image_size).eval()
     shapes = {}
     x = torch.zeros(1, in_channels, image_size, image_size)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sweep.models.base import StagedNet, register_architecture
+from sweep.models.base import StagedNet, builtin
 from sweep.models.preact import _preact_net
 from sweep.models.resnet import Head
 
@@ -70,9 +70,7 @@ def _dm_net(widths, blocks, *, wide, stem_width, in_channels, num_classes, mean,
     )
 
 
-@register_architecture(
-    "dm_preact_resnet18", "PreActResNet-18 in DeepMind's layout with Swish (RobustBench Rade2021Helper_R18_*; 8)"
-)
+@builtin("dm_preact_resnet18")
 def dm_preact_resnet18(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
     return _dm_net(
         [64, 128, 256, 512],
@@ -86,9 +84,7 @@ def dm_preact_resnet18(*, in_channels, num_classes, mean, std, image_size=32) ->
     )
 
 
-@register_architecture(
-    "dm_wrn28_10", "WideResNet-28-10 in DeepMind's layout with Swish (RobustBench Gowal2021Improving_28_10_*; 12)"
-)
+@builtin("dm_wrn28_10")
 def dm_wrn28_10(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
     return _dm_net(
         [160, 320, 640],

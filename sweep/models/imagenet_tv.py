@@ -18,7 +18,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from sweep.models.base import Normalize, PooledHead, StagedNet, register_architecture
+from sweep.models.base import Normalize, PooledHead, StagedNet, builtin
 
 
 class Named(nn.Module):
@@ -169,24 +169,24 @@ _BUILDERS = {"tv_vgg16_bn": _vgg16_bn, "tv_densenet161": _densenet161}
 _BUILDERS |= {"tv_shufflenet_v2_x1_0": _shufflenet, "tv_mobilenet_v2": _mobilenet_v2}
 
 
-def _register(name: str, description: str) -> None:
+def _register(name: str) -> None:
     def build(*, in_channels, num_classes, mean, std, image_size=224) -> StagedNet:
         if name in _BUILDERS:
             return _BUILDERS[name](in_channels, num_classes, mean, std)
         return _resnet(reference(name, num_classes), in_channels, mean, std)
 
-    register_architecture(name, description)(build)
+    builtin(name)(build)
 
 
-for _name, _what in (
-    ("tv_resnet18", "ResNet-18, points after each block (8)"),
-    ("tv_resnet50", "ResNet-50, points after each block (16)"),
-    ("tv_wide_resnet50_2", "Wide ResNet-50-2 (16)"),
-    ("tv_wide_resnet50_4", "Wide ResNet-50-4, the robustness library's (16)"),
-    ("tv_resnext50_32x4d", "ResNeXt-50 32x4d (16)"),
-    ("tv_vgg16_bn", "VGG-16 with BN, points after each max-pool (5)"),
-    ("tv_densenet161", "DenseNet-161, points after each dense block and transition (4)"),
-    ("tv_shufflenet_v2_x1_0", "ShuffleNet V2 x1.0, points after each stage and conv5 (4)"),
-    ("tv_mobilenet_v2", "MobileNet V2, points after each resolution (6)"),
+for _name in (
+    "tv_resnet18",
+    "tv_resnet50",
+    "tv_wide_resnet50_2",
+    "tv_wide_resnet50_4",
+    "tv_resnext50_32x4d",
+    "tv_vgg16_bn",
+    "tv_densenet161",
+    "tv_shufflenet_v2_x1_0",
+    "tv_mobilenet_v2",
 ):
-    _register(_name, f"torchvision's ImageNet {_what} (Jones et al. 2022; Salman et al. 2020 checkpoints)")
+    _register(_name)

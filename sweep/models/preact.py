@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sweep.models.base import Normalize, StagedNet, register_architecture
+from sweep.models.base import Normalize, StagedNet, builtin
 from sweep.models.resnet import Head
 
 
@@ -51,7 +51,7 @@ def _preact_net(
     return StagedNet(stages, points)
 
 
-@register_architecture("preact_resnet18", "PreActResNet-18 (He et al. 2016b), CIFAR-style (8 points)")
+@builtin("preact_resnet18")
 def preact_resnet18(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
     return _preact_net(
         [64, 128, 256, 512],
@@ -78,6 +78,4 @@ def _wrn28(k: int):
 
 # The widths Cianfarani et al. 2022 compare (Figs 3, 5a): 1, 5 and 10.
 for _k in (1, 5, 10):
-    register_architecture(
-        f"wrn28_{_k}", f"WideResNet-28-{_k} (Zagoruyko & Komodakis), 3 groups of 4 blocks (12 points)"
-    )(_wrn28(_k))
+    builtin(f"wrn28_{_k}")(_wrn28(_k))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sweep.models.base import Normalize, PooledHead, StagedNet, register_architecture
+from sweep.models.base import Normalize, PooledHead, StagedNet, builtin
 
 
 class BasicBlock(nn.Module):
@@ -111,9 +111,7 @@ def _residual_net(
     return StagedNet(stages, points)
 
 
-@register_architecture(
-    "resnet_tiny", "CPU-sized residual net: stride-2 stem, widths 8/16/32, 2 blocks per stage (6 points)"
-)
+@builtin("resnet_tiny")
 def resnet_tiny(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
     # The stride-2 stem quarters the cost of the first stage: what makes PGD training fit a 2-core budget.
     return _residual_net(
@@ -128,7 +126,7 @@ def resnet_tiny(*, in_channels, num_classes, mean, std, image_size=32) -> Staged
     )
 
 
-@register_architecture("resnet18", "CIFAR-style ResNet-18 of the papers: 3x3 stem, no max-pool (8 points)")
+@builtin("resnet18")
 def resnet18(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
     return _residual_net(
         BasicBlock,
@@ -141,7 +139,7 @@ def resnet18(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet
     )
 
 
-@register_architecture("resnet50", "CIFAR-style ResNet-50: bottleneck blocks 3/4/6/3 (16 points)")
+@builtin("resnet50")
 def resnet50(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
     return _residual_net(
         Bottleneck,
@@ -154,9 +152,7 @@ def resnet50(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet
     )
 
 
-@register_architecture(
-    "resnet18_imagenet", "ImageNet-style ResNet-18 (7x7 stride-2 stem and max-pool), for the ImageNet subsets (8)"
-)
+@builtin("resnet18_imagenet")
 def resnet18_imagenet(*, in_channels, num_classes, mean, std, image_size=160) -> StagedNet:
     return _residual_net(
         BasicBlock,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sweep.models.base import Normalize, PooledHead, StagedNet, register_architecture
+from sweep.models.base import Normalize, PooledHead, StagedNet, builtin
 
 
 class _Input(nn.Module):
@@ -90,9 +90,7 @@ class _Classifier(nn.Sequential, PooledHead):
     forward = PooledHead.forward
 
 
-@register_architecture(
-    "resnet18_tv", "torchvision's ResNet-18: points before each residual stage and the classifier (Smith & Marcu) (5)"
-)
+@builtin("resnet18_tv")
 def resnet18_tv(*, in_channels, num_classes, mean, std, image_size=28) -> StagedNet:
     stem = nn.Sequential(
         Normalize(mean, std),
@@ -121,18 +119,12 @@ VGG19_POINTS = (2, 10, 23, 30)  # cut before these indices of torchvision's `fea
 VGG19_CODE_POINTS = (2, 9, 23, 30, 36)  # the notebook's cuts after features.1/.8/.22/.29/.35
 
 
-@register_architecture(
-    "vgg19_tv",
-    "torchvision's VGG-19 without BN, 28 px padded to 32: points before features.2/.10/.23/.30, classifier.0",
-)
+@builtin("vgg19_tv")
 def vgg19_tv(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
     return _vgg19(in_channels, num_classes, mean, std, image_size, VGG19_POINTS, fit="pad")
 
 
-@register_architecture(
-    "vgg19_tv_code",
-    "vgg19_tv as Smith & Marcu's notebook cuts it: 28 px resized to 32, points before features.2/.9/.23/.30/.36",
-)
+@builtin("vgg19_tv_code")
 def vgg19_tv_code(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
     return _vgg19(in_channels, num_classes, mean, std, image_size, VGG19_CODE_POINTS, fit="resize")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sweep.models.base import Normalize, PooledHead, StagedNet, register_architecture
+from sweep.models.base import Normalize, PooledHead, StagedNet, builtin
 
 VGG11 = [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]
 
@@ -37,7 +37,7 @@ class VGGHead(PooledHead):
         return torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)
 
 
-@register_architecture("vgg11", "VGG-11 with BatchNorm, CIFAR-style; stitch points after each conv+BN (8)")
+@builtin("vgg11")
 def vgg11(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
     stages: list[tuple[str, nn.Module]] = [("input", Normalize(mean, std))]
     points, in_planes, pool, k = [], in_channels, False, 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from sweep.models.base import Normalize, PooledHead, StagedNet, register_architecture
+from sweep.models.base import Normalize, PooledHead, StagedNet, builtin
 
 
 class PatchEmbed(nn.Module):
@@ -63,21 +63,17 @@ def _vit(*, in_channels, num_classes, mean, std, image_size, dim, depth, heads, 
     return StagedNet(stages, points)
 
 
-# name, description, dim, blocks, heads, patch, LayerNorm eps
-VARIANTS = (
-    ("vit_ti", "ViT-Ti/4: dim 192, 12 blocks, 3 heads, 4x4 patches; tokens are stitched (12)", 192, 12, 3, 4, 1e-5),
-    (
-        "vit_ti_16",
-        "ViT-Ti/16 (timm's vit_tiny_patch16_224, DeiT-Ti): dim 192, 12 blocks, 3 heads, 16x16 patches (12)",
-        *(192, 12, 3, 16, 1e-6),  # timm's LayerNorms
-    ),
-    ("vit_tiny_cpu", "CPU-sized ViT: dim 32, 4 blocks, 2 heads, 4x4 patches (4 points)", 32, 4, 2, 4, 1e-5),
-)
+# name: dim, blocks, heads, patch, LayerNorm eps (descriptions in `declared.py`)
+VARIANTS = {
+    "vit_ti": (192, 12, 3, 4, 1e-5),
+    "vit_ti_16": (192, 12, 3, 16, 1e-6),  # timm's LayerNorms
+    "vit_tiny_cpu": (32, 4, 2, 4, 1e-5),
+}
 TIMM_VITS = {"vit_ti_16"}  # the variants whose timm checkpoints load (`external.py`): timm's eps and patches
 
 
-def _register(name: str, description: str, dim: int, depth: int, heads: int, patch: int, eps: float) -> None:
-    @register_architecture(name, description)
+def _register(name: str, dim: int, depth: int, heads: int, patch: int, eps: float) -> None:
+    @builtin(name)
     def builder(*, in_channels, num_classes, mean, std, image_size=32) -> StagedNet:
         return _vit(
             in_channels=in_channels, num_classes=num_classes, mean=mean, std=std, image_size=image_size,
@@ -85,5 +81,5 @@ def _register(name: str, description: str, dim: int, depth: int, heads: int, pat
         )  # fmt: skip
 
 
-for _variant in VARIANTS:
-    _register(*_variant)
+for _name, _variant in VARIANTS.items():
+    _register(_name, *_variant)

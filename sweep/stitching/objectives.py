@@ -26,9 +26,9 @@ import torch
 from torch import nn
 
 from sweep.activations import Frozen
-from sweep.config.fields import Option
 from sweep.data.core import Splits, batches
 from sweep.registry import OBJECTIVES
+from sweep.stitching.declared import ATTACK_FIELDS, GRADIENT_FIELDS, Objective, register_objective  # noqa: F401
 from sweep.stitching.stitcher import positions
 from sweep.train.attacks import pgd_linf, trades_linf, trades_loss
 from sweep.train.evaluate import accuracy, predict
@@ -45,22 +45,6 @@ __all__ = [
     "trades_loss",
     "direct_match",
 ]
-
-GRADIENT_FIELDS = {
-    "epochs",
-    "lr",
-    "batch_size",
-    "init",
-    "donor_bn",
-    "seed",
-    "stitcher",
-    "optimizer",
-    "weight_decay",
-    "momentum",
-    "lr_schedule",
-}
-ATTACK_FIELDS = {"adv_eps", "adv_step_size", "adv_steps", "adv_random_start"}
-
 
 HEARTBEAT_S = 30.0  # a fitting stitcher reports an epoch line at most this often (one Tune report each)
 
@@ -97,37 +81,6 @@ class FitContext:
     def params(self) -> dict:
         """The objective's own parameters (those it declares as `params`), with their defaults filled in."""
         return dict(getattr(self.spec, "params", ()))
-
-
-@dataclass(frozen=True)
-class Objective:
-    """A registered objective: how it fits the stitcher, and what validation needs to know about it."""
-
-    name: str
-    fit: Callable[[FitContext], dict]
-    fields: frozenset[str]  # the TrialSpec fields it reads; the others are blanked in its trials
-    description: str
-    dm_init: bool = False  # the stitcher is always solved by direct matching first (as `init: dm`)
-    random_start: bool = True  # the default of `adv_random_start` for objectives that read it
-    # Its own parameters, beyond the shared TrialSpec fields: each a block option (`Option`: type, default,
-    # bounds) that only this objective reads. Their values are part of its trials' identity and are recorded
-    # in the `params` column; `ctx.params` hands them to `fit`.
-    params: tuple[Option, ...] = ()
-
-
-def register_objective(
-    name: str,
-    fields: set[str],
-    description: str,
-    *,
-    dm_init: bool = False,
-    random_start: bool = True,
-    params: tuple[Option, ...] = (),
-):
-    """Decorator: register `fit(ctx) -> metrics` as objective `name` (one entry, nothing else to edit)."""
-    return OBJECTIVES.register(
-        name, lambda fn: Objective(name, fn, frozenset(fields), description, dm_init, random_start, tuple(params))
-    )
 
 
 def set_donor_mode(ctx: FitContext) -> None:
@@ -262,11 +215,6 @@ def _pgd(ctx: FitContext, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator
         )
 
 
-@register_objective(
-    "tlm",
-    GRADIENT_FIELDS,
-    "task loss matching (Balogh & Jelasity 2023 Eq. 1): cross-entropy of the stitched net, Adam, lr/10 at 1/3 and 2/3",
-)
 def fit_task_loss(ctx: FitContext) -> dict:
     if ctx.front_is_frozen and all(ctx.front_acts.fits(p, ctx.spec.precision) for p in ("train", "val")):
         return _fit_by_gradient(ctx, lambda a, y, gen: _ce(ctx.head(a), y), on_features=True)
@@ -277,21 +225,6 @@ def fit_task_loss(ctx: FitContext) -> dict:
     return _fit_by_gradient(ctx, loss)
 
 
-@register_objective(
-    "dm+tlm",
-    (GRADIENT_FIELDS - {"init"}) | {"dm_samples"},
-    "direct matching init on K training images, then task loss matching (Balogh & Jelasity 2025 3.1)",
-    dm_init=True,
-)
-def fit_dm_then_task_loss(ctx: FitContext) -> dict:
-    return fit_task_loss(ctx)
-
-
-@register_objective(
-    "adv",
-    GRADIENT_FIELDS | ATTACK_FIELDS | {"alpha"},
-    "adversarial stitching (Balogh & Jelasity 2023 Eq. 2): (1-alpha) CE(clean) + alpha CE(PGD) on every batch",
-)
 def fit_adversarial(ctx: FitContext) -> dict:
     alpha = ctx.spec.alpha
 
@@ -302,12 +235,6 @@ def fit_adversarial(ctx: FitContext) -> dict:
     return _fit_by_gradient(ctx, loss)
 
 
-@register_objective(
-    "adv_mix",
-    GRADIENT_FIELDS | ATTACK_FIELDS | {"alpha"},
-    "the reference code's adversarial stitching: round(alpha*B) of each batch replaced by PGD examples",
-    random_start=False,  # the reference code's PGD started at x
-)
 def fit_adversarial_mixed(ctx: FitContext) -> dict:
     alpha = ctx.spec.alpha
 
@@ -319,11 +246,6 @@ def fit_adversarial_mixed(ctx: FitContext) -> dict:
     return _fit_by_gradient(ctx, loss)
 
 
-@register_objective(
-    "trades",
-    GRADIENT_FIELDS | (ATTACK_FIELDS - {"adv_random_start"}) | {"beta"},  # starts at x + 0.001 N
-    "TRADES stitching (Balogh & Jelasity 2023 Eq. 5): CE(clean) + beta KL(p(x) || p(x')), x' from KL-PGD",
-)
 def fit_trades(ctx: FitContext) -> dict:
     spec = ctx.spec
 
@@ -389,12 +311,3 @@ def direct_match(ctx: FitContext) -> dict:
     residual = (torch.linalg.norm(a1 @ theta - b) / torch.linalg.norm(b)).item()
     stitcher.set_affine(theta[:-1].T.float(), theta[-1].float())
     return {"dm_residual": residual}
-
-
-@register_objective(
-    "dm",
-    {"dm_samples", "stitcher"},
-    "direct matching (Balogh & Jelasity 2025 Eq. 2-3): least squares by pseudo-inverse over K training images",
-)
-def fit_direct_matching(ctx: FitContext) -> dict:
-    return direct_match(ctx)

@@ -7,11 +7,6 @@ from torch import nn
 
 from sweep.registry import STITCHERS
 
-STITCHERS.add(
-    "affine", "an affine map: a 1x1 convolution with bias, a per-token linear map, or a linear map of vectors"
-)
-STITCHERS.add("bn_affine_bn", "BatchNorm -> affine map -> BatchNorm (Bansal et al.; Smith & Marcu 2024)")
-
 
 class _TokenBatchNorm(nn.BatchNorm1d):
     """BatchNorm over the feature dimension of (N, tokens, dim) activations (statistics over N and tokens)."""

@@ -11,16 +11,6 @@ import logging
 import torch
 from torch import nn
 
-from sweep.registry import ATTACKS
-
-# The attacks of robust accuracy: AutoAttack's components (Balogh & Jelasity 2023 A.4 uses the first two), run
-# with `iterations` and `restarts`; `standard` alone is AutoAttack's own standard version (Table 2's right column).
-ATTACKS.add("apgd-ce", "APGD on the cross-entropy (Croce & Hein 2020)")
-ATTACKS.add("apgd-dlr", "APGD on the difference-of-logits ratio (Croce & Hein 2020)")
-ATTACKS.add("apgd-t", "targeted APGD on the DLR loss, 9 target classes (Croce & Hein 2020)")
-ATTACKS.add("fab-t", "targeted FAB (Croce & Hein 2020), its own iterations")
-ATTACKS.add("square", "Square Attack (Andriushchenko et al. 2020), 5,000 queries")
-ATTACKS.add("standard", "AutoAttack's standard version: APGD-CE, APGD-T, FAB-T and Square with their own settings")
 STANDARD = "standard"
 
 

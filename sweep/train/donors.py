@@ -10,7 +10,6 @@ search space is read).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -21,6 +20,7 @@ from sweep.models.base import StagedNet, build
 from sweep.registry import TRAINING_METHODS
 from sweep.results import Loc, load_torch, save_torch
 from sweep.train.attacks import trades_linf, trades_loss
+from sweep.train.declared import TrainingMethod
 from sweep.train.loops import float32_value, optimiser_step, schedule_step
 from sweep.train.optimizers import make_optimizer, make_schedule
 from sweep.train.threats import attack, craft
@@ -28,69 +28,24 @@ from sweep.train.threats import attack, craft
 _ce = nn.CrossEntropyLoss()
 
 
-@dataclass(frozen=True)
-class TrainingMethod:
-    name: str
-    loss: Callable  # (model, xb, yb, donor, generator) -> loss; leaves the model in train mode
-    fields: frozenset[str]  # the adversarial donor fields it reads
-    description: str
-    threat: str = "linf"  # the threat model of its attack (`THREATS`): what `eps` means
-
-
-def register_training_method(name: str, fields: set[str], description: str, threat: str = "linf"):
-    return TRAINING_METHODS.register(name, lambda fn: TrainingMethod(name, fn, frozenset(fields), description, threat))
-
-
-@register_training_method("plain", set(), "cross-entropy on clean batches (Balogh & Jelasity 2023 A.2)")
-def _plain(model, xb, yb, donor, gen):
+def plain_loss(model, xb, yb, donor, gen):
     model.train()
     return _ce(model(xb), yb)
 
 
-def _madry(threat: str) -> Callable:
+def madry_loss(threat: str, model, xb, yb, donor, gen):
     """Adversarial training against `threat` (Madry et al.): the loss on the attacked batch, crafted with
     frozen BatchNorm statistics; `adv_fraction` < 1 mixes in the clean loss."""
-
-    def loss(model, xb, yb, donor, gen):
-        model.eval()
-        x_adv = attack(threat, model, xb, yb, donor.eps, donor.step_size, donor.steps, generator=gen)
-        model.train()
-        value = donor.adv_fraction * _ce(model(x_adv), yb)
-        if donor.adv_fraction < 1.0:
-            value = value + (1 - donor.adv_fraction) * _ce(model(xb), yb)
-        return value
-
-    return loss
+    model.eval()
+    x_adv = attack(threat, model, xb, yb, donor.eps, donor.step_size, donor.steps, generator=gen)
+    model.train()
+    value = donor.adv_fraction * _ce(model(x_adv), yb)
+    if donor.adv_fraction < 1.0:
+        value = value + (1 - donor.adv_fraction) * _ce(model(xb), yb)
+    return value
 
 
-_ADVERSARIAL = {"eps", "step_size", "steps", "adv_fraction"}
-register_training_method(
-    "pgd",
-    _ADVERSARIAL,
-    "L-inf PGD adversarial training (Madry et al.; Balogh & Jelasity 2023 A.3); adv_fraction weighs the"
-    " adversarial loss against the clean one",
-)(_madry("linf"))
-register_training_method(
-    "pgd_l2",
-    _ADVERSARIAL,
-    "L2 PGD adversarial training (Madry et al.; the L2 threat model of Cianfarani et al. 2022 Section 6)",
-    threat="l2",
-)(_madry("l2"))
-for _threat, _what in (("jpeg", "L-inf JPEG"), ("gabor", "Gabor"), ("snow", "Snow")):
-    register_training_method(
-        f"adv_{_threat}",
-        _ADVERSARIAL,
-        f"adversarial training against the {_what} attack of Kang et al. 2019 (Cianfarani et al. 2022 Section 6)",
-        threat=_threat,
-    )(_madry(_threat))
-
-
-@register_training_method(
-    "trades",
-    {"eps", "step_size", "steps", "beta"},
-    "TRADES (Zhang et al.; Balogh & Jelasity 2023 Eq. 4): CE + beta KL(p(x) || p(x')), KL-PGD for x'",
-)
-def _trades(model, xb, yb, donor, gen):
+def trades_donor_loss(model, xb, yb, donor, gen):
     model.eval()
     x_adv = trades_linf(model, xb, donor.eps, donor.step_size, donor.steps, generator=gen)
     model.train()

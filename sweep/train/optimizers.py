@@ -18,52 +18,28 @@ code: `MultiStepLR([100, 150])` stepped per batch, so the rate is 1/100 of `lr` 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
 from sweep.registry import OPTIMIZERS, SCHEDULES
-from sweep.train.loops import BatchMilestones, step_schedule
+from sweep.train.declared import Optimizer, register_optimizer  # noqa: F401  (re-exported)
+from sweep.train.loops import BatchMilestones, step_schedule  # noqa: F401  (step_schedule: the `step` schedule)
 
 
-@dataclass(frozen=True)
-class Optimizer:
-    name: str
-    build: Callable  # (params, lr, momentum, weight_decay) -> torch.optim.Optimizer
-    momentum: bool  # whether it reads `momentum`
-    description: str
+def sgd_nesterov(params, lr: float, momentum: float, wd: float) -> torch.optim.Optimizer:
+    return torch.optim.SGD(params, lr=lr, momentum=momentum, nesterov=True, weight_decay=wd)
 
 
-def register_optimizer(name: str, build: Callable, momentum: bool, description: str) -> Optimizer:
-    return OPTIMIZERS.add(name, Optimizer(name, build, momentum, description))
+def sgd(params, lr: float, momentum: float, wd: float) -> torch.optim.Optimizer:
+    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=wd)
 
 
-register_optimizer(
-    "sgd_nesterov",
-    lambda params, lr, momentum, wd: torch.optim.SGD(params, lr=lr, momentum=momentum, nesterov=True, weight_decay=wd),
-    True,
-    "SGD with Nesterov momentum (Balogh & Jelasity 2023 A.2)",
-)
-register_optimizer(
-    "sgd",
-    lambda params, lr, momentum, wd: torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=wd),
-    True,
-    "SGD with momentum (Smith & Marcu 2024 B.1)",
-)
-register_optimizer(
-    "adam",
-    lambda params, lr, momentum, wd: torch.optim.Adam(params, lr=lr, weight_decay=wd),
-    False,
-    "Adam (Balogh & Jelasity 2023 A.5)",
-)
+def adam(params, lr: float, momentum: float, wd: float) -> torch.optim.Optimizer:
+    return torch.optim.Adam(params, lr=lr, weight_decay=wd)
 
-register_optimizer(
-    "adamw",
-    lambda params, lr, momentum, wd: torch.optim.AdamW(params, lr=lr, weight_decay=wd),
-    False,
-    "AdamW, decoupled weight decay (Loshchilov & Hutter 2019)",
-)
+
+def adamw(params, lr: float, momentum: float, wd: float) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(params, lr=lr, weight_decay=wd)
 
 
 def warmup_cosine_factor(epoch: int, epochs: int) -> float:
@@ -75,13 +51,16 @@ def warmup_cosine_factor(epoch: int, epochs: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * (epoch - warm) / max(1, epochs - warm)))
 
 
-SCHEDULES.add("step", step_schedule)
-SCHEDULES.add(
-    "warmup_cosine",
-    lambda opt, epochs: torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: warmup_cosine_factor(epoch, epochs)),
-)
-SCHEDULES.add("constant", lambda opt, epochs: torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1.0))
-SCHEDULES.add("batch_steps_100_150", lambda opt, epochs: BatchMilestones(opt, milestones=[100, 150], gamma=0.1))
+def warmup_cosine_schedule(opt, epochs: int):
+    return torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: warmup_cosine_factor(epoch, epochs))
+
+
+def constant_schedule(opt, epochs: int):
+    return torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1.0)
+
+
+def batch_steps_100_150_schedule(opt, epochs: int):
+    return BatchMilestones(opt, milestones=[100, 150], gamma=0.1)
 
 
 def make_optimizer(name: str, params, lr: float, momentum: float | None, weight_decay: float):

@@ -8,61 +8,11 @@ et al. 2019 (`sweep.train.unforeseen`), the other threat models of Cianfarani et
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
 from sweep.registry import THREATS
-from sweep.train import unforeseen
-from sweep.train.attacks import pgd_l2, pgd_linf
-
-# Kang et al. calibrate Gabor and Snow with 200 steps of 0.002236 on a variable of range about 1: the default
-# step of those two spreads the same total movement over the configured steps.
-VARIABLE_TRAVEL = 200 * 0.002236
-
-
-@dataclass(frozen=True)
-class Threat:
-    name: str
-    attack: Callable  # (model, x, y, eps, step_size, steps, generator=) -> x_adv in [0, 1]
-    budget: str  # what eps measures
-    default_step: Callable[[float, int], float]  # (eps, steps) -> step size
-    description: str
-
-
-def register_threat(name: str, attack: Callable, budget: str, default_step, description: str) -> Threat:
-    return THREATS.add(name, Threat(name, attack, budget, default_step, description))
-
-
-def _scaled(eps: float, steps: int) -> float:
-    return 2.5 * eps / steps
-
-
-register_threat("linf", pgd_linf, "the L-inf radius on pixels in [0, 1]", _scaled, "L-inf PGD (Madry et al.)")
-register_threat("l2", pgd_l2, "the L2 radius per image, pixels in [0, 1]", _scaled, "L2 PGD (Madry et al.)")
-register_threat(
-    "jpeg",
-    unforeseen.jpeg_linf,
-    "the L-inf bound on the quantised JPEG coefficients",
-    _scaled,
-    "L-inf JPEG (Kang et al. 2019)",
-)
-register_threat(
-    "gabor",
-    unforeseen.gabor,
-    "the noise amplitude on pixels in [0, 1] (Kang et al.'s 0..255 budgets / 255)",
-    lambda eps, steps: VARIABLE_TRAVEL / steps,
-    "Gabor noise (Kang et al. 2019)",
-)
-register_threat(
-    "snow",
-    unforeseen.snow,
-    "the snow layer's weight (Kang et al.'s budgets)",
-    lambda eps, steps: VARIABLE_TRAVEL / steps,
-    "Snow (Kang et al. 2019)",
-)
+from sweep.train.declared import Threat, register_threat  # noqa: F401  (re-exported)
 
 
 def attack(threat: str, model: nn.Module, x, y, eps, step_size, steps, generator=None) -> torch.Tensor:

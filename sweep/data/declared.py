@@ -1,0 +1,164 @@
+"""The registered datasets as a search space is checked against them: sizes, image shape, classes, threat
+model and the files each needs, without PyTorch. Each entry's `load` names its loader ("module:function"),
+imported the first time a dataset is read (`sweep.registry.lazy`). `register_dataset` adds a dataset of your
+own (a loader `fn(root, download) -> Pool`)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sweep.registry import AUGMENTATIONS, DATASETS, lazy
+
+MNIST_THREAT = (0.3, 0.1)  # Balogh & Jelasity 2023 A.4: eps and PGD step for the MNIST family (digits too)
+CIFAR_THREAT = (8 / 255, 2 / 255)  # Balogh & Jelasity 2023 A.3: eps and PGD step for CIFAR-10 and SVHN
+IMAGENET_THREAT = (4 / 255, 1 / 255)  # Cianfarani et al. 2022 2.3: eps 4/255 on the ImageNet subsets
+IMAGE_FOLDER_SIZE = 160  # ImageNette and ImageWoof: fast.ai's 160-pixel release, centre crops of 160
+IMAGENET_PER_CLASS = 10  # images per class read from each split: 10,000 each (Jones et al. 2022 4.1's subset)
+MNIST_FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+COLOUR_VARIANTS = ("correlated", "digit", "colour", "colour_only", "rgb")  # Smith & Marcu 2024's (colour_digits)
+COLOUR_BASES = ("mnist", "fashion_mnist")  # the registered 1-channel 28 x 28 datasets with enough images
+
+
+def data_root() -> Path:
+    return Path(os.environ.get("STITCHSWEEP_DATA", Path.home() / ".cache" / "stitchsweep" / "data"))
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What a search space is validated against without loading any image."""
+
+    load: Callable  # (root, download) -> Pool
+    train_pool: int  # images available for train + val
+    test: int  # images of the official test split
+    channels: int
+    image_size: int
+    # The files `load` needs under a root when it may not download (empty: nothing to fetch).
+    required: Callable[[Path], list[Path]] = lambda root: []
+    num_classes: int = 10
+    # The L-inf threat model of Balogh & Jelasity 2023 A.3/A.4 for this dataset: (eps, PGD step size). 0.3 and 0.1 for
+    # the MNIST family (digits included), 8/255 and 2/255 for the 32x32 colour datasets.
+    threat: tuple[float, float] = MNIST_THREAT
+    downloadable: bool = True  # False: never fetched (ImageNet's licence); errors then say so
+
+    def missing_files(self, root: Path | None) -> list[Path]:
+        """The files this dataset lacks under `root` (default: the data root): what it would download."""
+        return [p for p in self.required(root or data_root()) if not p.exists()]
+
+
+def register_dataset(
+    name: str,
+    train_pool: int,
+    test: int,
+    channels: int = 1,
+    image_size: int = 28,
+    required: Callable[[Path], list[Path]] | None = None,
+    num_classes: int = 10,
+    threat: tuple[float, float] = MNIST_THREAT,
+    downloadable: bool = True,
+):
+    """Decorator: register a loader `fn(root, download) -> Pool` (or its "module:function" name, imported
+    when first called) with what validation needs to know."""
+
+    def make(fn):
+        load = lazy(fn) if isinstance(fn, str) else fn
+        return DatasetInfo(
+            load, train_pool, test, channels, image_size, required or (lambda root: []), num_classes, threat,
+            downloadable,
+        )  # fmt: skip
+
+    return DATASETS.register(name, make)
+
+
+def missing_files(name: str, root: Path | None) -> list[Path]:
+    """The files dataset `name` lacks under `root` (what it would have to download)."""
+    return DATASETS.get_entry(name).missing_files(root)
+
+
+def find_idx_dir(candidates: list[Path]) -> Path | None:
+    """The first folder holding the MNIST family's training images (IDX, gzipped or not)."""
+    for d in candidates:
+        if (d / "train-images-idx3-ubyte.gz").exists() or (d / "train-images-idx3-ubyte").exists():
+            return d
+    return None
+
+
+def fashion_candidates(root: Path) -> list[Path]:
+    return [root / "fashion-mnist", root / "FashionMNIST" / "raw", DEBIAN_FASHION_MNIST]
+
+
+def _fashion_required(root: Path) -> list[Path]:
+    if find_idx_dir(fashion_candidates(root)) is not None:
+        return []
+    return [root / "FashionMNIST" / "raw" / f for f in MNIST_FILES]
+
+
+def _cifar_required(root: Path) -> list[Path]:
+    return [root / "cifar-10-batches-py" / f for f in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]]
+
+
+def _svhn_required(root: Path) -> list[Path]:
+    return [root / "train_32x32.mat", root / "test_32x32.mat"]
+
+
+def _mnist_required(root: Path) -> list[Path]:
+    return [root / "MNIST" / "raw" / f for f in MNIST_FILES]
+
+
+def _folder_required(folder: str):
+    return lambda root: [root / folder / "train", root / folder / "val"]
+
+
+register_dataset("fashion_mnist", train_pool=60000, test=10000, required=_fashion_required)(
+    "sweep.data.core:fashion_mnist"
+)
+register_dataset("digits", train_pool=1797 - 1797 // 5, test=1797 // 5)("sweep.data.core:digits")
+_COLOUR = dict(channels=3, image_size=32, threat=CIFAR_THREAT)
+register_dataset("cifar10", 50000, 10000, required=_cifar_required, **_COLOUR)("sweep.data.torchvision_sets:cifar10")
+register_dataset("svhn", 73257, 26032, required=_svhn_required, **_COLOUR)("sweep.data.torchvision_sets:svhn")
+register_dataset("mnist", train_pool=60000, test=10000, required=_mnist_required)("sweep.data.torchvision_sets:mnist")
+for _base in COLOUR_BASES:
+    _info = DATASETS.get_entry(_base)
+    for _variant in COLOUR_VARIANTS:
+        register_dataset(
+            f"{_base}_{_variant}",
+            train_pool=_info.train_pool,
+            test=_info.test,
+            channels=3,
+            image_size=28,
+            required=_info.required,
+            num_classes=_info.num_classes,
+            threat=_info.threat,
+        )(functools.partial(lazy("sweep.data.colour_digits:colour_pool"), _base, _variant))
+_FOLDER = dict(channels=3, image_size=IMAGE_FOLDER_SIZE, threat=IMAGENET_THREAT)
+register_dataset("imagenette", 9469, 3925, required=_folder_required("imagenette2-160"), **_FOLDER)(
+    "sweep.data.image_folders:imagenette"
+)
+register_dataset("imagewoof", 9025, 3929, required=_folder_required("imagewoof2-160"), **_FOLDER)(
+    "sweep.data.image_folders:imagewoof"
+)
+register_dataset(
+    "imagenet",
+    train_pool=1000 * IMAGENET_PER_CLASS,
+    test=1000 * IMAGENET_PER_CLASS,
+    channels=3,
+    image_size=224,
+    required=_folder_required("imagenet"),
+    num_classes=1000,
+    threat=IMAGENET_THREAT,
+    downloadable=False,
+)("sweep.data.image_folders:imagenet")
+
+
+def register_augmentation(name: str):
+    """Decorator: register `fn(x, generator) -> x'`, applied to whole batches of [0, 1] pixels."""
+    return AUGMENTATIONS.register(name)
+
+
+# Donor training augmentations (Balogh & Jelasity 2023 A.2; `sweep.data.augment`).
+for _name, _fn in (("crop", "random_crop"), ("flip", "random_flip"), ("affine", "random_affine")):
+    AUGMENTATIONS.add(_name, lazy(f"sweep.data.augment:{_fn}"))
