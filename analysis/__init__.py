@@ -7,7 +7,7 @@ while checking a space, costs no pandas import. No submodule shares a name with 
 
 from __future__ import annotations
 
-import importlib
+from analysis.store.exports import lazy_exports
 
 _HOME = {
     **dict.fromkeys(
@@ -19,13 +19,4 @@ _HOME = {
 __all__ = list(_HOME)
 
 
-def __getattr__(name: str):
-    if name in _HOME:
-        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'analysis' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())

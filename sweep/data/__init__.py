@@ -9,7 +9,7 @@ The names below load their module on first use (PEP 562), so that reading the re
 
 from __future__ import annotations
 
-import importlib
+from analysis.store.exports import lazy_exports
 
 _HOME = {
     **dict.fromkeys(["DATASETS", "data_root", "missing_files", "register_dataset"], "declared"),
@@ -18,13 +18,4 @@ _HOME = {
 __all__ = sorted(_HOME)
 
 
-def __getattr__(name: str):
-    if name in _HOME:
-        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'sweep.data' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())

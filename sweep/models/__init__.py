@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 
+from analysis.store.exports import lazy_exports
+
 FAMILIES = ("resnet", "preact", "deepmind", "imagenet_tv", "torchvision_style", "vgg", "vit")
 
 _HOME = {
@@ -28,13 +30,4 @@ def build_builtin(name: str, **kwargs):
     return BUILDERS[name](**kwargs)
 
 
-def __getattr__(name: str):
-    if name in _HOME:
-        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'sweep.models' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _HOME, globals())
