@@ -25,7 +25,6 @@ from pathlib import Path
 import torch
 
 from sweep.data.core import Pool, load_pool
-from sweep.data.declared import COLOUR_BASES as BASES  # noqa: F401
 from sweep.data.declared import COLOUR_VARIANTS as VARIANTS
 
 COLOUR_MAP = (

@@ -15,7 +15,7 @@ import torch
 
 from sweep.data.core import Pool
 from sweep.data.declared import IMAGE_FOLDER_SIZE as SIZE
-from sweep.data.declared import IMAGENET_PER_CLASS, IMAGENET_THREAT  # noqa: F401
+from sweep.data.declared import IMAGENET_PER_CLASS
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 SUFFIXES = {".jpeg", ".jpg", ".png"}

@@ -28,7 +28,7 @@ from torch import nn
 from sweep.activations import Frozen
 from sweep.data.core import Splits, batches
 from sweep.registry import OBJECTIVES
-from sweep.stitching.declared import ATTACK_FIELDS, GRADIENT_FIELDS, Objective, register_objective  # noqa: F401
+from sweep.stitching.declared import Objective, register_objective  # noqa: F401  (re-exported)
 from sweep.stitching.stitcher import positions
 from sweep.train.attacks import pgd_linf, trades_linf, trades_loss
 from sweep.train.evaluate import accuracy, predict
