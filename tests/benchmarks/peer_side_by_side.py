@@ -37,6 +37,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -180,7 +181,9 @@ def run_ours(args, item: int, env: dict) -> tuple[float, list[float], dict]:
     space = args.storage / "spaces" / f"item{item}.yaml"
     sweep_path = args.storage / "ours" / f"peer_item{item}"
     remove_trials(sweep_path)
-    wall, _ = timed(ours_cmd(args, space), args.ours_root, env)
+    # a cold node-local activation cache, as the peer has none: an earlier round's files would be read back
+    with tempfile.TemporaryDirectory(prefix="peer_bench_cache_") as cache:
+        wall, _ = timed(ours_cmd(args, space), args.ours_root, dict(env, STITCHSWEEP_CACHE_DIR=cache))
     trials = read_trials(sweep_path).sort_values(["front_point", "end_point"], ignore_index=True)
     times = {c: float(trials[c].fillna(0).sum()) for c in trials.columns if c.startswith("time_")}
     return wall, [float(a) for a in trials["clean_acc"]], times
