@@ -241,6 +241,16 @@ def cmd_report(args) -> int:
     from analysis.store.schema import SPACE_FILE
     from sweep.registry import KINDS
 
+    if args.paper:  # one page of a paper's items, from every results folder given
+        from sweep.paper_commands import paper_report
+
+        roots = [_storage("RESULTS", path) for path in args.results]
+        for p, path in zip(roots, args.results, strict=True):
+            _check_results(p, path, "trials", "a results directory with a trials/ folder (made by `stitchsweep run`)")
+        return paper_report(args.paper, roots, args.out)
+    if len(args.results) != 1:
+        raise SpecError("RESULTS", "one results directory (several only with --paper)", " ".join(args.results))
+    args.results = args.results[0]
     p = _storage("RESULTS", args.results)
     _check_results(p, args.results, "trials", "a results directory with a trials/ folder (made by `stitchsweep run`)")
     expected = None
@@ -295,6 +305,7 @@ RESULTS = ("results", "RESULTS directory, e.g. results/quickstart")
 
 def build_parser() -> argparse.ArgumentParser:
     from sweep import __version__
+    from sweep.paper_commands import add_figures
 
     parser = argparse.ArgumentParser(prog="stitchsweep", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"stitchsweep {__version__}")
@@ -326,13 +337,22 @@ def build_parser() -> argparse.ArgumentParser:
                  "results/quickstart --json", RESULTS)  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the counts and first failures as JSON")
 
-    p = _command(sub, "report", cmd_report, "write the HTML report and PNG charts of a sweep",
-                 "results/quickstart --out report/quickstart", RESULTS)  # fmt: skip
+    p = sub.add_parser("report", help="write the HTML report and PNG charts of a sweep (or of a paper's items)",
+                       epilog="examples: stitchsweep report results/quickstart --out report/quickstart;"
+                       " stitchsweep report results/jones_fmnist --paper jones-2022")  # fmt: skip
+    p.add_argument("results", nargs="+", help="RESULTS directory, e.g. results/quickstart (several with --paper)")
+    p.set_defaults(fn=cmd_report)
+    p.add_argument(
+        "--paper",
+        default=None,
+        help="one page of this paper's items in its order (e.g. jones-2022; `stitchsweep figures` lists them)",
+    )
     p.add_argument(
         "--out",
         default=None,
-        help="output folder (default: ./report/<sweep>); it may hold this sweep's previous report (replaced)",
+        help="output folder (default: ./report/<sweep>, or ./report/<paper>); it may hold its previous report",
     )
+    add_figures(sub)
     p = sub.add_parser(
         "schema",
         help="print the JSON Schema of search spaces (for editors)",

@@ -132,3 +132,21 @@ def test_report_tables_sort_on_a_header_click_and_filter_as_one_types(report, br
     points = column("front_point")
     assert points and set(points) == {"layer3.1"}
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_a_papers_page_shows_every_item_in_order_and_every_chart_image_loads(tmp_path, browser):
+    from analysis.paper_report import write_paper_report
+    from analysis.papers import items
+
+    from .test_papers import _identification_results
+
+    root = tmp_path / "tlm_vs_dm_cifar10"
+    _identification_results(root)
+    index = write_paper_report("balogh-jelasity-2025", [root], tmp_path / "page")
+    browser.get_log("browser")
+    browser.get(index.as_uri())
+    titles = [h.text for h in browser.find_elements("css selector", "h2")]
+    assert titles == [f"Balogh & Jelasity 2025 {it.item}" for it in items("balogh-jelasity-2025")]
+    loaded = browser.execute_script("return Array.from(document.images).map(i => i.complete && i.naturalWidth > 0)")
+    assert loaded and all(loaded), loaded
+    assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]

@@ -35,7 +35,15 @@ LAYERS = [
         "sweep.activations",
     },
     {"sweep.kinds"},
-    {"sweep.backends", "sweep.cli", "sweep.planning", "sweep.status", "sweep.estimate", "sweep.__main__"},
+    {
+        "sweep.backends",
+        "sweep.cli",
+        "sweep.paper_commands",
+        "sweep.planning",
+        "sweep.status",
+        "sweep.estimate",
+        "sweep.__main__",
+    },
 ]
 
 

@@ -1,0 +1,131 @@
+"""`stitchsweep report RESULTS... --paper P`: one page with a paper's items in the paper's order, drawn from one
+or more results folders (e.g. a CIFAR-10 and an ImageNet sweep that make the columns of one figure), each item
+titled with the paper's item name, and the paper's own numbers beside ours."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+
+from .page import MANIFEST, STYLE, TABLE_SCRIPT, claim_folder, table, write_manifest
+from .papers import Item, Number, items, paper
+from .report import ReportData, _png, report_data
+from .sections import CHARTS, TABLES
+
+
+def _stem(filename: str | None) -> str:
+    return filename.rsplit(".", 1)[0] if filename else ""
+
+
+def section(name: str):
+    """The report's chart or table section named `name` (the stem of the file it writes)."""
+    for s in CHARTS:
+        if _stem(s.png) == name:
+            return s
+    for s in TABLES:
+        if _stem(s.csv) == name:
+            return s
+    raise KeyError(f"unknown report section {name!r}")
+
+
+def section_rows(name: str, data: ReportData) -> pd.DataFrame:
+    return section(name).data(data)
+
+
+def _matches(column: pd.Series, value) -> pd.Series:
+    """Rows whose `column` is `value`: a number to 1e-6 relative (eps written as 0.0313725), a list any of its
+    values, anything else as text (True matches the column's True)."""
+    if isinstance(value, list):
+        return column.astype(str).isin([str(v) for v in value])
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        numbers = pd.to_numeric(column, errors="coerce")
+        return (numbers - value).abs() <= 1e-6 * max(abs(value), 1e-12)
+    return column.astype(str) == str(value)
+
+
+def ours(number: Number, data: ReportData) -> float | None:
+    """Our value of a paper's number in `data`: the mean of its column over the matching rows; None when the
+    number has no counterpart in the report or `data` holds no such rows."""
+    if number.ours is None or (number.ours.sweeps and data.name not in number.ours.sweeps):
+        return None
+    rows = section_rows(number.ours.section, data)
+    for column, value in number.ours.where.items():
+        if column not in rows.columns:
+            return None
+        rows = rows[_matches(rows[column], value)]
+    if number.ours.column not in rows.columns or not len(rows):
+        return None
+    value = pd.to_numeric(rows[number.ours.column], errors="coerce").mean()
+    return None if pd.isna(value) else float(value) * number.ours.scale
+
+
+def numbers_table(it: Item, datas: list[ReportData]) -> pd.DataFrame:
+    """The paper's numbers of `it` beside ours (a column per results folder; empty where we have none)."""
+    rows = []
+    for n in it.numbers:
+        row = {"row": n.row, "quantity": n.col, "paper's": n.value, "unit": n.unit}
+        for data in datas:
+            row[f"ours: {data.name}"] = ours(n, data)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def item_anchor(it: Item) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", it.item.lower()).strip("-")
+
+
+def _item_html(it: Item, datas: list[ReportData], out: Path, short: str) -> str:
+    head = f"<h2 id='{item_anchor(it)}'>{html.escape(short)} {html.escape(it.item)}</h2><p>{html.escape(it.caption)}"
+    if it.layout:
+        head += f" <i>Layout: {html.escape(it.layout)}</i>"
+    head += "</p>"
+    if it.status != "runs":
+        return head + f"<p><b>{html.escape(it.status)}</b>: {html.escape(it.reason)}</p>"
+    parts = []
+    for name in it.sections:
+        s = section(name)
+        for data in datas:
+            rows = s.data(data)
+            if not len(rows):
+                continue
+            label = f"{short} {it.item}" + (f" ({data.name})" if len(datas) > 1 else "")
+            if hasattr(s, "chart"):
+                chart = s.chart(rows).properties(title=label)
+                stem = f"{item_anchor(it)}_{name}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', data.name)}"
+                _png(chart, out / f"{stem}.png")
+                (out / f"{stem}.vl.json").write_text(json.dumps(chart.to_dict()))
+                parts.append(f"<p><img src='{stem}.png' alt='{html.escape(label)}'></p>")
+            else:
+                parts.append(f"<h3>{html.escape(label)}</h3>" + table(rows, s.columns or list(rows.columns)))
+    if not parts:
+        parts.append(f"<p>No rows for this item in these results (made by: {html.escape(', '.join(it.spaces))}).</p>")
+    if it.numbers:
+        numbers = numbers_table(it, datas)
+        parts.append("<h3>The paper's numbers beside ours</h3>" + table(numbers, list(numbers.columns)))
+    return head + "".join(parts)
+
+
+def write_paper_report(name: str, results: list, out: str | Path) -> Path:
+    """Write `out/index.html`: paper `name`'s items in order, drawn from every results folder of `results`."""
+    p, out = paper(name), Path(out)
+    owner = f"paper:{p.slug}"
+    claim_folder(out, owner)
+    write_manifest(out, owner, [])
+    datas = [report_data(r)[0] for r in results]
+    with alt.data_transformers.disable_max_rows():
+        body = "".join(_item_html(it, datas, out, p.short) for it in items(p.slug))
+    sources = ", ".join(html.escape(d.name) for d in datas)
+    index = out / "index.html"
+    index.write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(p.short)}: stitchsweep</title>"
+        f"{STYLE}</head><body><h1>{html.escape(p.short)}: every item, from {sources}</h1>"
+        f"<p>{html.escape(p.citation)}. Items in the paper's order; <i>the paper's</i> columns are the numbers its"
+        f" text gives, <i>ours</i> the same quantity in these results.</p>{body}{TABLE_SCRIPT}</body></html>"
+    )
+    write_manifest(out, owner, [f.name for f in out.iterdir() if f.name != MANIFEST])
+    return index
