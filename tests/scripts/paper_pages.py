@@ -81,9 +81,10 @@ def main() -> int:
         # a space says in its header's first lines whether it runs "at a reduced scale" (on a 2-core CPU)
         heads = {s: " ".join((REPO / "search_spaces" / s).read_text().splitlines()[:3]) for s in spaces}
         measured["reduced"] = sorted(s for s, head in heads.items() if "at a reduced scale" in head)
-        for pair in args.results:
-            slug, results = pair.split("=", 1)
-            measured.setdefault("ours", {}).update(ours(slug, results))
+    for pair in args.results:
+        slug, results = pair.split("=", 1)
+        measured.setdefault("ours", {}).update(ours(slug, results))
+    if args.write or args.pages:
         DOCS.mkdir(parents=True, exist_ok=True)
         MEASURED.write_text(json.dumps(measured, indent=1, sort_keys=True) + "\n")
     stale = []
