@@ -338,8 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the counts and first failures as JSON")
 
     p = sub.add_parser("report", help="write the HTML report and PNG charts of a sweep (or of a paper's items)",
-                       epilog="examples: stitchsweep report results/quickstart --out report/quickstart;"
-                       " stitchsweep report results/jones_fmnist --paper jones-2022")  # fmt: skip
+                       epilog="example: stitchsweep report results/quickstart --out report/quickstart (a paper's page:"
+                       " stitchsweep report results/jones_fmnist --paper jones-2022)")  # fmt: skip
     p.add_argument("results", nargs="+", help="RESULTS directory, e.g. results/quickstart (several with --paper)")
     p.set_defaults(fn=cmd_report)
     p.add_argument(
