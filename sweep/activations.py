@@ -106,6 +106,24 @@ class Frozen:
         return prefix[:n]
 
 
+def chunks(frozen: Frozen | None, module, x: torch.Tensor, part: str, n: int, device: torch.device):
+    """The activations of the first `n` images of `part` chunk by chunk, on the fixed grid of `CHUNK` images:
+    from a frozen half's kept part when the part fits the worker's memory (no copy: slices of what the worker
+    keeps), else computed a chunk at a time and dropped after use, so a caller that accumulates holds one chunk.
+    `frozen` None: `module` (a half that is not a frozen donor's, e.g. trained) on the images `x` of the part."""
+    if frozen is not None and frozen.cached and frozen.fits(part):
+        acts = frozen.on(part, n)
+        for start in range(0, len(acts), CHUNK):
+            yield acts[start : start + CHUNK]
+        return
+    if frozen is not None:
+        module, x = frozen.module, getattr(frozen.splits, f"{part}_x")
+    n = min(n, len(x))
+    channels_last = frozen.channels_last if frozen is not None else False
+    for start in range(0, n, CHUNK):
+        yield compute(module, x[start : min(n, start + CHUNK)], device, "fp32", channels_last)
+
+
 def _per_image(module, x: torch.Tensor, device: torch.device, precision: str) -> int:
     a = compute(module, x, device, precision)
     return a[0].numel() * a.element_size() if len(a) else 0

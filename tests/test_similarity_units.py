@@ -11,9 +11,12 @@ import torch
 import analysis
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
+from sweep.data.core import make_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import run_donor
+from sweep.kinds.donor import load_donor, run_donor
 from sweep.kinds.similarity import run_similarity
+from sweep.measures.similarity import MinibatchCKA, minibatches
+from sweep.models.features import features
 from sweep.results import SweepDir
 
 from .conftest import TINY_SPACE
@@ -88,6 +91,27 @@ def test_a_network_with_itself_is_one_on_the_diagonal_and_symmetric(trained, est
     assert (matrix < 1.0 - 1e-6)[~np.eye(4, dtype=bool)].all()  # distinct layers are not identical
     # one network: its accuracy is measured once and recorded on both sides (exact)
     assert set(rows["estimator"]) == {estimator} and (rows["a_acc"] == rows["b_acc"]).all()
+
+
+def test_every_node_read_as_it_runs_gives_the_cka_of_every_activation_held(trained):
+    """`points: modules` across two networks: each node's Gram is taken as the node runs and its activation
+    dropped (bounded memory); the matrix is the one of holding every node's activations of a batch at once."""
+    space, sweep_dir = trained
+    entry = dict(WITHIN, pairs=[{"a": "zoo:plain_a", "b": "zoo:plain_b"}], points="modules", images=60, passes=1)
+    unit, rows = _run(space, sweep_dir, entry)
+    a, b = (load_donor(sweep_dir, key, torch.device("cpu")) for key in (unit.a_key, unit.b_key))
+    donor = parse_space(space).donors["plain_a"]
+    x = make_splits(donor.data.dataset, donor.data.train_size, donor.data.val_size, donor.data.test_size).test_x
+    x = x[: unit.images]
+    acc = MinibatchCKA()
+    for _, idx in minibatches(len(x), unit.batch_size, unit.passes, unit.seed):
+        with torch.no_grad():
+            acc.update(features(a, unit.a_points)(x[idx]), features(b, unit.b_points)(x[idx]))
+    held = acc.value().numpy()
+    matrix = rows.pivot(index="a_index", columns="b_index", values="cka").sort_index().sort_index(axis=1).to_numpy()
+    assert matrix.shape == held.shape == (len(unit.a_points), len(unit.b_points))
+    # the same float64 Grams of the same activations: agreement to rounding
+    assert np.allclose(matrix, held, atol=1e-9)
 
 
 def test_benign_against_adversarial_representations(trained):

@@ -15,7 +15,9 @@ from sweep.config.space import parse_space
 from sweep.data.core import make_splits
 from sweep.kinds.base import RunContext
 from sweep.kinds.donor import load_donor, run_donor
-from sweep.kinds.training_similarity import epoch_models, run_training_similarity
+from sweep.kinds.training_similarity import epoch_weights, run_training_similarity
+from sweep.measures.similarity import MinibatchCKA, minibatches
+from sweep.models.features import features
 from sweep.results import SweepDir
 
 from .conftest import TINY_SPACE
@@ -40,6 +42,26 @@ def test_a_donor_without_kept_epochs_is_refused():
     assert unit.epochs == (2, 4) and len(unit.points) == 6
 
 
+def _separate_models(unit, ctx, states, donor) -> np.ndarray:
+    """The unit's CKA the way that held every kept epoch's model at once and every point's activations of a
+    batch: (E, E, P)."""
+    models = []
+    for state in states:
+        model = load_donor(ctx.sweep_dir, donor.donor_key, torch.device("cpu"))
+        model.load_state_dict(state)
+        models.append(model.eval())
+    splits = make_splits(donor.data.dataset, donor.data.train_size, donor.data.val_size, donor.data.test_size)
+    x = splits.test_x[: unit.images]
+    accs = [MinibatchCKA() for _ in unit.points]
+    for _, idx in minibatches(len(x), unit.batch_size, unit.passes, unit.seed):
+        with torch.no_grad():
+            per_model = [features(m, unit.points)(x[idx]) for m in models]
+        for k, acc in enumerate(accs):
+            reps = [acts[k] for acts in per_model]
+            acc.update(reps, reps)
+    return np.stack([acc.value().numpy() for acc in accs], axis=-1)
+
+
 def test_epoch_by_epoch_cka_of_a_trained_donor(tmp_path):
     space = _space(dict(ENTRY, points=["layer1.0", "layer3.1"]), epochs=4, checkpoint_every=1)
     sweep = parse_space(space)
@@ -53,15 +75,20 @@ def test_epoch_by_epoch_cka_of_a_trained_donor(tmp_path):
     )
     (unit,) = sweep.units["training_similarity"]
     ctx = RunContext(sweep_dir, torch.device("cpu"))
-    models = epoch_models(unit, ctx)  # the last kept epoch is the finished donor
+    states = epoch_weights(unit, ctx)  # on the host; the last kept epoch is the finished donor
     final = analysis.load_donors(sweep_dir.path)
-    assert len(models) == 4 and final["status"].eq("done").all()
+    assert len(states) == 4 and final["status"].eq("done").all()
+    assert all(t.device.type == "cpu" for t in states[0].values())
     assert run_training_similarity(unit, ctx)["status"] == "done"
     rows = analysis.read_table(sweep_dir.path, "training_similarity").to_pandas()
+    expected = _separate_models(unit, ctx, states, sweep.donors["plain_a"])
     for point, d in rows.groupby("point"):
         m = d.pivot(index="epoch_a", columns="epoch_b", values="cka").to_numpy()
         assert m.shape == (4, 4) and np.allclose(np.diag(m), 1.0, atol=1e-9) and np.allclose(m, m.T, atol=1e-9)
         assert (m[:-1, -1] < 1.0 - 1e-6).all(), point  # weights moved between epochs
+        # one model taking each epoch's weights in turn gives what a model per epoch gives (the same float64
+        # Grams of the same activations: only summation order could differ)
+        assert np.allclose(m, expected[:, :, unit.points.index(point)], atol=1e-9), point
 
     from analysis.report import write_report
 

@@ -103,6 +103,7 @@ DESCRIPTIONS = {
     "num_classes": "classes of the test data (1/num_classes: the ratio of an unbiased classifier)",
     "final_train_loss": "gradient objectives: the stitcher's mean training loss in its last epoch",
     "dm_residual": "dm: ||A theta - B|| / ||B|| of the least-squares fit on its K images",
+    "dm_condition": "dm: condition number of the fit's centred source rows (largest / smallest kept singular value)",
     "ood_auroc": "AUROC of the energy detector, target vs stitched activations (0.5: indistinguishable)",
     "front_clean_acc": "the sender donor's clean accuracy on the trial's images (its own test set across tasks)",
     "front_robust_acc": "the sender donor's robust accuracy, same images and attack as robust_acc",

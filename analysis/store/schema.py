@@ -98,6 +98,7 @@ _TRIAL_HEAD = [
     ("num_classes", pa.int32()),  # of the test data: 1/num_classes is the ratio of an unbiased classifier
     ("final_train_loss", pa.float64()),
     ("dm_residual", pa.float64()),
+    ("dm_condition", pa.float64()),  # of the DM fit's centred (standardised) source rows
     # agreement with the end network ("head") on the test images (Jones et al. 2022 4.5), by whether the front
     # network ("body") and the head agree on an image, and on the true label
     ("head_agreement", pa.float64()),

@@ -4,7 +4,9 @@ idempotent, one Parquet part per unit (`similarity/`), one row per (A point, B p
 
 The minibatch estimator (`MinibatchCKA`: unbiased HSIC summed over batches, Nguyen et al. 2021) runs
 `passes` passes over the images, each in a new order drawn from the unit's seed, one forward pass per donor
-per batch with every point read at once; memory holds one batch's Grams, whatever the number of images. A
+per batch with every point read at once, each point's activation reduced to its Gram the moment it is computed
+(`reduced_features`): memory holds one node's activations of one batch and the batch's Grams, whatever the
+number of images and of points. A
 final batch of 3 images or fewer is left out of a pass (HSIC_1 needs 4). Adversarial examples are crafted
 once per unit, against the attack's source donor, by PGD in batches of 250 (L-inf or L2; step 2.5 eps /
 steps by default), and both sides then read the same images in the same order.
@@ -21,8 +23,8 @@ from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
 from sweep.kinds.inversion import read_inverted
 from sweep.measures.saliency import saliency_cosines
-from sweep.measures.similarity import MinibatchCKA, linear_cka, minibatches
-from sweep.models.features import features, flat_features
+from sweep.measures.similarity import MinibatchCKA, gram, linear_cka, minibatches
+from sweep.models.features import features, flat_features, reduced_features
 from sweep.train.evaluate import accuracy, predict
 from sweep.train.threats import craft
 
@@ -77,12 +79,13 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
         cos = saliency_cosines(models[spec.a_key], models[spec.b_key], xa, xb, y, ctx.device)
         stats = dict(saliency_cosine=float(cos.mean()), saliency_cosine_std=float(cos.std()))
         return [dict(stats, a_acc=acc["a"], b_acc=acc["b"])]
-    fa = features(models[spec.a_key], spec.a_points)
-    fb = features(models[spec.b_key], spec.b_points)
     same = spec.a_key == spec.b_key and spec.a_points == spec.b_points and spec.a_inputs == spec.b_inputs
     if spec.estimator == "minibatch":
-        matrix = _minibatch(spec, fa, None if same else fb, xa, xb, ctx)
+        ga = gram_reader(models[spec.a_key], spec.a_points)
+        gb = None if same else gram_reader(models[spec.b_key], spec.b_points)
+        matrix = minibatch_matrix(ga, gb, xa, xb, spec, ctx)
     else:
+        fa, fb = features(models[spec.a_key], spec.a_points), features(models[spec.b_key], spec.b_points)
         matrix = _full(fa, fb, xa, xb, ctx.device)
     return [
         dict(
@@ -99,13 +102,21 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
     ]
 
 
-def _minibatch(spec: SimilaritySpec, fa, fb, xa: torch.Tensor, xb: torch.Tensor, ctx: RunContext) -> torch.Tensor:
-    """`passes` passes in reshuffled order; `fb` None: B is A (the matrix of A with itself)."""
+def gram_reader(model: torch.nn.Module, points: tuple[str, ...]):
+    """x -> the (P, n, n) stacked Grams (`gram`) of `model`'s activations at `points` on the batch x, each
+    computed as its node runs and the activation then dropped."""
+    read = reduced_features(model, points, gram)
+    return lambda x: torch.stack(read(x))
+
+
+def minibatch_matrix(ga, gb, xa: torch.Tensor, xb: torch.Tensor, spec, ctx: RunContext) -> torch.Tensor:
+    """The P x Q minibatch CKA matrix over `spec.passes` passes in reshuffled order (`spec.batch_size`,
+    `spec.seed`); `ga`, `gb` are `gram_reader`s, `gb` None: B is A (the matrix of A with itself)."""
     acc = MinibatchCKA()
     for p, idx in minibatches(len(xa), spec.batch_size, spec.passes, spec.seed):
         with torch.no_grad():
-            a = fa(xa[idx].to(ctx.device))
-            acc.update(a, a if fb is None else fb(xb[idx].to(ctx.device)))
+            k = ga(xa[idx].to(ctx.device))
+            acc.update_grams(k, k if gb is None else gb(xb[idx].to(ctx.device)))
         ctx.report({"phase": "similarity", "pass": p + 1, "passes": spec.passes})
     return acc.value().cpu()
 

@@ -3,14 +3,14 @@ trained with `checkpoint_every`, every point's CKA between the representations o
 epochs, on the first `images` test images, benign or adversarial (crafted once against the final epoch).
 
 Minibatch estimator as the similarity units' (`MinibatchCKA`, `passes` reshuffled passes): per batch, one
-forward pass of every kept epoch's weights reading every point at once, each epoch's activations reduced to
-their Grams before the next epoch runs. Memory per batch: one epoch's activations, and E x P Grams of
-batch x batch (E epochs, P points; 8 bytes each): lower `batch_size` for many epochs.
+forward pass of every kept epoch's weights reading every point at once, each point's activation reduced to its
+Gram as its node runs (`gram_reader`). The kept epochs' weights stay on the host; one model is on the device
+and takes each epoch's weights in turn (per batch: holding the Grams of a whole pass instead would grow with
+the number of images). Memory: one model, one node's activations of a batch, and E x P Grams of batch x batch
+(E epochs, P points; 8 bytes each): lower `batch_size` for many epochs.
 """
 
 from __future__ import annotations
-
-import copy
 
 import torch
 
@@ -19,8 +19,8 @@ from sweep.config.similarity import TrainingSimilaritySpec
 from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
-from sweep.measures.similarity import MinibatchCKA, grams, minibatches
-from sweep.models.features import features
+from sweep.kinds.similarity import gram_reader
+from sweep.measures.similarity import MinibatchCKA, minibatches
 from sweep.results import load_torch
 from sweep.train.donors import epoch_checkpoint
 from sweep.train.threats import craft
@@ -46,18 +46,15 @@ def run_training_similarity(spec: TrainingSimilaritySpec, ctx: RunContext) -> di
     return record_unit(part, TRAINING_SIMILARITY_DIR, base, lambda: _measure(spec, ctx))
 
 
-def epoch_models(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[torch.nn.Module]:
-    """The donor at each kept epoch, in eval mode (the final model's architecture, each epoch's weights)."""
-    final = load_donor(ctx.sweep_dir, spec.donor_key, ctx.device)
-    models = []
+def epoch_weights(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[dict]:
+    """The donor's weights at each kept epoch (state dicts on the host), in the order of `spec.epochs`."""
+    states = []
     for epoch in spec.epochs:
         path = epoch_checkpoint(ctx.sweep_dir.zoo(spec.donor_key), epoch)
         if not path.exists():
             raise FileNotFoundError(f"the weights of epoch {epoch} are missing ({path}): was the donor trained here?")
-        model = copy.deepcopy(final)
-        model.load_state_dict(load_torch(path, map_location=ctx.device)["state_dict"])
-        models.append(model.eval())
-    return models
+        states.append(load_torch(path, map_location=CPU)["state_dict"])
+    return states
 
 
 def _measure(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[dict]:
@@ -65,20 +62,21 @@ def _measure(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[dict]:
         spec.dataset, spec.train_size, spec.val_size, spec.test_size, CPU, root=ctx.data_root, download=ctx.download
     )
     x, y = splits.test_x[: spec.images], splits.test_y[: spec.images]
-    models = epoch_models(spec, ctx)
+    states = epoch_weights(spec, ctx)
+    model = load_donor(ctx.sweep_dir, spec.donor_key, ctx.device)  # the final epoch: the finished donor
     if spec.inputs == "adversarial":  # crafted against the final epoch
         args = (spec.attack_eps, spec.attack_step_size, spec.attack_steps, spec.seed, ctx.device)
-        x = craft(spec.attack_norm, models[-1], x, y, *args)
-    readers = [features(m, spec.points) for m in models]
+        x = craft(spec.attack_norm, model, x, y, *args)
+    read = gram_reader(model, spec.points)  # reads whatever weights the model holds when called
     accumulators = [MinibatchCKA() for _ in spec.points]
     for p, idx in minibatches(len(x), spec.batch_size, spec.passes, spec.seed):
         per_point: list[list[torch.Tensor]] = [[] for _ in spec.points]  # [point][epoch]: Grams only
-        for read in readers:
+        batch = x[idx].to(ctx.device)
+        for state in states:
+            model.load_state_dict(state)
             with torch.no_grad():
-                acts = read(x[idx].to(ctx.device))
-            for k, gram in enumerate(grams(acts)):
-                per_point[k].append(gram)
-            del acts  # one epoch's activations at a time
+                for k, g in enumerate(read(batch)):
+                    per_point[k].append(g)
         for acc, epoch_grams in zip(accumulators, per_point):
             stacked = torch.stack(epoch_grams)
             acc.update_grams(stacked, stacked)

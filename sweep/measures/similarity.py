@@ -24,6 +24,9 @@ __all__ = [
     "linear_cka",
     "minibatch_cka",
     "unbiased_hsic",
+    "gram",
+    "grams",
+    "MinibatchCKA",
     "pwcca",
     "cca",
     "opd",
@@ -210,9 +213,15 @@ def minibatches(n: int, batch_size: int, passes: int, seed: int):
                 yield p, order[i : i + batch_size]
 
 
+def gram(x) -> torch.Tensor:
+    """The zero-diagonal Gram of batch-centred features that `MinibatchCKA` accumulates for one representation
+    (n x n, float64): the only thing the estimator needs of a batch's activations."""
+    return _zero_diagonal(centred_gram(x))
+
+
 def grams(reps: list) -> torch.Tensor:
-    """The zero-diagonal Grams of batch-centred features that `MinibatchCKA` accumulates: (len(reps), n, n)."""
-    return torch.stack([_zero_diagonal(centred_gram(x)) for x in reps])
+    """`gram` of every representation of a batch, stacked: (len(reps), n, n)."""
+    return torch.stack([gram(x) for x in reps])
 
 
 def minibatch_cka(batches: Iterable[tuple[object, object]]) -> float:

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from sweep.activations import Frozen
+from sweep.activations import Frozen, chunks
 from sweep.data.core import Splits, batches
+from sweep.measures.least_squares import NormalEquations
 from sweep.registry import OBJECTIVES
 from sweep.stitching.declared import Objective, register_objective  # noqa: F401  (re-exported)
 from sweep.stitching.stitcher import positions
@@ -263,51 +264,73 @@ def fit_trades(ctx: FitContext) -> dict:
 
 
 def direct_match(ctx: FitContext) -> dict:
-    """Solve the stitcher by least squares (pseudo-inverse, float64) from f<=i to g<=j activations over the
-    first K training images (Balogh & Jelasity 2025 Eq. 2-3); returns the normalised residual ||A theta - B|| / ||B||.
+    """Solve the stitcher by least squares (float64) from f<=i to g<=j activations over the first K training
+    images (Balogh & Jelasity 2025 Eq. 2-3); returns the normalised residual ||A theta - B|| / ||B|| and the
+    condition number of the (centred) A.
 
-    For the `bn_affine_bn` stitcher the BatchNorms are set to the source and target statistics and the map is
-    solved in standardised coordinates."""
+    The normal equations are accumulated chunk by chunk (`NormalEquations`), so K is bounded by time, not
+    memory: one chunk of activations is held at a time unless the worker keeps the part anyway. The residual
+    is a second pass over the same chunks (exact, where a closed form from the sums would lose its last eight
+    digits to cancellation). For the `bn_affine_bn` stitcher the BatchNorms are set to the source and target
+    statistics and the map is solved in standardised coordinates."""
     spec = ctx.spec
     if ctx.end_front is None:
         raise ValueError("direct matching needs the end model's front half g<=j")
-    k = spec.dm_samples
-    # Fitted on the first K images of the (already shuffled) training split, never on evaluation data.
-    x = ctx.splits.train_x[:k].to(ctx.device)
-    with eval_mode(ctx.front, ctx.end_front), torch.no_grad():
-        src = ctx.front_acts.on("train", k) if ctx.front_acts is not None else ctx.front(x)
-        tgt = ctx.end_acts.on("train", k) if ctx.end_acts is not None else ctx.end_front(x)
-        if hasattr(ctx.stitcher, "resize"):  # cross-layer: the map sees source maps at the target's size
-            src = ctx.stitcher.resize(src)
-    if src.dim() == 2:  # vectors: one position each
-        same_positions = True
-    else:
-        same_positions = src.shape[2:] == tgt.shape[2:] if src.dim() == 4 else src.shape[1] == tgt.shape[1]
-    if src.dim() != tgt.dim() or not same_positions:
-        raise ValueError(
-            f"direct matching: source positions {tuple(src.shape[1:])} do not match target {tuple(tgt.shape[1:])}"
-        )
-    a = positions(src).double()
-    b = positions(tgt).double()
-    per_image = len(a) // max(1, len(x))
-    if len(a) < a.shape[1] + 1:
-        needed = math.ceil((a.shape[1] + 1) / per_image)
-        raise ValueError(
-            f"dm_samples: K={k} images give {len(a)} rows for {a.shape[1] + 1} unknowns per output"
-            f" channel; a determined least-squares fit needs K >= {needed}"
-        )
+    n_train = len(ctx.splits.train_x)
+    k = n_train if spec.dm_samples is None else min(spec.dm_samples, n_train)  # None: every training image
     stitcher = ctx.stitcher
-    if getattr(stitcher, "kind", "affine") == "bn_affine_bn":
-        s_mean, s_var = a.mean(0), a.var(0)
-        t_mean, t_var = b.mean(0), b.var(0).clamp_min(1e-12)
-        stitcher.set_normalisation(s_mean.float(), s_var.float(), t_mean.float(), t_var.float())
-        eps_in, eps_out = stitcher.bn_in.eps, stitcher.bn_out.eps
-        a = (a - s_mean) / (s_var + eps_in).sqrt()
-        b = (b - t_mean) / t_var.sqrt() * math.sqrt(1.0 + eps_out)  # what the output BatchNorm inverts
-    a1 = torch.cat([a, torch.ones(len(a), 1, dtype=a.dtype, device=a.device)], dim=1)
-    theta = torch.linalg.pinv(a1) @ b  # (C_in + 1, C_out)
-    if not torch.isfinite(theta).all():
+    bn = getattr(stitcher, "kind", "affine") == "bn_affine_bn"
+    sums = NormalEquations()
+    for a, b in _dm_rows(ctx, k):
+        sums.update(a, b)
+    if sums.shift_a is None:
+        raise ValueError(f"dm_samples: K={spec.dm_samples}, but the training split holds no images to fit on")
+    per_image = sums.n // max(1, k)
+    if sums.n < sums.aa.shape[0] + 1:
+        needed = math.ceil((sums.aa.shape[0] + 1) / max(1, per_image))
+        raise ValueError(
+            f"dm_samples: K={k} images give {sums.n} rows for {sums.aa.shape[0] + 1} unknowns per"
+            f" output channel; a determined least-squares fit needs K >= {needed}"
+        )
+    mean_a, mean_b = sums.means()
+    scale_a = scale_b = None
+    if bn:
+        s_var, t_var = sums.variances()
+        t_var = t_var.clamp_min(1e-12)
+        stitcher.set_normalisation(mean_a.float(), s_var.float(), mean_b.float(), t_var.float())
+        scale_a = 1.0 / (s_var + stitcher.bn_in.eps).sqrt()
+        scale_b = math.sqrt(1.0 + stitcher.bn_out.eps) / t_var.sqrt()  # what the output BatchNorm inverts
+    fit = sums.solve(scale_a, scale_b)
+    if not (torch.isfinite(fit.weight).all() and torch.isfinite(fit.bias).all()):
         raise DivergedError("direct matching solution is not finite")
-    residual = (torch.linalg.norm(a1 @ theta - b) / torch.linalg.norm(b)).item()
-    stitcher.set_affine(theta[:-1].T.float(), theta[-1].float())
-    return {"dm_residual": residual}
+    err = total = 0.0
+    for a, b in _dm_rows(ctx, k):
+        if bn:
+            a, b = (a - mean_a) * scale_a, (b - mean_b) * scale_b
+        err += float(((a @ fit.weight + fit.bias - b) ** 2).sum())
+        total += float((b * b).sum())
+    stitcher.set_affine(fit.weight.T.float(), fit.bias.float())
+    return {"dm_residual": math.sqrt(err / total) if total > 0 else math.inf, "dm_condition": fit.condition}
+
+
+def _dm_rows(ctx: FitContext, k: int):
+    """(A, B) row blocks of the first k training images, chunk by chunk: the source activations (resized as a
+    cross-layer stitcher sees them) and the target's, one row per position (`positions`), in float64.
+    Fitted on the first K images of the (already shuffled) training split, never on evaluation data."""
+    x = ctx.splits.train_x
+    with eval_mode(ctx.front, ctx.end_front), torch.no_grad():
+        fronts = chunks(ctx.front_acts, ctx.front, x, "train", k, ctx.device)
+        ends = chunks(ctx.end_acts, ctx.end_front, x, "train", k, ctx.device)
+        for src, tgt in zip(fronts, ends):
+            if hasattr(ctx.stitcher, "resize"):  # cross-layer: the map sees source maps at the target's size
+                src = ctx.stitcher.resize(src)
+            if src.dim() == 2:  # vectors: one position each
+                same_positions = True
+            else:
+                same_positions = src.shape[2:] == tgt.shape[2:] if src.dim() == 4 else src.shape[1] == tgt.shape[1]
+            if src.dim() != tgt.dim() or not same_positions:
+                raise ValueError(
+                    f"direct matching: source positions {tuple(src.shape[1:])} do not match target"
+                    f" {tuple(tgt.shape[1:])}"
+                )
+            yield positions(src).double(), positions(tgt).double()

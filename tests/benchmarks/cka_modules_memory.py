@@ -1,0 +1,96 @@
+"""Peak memory of every-layer CKA (`points: modules`) between two random WideResNet-28-10s, the similarity
+unit's reading path against the one that held every node's activations of a batch at once (Cianfarani et al.
+2022 compare WRN-28-10s at every layer).
+
+    python tests/benchmarks/cka_modules_memory.py [--images 256] [--batch 128] [--size 28]
+
+Each way runs in a fresh process (peak RSS from getrusage, which includes the two networks and Torch itself)
+on the same random images and networks (seeds 0 and 1); the script prints each process's peak RSS and wall
+time and the largest difference between the two CKA matrices.
+
+- `held`: `features()` returns every node's activation of the batch, then their Grams (the unit before the
+  bounded-memory work).
+- `hooks`: `gram_reader()` (what the unit runs): each node's Gram as the node runs, its activation then freed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _child(way: str, images: int, batch: int, size: int, out: str) -> None:
+    import resource
+
+    import numpy as np
+    import torch
+
+    from sweep.kinds.similarity import gram_reader
+    from sweep.measures.similarity import MinibatchCKA, minibatches
+    from sweep.models.base import build, graph_nodes
+    from sweep.models.features import features
+
+    torch.set_num_threads(2)
+    nets = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        nets.append(build("wrn28_10", 3, 10, (0.5,) * 3, (0.25,) * 3, image_size=size).eval())
+    points = tuple(n for n in graph_nodes("wrn28_10") if n != "x")
+    x = torch.randn(images, 3, size, size, generator=torch.Generator().manual_seed(2))
+    acc = MinibatchCKA()
+    t0 = time.perf_counter()
+    for _, idx in minibatches(images, batch, 1, 0):
+        with torch.no_grad():
+            if way == "held":
+                acc.update(features(nets[0], points)(x[idx]), features(nets[1], points)(x[idx]))
+            else:
+                acc.update_grams(gram_reader(nets[0], points)(x[idx]), gram_reader(nets[1], points)(x[idx]))
+    matrix = acc.value().numpy()
+    np.save(out, matrix)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        json.dumps(
+            {
+                "way": way,
+                "points": len(points),
+                "peak_rss_mb": round(peak_mb),
+                "wall_s": round(time.perf_counter() - t0, 1),
+            }
+        )
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--size", type=int, default=28)
+    parser.add_argument("--ways", default="hooks,held", help="comma-separated: hooks, held")
+    parser.add_argument("--child", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--out", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child, args.images, args.batch, args.size, args.out)
+        return
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        matrices = {}
+        for way in args.ways.split(","):
+            out = str(Path(tmp) / f"{way}.npy")
+            cmd = [sys.executable, __file__, "--child", way, "--out", out]
+            cmd += ["--images", str(args.images), "--batch", str(args.batch), "--size", str(args.size)]
+            print(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip(), flush=True)
+            matrices[way] = np.load(out)
+        if len(matrices) == 2:
+            a, b = matrices.values()
+            print(json.dumps({"max_abs_cka_difference": float(np.abs(a - b).max()), "cells": int(a.size)}))
+
+
+if __name__ == "__main__":
+    main()
