@@ -17,31 +17,14 @@ from sweep.models.base import StagedNet
 
 def features(model: StagedNet, points: tuple[str, ...]) -> Callable[[torch.Tensor], list[torch.Tensor]]:
     """A function x -> [the activation at each of `points`], in the order given. All stitch points (and
-    `penultimate`), or all
-    graph nodes (`Architecture.graph_nodes`); the model is used as it is (put it in eval mode first)."""
-    if all(p in model.stitch_points or p in model.extra_points for p in points):
-        wanted = set(points)
-        last = max(model.stage_names.index(p) for p in points)
+    `penultimate`), or all graph nodes (`Architecture.graph_nodes`); the model is used as it is (put it in
+    eval mode first). Every activation of a batch is held at once: for many points, reduce them as they run
+    (`reduced_features`)."""
+    return reduced_features(model, points, _keep)
 
-        def staged(x: torch.Tensor) -> list[torch.Tensor]:
-            out = {}
-            for name in model.stage_names[: last + 1]:
-                x = model.stage(name)(x)
-                if name in wanted:
-                    out[name] = x
-            return [out[p] for p in points]
 
-        return staged
-    from torchvision.models.feature_extraction import create_feature_extractor
-
-    extractor = create_feature_extractor(model, return_nodes=list(points))
-    extractor.train(model.training)
-
-    def traced(x: torch.Tensor) -> list[torch.Tensor]:
-        found = extractor(x)
-        return [found[p] for p in points]
-
-    return traced
+def _keep(x: torch.Tensor) -> torch.Tensor:
+    return x
 
 
 def flat_features(read: Callable, x: torch.Tensor, device: torch.device, batch: int = 250) -> list[torch.Tensor]:
