@@ -46,6 +46,15 @@ def table(name: str, data: ReportData) -> pd.DataFrame:
     return _find(name, TABLES, "csv", tables()).data(data)
 
 
+def section(name: str):
+    """The report's chart or table section whose file stem is `name` (a ValueError naming the known ones)."""
+    for sections, attr in ((CHARTS, "png"), (TABLES, "csv")):
+        for s in sections:
+            if _stem(getattr(s, attr)) == name:
+                return s
+    raise ValueError(f"unknown report section {name!r}; known: {figures() + tables()}")
+
+
 def _find(name: str, sections, attr: str, names: list[str]):
     for s in sections:
         if _stem(getattr(s, attr)) == name:

@@ -12,25 +12,10 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from .notebook import section
 from .page import MANIFEST, STYLE, TABLE_SCRIPT, claim_folder, table, write_manifest
 from .papers import Item, Number, items, paper
 from .report import ReportData, _png, report_data
-from .sections import CHARTS, TABLES
-
-
-def _stem(filename: str | None) -> str:
-    return filename.rsplit(".", 1)[0] if filename else ""
-
-
-def section(name: str):
-    """The report's chart or table section named `name` (the stem of the file it writes)."""
-    for s in CHARTS:
-        if _stem(s.png) == name:
-            return s
-    for s in TABLES:
-        if _stem(s.csv) == name:
-            return s
-    raise KeyError(f"unknown report section {name!r}")
 
 
 def section_rows(name: str, data: ReportData) -> pd.DataFrame:

@@ -247,7 +247,8 @@ def cmd_report(args) -> int:
         roots = [_storage("RESULTS", path) for path in args.results]
         for p, path in zip(roots, args.results, strict=True):
             _check_results(p, path, "trials", "a results directory with a trials/ folder (made by `stitchsweep run`)")
-        return paper_report(args.paper, roots, args.out)
+        folder, write = paper_report(args.paper, roots, args.out)
+        return _write_report(folder, write, "this paper's previous report")
     if len(args.results) != 1:
         raise SpecError("RESULTS", "one results directory (several only with --paper)", " ".join(args.results))
     args.results = args.results[0]
@@ -259,13 +260,18 @@ def cmd_report(args) -> int:
         doc = status_json(sweep, sweep_dir)
         kinds = {k: dict(v, blocked=len(v["blocked"])) for k, v in doc["kinds"].items()}
         expected = {"kinds": kinds, "trial_ids": list(KINDS["trial"].units(sweep))}
+    out = Path(args.out) if args.out else Path("report") / p.name
+    return _write_report(out, lambda folder: write_report(p, folder, expected), "this sweep's previous report")
+
+
+def _write_report(out: Path, write, previous: str) -> int:
+    """`write(out)` a report into `out`, refused (exit 2, naming --out) when the folder holds something else."""
     from analysis.page import ReportFolderError
 
-    out = Path(args.out) if args.out else Path("report") / p.name
     try:
-        index = write_report(p, out, expected)
+        index = write(out)
     except ReportFolderError as exc:
-        raise SpecError("--out", "an empty folder, or this sweep's previous report", str(out), str(exc)) from None
+        raise SpecError("--out", f"an empty folder, or {previous}", str(out), str(exc)) from None
     print(f"report: {index}")
     return 0
 

@@ -35,19 +35,13 @@ def cmd_figures(args) -> int:
     return 0
 
 
-def paper_report(name: str, roots: list, out: str | None) -> int:
-    """`report RESULTS... --paper P`: one page of paper P's items from the (checked) results folders `roots`."""
-    from analysis.page import ReportFolderError
+def paper_report(name: str, roots: list, out: str | None) -> tuple[Path, object]:
+    """`report RESULTS... --paper P`: the folder of paper P's page and the function that writes it there from
+    the (checked) results folders `roots` (the report command writes it as it writes a sweep's report)."""
     from analysis.paper_report import write_paper_report
 
     slug = _slug(name)
-    folder = Path(out) if out else Path("report") / slug
-    try:
-        index = write_paper_report(slug, roots, folder)
-    except ReportFolderError as exc:
-        raise SpecError("--out", "an empty folder, or this paper's previous report", str(folder), str(exc)) from None
-    print(f"report: {index}")
-    return 0
+    return (Path(out) if out else Path("report") / slug), lambda folder: write_paper_report(slug, roots, folder)
 
 
 def add_figures(sub) -> None:
