@@ -98,5 +98,5 @@ register_objective(
 register_objective(
     "dm",
     {"dm_samples", "stitcher"},
-    "direct matching (Balogh & Jelasity 2025 Eq. 2-3): least squares (normal equations accumulated in float64) over K training images",
+    "direct matching (Balogh & Jelasity 2025 Eq. 2-3): float64 least squares over K training images",
 )(f"{_FIT}:direct_match")
