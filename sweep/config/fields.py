@@ -20,6 +20,18 @@ def stable_hash(obj: dict) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+# What an index computes, versioned: a fix that changes an index's numbers bumps it here, and the identity of
+# every unit that requests the index includes it (`index_revisions`), so only those units rerun. 2 (pwcca):
+# the rank tolerance no longer grows with the rows (numpy's max(n, p) x eps32 dropped real directions of
+# per-position rows).
+INDEX_REVISIONS = {"pwcca": 2}
+
+
+def index_revisions(indices) -> dict:
+    """The revisions above 1 of the requested `indices`, for a unit's hash (empty: the old ids hold)."""
+    return {name: INDEX_REVISIONS[name] for name in sorted(indices) if name in INDEX_REVISIONS}
+
+
 REQUIRED = ...  # the default of a field that has none
 
 

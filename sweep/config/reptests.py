@@ -20,7 +20,7 @@ from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.data import DataSpec
 from sweep.config.donors import DonorSpec, resolve_ref
 from sweep.config.errors import SpecError
-from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
+from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, index_revisions, stable_hash
 from sweep.config.shapes import activation_shape, channels, check_dm_samples
 from sweep.registry import ARCHITECTURES
 
@@ -57,6 +57,8 @@ class RepTestSpec:
     def unit_id(self) -> str:
         fields = dataclasses.asdict(self)
         fields.pop("name")
+        if revisions := index_revisions(self.indices):
+            fields["index_revisions"] = revisions
         return stable_hash({"kind": "representation-test", "v": SCHEMA_VERSION, "rev": REVISION, **fields})
 
     @property

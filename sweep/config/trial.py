@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.donors import DonorEval
-from sweep.config.fields import stable_hash
+from sweep.config.fields import index_revisions, stable_hash
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,4 +136,6 @@ class TrialSpec:
             fields.pop("permutations")
         if self.ood_detector is None:  # added later: unset, the old ids hold
             fields.pop("ood_detector")
+        if revisions := index_revisions(self.indices):
+            fields["index_revisions"] = revisions
         return stable_hash({"kind": "stitch-trial", "v": SCHEMA_VERSION, **fields})

@@ -14,6 +14,7 @@ sensitivity test).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -56,6 +57,64 @@ def _pair(a, b) -> tuple[torch.Tensor, torch.Tensor]:
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"A and B must hold the same examples: {a.shape[0]} rows vs {b.shape[0]}")
     return a, b.to(a.device)
+
+
+def _as_2d(a, name: str) -> torch.Tensor:
+    """`a` as a 2-D tensor in its own dtype, not copied (the whole-matrix float64 copy is what the streamed
+    forms avoid); finiteness is checked chunk by chunk where it is read."""
+    t = torch.as_tensor(np.asarray(a) if not isinstance(a, torch.Tensor) else a).detach()
+    if t.dim() != 2:
+        raise ValueError(
+            f"{name}: expected a 2-D (examples x neurons) array, found shape {tuple(t.shape)};"
+            " use to_2d() on activation tensors first"
+        )
+    if t.shape[0] == 0 or t.shape[1] == 0:
+        raise ValueError(f"{name}: empty representation of shape {tuple(t.shape)}")
+    return t
+
+
+def _pair_2d(a, b) -> tuple[torch.Tensor, torch.Tensor]:
+    a, b = _as_2d(a, "A"), _as_2d(b, "B")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"A and B must hold the same examples: {a.shape[0]} rows vs {b.shape[0]}")
+    return a, b
+
+
+def _finite(part: torch.Tensor) -> torch.Tensor:
+    if not torch.isfinite(part).all():
+        raise ValueError("a representation holds NaN or infinite values")
+    return part
+
+
+ROWS = 65536  # rows per chunk of the streamed forms (64 channels: 32 MiB of float64)
+
+
+def _row_chunks(a: torch.Tensor):
+    """A's rows in float64 chunks of `ROWS` (checked finite): the streamed forms never hold A in float64 whole."""
+    for start in range(0, a.shape[0], ROWS):
+        yield _finite(a[start : start + ROWS].to(torch.float64))
+
+
+def _column_means(a: torch.Tensor) -> torch.Tensor:
+    return sum(part.sum(0) for part in _row_chunks(a)) / a.shape[0]
+
+
+def centred_covariance(a) -> torch.Tensor:
+    """A_c^T A_c (p x p, float64) of the column-centred A, accumulated over chunks of rows: for a tall A (many
+    rows, few columns: the `positions` layout) in memory that does not grow with the rows."""
+    a = _as_2d(a, "A")
+    mean = _column_means(a)
+    cov = torch.zeros(a.shape[1], a.shape[1], dtype=torch.float64, device=a.device)
+    for part in _row_chunks(a):
+        part = part - mean
+        cov += part.T @ part
+    return cov
+
+
+def _centred_second_moment(a: torch.Tensor) -> torch.Tensor:
+    """The smaller of A_c A_c^T (n x n, chunks of columns) and A_c^T A_c (p x p, chunks of rows): the two
+    share their nonzero eigenvalues, the squared singular values of the centred A."""
+    return centred_gram(a) if a.shape[0] <= a.shape[1] else centred_covariance(a)
 
 
 def _centre(a: torch.Tensor) -> torch.Tensor:
@@ -101,15 +160,18 @@ def linear_cka(a, b) -> float:
     """Linear CKA (Balogh & Jelasity 2025 Eq. 4) of column-centred A and B: ||B^T A||_F^2 / (||A^T A||_F ||B^T B||_F).
 
     Computed in float64 as sums of squares. The feature-space form (p x p products) is used when it is the
-    smaller one; with more neurons than examples the equal Gram form (n x n) is used instead.
+    smaller one; with more neurons than examples the equal Gram form (n x n), accumulated over chunks of
+    features (memory: the input plus two n x n float64 Grams).
     """
-    a, b = _pair(a, b)
-    a, b = _centre(a), _centre(b)
+    a, b = _pair_2d(a, b)
     n, pa, pb = a.shape[0], a.shape[1], b.shape[1]
     if n < max(pa, pb):  # tr(KL) with K = AA^T, L = BB^T: the same number, smaller matrices
-        k, l_ = a @ a.T, b @ b.T
+        k = centred_gram(a)  # accumulated over chunks of features: A is never copied to float64 whole
+        l_ = centred_gram(b).to(k.device)
         num, da, db = (k * l_).sum(), (k * k).sum().sqrt(), (l_ * l_).sum().sqrt()
     else:
+        a, b = _pair(a, b)
+        a, b = _centre(a), _centre(b)
         num = ((b.T @ a) ** 2).sum()
         da, db = ((a.T @ a) ** 2).sum().sqrt(), ((b.T @ b) ** 2).sum().sqrt()
     if da == 0 or db == 0:
@@ -234,10 +296,14 @@ def minibatch_cka(batches: Iterable[tuple[object, object]]) -> float:
 
 
 def _rank_tol(a: torch.Tensor, dtype: torch.dtype) -> float:
-    """The relative singular-value threshold below which a direction of `a` is rounding noise of the precision
-    the data came in (numpy's matrix_rank rule: max(n, p) * machine epsilon of that precision)."""
-    eps = torch.finfo(dtype).eps if dtype.is_floating_point else torch.finfo(torch.float64).eps
-    return max(a.shape) * eps
+    """The relative singular-value threshold below which a direction of `a` is rounding noise: the data's own
+    rounding (each entry off by at most eps of the precision it came in, so by Weyl's inequality no singular
+    value moves by more than eps ||A||_F <= eps sqrt(min(n, p)) s_max) plus the float64 computation's
+    (numpy's matrix_rank rule, max(n, p) eps64). numpy's rule with the data's eps, used before, grows with
+    the rows: with 1,024,000 per-position rows of float32 it dropped every direction below 12% of the largest."""
+    f64 = torch.finfo(torch.float64).eps
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else f64
+    return math.sqrt(min(a.shape)) * eps + max(a.shape) * f64
 
 
 def _basis(a: torch.Tensor, rel_tol: float) -> torch.Tensor:
@@ -311,15 +377,29 @@ def opd(a, b) -> float:
     """Orthogonal Procrustes distance (Balogh & Jelasity 2025 Eq. 8) after centring and Frobenius normalisation:
     ||A||^2 + ||B||^2 - 2 ||B^T A||_* = 2 - 2 ||B^T A||_*, in [0, 2]. A with fewer columns is zero-padded
     implicitly (the nuclear norm does not change)."""
-    a, b = _pair(a, b)
-    a, b = _unit(_centre(a)), _unit(_centre(b))
+    a, b = _pair_2d(a, b)
     if a.shape[0] < max(a.shape[1], b.shape[1]):  # more neurons than examples: work in the n-dim row space
-        ua, sa, _ = torch.linalg.svd(a, full_matrices=False)
-        ub, sb, _ = torch.linalg.svd(b, full_matrices=False)
-        nuclear = torch.linalg.svdvals((ub * sb).T @ (ua * sa)).sum()  # = ||B^T A||_* (orthogonal factors drop)
+        xa, xb = _row_factor(a), _row_factor(b).to(a.device)
+        nuclear = torch.linalg.svdvals(xb.T @ xa).sum()  # = ||B^T A||_* (orthogonal factors drop)
     else:
+        a, b = _pair(a, b)
+        a, b = _unit(_centre(a)), _unit(_centre(b))
         nuclear = torch.linalg.svdvals(b.T @ a).sum()
     return float(max(0.0, 2.0 - 2.0 * nuclear))
+
+
+def _row_factor(a: torch.Tensor) -> torch.Tensor:
+    """U S (n x n) of the centred, Frobenius-normalised A = U S V^T, from its n x n Gram (U S^2 U^T, by eigh):
+    what OPD needs of a wide A, without A's float64 copy or V (n x p). The Gram squares A's condition:
+    singular values below about 1e-8 of the largest come out as rounding noise of that size, under the
+    float32 rounding (6e-8) of the activations they came from."""
+    k = centred_gram(a)
+    total = torch.trace(k)
+    if total == 0:
+        raise ValueError("a representation is constant over the examples (zero after centring)")
+    w, u = torch.linalg.eigh(k / total)
+    del k
+    return u * w.clamp(min=0.0).sqrt()
 
 
 def dm_distance(a, b) -> float:
@@ -358,23 +438,30 @@ def dm_error(theta: torch.Tensor, a, b) -> float:
     """The squared relative error ||[A 1] theta - B||_F^2 / ||B||_F^2 of a fitted DM map on (A, B): Balogh & Jelasity
     2025's
     structural DM distance when theta was fitted on other (training) images."""
-    a, b = _pair(a, b)
-    a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype, device=a.device)], dim=1)
-    norm_b = (b**2).sum()
+    a, b = _pair_2d(a, b)
+    theta = theta.to(device=a.device, dtype=torch.float64)
+    weight, bias = theta[:-1], theta[-1]
+    residual = norm_b = 0.0
+    for start in range(0, a.shape[0], ROWS):  # rows in float64 chunks: memory does not grow with the rows
+        part_a = _finite(a[start : start + ROWS].to(torch.float64))
+        part_b = _finite(b[start : start + ROWS].to(device=a.device, dtype=torch.float64))
+        residual += float(((part_a @ weight + bias - part_b) ** 2).sum())
+        norm_b += float((part_b**2).sum())
     if norm_b == 0:
         raise ValueError("dm_error: the target representation is zero")
-    return float(((a1 @ theta.to(a1) - b) ** 2).sum() / norm_b)
+    return residual / norm_b
 
 
 def numerical_rank(a, rel_tol: float = 1e-3) -> int:
     """The number of singular values of A's sample covariance above `rel_tol` times the largest (Smith & Marcu 2024
     B.2.1, after Masarczyk et al.). Computed from the singular values s of the centred A (the covariance's are
-    s^2 / (n - 1)), so a wide A (many features) never builds the p x p covariance."""
-    a = _centre(_as_f64(a, "A"))
-    s = torch.linalg.svdvals(a) ** 2
-    if s[0] == 0:
+    s^2 / (n - 1)), as the eigenvalues of the smaller of A_c A_c^T and A_c^T A_c, each accumulated in chunks: a
+    wide A never builds the p x p covariance, and a tall one (positions) is never copied to float64 whole.
+    Squaring costs nothing here: the threshold (1e-3 of the largest s^2) is far above float64 rounding."""
+    s = torch.linalg.eigvalsh(_centred_second_moment(_as_2d(a, "A")))
+    if s[-1] <= 0:
         return 0
-    return int((s > rel_tol * s[0]).sum())
+    return int((s > rel_tol * s[-1]).sum())
 
 
 def low_rank(a, rank: int) -> torch.Tensor:
