@@ -72,6 +72,7 @@ def _open_results(path: str):
 def cmd_plan(args) -> int:
     """A summary of what the space holds (`--trials`: every unit; `--json`: both, machine-readable); with
     `--storage`, also what that results root has recorded and what a run would do."""
+    from sweep import memory
     from sweep.estimate import load_profile, plan_estimate
     from sweep.registry import KINDS
     from sweep.results import SweepDir
@@ -91,7 +92,7 @@ def cmd_plan(args) -> int:
         print(json.dumps(planning.plan_json(sweep, units, todo), indent=2))
         return 0
     print(f"sweep {sweep.name}: " + ", ".join(f"{len(u)} {KINDS[k].noun}" for k, u in units.items() if u))
-    lines = [*sweep.generated, *planning.plan_lines(sweep, units, full=args.trials)]
+    lines = [*sweep.generated, *planning.plan_lines(sweep, units, full=args.trials), *memory.plan_lines(sweep)]
     print("\n".join(f"  {line}" for line in lines))
     if args.storage is not None:
         for name, u in units.items():

@@ -39,6 +39,7 @@ def _parts(results: Path) -> dict[str, Path]:
 
 
 def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_space, tmp_path):
+    tiny_space["resources"] = {"memory_per_trial": 0.25}  # Ray reserves it per trial: every trial still runs
     space = write_space(tiny_space)
     storage = tmp_path / "results"
     results = storage / "tiny"
@@ -188,6 +189,15 @@ def test_gpu_request_on_a_cluster_without_gpus_is_refused_before_scheduling(tiny
     assert (
         "resources.gpus_per_trial: expected at most the 0 GPUs of the largest node of this Ray cluster, found 1.0"
     ) in proc.stderr
+    assert not list((storage / "tiny" / "trials").glob("*.parquet"))
+
+
+def test_more_memory_per_trial_than_a_node_gives_is_refused_before_scheduling(tiny_space, write_space, tmp_path):
+    tiny_space["resources"] = {"memory_per_trial": 100000}
+    storage = tmp_path / "results"
+    proc = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2, check=False)
+    assert proc.returncode == 2
+    assert "resources.memory_per_trial: expected at most the " in proc.stderr and "found 100000" in proc.stderr
     assert not list((storage / "tiny" / "trials").glob("*.parquet"))
 
 

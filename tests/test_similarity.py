@@ -346,13 +346,14 @@ def test_the_permutation_null_separates_a_paired_similarity_from_a_broken_pairin
 def test_streamed_forms_agree_with_whole_matrix_formulas_across_chunks(monkeypatch):
     """The chunked forms (rows for tall matrices, features for wide ones) against numpy on the whole matrix,
     with chunks small enough that every sum crosses several of them."""
+    import sweep.measures.matrices as matrices
     import sweep.measures.similarity as sim
 
-    monkeypatch.setattr(sim, "ROWS", 7)
+    monkeypatch.setattr(matrices, "ROWS", 7)
     rng = _rng(12)
     tall = rng.standard_normal((100, 6)) @ rng.standard_normal((6, 9)) + 50.0  # rank 6 of 9, a large mean
     centred = tall - tall.mean(0)
-    np.testing.assert_allclose(sim.centred_covariance(tall).numpy(), centred.T @ centred, rtol=1e-9, atol=1e-7)
+    np.testing.assert_allclose(matrices.centred_covariance(tall).numpy(), centred.T @ centred, rtol=1e-9, atol=1e-7)
     assert numerical_rank(tall) == 6 and numerical_rank(tall.T.copy()) == 6  # tall: covariance; wide: Gram
     theta = rng.standard_normal((10, 4))
     b = rng.standard_normal((100, 4))
@@ -384,3 +385,59 @@ def test_pwcca_of_tall_float32_data_keeps_the_directions_float32_resolves():
     )[0]
     b = a @ torch.randn(p, p, generator=g, dtype=torch.float64) + torch.randn(r, p, generator=g, dtype=torch.float64)
     assert pwcca(a.float(), b.float()) == pytest.approx(pwcca(a, b), abs=1e-6)
+
+
+@pytest.mark.parametrize("case", ["independent", "b_contains_a", "a_rank_deficient_float32"])
+def test_pwcca_from_covariances_agrees_with_the_whole_matrix_form(monkeypatch, case):
+    """Past `ROWS` rows PWCCA is computed from p x p covariances accumulated over chunks of rows; the same
+    data below that threshold takes the SVD of the whole matrix. Covariances square the condition: with
+    singular values spread over 1e3 here, the two agree to about 1e-10; ties (rho = 1 where B contains A)
+    and a duplicated column of float32 A exercise the basis choice."""
+    import sweep.measures.matrices as matrices
+
+    rng = _rng(15)
+    a = rng.standard_normal((900, 8)) * np.geomspace(1, 1e-3, 8)
+    b = np.hstack([a[:, :5] @ rng.standard_normal((5, 5)), rng.standard_normal((900, 4))])
+    if case == "independent":
+        b = rng.standard_normal((900, 6))
+    elif case == "b_contains_a":
+        b = np.hstack([a, rng.standard_normal((900, 3))])
+    else:
+        a = np.hstack([a, a[:, :1]]).astype(np.float32)
+    whole = pwcca(a, b)
+    monkeypatch.setattr(matrices, "ROWS", 100)  # now the covariance form, over 9 chunks
+    assert pwcca(a, b) == pytest.approx(whole, abs=1e-9)
+
+
+def test_cka_and_opd_of_tall_matrices_from_covariances_agree_with_the_whole_matrix_form(monkeypatch):
+    """Per-position rows past `ROWS`: CKA's sums and OPD's B^T A from covariances over chunks of rows (no
+    squaring of the condition: the same sums, in another order)."""
+    import sweep.measures.matrices as matrices
+
+    rng = _rng(16)
+    a = rng.standard_normal((700, 9)) + 20.0
+    b = np.hstack([a[:, :4] @ rng.standard_normal((4, 4)), rng.standard_normal((700, 3))]) - 5.0
+    whole = linear_cka(a, b), opd(a, b)
+    monkeypatch.setattr(matrices, "ROWS", 64)
+    assert linear_cka(a, b) == pytest.approx(whole[0], abs=1e-12)
+    assert opd(a, b) == pytest.approx(whole[1], abs=1e-12)
+
+
+def test_the_dm_distance_sums_its_test_images_in_batches_of_resized_senders(monkeypatch):
+    """The DM index resizes the sender batch by batch (a layer4 sender at layer1's size is 2 MB per image):
+    across several batches it equals the error of the map on every image resized at once."""
+    import sweep.measures.matrices as matrices
+    import sweep.measures.similarity as sim
+    from sweep.measures.indices import Pair
+    from sweep.registry import INDICES
+    from sweep.stitching.stitcher import Stitcher
+
+    g = torch.Generator().manual_seed(17)
+    sender, target = torch.randn(30, 6, 2, 2, generator=g), torch.randn(30, 3, 4, 4, generator=g)
+    fit = torch.randn(20, 6, 2, 2, generator=g), torch.randn(20, 3, 4, 4, generator=g)
+    resize = Stitcher.for_shapes(torch.Size((1, 6, 2, 2)), torch.Size((1, 3, 4, 4))).resize
+    pair = Pair(sender, target, resize=resize, fit=lambda: fit)
+    theta = sim.dm_fit(to_2d(resize(fit[0]), "positions"), to_2d(fit[1], "positions"))
+    whole = sim.dm_error(theta, to_2d(resize(sender), "positions"), to_2d(target, "positions"))
+    monkeypatch.setattr(matrices, "ROWS", 40)  # batches of 2 images (16 rows each)
+    assert INDICES["dm"].values(pair)["sim_dm"] == pytest.approx(whole, rel=1e-12)

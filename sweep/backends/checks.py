@@ -48,6 +48,14 @@ def check_resources(sweep: Sweep, nodes: list[dict]) -> None:
                 want,
                 "lower it, or join a cluster that has them with --address",
             )
+    have = max((n.get("memory", 0.0) for n in nodes), default=0.0) / 2**30
+    if sweep.memory_per_trial and sweep.memory_per_trial > have:
+        raise SpecError(
+            "resources.memory_per_trial",
+            f"at most the {have:.1f} GiB that the largest node of this Ray cluster gives its tasks",
+            sweep.memory_per_trial,
+            "lower it, or join a cluster whose nodes have more with --address",
+        )
 
 
 @ray.remote(num_cpus=0)

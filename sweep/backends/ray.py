@@ -297,6 +297,15 @@ def start_ray(address: str | None, num_cpus: int | None) -> bool:
     return True
 
 
+def trial_resources(sweep: Sweep) -> dict:
+    """What Ray reserves for each unit: CPUs, GPUs and, when the space sets it, memory (Ray then places a unit
+    only where that much is unreserved)."""
+    resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
+    if sweep.memory_per_trial:
+        resources["memory"] = int(sweep.memory_per_trial * 2**30)
+    return resources
+
+
 def run_stages(
     sweep: Sweep,
     sweep_dir: SweepDir,
@@ -318,7 +327,7 @@ def run_stages(
         check_storage_shared(sweep_dir, alive)
         if not started:  # a cluster: its workers' data root, seen from a worker (the driver checked an embedded one)
             check_data_on_a_worker(sweep)
-        resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
+        resources = trial_resources(sweep)
         env = dict(
             cpus=sweep.cpus_per_trial,
             gpu=sweep.gpus_per_trial > 0,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.store.storage import Loc
+from sweep import memory
 from sweep.config.data import OPTIONS as DATA_OPTIONS
 from sweep.config.data import SOURCE_OPTIONS, DataSpec, parse_data
 from sweep.config.donors import DonorEval, DonorSpec, parse_donor
@@ -37,6 +38,7 @@ class Sweep:
     cpus_per_trial: float
     gpus_per_trial: float
     raw: dict
+    memory_per_trial: float | None = None  # GiB (`sweep.memory` sizes the units against it)
     data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
     download: bool = True
     # donor name -> the evaluations the zoo stage records for it: its own test set first, then those of the
@@ -91,6 +93,14 @@ RESOURCE_OPTIONS = by_key(
     (
         Option("cpus_per_trial", "number", 1.0, low=0.0),
         Option("gpus_per_trial", "number", 0.0, low=0.0, doc="fractions (0.25) share a GPU"),
+        Option(
+            "memory_per_trial",
+            "number",
+            None,
+            low=0.0,
+            nullable=True,
+            doc="GiB a trial may hold: Ray reserves it, and a unit whose indices need more is refused",
+        ),
     )
 )
 
@@ -121,7 +131,7 @@ def parse_space(raw: Any) -> Sweep:
         if key in raw:
             units[kind.name] = tuple(kind.parse(raw[key], ctx))
     r = Section(top.raw.get("resources", {}), "resources", set(RESOURCE_OPTIONS))
-    return Sweep(
+    sweep = Sweep(
         donor_evals=_donor_evals(donors, ctx.used, evaluation, units.get("trial", ())),
         name=name,
         data=data,
@@ -130,11 +140,14 @@ def parse_space(raw: Any) -> Sweep:
         units=units,
         cpus_per_trial=r.read(RESOURCE_OPTIONS["cpus_per_trial"]),
         gpus_per_trial=r.read(RESOURCE_OPTIONS["gpus_per_trial"]),
+        memory_per_trial=r.read(RESOURCE_OPTIONS["memory_per_trial"]),
         raw=raw,
         generated=tuple(generated),
         data_root=root,
         download=download,
     )
+    memory.check(sweep)  # with resources.memory_per_trial: every unit's indices fit it
+    return sweep
 
 
 def _donor_evals(donors: dict, used: set[str], evaluation: EvalSpec, trials: tuple) -> dict:

@@ -60,12 +60,23 @@ def _on_pair(fn: Callable) -> Callable[[Pair, str], float]:
 
 def _dm_score(pair: Pair, layout: str) -> float:
     """The structural DM distance as the reference code computes it: the DM map fitted on the K training
-    images, its squared relative error on the test images (the sender resized as the stitcher sees it)."""
-    from sweep.measures.similarity import dm_error, dm_fit
+    images, its squared relative error on the test images (the sender resized as the stitcher sees it), summed
+    over batches of images so that the resized sender is never held whole (a layer4 sender resized to layer1's
+    32 x 32 is 2 MB per image)."""
+    from sweep.measures.matrices import ROWS
+    from sweep.measures.similarity import dm_fit, dm_sums
 
     fit_a, fit_b = pair.fit_pair()
     theta = dm_fit(to_2d(pair.resize(fit_a), layout), to_2d(fit_b, layout))
-    return dm_error(theta, to_2d(pair.resize(pair.sender), layout), to_2d(pair.target, layout))
+    step = max(1, ROWS // len(to_2d(pair.target[:1], layout)))  # images per batch: about ROWS rows
+    residual = norm_b = 0.0
+    for i in range(0, len(pair.target), step):
+        sender, target = to_2d(pair.resize(pair.sender[i : i + step]), layout), to_2d(pair.target[i : i + step], layout)
+        r, b = dm_sums(theta, sender, target)
+        residual, norm_b = residual + r, norm_b + b
+    if norm_b == 0:
+        raise ValueError("dm_error: the target representation is zero")
+    return residual / norm_b
 
 
 @dataclass

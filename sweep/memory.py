@@ -1,0 +1,242 @@
+"""How much memory a unit's whole-matrix measures need, before it runs: `stitchsweep plan` prints it, and with
+`resources.memory_per_trial` set, a space whose unit would not fit is refused with the number, the field to
+change and the largest value of it that fits.
+
+What is sized: the similarity indices of stitching trials (`indices:` on `similarity_samples` test images) and
+of representation tests (`samples`). Each holds both sides' activations of its images (float32) and, per index,
+a float64 workspace that follows from how `sweep.measures.similarity` computes it:
+
+- `cka` and `opd` on wide matrices (more features than rows, the `flatten` layout of early layers): n x n
+  Grams accumulated over chunks of features (CKA: 3 n x n at once; OPD: 7, its eigendecompositions);
+- `cka`, `opd`, `pwcca` on tall matrices (more than 65,536 rows: per-position rows, 1,024 per image of a
+  32 x 32 layer) and `rank`: p x p covariances accumulated over chunks of rows, whatever the rows;
+- the DM distance: its fit, the pseudo-inverse of K images' per-position rows (4 copies of that matrix), then
+  its test pass in chunks of rows;
+- anything else (`pwcca` on pooled rows, `cka`/`opd` with fewer features than rows): float64 copies of the
+  whole matrix (PWCCA: 6 per side).
+
+The activations are counted once per side (a worker's activation cache holds them anyway); the models, the
+data and the runtime come on top (about 1-2 GB on a CPU worker). `tests/benchmarks/index_memory.py` measures
+each index's peak against this model (docs/performance.md). Torch-free: planning reads it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sweep.config.shapes import activation_shape, channels, positions
+
+GiB = 2**30
+F32, F64 = 4, 8
+FEATURE_CHUNK = 16384  # `centred_gram`'s chunk of features
+ROW_CHUNK = 65536  # `similarity.ROWS`
+ALLOCATOR = 1.3  # the allocator's own overhead on a workspace, measured (tests/benchmarks/index_memory.py)
+REGISTERED = {"cka": "flatten", "pwcca": "pooled", "opd": "flatten", "dm": "positions", "rank": "positions"}
+
+
+def matrix(shape: tuple[int, ...], layout: str, n: int) -> tuple[int, int]:
+    """(rows, columns) of n images' activations of `shape` in `layout` (`similarity.to_2d`)."""
+    if len(shape) == 1:
+        return n, shape[0]
+    if layout == "flatten":
+        return n, math.prod(shape)
+    if layout == "positions":
+        return n * positions(shape), channels(shape)
+    return n, channels(shape)  # pooled
+
+
+def _gram_chunk(rows: int, cols: int) -> int:
+    # a chunk in float64, centred, the product's packing buffers (BLAS; measured) and its finiteness mask
+    return 25 * rows * min(FEATURE_CHUNK, cols) // F64
+
+
+def _whole(rows: int, pa: int, pb: int, copies: int) -> int:
+    """Float64 numbers of a whole-matrix form: `copies` of each side, and the p x p products."""
+    return copies * rows * (pa + pb) + 2 * (pa * pb + max(pa, pb) ** 2)
+
+
+def _covariances(rows: int, pa: int, pb: int) -> int:
+    return 3 * ROW_CHUNK * (pa + pb) + 4 * (pa + pb) ** 2
+
+
+def index_numbers(name: str, rows: int, pa: int, pb: int) -> int:
+    """Float64 numbers of one index's workspace on (rows x pa, rows x pb) matrices (see the module)."""
+    wide, tall = rows < max(pa, pb), rows > ROW_CHUNK
+    if name in ("cka", "opd", "pwcca") and tall and not wide:
+        return _covariances(rows, pa, pb)
+    if name == "cka":
+        return 3 * rows**2 + _gram_chunk(rows, max(pa, pb)) if wide else _whole(rows, pa, pb, 2)
+    if name == "opd":
+        return 7 * rows**2 + _gram_chunk(rows, max(pa, pb)) if wide else _whole(rows, pa, pb, 3)
+    if name == "pwcca":
+        return _whole(rows, pa, pb, 6) + 2 * rows * min(rows, pa)
+    if name == "rank":
+        p = max(pa, pb)
+        return 3 * rows**2 + _gram_chunk(rows, p) if rows < p else 3 * min(rows, ROW_CHUNK) * p + 2 * p * p
+    raise ValueError(f"no memory model for index {name!r}")
+
+
+def dm_numbers(fit_rows: int, test_rows: int, pa: int, pb: int) -> int:
+    """The DM distance: the pseudo-inverse fit on K images' rows (4 copies of [A 1] and B), then the test
+    rows in chunks."""
+    return 4 * fit_rows * (pa + 1 + pb) + 3 * min(test_rows, ROW_CHUNK) * (pa + pb) + 2 * (pa + 1) * pb
+
+
+@dataclass(frozen=True)
+class Pair:
+    """What an index unit compares: the sender's and the target's activation shapes on the same images."""
+
+    sender: tuple[int, ...]
+    target: tuple[int, ...]
+    layouts: dict  # index -> layout (the unit's own, or the registered one)
+
+    def index_bytes(self, name: str, n: int, k: int = 0) -> int:
+        """Bytes of `name`'s workspace on n images (and, for the DM distance, its fit on k)."""
+        layout = self.layouts.get(name) or REGISTERED.get(name, "flatten")
+        if name == "dm":  # over the target's positions, the sender resized to them
+            rows, pb = matrix(self.target, "positions", 1)
+            batch = min(n, max(1, ROW_CHUNK // rows))  # the test images go by batches of about ROW_CHUNK rows
+            resized = k + batch if positions(self.sender) != rows else 0  # resized senders: the fit's, a batch's
+            work = F64 * dm_numbers(k * rows, n * rows, channels(self.sender), pb)
+            work += F32 * resized * rows * channels(self.sender)
+            return int(ALLOCATOR * (work + _copies("positions", (self.target,), k + batch)))
+        if name == "rank":  # each side alone
+            work = max(
+                F64 * index_numbers("rank", *_one(matrix(s, layout, n))) + _copies(layout, (s,), n)
+                for s in (self.sender, self.target)
+            )
+            return int(ALLOCATOR * work)
+        rows, pa = matrix(self.sender, layout, n)
+        work = F64 * index_numbers(name, rows, pa, matrix(self.target, layout, n)[1])
+        return int(ALLOCATOR * (work + _copies(layout, (self.sender, self.target), n)))
+
+    def held_bytes(self, n: int, k: int = 0, permutations: bool = False) -> int:
+        """The float32 activations held: both sides on n images (and k fit images), the target's shuffle."""
+        a, b = math.prod(self.sender), math.prod(self.target)
+        return F32 * ((n + k) * (a + b) + (n * b if permutations else 0))
+
+
+def _copies(layout: str, shapes, n: int) -> int:
+    """Bytes of the float32 copies `to_2d` makes: per-position rows of (C, H, W) maps are a permuted copy (a
+    flattened or token matrix is a view)."""
+    return sum(F32 * n * math.prod(s) for s in shapes if layout == "positions" and len(s) == 3)
+
+
+def _one(rows_cols: tuple[int, int]) -> tuple[int, int, int]:
+    rows, cols = rows_cols
+    return rows, cols, cols
+
+
+@dataclass(frozen=True)
+class Need:
+    """A unit's memory for its indices: `bytes(n)` for n images, its n now, the field that sets n."""
+
+    kind: str
+    label: str
+    field: str
+    n: int
+    bytes_at: Callable[[int], int]
+    largest: str  # the index with the largest workspace at n
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_at(self.n)
+
+    def most_images(self, budget: int) -> int:
+        """The largest n (at most the unit's) whose need is within `budget` bytes; 0 when none is."""
+        lo, hi = 0, self.n
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self.bytes_at(mid) <= budget else (lo, mid - 1)
+        return lo
+
+
+def _need(kind: str, label: str, field: str, n: int, pair: Pair, indices, k: int, permutations: bool) -> Need | None:
+    sized = [i for i in indices if i in REGISTERED]
+    if not sized:
+        return None
+
+    def at(m: int) -> int:
+        return pair.held_bytes(m, k if "dm" in sized else 0, permutations) + max(
+            pair.index_bytes(i, m, k) for i in sized
+        )
+
+    largest = max(sized, key=lambda i: pair.index_bytes(i, n, k))
+    return Need(kind, label, field, n, at, largest)
+
+
+def trial_need(spec, donors: dict) -> Need | None:
+    """A stitching trial's need, or None when it measures no sized index (a noise sender's indices are
+    measured after the fit, on sampled features)."""
+    front, end = (donors.get(ref.partition(":")[2]) for ref in (spec.front, spec.end))  # refs: "zoo:NAME"
+    if not spec.indices or front is None or end is None or not front.network:
+        return None
+    pair = Pair(
+        activation_shape(front.arch, spec.dataset, spec.front_point),
+        activation_shape(end.arch, spec.dataset, spec.end_point),
+        {"pwcca": spec.pwcca_layout, "opd": spec.opd_layout},
+    )
+    n, k = spec.similarity_samples, spec.dm_samples or 0
+    return _need("trial", spec.label, "similarity_samples", n, pair, spec.indices, k, bool(spec.permutations))
+
+
+def reptest_need(spec) -> Need | None:
+    """A representation test's need: its largest pair of members (they share one architecture)."""
+    shapes = {activation_shape(spec.arch, spec.dataset, layer) for _, _, layer, _ in spec.members}
+    needs = [
+        _need("reptest", spec.label, "samples", spec.samples, Pair(a, b, {}), spec.indices, spec.dm_samples, False)
+        for a in shapes
+        for b in shapes
+    ]
+    return max((x for x in needs if x), key=lambda x: x.bytes, default=None)
+
+
+def needs(sweep) -> list[Need]:
+    """Every sized unit's need, in the space's order."""
+    out = [trial_need(t, sweep.donors) for t in sweep.trials]
+    out += [reptest_need(r) for r in sweep.reptests]
+    return [x for x in out if x]
+
+
+def gib(n: int) -> str:
+    return f"{n / GiB:,.1f} GiB"
+
+
+def plan_lines(sweep) -> list[str]:
+    """`plan`'s memory lines: the largest need of each kind, against `resources.memory_per_trial` if set."""
+    lines = []
+    by_kind: dict[str, Need] = {}
+    for need in needs(sweep):
+        if need.kind not in by_kind or need.bytes > by_kind[need.kind].bytes:
+            by_kind[need.kind] = need
+    for need in by_kind.values():
+        lines.append(
+            f"memory: the largest {need.kind} unit's indices need {gib(need.bytes)} ({need.largest} on"
+            f" {need.field} = {need.n:,}: {need.label})"
+        )
+    return lines
+
+
+def check(sweep) -> None:
+    """Refuse a space whose unit's indices need more than `resources.memory_per_trial` (when it is set)."""
+    from sweep.config.errors import SpecError
+
+    budget = getattr(sweep, "memory_per_trial", None)
+    if not budget:
+        return
+    limit = int(budget * GiB)
+    over = [need for need in needs(sweep) if need.bytes > limit]
+    if over:
+        need = max(over, key=lambda x: x.bytes)
+        fits = min(x.most_images(limit) for x in over if x.field == need.field)
+        raise SpecError(
+            "resources.memory_per_trial",
+            f"room for every unit's indices: {need.label} needs {gib(need.bytes)} ({need.largest} on"
+            f" {need.field} = {need.n:,})",
+            budget,
+            f"lower {need.field} to {fits:,} or fewer, raise memory_per_trial, or drop {need.largest}"
+            if fits
+            else f"raise memory_per_trial, or drop {need.largest}",
+        )
