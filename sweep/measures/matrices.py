@@ -8,28 +8,6 @@ import numpy as np
 import torch
 
 
-def as_f64(a, name: str) -> torch.Tensor:
-    t = torch.as_tensor(np.asarray(a) if not isinstance(a, torch.Tensor) else a)
-    t = t.detach().to(torch.float64)
-    if t.dim() != 2:
-        raise ValueError(
-            f"{name}: expected a 2-D (examples x neurons) array, found shape {tuple(t.shape)};"
-            " use to_2d() on activation tensors first"
-        )
-    if t.shape[0] == 0 or t.shape[1] == 0:
-        raise ValueError(f"{name}: empty representation of shape {tuple(t.shape)}")
-    if not torch.isfinite(t).all():
-        raise ValueError(f"{name}: representation holds NaN or infinite values")
-    return t
-
-
-def pair_f64(a, b) -> tuple[torch.Tensor, torch.Tensor]:
-    a, b = as_f64(a, "A"), as_f64(b, "B")
-    if a.shape[0] != b.shape[0]:
-        raise ValueError(f"A and B must hold the same examples: {a.shape[0]} rows vs {b.shape[0]}")
-    return a, b.to(a.device)
-
-
 def as_2d(a, name: str) -> torch.Tensor:
     """`a` as a 2-D tensor in its own dtype, not copied (the whole-matrix float64 copy is what the streamed
     forms avoid); finiteness is checked chunk by chunk where it is read."""
@@ -44,11 +22,24 @@ def as_2d(a, name: str) -> torch.Tensor:
     return t
 
 
+def as_f64(a, name: str) -> torch.Tensor:
+    """`as_2d` copied to float64 whole, checked finite: for the forms that factor the whole matrix."""
+    t = as_2d(a, name).to(torch.float64)
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{name}: representation holds NaN or infinite values")
+    return t
+
+
 def pair_2d(a, b) -> tuple[torch.Tensor, torch.Tensor]:
     a, b = as_2d(a, "A"), as_2d(b, "B")
     if a.shape[0] != b.shape[0]:
         raise ValueError(f"A and B must hold the same examples: {a.shape[0]} rows vs {b.shape[0]}")
     return a, b
+
+
+def pair_f64(a, b) -> tuple[torch.Tensor, torch.Tensor]:
+    a, b = pair_2d(a, b)
+    return as_f64(a, "A"), as_f64(b, "B").to(a.device)
 
 
 def finite(part: torch.Tensor) -> torch.Tensor:
