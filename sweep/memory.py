@@ -27,13 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sweep.config.shapes import activation_shape, channels, positions
+from sweep.registry import INDICES
 
 GiB = 2**30
 F32, F64 = 4, 8
 FEATURE_CHUNK = 16384  # `centred_gram`'s chunk of features
 ROW_CHUNK = 65536  # `similarity.ROWS`
 ALLOCATOR = 1.3  # the allocator's own overhead on a workspace, measured (tests/benchmarks/index_memory.py)
-REGISTERED = {"cka": "flatten", "pwcca": "pooled", "opd": "flatten", "dm": "positions", "rank": "positions"}
+SIZED = ("cka", "pwcca", "opd", "dm", "rank")  # the indices this model sizes (others: measured after the fit)
 
 
 def matrix(shape: tuple[int, ...], layout: str, n: int) -> tuple[int, int]:
@@ -85,7 +86,7 @@ def dm_numbers(fit_rows: int, test_rows: int, pa: int, pb: int) -> int:
 
 
 @dataclass(frozen=True)
-class Pair:
+class ShapePair:
     """What an index unit compares: the sender's and the target's activation shapes on the same images."""
 
     sender: tuple[int, ...]
@@ -94,7 +95,7 @@ class Pair:
 
     def index_bytes(self, name: str, n: int, k: int = 0) -> int:
         """Bytes of `name`'s workspace on n images (and, for the DM distance, its fit on k)."""
-        layout = self.layouts.get(name) or REGISTERED.get(name, "flatten")
+        layout = self.layouts.get(name) or INDICES[name].layout  # the registry's, unless the unit sets one
         if name == "dm":  # over the target's positions, the sender resized to them
             rows, pb = matrix(self.target, "positions", 1)
             batch = min(n, max(1, ROW_CHUNK // rows))  # the test images go by batches of about ROW_CHUNK rows
@@ -153,8 +154,10 @@ class Need:
         return lo
 
 
-def _need(kind: str, label: str, field: str, n: int, pair: Pair, indices, k: int, permutations: bool) -> Need | None:
-    sized = [i for i in indices if i in REGISTERED]
+def _need(
+    kind: str, label: str, field: str, n: int, pair: ShapePair, indices, k: int, permutations: bool
+) -> Need | None:
+    sized = [i for i in indices if i in SIZED]
     if not sized:
         return None
 
@@ -173,7 +176,7 @@ def trial_need(spec, donors: dict) -> Need | None:
     front, end = (donors.get(ref.partition(":")[2]) for ref in (spec.front, spec.end))  # refs: "zoo:NAME"
     if not spec.indices or front is None or end is None or not front.network:
         return None
-    pair = Pair(
+    pair = ShapePair(
         activation_shape(front.arch, spec.dataset, spec.front_point),
         activation_shape(end.arch, spec.dataset, spec.end_point),
         {"pwcca": spec.pwcca_layout, "opd": spec.opd_layout},
@@ -186,7 +189,7 @@ def reptest_need(spec) -> Need | None:
     """A representation test's need: its largest pair of members (they share one architecture)."""
     shapes = {activation_shape(spec.arch, spec.dataset, layer) for _, _, layer, _ in spec.members}
     needs = [
-        _need("reptest", spec.label, "samples", spec.samples, Pair(a, b, {}), spec.indices, spec.dm_samples, False)
+        _need("reptest", spec.label, "samples", spec.samples, ShapePair(a, b, {}), spec.indices, spec.dm_samples, False)
         for a in shapes
         for b in shapes
     ]

@@ -76,7 +76,7 @@ def main() -> None:
     print(f"{'case':<16} {'images':>6} {'predicted MB':>12} {'measured MB':>11} {'ratio':>5} {'seconds':>7}")
     for name in args.only.split(","):
         index, layout, n, sa, sb, k = CASES[name]
-        predicted = memory.Pair(sa, sb, {index: layout}).index_bytes(index, n, k) / 2**20
+        predicted = memory.ShapePair(sa, sb, {index: layout}).index_bytes(index, n, k) / 2**20
         out = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True, text=True)
         if out.returncode:
             print(f"{name}: failed\n{out.stderr[-2000:]}")
