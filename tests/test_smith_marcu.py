@@ -142,11 +142,12 @@ def test_noise_samples_follow_algorithms_1_and_2():
     s = noise_splits((4, 3, 3), 10, 0.05, 200, 100, 50, seed=1)
     assert s.train_x.shape == (2000, 4, 3, 3) and s.test_x.shape == (1000, 4, 3, 3) and len(s.val_y) == 50
     assert torch.equal(torch.bincount(s.train_y), torch.full((10,), 200))
-    assert s.train_x.min() >= 0 and s.train_x.max() <= 1
-    means = torch.stack([s.train_x[s.train_y == c].mean(0) for c in range(10)])
-    test_means = torch.stack([s.test_x[s.test_y == c].mean(0) for c in range(10)])
+    train, test = s.train_x[:], s.test_x[:]  # the whole parts, drawn
+    assert train.min() >= 0 and train.max() <= 1
+    means = torch.stack([train[s.train_y == c].mean(0) for c in range(10)])
+    test_means = torch.stack([test[s.test_y == c].mean(0) for c in range(10)])
     assert (means - test_means).abs().max() < 0.03  # one base per class, shared by train and test
-    spread = (s.train_x - means[s.train_y]).std()
+    spread = (train - means[s.train_y]).std()
     assert 0.03 < spread < 0.05  # sigma, a little less where the clamp bites
     gap = torch.cdist(means.flatten(1), means.flatten(1))
     assert gap[~torch.eye(10, dtype=bool)].min() > 0.5  # random bases: clusters far apart
@@ -155,8 +156,38 @@ def test_noise_samples_follow_algorithms_1_and_2():
     assert torch.equal(torch.bincount(s.test_y[:100], minlength=10), torch.full((10,), 10))
     assert torch.equal(torch.bincount(s.train_y[:30], minlength=10), torch.full((10,), 3))
     again = noise_splits((4, 3, 3), 10, 0.05, 200, 30, 50, seed=1)
-    assert torch.equal(s.train_x, again.train_x)
-    assert not torch.equal(s.train_x, noise_splits((4, 3, 3), 10, 0.05, 200, 30, 50, seed=2).train_x)
+    assert torch.equal(train, again.train_x[:])
+    assert not torch.equal(train, noise_splits((4, 3, 3), 10, 0.05, 200, 30, 50, seed=2).train_x[:])
+    # every sample its own draw: no two noise vectors of the three parts alike (one seed reused would repeat one)
+    z = torch.cat([train, s.val_x[:], test]) - torch.cat([means[s.train_y], means[s.val_y], means[s.test_y]])
+    assert len(torch.unique(z.flatten(1)[:, :3], dim=0)) == len(z)
+
+
+def test_noise_batches_are_drawn_when_read_and_are_the_same_samples_held_or_not():
+    """A part is drawn per batch, in any order, with nothing held (a part of a billion samples is indexed at
+    once); a part within `keep_bytes` is held as a tensor of exactly the same samples."""
+    from sweep.data.core import batches
+    from sweep.stitching.noise import NoiseSamples, noise_splits
+
+    lazy = noise_splits((2, 5, 5), 3, 0.2, 40, 10, 6, seed=7)
+    held = noise_splits((2, 5, 5), 3, 0.2, 40, 10, 6, seed=7, keep_bytes=40 * 3 * 50 * 4)
+    assert isinstance(lazy.train_x, NoiseSamples) and isinstance(held.train_x, torch.Tensor)
+    assert isinstance(held.test_x, torch.Tensor) and isinstance(held.val_x, torch.Tensor)
+    whole = held.train_x
+    gen = torch.Generator().manual_seed(0)
+    seen = torch.zeros(len(whole), dtype=torch.long)
+    for xb, yb in batches(lazy.train_x, lazy.train_y, 16, gen):  # shuffled batches, as a fit reads them
+        rows = (xb.flatten(1)[:, None] == whole.flatten(1)[None]).all(-1).nonzero()
+        assert len(rows) == len(xb)  # each drawn sample is one held sample
+        assert torch.equal(lazy.train_y[rows[:, 1]], yb)
+        seen[rows[:, 1]] += 1
+    assert torch.equal(seen, torch.ones_like(seen))
+    assert torch.equal(lazy.test_x[3], held.test_x[3]) and torch.equal(lazy.val_x[-2:], held.val_x[-2:])
+    assert torch.equal(lazy.train_x[lazy.train_y == 1], whole[held.train_y == 1])
+    huge = NoiseSamples(torch.rand(3, 64, 28, 28), 0.1, 10**9, first=5)  # 200 TB if it were held
+    far = huge[torch.tensor([0, 10**9 - 1])]
+    assert far.shape == (2, 64, 28, 28) and 0 <= far.min() and far.max() <= 1
+    assert torch.equal(huge[10**9 - 1], far[1])
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +238,30 @@ def test_a_noise_sender_stitches_into_a_receiver_and_is_tested_on_its_own_sample
         # points on the AVX-512 kernel path, 0.675 / 1.0 on AVX2: a margin of 0.17)
         assert row["clean_acc"] > 0.5
         assert row["rank_receiver"] >= 1 and row["rank_receiver_end"] >= 1
+
+
+def test_a_noise_trial_drawn_per_batch_records_the_row_of_one_that_holds_its_samples(
+    digits_receiver, tmp_path, monkeypatch
+):
+    """With no memory budget the noise is drawn batch by batch as the fit and the evaluation read it; the
+    samples are the same, so the row is (the same fit on the same machine)."""
+    import shutil
+
+    from sweep.cache import worker_cache
+    from sweep.kinds.stitch import run_trial
+    from sweep.results import SweepDir
+
+    _, sweep, sweep_dir = digits_receiver
+    spec, rows = sweep.trials[0], {}
+    for budget in (2**30, 0):  # each in a copy of the results without the trials' parts
+        copy = SweepDir(tmp_path / str(budget), sweep.name)  # with the zoo the results' root holds
+        shutil.copytree(sweep_dir.root, copy.root, ignore=shutil.ignore_patterns("trials", "curves", "stitchers"))
+        monkeypatch.setattr(worker_cache().settings, "budget", budget)
+        rows[budget] = run_trial(spec, copy, device=torch.device("cpu"))
+    held, drawn = rows[2**30], rows[0]
+    assert drawn["status"] == "done" and held["status"] == "done", (drawn.get("error"), held.get("error"))
+    assert drawn["clean_acc"] == held["clean_acc"] and drawn["rank_receiver"] == held["rank_receiver"]
+    assert drawn["final_train_loss"] == pytest.approx(held["final_train_loss"], rel=1e-6)
 
 
 def test_the_report_draws_accuracy_and_rank_by_sender(digits_receiver, tmp_path):

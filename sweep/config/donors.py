@@ -41,9 +41,11 @@ DONOR_KEY_VERSION = 1
 # reused. Absent: revision 1 (no field in the key, so other donors keep their keys).
 #   source:noise 2       noise samples drawn with the classes in turns (they were class-ordered, and the first N
 #                        test samples of a receiver rank held one class)
+#   source:noise 3       each sample drawn from its own seed, so a batch is drawn when it is read and no part has
+#                        to be held (one generator drew the whole split in order)
 #   zoo:vgg19_tv 2       torchvision's initialisation (Kaiming-normal fan_out convolutions, N(0, 0.01) linear
 #   zoo:resnet18_tv 2    layers, zero biases); PyTorch's default init left VGG-19's logits nearly constant
-REVISIONS = {"source:noise": 2, "zoo:vgg19_tv": 2, "zoo:resnet18_tv": 2}
+REVISIONS = {"source:noise": 3, "zoo:vgg19_tv": 2, "zoo:resnet18_tv": 2}
 
 
 @dataclass(frozen=True, kw_only=True)

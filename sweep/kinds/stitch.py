@@ -19,6 +19,7 @@ import torch
 from analysis.store.schema import CURVES_DIR, SCHEMA_VERSION, schema, trial_schema
 from sweep import __version__
 from sweep.activations import Frozen
+from sweep.cache import worker_cache
 from sweep.config.donors import DonorEval
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits, worker_splits
@@ -253,7 +254,8 @@ def refit(spec: TrialSpec, sweep: SweepDir, device: torch.device, data_root=None
 
 
 def _noise(spec: TrialSpec, p: _Parts, images: Splits, device: torch.device) -> Splits:
-    """The noise sender's samples for this trial: shaped like the receiver's activation at the point."""
+    """The noise sender's samples for this trial: shaped like the receiver's activation at the point, drawn
+    per batch as they are read unless a part fits the worker's memory budget (the same samples either way)."""
     with torch.no_grad():
         shape = tuple(p.end_front(images.train_x[:1].to(device)).shape[1:])
     return noise_splits(
@@ -264,6 +266,7 @@ def _noise(spec: TrialSpec, p: _Parts, images: Splits, device: torch.device) -> 
         spec.noise_test_per_class,
         spec.val_size,
         noise_seed(spec.seed, spec.end_key, spec.end_point),
+        keep_bytes=worker_cache().settings.budget,
     ).to(device)
 
 
