@@ -15,6 +15,12 @@ a float64 workspace that follows from how `sweep.measures.similarity` computes i
 - anything else (`pwcca` on pooled rows, `cka`/`opd` with fewer features than rows): float64 copies of the
   whole matrix (PWCCA: 6 per side).
 
+The CKA units of the similarity kinds (`similarity`, `training_similarity`) are sized too: the minibatch
+estimator holds one batch's live activations of one network (`LIVE` of its largest activation, measured), a
+node's Gram being formed, and the stacked batch x batch Grams of every point (float64; `training_similarity`:
+of every kept epoch); the full estimator holds every point's activations of all its images and the CKA of one
+pair. Graph nodes (`points: modules`) are counted at the network's largest activation, an upper bound.
+
 The activations are counted once per side (a worker's activation cache holds them anyway); the models, the
 data and the runtime come on top (about 1-2 GB on a CPU worker). `tests/benchmarks/index_memory.py` measures
 each index's peak against this model (docs/performance.md). Torch-free: planning reads it.
@@ -27,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sweep.config.shapes import activation_shape, channels, positions
-from sweep.registry import INDICES
+from sweep.registry import ARCHITECTURES, DATASETS, INDICES
 
 GiB = 2**30
 F32, F64 = 4, 8
@@ -35,6 +41,7 @@ FEATURE_CHUNK = 16384  # `centred_gram`'s chunk of features
 ROW_CHUNK = 65536  # `similarity.ROWS`
 ALLOCATOR = 1.3  # the allocator's own overhead on a workspace, measured (tests/benchmarks/index_memory.py)
 SIZED = ("cka", "pwcca", "opd", "dm", "rank")  # the indices this model sizes (others: measured after the fit)
+LIVE = 4  # a network's live float32 activations in a no-grad forward, in its largest activation (measured)
 
 
 def matrix(shape: tuple[int, ...], layout: str, n: int) -> tuple[int, int]:
@@ -140,6 +147,7 @@ class Need:
     n: int
     bytes_at: Callable[[int], int]
     largest: str  # the index with the largest workspace at n
+    instead: str = ""  # the refusal's other way out ("" : drop the index)
 
     @property
     def bytes(self) -> int:
@@ -196,10 +204,63 @@ def reptest_need(spec) -> Need | None:
     return max((x for x in needs if x), key=lambda x: x.bytes, default=None)
 
 
+def _network(arch: str, dataset: str, points) -> tuple[int, list[int]]:
+    """(the largest activation's numbers per image, each point's): graph nodes that are no stitch point count
+    as the largest, the input image included."""
+    info = DATASETS[dataset]
+    shapes = ARCHITECTURES[arch].activation_shapes(info.channels, info.image_size, info.num_classes)
+    largest = max([info.channels * info.image_size**2, *(math.prod(v) for v in shapes.values())])
+    return largest, [math.prod(shapes[p]) if p in shapes else largest for p in points]
+
+
+def _forward(largest: int, b: int) -> int:
+    """Bytes of one no-grad forward of a batch of b read for Grams: the network's live activations and one
+    node's Gram being formed (`centred_gram`: a float64 chunk of features and three b x b products)."""
+    return F32 * LIVE * b * largest + F64 * (3 * b * b + _gram_chunk(b, largest))
+
+
+def similarity_need(spec) -> Need | None:
+    """A similarity unit's CKA: minibatch on `batch_size` images at a time, or full on all `images`."""
+    if spec.measure != "cka":
+        return None
+    big_a, sizes_a = _network(spec.a_arch, spec.dataset, spec.a_points)
+    big_b, sizes_b = _network(spec.b_arch, spec.dataset, spec.b_points)
+    same = spec.a_key == spec.b_key and spec.a_points == spec.b_points and spec.a_inputs == spec.b_inputs
+    if spec.estimator == "minibatch":  # A's stacked Grams held while B's list is stacked (B is A when same)
+        grams = 2 * len(sizes_a) if same else len(sizes_a) + 2 * len(sizes_b)
+
+        def at(b: int) -> int:
+            return int(ALLOCATOR * (F64 * grams * b * b + _forward(max(big_a, big_b), b)))
+
+        label, instead = f"{spec.label} (minibatch CKA)", "or read fewer points"
+        return Need("similarity", label, "batch_size", spec.batch_size, at, "cka", instead)
+
+    def whole(n: int) -> int:  # every point's activations of n images, and the CKA of the widest pair
+        pair = ShapePair((max(sizes_a),), (max(sizes_b),), {"cka": "flatten"})
+        return F32 * n * (sum(sizes_a) + sum(sizes_b)) + pair.index_bytes("cka", n)
+
+    label, instead = f"{spec.label} (full CKA)", "or use estimator: minibatch"
+    return Need("similarity", label, "images", spec.images, whole, "cka", instead)
+
+
+def training_similarity_need(spec) -> Need:
+    """CKA across epochs: per batch, the Grams of every kept epoch at every point (and one point's stacked over
+    the epochs), one model's forward at a time."""
+    largest, _ = _network(spec.arch, spec.dataset, spec.points)
+    grams = len(spec.epochs) * (len(spec.points) + 1)
+
+    def at(b: int) -> int:
+        return int(ALLOCATOR * (F64 * grams * b * b + _forward(largest, b)))
+
+    return Need("training_similarity", spec.label, "batch_size", spec.batch_size, at, "cka", "or keep fewer epochs")
+
+
 def needs(sweep) -> list[Need]:
     """Every sized unit's need, in the space's order."""
     out = [trial_need(t, sweep.donors) for t in sweep.trials]
     out += [reptest_need(r) for r in sweep.reptests]
+    out += [similarity_need(u) for u in sweep.units.get("similarity", ())]
+    out += [training_similarity_need(u) for u in sweep.units.get("training_similarity", ())]
     return [x for x in out if x]
 
 
@@ -216,7 +277,7 @@ def plan_lines(sweep) -> list[str]:
             by_kind[need.kind] = need
     for need in by_kind.values():
         lines.append(
-            f"memory: the largest {need.kind} unit's indices need {gib(need.bytes)} ({need.largest} on"
+            f"memory: the largest {need.kind} unit's measures need {gib(need.bytes)} ({need.largest} on"
             f" {need.field} = {need.n:,}: {need.label})"
         )
     return lines
@@ -234,12 +295,13 @@ def check(sweep) -> None:
     if over:
         need = max(over, key=lambda x: x.bytes)
         fits = min(x.most_images(limit) for x in over if x.field == need.field)
+        instead = need.instead or f"or drop {need.largest}"
         raise SpecError(
             "resources.memory_per_trial",
             f"room for every unit's indices: {need.label} needs {gib(need.bytes)} ({need.largest} on"
             f" {need.field} = {need.n:,})",
             budget,
-            f"lower {need.field} to {fits:,} or fewer, raise memory_per_trial, or drop {need.largest}"
+            f"lower {need.field} to {fits:,} or fewer, raise memory_per_trial, {instead}"
             if fits
-            else f"raise memory_per_trial, or drop {need.largest}",
+            else f"raise memory_per_trial, {instead}",
         )

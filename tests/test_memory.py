@@ -50,3 +50,60 @@ def test_plan_says_what_the_largest_unit_of_each_kind_needs(capsys):
     lines = [line for line in out.splitlines() if "memory:" in line]
     assert len(lines) == 2 and "trial unit" in lines[0] and "reptest unit" in lines[1]
     assert "similarity_samples = 500" in lines[0] and "samples = 1,000" in lines[1]
+
+
+def test_the_similarity_kinds_are_sized_by_what_they_hold():
+    """Minibatch CKA holds a batch, not the images: its need follows `batch_size` alone, and grows as the Grams
+    (batch squared) once they dominate; a unit of one network with itself holds one side's Grams; full CKA
+    grows with `images`; CKA across epochs grows with the kept epochs."""
+    import dataclasses
+
+    sweep = load_space("search_spaces/cianfarani_fmnist.yaml")
+    units = sweep.units["similarity"]
+    cross = next(u for u in units if u.a_key != u.b_key and u.measure == "cka")
+    need = memory.similarity_need(cross)
+    assert need.field == "batch_size" and need.n == cross.batch_size
+    assert memory.similarity_need(dataclasses.replace(cross, images=cross.images * 10)).bytes == need.bytes
+    assert need.bytes_at(2 * need.n) > 2 * need.bytes  # superlinear: the b x b Grams of every point
+    self_unit = dataclasses.replace(cross, b_key=cross.a_key, b_points=cross.a_points, b_inputs=cross.a_inputs)
+    assert memory.similarity_need(self_unit).bytes < need.bytes
+    full = memory.similarity_need(dataclasses.replace(cross, estimator="full"))
+    assert full.field == "images" and full.bytes_at(2 * full.n) > 1.9 * full.bytes
+    epochs = sweep.units["training_similarity"][0]
+    more = dataclasses.replace(epochs, epochs=epochs.epochs * 2)
+    assert memory.training_similarity_need(more).bytes > memory.training_similarity_need(epochs).bytes
+
+
+def test_full_cka_is_sized_above_the_activations_it_holds():
+    """The full estimator's need counts every point's activations of its images: at least what `features`
+    returns for them on the real network."""
+    import dataclasses
+
+    from sweep.models.base import build
+    from sweep.models.features import features
+
+    sweep = load_space("search_spaces/cianfarani_fmnist.yaml")
+    unit = next(u for u in sweep.units["similarity"] if u.measure == "cka")
+    unit = dataclasses.replace(unit, estimator="full", images=16)
+    net = build(unit.a_arch, 1, 10, (0.5,), (0.25,), image_size=28).eval()
+    with torch.no_grad():
+        held = sum(a.numel() * 4 for a in features(net, unit.a_points)(torch.rand(16, 1, 28, 28)))
+    assert memory.similarity_need(unit).bytes >= 2 * held  # both sides hold theirs
+
+
+def test_a_similarity_unit_that_does_not_fit_is_refused_with_the_batch_that_does(tmp_path):
+    path = tmp_path / "space.yaml"
+    text = open("search_spaces/cianfarani_fmnist.yaml").read()
+    small = "resources: {memory_per_trial: 0.05, cpus_per_trial: 1,"
+    path.write_text(text.replace("resources: {cpus_per_trial: 1,", small))
+    with pytest.raises(SpecError) as err:
+        load_space(path)
+    assert err.value.field == "resources.memory_per_trial" and "batch_size" in err.value.hint
+    assert "fewer points" in err.value.hint or "fewer epochs" in err.value.hint
+
+
+def test_plan_says_what_the_largest_cka_units_need(capsys):
+    assert main(["plan", "search_spaces/cianfarani_fmnist.yaml"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "memory:" in line]
+    assert any("similarity unit" in x and "batch_size = 500" in x and "minibatch CKA" in x for x in lines)
+    assert any("training_similarity unit" in x and "batch_size = 500" in x for x in lines)

@@ -5,8 +5,9 @@ unit's reading path against the one that held every node's activations of a batc
     python tests/benchmarks/cka_modules_memory.py [--images 256] [--batch 128] [--size 28]
 
 Each way runs in a fresh process (peak RSS from getrusage, which includes the two networks and Torch itself)
-on the same random images and networks (seeds 0 and 1); the script prints each process's peak RSS and wall
-time and the largest difference between the two CKA matrices.
+on the same random images and networks (seeds 0 and 1); the script prints each process's peak RSS, what the
+measuring added to the RSS before it (`measure_mb`), `sweep.memory`'s prediction of that (at 32 px, where the
+images are CIFAR-10's), the wall time and the largest difference between the two CKA matrices.
 
 - `held`: `features()` returns every node's activation of the batch, then their Grams (the unit before the
   bounded-memory work).
@@ -43,6 +44,7 @@ def _child(way: str, images: int, batch: int, size: int, out: str) -> None:
     points = tuple(n for n in graph_nodes("wrn28_10") if n != "x")
     x = torch.randn(images, 3, size, size, generator=torch.Generator().manual_seed(2))
     acc = MinibatchCKA()
+    before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Torch, the networks, the images
     t0 = time.perf_counter()
     for _, idx in minibatches(images, batch, 1, 0):
         with torch.no_grad():
@@ -59,10 +61,26 @@ def _child(way: str, images: int, batch: int, size: int, out: str) -> None:
                 "way": way,
                 "points": len(points),
                 "peak_rss_mb": round(peak_mb),
+                "measure_mb": round(peak_mb - before_mb),
+                "predicted_mb": _predicted(points, batch, size) if way == "hooks" else None,
                 "wall_s": round(time.perf_counter() - t0, 1),
             }
         )
     )
+
+
+def _predicted(points: tuple[str, ...], batch: int, size: int) -> int | None:
+    """`sweep.memory`'s need for this unit (a similarity unit on CIFAR-10's 3 x 32 x 32 images), in MB."""
+    if size != 32:
+        return None
+    from types import SimpleNamespace
+
+    from sweep import memory
+
+    sides = dict(a_arch="wrn28_10", b_arch="wrn28_10", a_points=points, b_points=points, a_inputs="benign")
+    spec = SimpleNamespace(measure="cka", dataset="cifar10", a_key="a", b_key="b", b_inputs="benign", **sides)
+    spec = SimpleNamespace(**vars(spec), estimator="minibatch", batch_size=batch, images=batch, label="benchmark")
+    return round(memory.similarity_need(spec).bytes / 2**20)
 
 
 def main() -> None:
