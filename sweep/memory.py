@@ -19,7 +19,9 @@ The CKA units of the similarity kinds (`similarity`, `training_similarity`) are 
 estimator holds one batch's live activations of one network (`LIVE` of its largest activation, measured), a
 node's Gram being formed, and the stacked batch x batch Grams of every point (float64; `training_similarity`:
 of every kept epoch); the full estimator holds every point's activations of all its images and the CKA of one
-pair. Graph nodes (`points: modules`) are counted at the network's largest activation, an upper bound.
+pair, or where every point has fewer features than there are images, only the feature-space products it
+accumulates (`cka_streams`). Graph nodes (`points: modules`) are counted at the network's largest activation,
+an upper bound.
 
 The activations are counted once per side (a worker's activation cache holds them anyway); the models, the
 data and the runtime come on top (about 1-2 GB on a CPU worker). `tests/benchmarks/index_memory.py` measures
@@ -41,6 +43,7 @@ FEATURE_CHUNK = 16384  # `centred_gram`'s chunk of features
 ROW_CHUNK = 65536  # `similarity.ROWS`
 ALLOCATOR = 1.3  # the allocator's own overhead on a workspace, measured (tests/benchmarks/index_memory.py)
 SIZED = ("cka", "pwcca", "opd", "dm", "rank")  # the indices this model sizes (others: measured after the fit)
+CKA_BATCH = 250  # images per forward of full CKA (`sweep.kinds.similarity`)
 LIVE = 4  # a network's live float32 activations in a no-grad forward, in its largest activation (measured)
 
 
@@ -219,6 +222,14 @@ def _forward(largest: int, b: int) -> int:
     return F32 * LIVE * b * largest + F64 * (3 * b * b + _gram_chunk(b, largest))
 
 
+def cka_streams(n: int, a: list[int], b: list[int]) -> bool:
+    """Whether full CKA of n images between points of `a` and `b` features each is accumulated batch by batch
+    (`StreamedCKA`): every point has no more features than there are images (the feature-space form is the
+    smaller), and its float64 products take less than the float32 activations held would."""
+    products = sum(p * p for p in a) + sum(q * q for q in b) + sum(a) * sum(b)
+    return max(a + b) <= n and F64 * products < F32 * n * (sum(a) + sum(b))
+
+
 def similarity_need(spec) -> Need | None:
     """A similarity unit's CKA: minibatch on `batch_size` images at a time, or full on all `images`."""
     if spec.measure != "cka":
@@ -235,9 +246,13 @@ def similarity_need(spec) -> Need | None:
         label, instead = f"{spec.label} (minibatch CKA)", "or read fewer points"
         return Need("similarity", label, "batch_size", spec.batch_size, at, "cka", instead)
 
-    def whole(n: int) -> int:  # every point's activations of n images, and the CKA of the widest pair
+    def whole(n: int) -> int:  # a forward of a batch, and the products or every point's activations held
+        forward = int(ALLOCATOR * F32 * LIVE * min(n, CKA_BATCH) * max(big_a, big_b))
+        if cka_streams(n, sizes_a, sizes_b):
+            products = sum(p * p for p in sizes_a + sizes_b) + sum(sizes_a) * sum(sizes_b)
+            return forward + int(ALLOCATOR * F64 * products)
         pair = ShapePair((max(sizes_a),), (max(sizes_b),), {"cka": "flatten"})
-        return F32 * n * (sum(sizes_a) + sum(sizes_b)) + pair.index_bytes("cka", n)
+        return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + pair.index_bytes("cka", n)
 
     label, instead = f"{spec.label} (full CKA)", "or use estimator: minibatch"
     return Need("similarity", label, "images", spec.images, whole, "cka", instead)

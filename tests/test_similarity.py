@@ -441,3 +441,51 @@ def test_the_dm_distance_sums_its_test_images_in_batches_of_resized_senders(monk
     whole = sim.dm_error(theta, to_2d(resize(sender), "positions"), to_2d(target, "positions"))
     monkeypatch.setattr(matrices, "ROWS", 40)  # batches of 2 images (16 rows each)
     assert INDICES["dm"].values(pair)["sim_dm"] == pytest.approx(whole, rel=1e-12)
+
+
+def test_streamed_cka_is_linear_cka_on_all_the_images():
+    """Full CKA accumulated batch by batch (feature-space sums about a shift) against `linear_cka` on the whole
+    matrices, with feature means far from zero and batches that do not divide the images."""
+    from sweep.measures.similarity import StreamedCKA
+
+    g = torch.Generator().manual_seed(0)
+    a = [torch.randn(600, 5, 2, 2, generator=g) * 3 + 1000, torch.randn(600, 7, generator=g)]
+    b = [a[0].flatten(1) @ torch.randn(20, 9, generator=g) + torch.randn(600, 9, generator=g)]
+    b.append(torch.randn(600, 3, generator=g) - 50)
+    acc = StreamedCKA()
+    for i in range(0, 600, 128):
+        acc.update([x[i : i + 128] for x in a], [y[i : i + 128] for y in b])
+    want = torch.tensor([[linear_cka(x.flatten(1), y) for y in b] for x in a], dtype=torch.float64)
+    assert acc.n == 600 and acc.value().shape == (2, 2)
+    assert torch.allclose(acc.value(), want, rtol=1e-9, atol=1e-12)
+    assert 0.3 < float(want[0, 0]) < 0.9  # a related pair, not a trivially zero or one value
+
+
+def test_the_full_estimator_streams_where_the_products_are_smaller_and_gives_the_same_matrix(monkeypatch):
+    """`full_matrix` on narrow points (fewer features than images) accumulates; on wide ones it holds the
+    activations; both give `linear_cka` on all the images."""
+    from sweep.kinds import similarity as kind
+    from sweep.measures.similarity import StreamedCKA
+    from sweep.memory import cka_streams
+
+    g = torch.Generator().manual_seed(1)
+    w1, w2 = torch.randn(12, 6, generator=g), torch.randn(12, 40, generator=g)
+    fa = lambda x: [x @ w1, torch.relu(x @ w1)]  # noqa: E731
+    fb = lambda x: [torch.tanh(x @ w2)]  # noqa: E731
+    x = torch.randn(700, 12, generator=g)
+    want = torch.tensor([[linear_cka(p, q) for q in fb(x)] for p in fa(x)], dtype=torch.float64)
+    streamed = []
+
+    class Spy(StreamedCKA):
+        def __init__(self):
+            super().__init__()
+            streamed.append(self)
+
+    monkeypatch.setattr(kind, "StreamedCKA", Spy)
+    assert cka_streams(700, [6, 6], [40]) and not cka_streams(30, [6, 6], [40])
+    got = kind.full_matrix(fa, fb, x, x, torch.device("cpu"))
+    assert streamed and torch.allclose(got, want, rtol=1e-9, atol=1e-12)
+    streamed.clear()
+    few = kind.full_matrix(fa, fb, x[:30], x[:30], torch.device("cpu"))  # 40 features, 30 images: held
+    want_few = torch.tensor([[linear_cka(p, q) for q in fb(x[:30])] for p in fa(x[:30])], dtype=torch.float64)
+    assert not streamed and torch.allclose(few, want_few, rtol=1e-9, atol=1e-12)

@@ -6,8 +6,10 @@ The minibatch estimator (`MinibatchCKA`: unbiased HSIC summed over batches, Nguy
 `passes` passes over the images, each in a new order drawn from the unit's seed, one forward pass per donor
 per batch with every point read at once, each point's activation reduced to its Gram the moment it is computed
 (`reduced_features`): memory holds one node's activations of one batch and the batch's Grams, whatever the
-number of images and of points. A
-final batch of 3 images or fewer is left out of a pass (HSIC_1 needs 4). Adversarial examples are crafted
+number of images and of points. A final batch of 3 images or fewer is left out of a pass (HSIC_1 needs 4).
+The full estimator reads the images once in batches of 250: where every point has no more features than
+there are images (Jones et al.'s penultimate layers) it accumulates the feature-space products
+(`StreamedCKA`), otherwise it holds every point's activations of all the images. Adversarial examples are crafted
 once per unit, against the attack's source donor, by PGD in batches of 250 (L-inf or L2; step 2.5 eps /
 steps by default), and both sides then read the same images in the same order.
 """
@@ -23,8 +25,9 @@ from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
 from sweep.kinds.inversion import read_inverted
 from sweep.measures.saliency import saliency_cosines
-from sweep.measures.similarity import MinibatchCKA, gram, linear_cka, minibatches
-from sweep.models.features import features, flat_features, reduced_features
+from sweep.measures.similarity import MinibatchCKA, StreamedCKA, gram, linear_cka, minibatches
+from sweep.memory import CKA_BATCH, cka_streams
+from sweep.models.features import features, reduced_features
 from sweep.train.evaluate import accuracy, predict
 from sweep.train.threats import craft
 
@@ -86,7 +89,7 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
         matrix = minibatch_matrix(ga, gb, xa, xb, spec, ctx)
     else:
         fa, fb = features(models[spec.a_key], spec.a_points), features(models[spec.b_key], spec.b_points)
-        matrix = _full(fa, fb, xa, xb, ctx.device)
+        matrix = full_matrix(fa, fb, xa, xb, ctx.device)
     return [
         dict(
             a_point=pa,
@@ -121,7 +124,22 @@ def minibatch_matrix(ga, gb, xa: torch.Tensor, xb: torch.Tensor, spec, ctx: RunC
     return acc.value().cpu()
 
 
-def _full(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Full-batch linear CKA of every pair: every activation of the images held at once (n x features each)."""
-    a, b = flat_features(fa, xa, device), flat_features(fb, xb, device)
+def full_matrix(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Full-batch linear CKA of every pair, in batches of `CKA_BATCH` images: accumulated batch by batch
+    (`StreamedCKA`) where `cka_streams` says its products are the smaller, else every activation of the images
+    held (n x features each) and `linear_cka` on each pair. The same numbers either way."""
+
+    def read(i: int) -> tuple[list, list]:
+        with torch.no_grad():
+            return tuple([t.flatten(1) for t in f(x[i : i + CKA_BATCH].to(device))] for f, x in ((fa, xa), (fb, xb)))
+
+    first = read(0)
+    if cka_streams(len(xa), *([t.shape[1] for t in side] for side in first)):
+        acc = StreamedCKA()
+        acc.update(*first)
+        for i in range(CKA_BATCH, len(xa), CKA_BATCH):
+            acc.update(*read(i))
+        return acc.value().cpu()
+    parts = [first, *(read(i) for i in range(CKA_BATCH, len(xa), CKA_BATCH))]
+    a, b = ([torch.cat([part[side][k] for part in parts]).cpu() for k in range(len(first[side]))] for side in (0, 1))
     return torch.tensor([[linear_cka(p, q) for q in b] for p in a], dtype=torch.float64)

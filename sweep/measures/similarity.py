@@ -36,6 +36,7 @@ from sweep.measures.matrices import (
 __all__ = [
     "to_2d",
     "linear_cka",
+    "StreamedCKA",
     "minibatch_cka",
     "unbiased_hsic",
     "gram",
@@ -171,6 +172,59 @@ class MinibatchCKA:
         if (self.kk <= 0).any() or (self.ll <= 0).any():
             raise ValueError("minibatch CKA: a representation has no variance across the batches")
         return self.kl / torch.sqrt(torch.outer(self.kk, self.ll))
+
+
+class StreamedCKA:
+    """Full-batch linear CKA between every representation of side A and every one of side B (the same number as
+    `linear_cka` on all the images), accumulated batch by batch in the feature-space form: per representation
+    its column sums and p x p second moment, per pair the p x q cross moment, all float64 about a shift (the
+    first batch's column means, so large feature means cost no precision). Memory: those products, whatever
+    the number of images; worth it where they are smaller than the activations (`sweep.memory.cka_streams`)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.shift: tuple[list, list] | None = None
+        self.sums: tuple[list, list] = ([], [])
+        self.moments: tuple[list, list] = ([], [])
+        self.cross: list[list[torch.Tensor]] = []
+
+    def update(self, a: list, b: list) -> None:
+        """Add one batch: `a` and `b` are lists of activations (first dimension: the same images)."""
+        sides = [[finite(x.flatten(1).to(torch.float64)) for x in side] for side in (a, b)]
+        if self.shift is None:
+            self.shift = tuple([x.mean(0) for x in side] for side in sides)
+            self.sums = tuple([torch.zeros_like(c) for c in side] for side in self.shift)
+            self.moments = tuple([torch.outer(c, c) * 0 for c in side] for side in self.shift)
+            self.cross = [[torch.outer(c, d) * 0 for d in self.shift[1]] for c in self.shift[0]]
+        centred = [[x - c for x, c in zip(side, shift)] for side, shift in zip(sides, self.shift)]
+        for side in (0, 1):
+            for k, x in enumerate(centred[side]):
+                self.sums[side][k] += x.sum(0)
+                self.moments[side][k] += x.T @ x
+        for i, x in enumerate(centred[0]):
+            for j, y in enumerate(centred[1]):
+                self.cross[i][j] += x.T @ y
+        self.n += len(centred[0][0])
+
+    def value(self) -> torch.Tensor:
+        """The P x Q CKA matrix (float64)."""
+        if self.shift is None:
+            raise ValueError("streamed CKA: no batches")
+
+        def about_mean(m, s, t):  # sum (x - mean)(y - mean)^T from the sums about the shift
+            return m - torch.outer(s, t) / self.n
+
+        norms = [
+            [torch.linalg.matrix_norm(about_mean(m, s, s)) for m, s in zip(self.moments[side], self.sums[side])]
+            for side in (0, 1)
+        ]
+        if any(v == 0 for side in norms for v in side):
+            raise ValueError("a representation is constant over the examples (zero after centring)")
+        out = torch.zeros(len(norms[0]), len(norms[1]), dtype=torch.float64, device=self.shift[0][0].device)
+        for i, (sa, na) in enumerate(zip(self.sums[0], norms[0])):
+            for j, (sb, nb) in enumerate(zip(self.sums[1], norms[1])):
+                out[i, j] = (about_mean(self.cross[i][j], sa, sb) ** 2).sum() / (na * nb)
+        return out
 
 
 def minibatches(n: int, batch_size: int, passes: int, seed: int):
