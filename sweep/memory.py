@@ -3,8 +3,9 @@
 change and the largest value of it that fits.
 
 What is sized: the similarity indices of stitching trials (`indices:` on `similarity_samples` test images) and
-of representation tests (`samples`). Each holds both sides' activations of its images (float32) and, per index,
-a float64 workspace that follows from how `sweep.measures.similarity` computes it:
+of representation tests (`samples`; their linear probes on `probe_train_size` training images too). Each
+holds both sides' activations of its images (float32) and, per index, a float64 workspace that follows from
+how `sweep.measures.similarity` computes it:
 
 - `cka` and `opd` on wide matrices (more features than rows, the `flatten` layout of early layers): n x n
   Grams accumulated over chunks of features (CKA: 3 n x n at once; OPD: 7, its eigendecompositions);
@@ -20,8 +21,8 @@ estimator holds one batch's live activations of one network (`LIVE` of its large
 node's Gram being formed, and the stacked batch x batch Grams of every point (float64; `training_similarity`:
 of every kept epoch); the full estimator holds every point's activations of all its images and the CKA of one
 pair, or where every point has fewer features than there are images, only the feature-space products it
-accumulates (`cka_streams`). Graph nodes (`points: modules`) are counted at the network's largest activation,
-an upper bound.
+accumulates (`cka_streams`). A t-SNE unit holds every point's activations of its images. Graph nodes
+(`points: modules`) are counted at the network's largest activation, an upper bound.
 
 The activations are counted once per side (a worker's activation cache holds them anyway); the models, the
 data and the runtime come on top (about 1-2 GB on a CPU worker). `tests/benchmarks/index_memory.py` measures
@@ -197,14 +198,36 @@ def trial_need(spec, donors: dict) -> Need | None:
 
 
 def reptest_need(spec) -> Need | None:
-    """A representation test's need: its largest pair of members (they share one architecture)."""
+    """A representation test's need: its largest pair of members (they share one architecture), or its linear
+    probes where they hold more (each member's features of `probe_train_size` training and `samples` test
+    images, their standardised copies and a temporary: `sweep.measures.probing`)."""
     shapes = {activation_shape(spec.arch, spec.dataset, layer) for _, _, layer, _ in spec.members}
     needs = [
         _need("reptest", spec.label, "samples", spec.samples, ShapePair(a, b, {}), spec.indices, spec.dm_samples, False)
         for a in shapes
         for b in shapes
     ]
-    return max((x for x in needs if x), key=lambda x: x.bytes, default=None)
+    widest = max(math.prod(s) for s in shapes)
+
+    def probe(m: int) -> int:
+        return int(ALLOCATOR * 3 * F32 * (m + spec.samples) * widest)
+
+    needs.append(
+        Need("reptest", spec.label, "probe_train_size", spec.probe_train_size, probe, "probe", "or lower samples")
+    )
+    return max((x for x in needs if x), key=lambda x: x.bytes)
+
+
+def embedding_need(spec) -> Need:
+    """A t-SNE unit: every point's activations of its images (float32), and scikit-learn's float64 copy and
+    PCA initialisation of one point's (3 copies), after a forward of 250 images at a time."""
+    largest, sizes = _network(spec.arch, spec.dataset, spec.points)
+
+    def at(n: int) -> int:
+        forward = F32 * LIVE * min(n, CKA_BATCH) * largest
+        return int(ALLOCATOR * (forward + F32 * n * sum(sizes) + 3 * F64 * n * max(sizes)))
+
+    return Need("tsne", spec.label, "images", spec.images, at, "t-SNE", "or embed fewer points")
 
 
 def _network(arch: str, dataset: str, points) -> tuple[int, list[int]]:
@@ -276,6 +299,7 @@ def needs(sweep) -> list[Need]:
     out += [reptest_need(r) for r in sweep.reptests]
     out += [similarity_need(u) for u in sweep.units.get("similarity", ())]
     out += [training_similarity_need(u) for u in sweep.units.get("training_similarity", ())]
+    out += [embedding_need(u) for u in sweep.units.get("tsne", ())]
     return [x for x in out if x]
 
 

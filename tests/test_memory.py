@@ -107,3 +107,31 @@ def test_plan_says_what_the_largest_cka_units_need(capsys):
     lines = [line for line in capsys.readouterr().out.splitlines() if "memory:" in line]
     assert any("similarity unit" in x and "batch_size = 500" in x and "minibatch CKA" in x for x in lines)
     assert any("training_similarity unit" in x and "batch_size = 500" in x for x in lines)
+
+
+def test_representation_tests_size_their_probes_and_tsne_its_points():
+    """A representation test's linear probes hold every member's features of `probe_train_size` training images
+    (linear in it); a t-SNE unit holds every point's activations of its images: at least what `features`
+    returns for them on the real network."""
+    import dataclasses
+
+    from sweep.models.base import build
+    from sweep.models.features import features
+
+    units = load_space("search_spaces/ding_tests_cifar10.yaml").reptests
+    unit = max(units, key=lambda u: memory.reptest_need(u).bytes)
+    need = memory.reptest_need(unit)
+    assert need.field == "probe_train_size" and need.largest == "probe"  # 10,000 images at layer1: the probes
+    assert need.bytes_at(2 * need.n) - need.bytes_at(need.n) == pytest.approx(
+        need.bytes_at(3 * need.n) - need.bytes_at(2 * need.n), rel=1e-6
+    )
+    small = dataclasses.replace(unit, probe_train_size=100)
+    assert memory.reptest_need(small).field == "samples"  # then the indices are the larger need
+
+    tsne = load_space("search_spaces/inversion_fmnist.yaml").units["tsne"][0]
+    tsne = dataclasses.replace(tsne, images=64)
+    net = build(tsne.arch, 1, 10, (0.5,), (0.25,), image_size=28).eval()
+    with torch.no_grad():
+        held = sum(a.numel() * 4 for a in features(net, tsne.points)(torch.rand(64, 1, 28, 28)))
+    assert memory.embedding_need(tsne).bytes >= held
+    assert memory.embedding_need(dataclasses.replace(tsne, images=128)).bytes > memory.embedding_need(tsne).bytes

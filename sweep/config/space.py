@@ -99,7 +99,7 @@ RESOURCE_OPTIONS = by_key(
             None,
             low=0.0,
             nullable=True,
-            doc="GiB a trial may hold: Ray reserves it, and a unit whose indices need more is refused",
+            doc="GiB a trial may hold: Ray reserves it, and a unit whose measures need more is refused",
         ),
     )
 )
