@@ -2,12 +2,13 @@
 unit's reading path against the one that held every node's activations of a batch at once (Cianfarani et al.
 2022 compare WRN-28-10s at every layer).
 
-    python tests/benchmarks/cka_modules_memory.py [--images 256] [--batch 128] [--size 28]
+    python tests/benchmarks/cka_modules_memory.py [--images 256] [--batch 128] [--size 28] [--device cuda]
 
 Each way runs in a fresh process (peak RSS from getrusage, which includes the two networks and Torch itself)
 on the same random images and networks (seeds 0 and 1); the script prints each process's peak RSS, what the
 measuring added to the RSS before it (`measure_mb`), `sweep.memory`'s prediction of that (at 32 px, where the
-images are CIFAR-10's), the wall time and the largest difference between the two CKA matrices.
+images are CIFAR-10's), on a GPU the device's peak allocation while measuring (`device_measure_mb`), the wall
+time and the largest difference between the two CKA matrices.
 
 - `held`: `features()` returns every node's activation of the batch, then their Grams (the unit before the
   bounded-memory work).
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 
 
-def _child(way: str, images: int, batch: int, size: int, out: str) -> None:
+def _child(way: str, images: int, batch: int, size: int, out: str, device: str) -> None:
     import resource
 
     import numpy as np
@@ -40,9 +41,11 @@ def _child(way: str, images: int, batch: int, size: int, out: str) -> None:
     nets = []
     for seed in (0, 1):
         torch.manual_seed(seed)
-        nets.append(build("wrn28_10", 3, 10, (0.5,) * 3, (0.25,) * 3, image_size=size).eval())
+        nets.append(build("wrn28_10", 3, 10, (0.5,) * 3, (0.25,) * 3, image_size=size).eval().to(device))
     points = tuple(n for n in graph_nodes("wrn28_10") if n != "x")
-    x = torch.randn(images, 3, size, size, generator=torch.Generator().manual_seed(2))
+    x = torch.randn(images, 3, size, size, generator=torch.Generator().manual_seed(2)).to(device)
+    cuda = device.startswith("cuda")
+    before_device = torch.cuda.memory_allocated() if cuda else 0
     acc = MinibatchCKA()
     before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Torch, the networks, the images
     t0 = time.perf_counter()
@@ -52,7 +55,7 @@ def _child(way: str, images: int, batch: int, size: int, out: str) -> None:
                 acc.update(features(nets[0], points)(x[idx]), features(nets[1], points)(x[idx]))
             else:
                 acc.update_grams(gram_reader(nets[0], points)(x[idx]), gram_reader(nets[1], points)(x[idx]))
-    matrix = acc.value().numpy()
+    matrix = acc.value().cpu().numpy()
     np.save(out, matrix)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
@@ -63,6 +66,11 @@ def _child(way: str, images: int, batch: int, size: int, out: str) -> None:
                 "peak_rss_mb": round(peak_mb),
                 "measure_mb": round(peak_mb - before_mb),
                 "predicted_mb": _predicted(points, batch, size) if way == "hooks" else None,
+                **(
+                    {"device_measure_mb": round((torch.cuda.max_memory_allocated() - before_device) / 2**20)}
+                    if cuda
+                    else {}
+                ),
                 "wall_s": round(time.perf_counter() - t0, 1),
             }
         )
@@ -89,11 +97,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--size", type=int, default=28)
     parser.add_argument("--ways", default="hooks,held", help="comma-separated: hooks, held")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda: also the device's peak allocation")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(args.child, args.images, args.batch, args.size, args.out)
+        _child(args.child, args.images, args.batch, args.size, args.out, args.device)
         return
     import numpy as np
 
@@ -103,6 +112,7 @@ def main() -> None:
             out = str(Path(tmp) / f"{way}.npy")
             cmd = [sys.executable, __file__, "--child", way, "--out", out]
             cmd += ["--images", str(args.images), "--batch", str(args.batch), "--size", str(args.size)]
+            cmd += ["--device", args.device]
             print(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip(), flush=True)
             matrices[way] = np.load(out)
         if len(matrices) == 2:

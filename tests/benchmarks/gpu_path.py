@@ -3,7 +3,8 @@ and bare): the GPU tests, a cost profile of the card for every shipped space's s
 the ResNet-18 space of Balogh & Jelasity 2025 Table 1 (`search_spaces/tlm_vs_dm_cifar10.yaml`) on
 CIFAR-10-shaped data, fp32 against bf16 + channels-last, and four DM trials sharing the card as four workers
 (what `gpus_per_trial: 0.25` schedules) against one after the other. The steps run in that order of value
-and stop at `--budget-s`, saying what they skipped; the profile is written before any trial. The cost
+and stop at `--budget-s`, saying what they skipped; the profile is written before any trial, then the peak device
+memory of every-layer CKA of two WRN-28-10s at batches of 1,024 (`cka_modules_memory.py`). The cost
 model's prediction from the profile needs no GPU: `stitchsweep plan SPACE --estimate --costs profile.json`.
 
 Speed does not depend on pixel values or on how well a network is trained, so the data are random images
@@ -208,6 +209,15 @@ def main() -> None:
     if not args.sharing_only:
         subprocess.run(calibrate + ([str(SPACE)] if args.quick else []), check=True)
         log(out, f"profile written at {time.perf_counter() - t_start:.0f} s")
+
+    # the bounded-memory issue's target: every-layer CKA of two WRN-28-10s at batches of 1,024 on 32 px, the
+    # device's peak allocation against `plan`'s prediction
+    if not args.sharing_only and left("every-layer CKA memory at batches of 1,024"):
+        sizes = ["--images", "16", "--batch", "8"] if args.quick else ["--images", "2048", "--batch", "1024"]
+        cka = [sys.executable, str(REPO / "tests/benchmarks/cka_modules_memory.py"), "--ways", "hooks", *sizes]
+        env = dict(os.environ, PYTHONPATH=str(REPO))  # the bare machine runs the repository uninstalled
+        done = subprocess.run(cka + ["--size", "32", "--device", args.device], capture_output=True, text=True, env=env)
+        log(out, f"every-layer CKA: {done.stdout.strip() or done.stderr.strip()[-2000:]}")
 
     from sweep.config.space import load_space
     from sweep.results import SweepDir
