@@ -222,15 +222,17 @@ TABLES = [
         "Stitched accuracy at the first point, sender x receiver (Smith & Marcu 2024 Table C1)",
         lambda d: senders.first_point_table(d.trials, d.donors),
         "Mean over runs (initialisations and seeds); a row is a model type as sender, a column as receiver, one"
-        " block per stitching dataset (stitched_on); base_acc: the type's own accuracy on the stitching test data."
-        " Noise senders are in the next table.",
+        " block per stitching dataset (stitched_on); base_acc: the type's own accuracy on the stitching test data;"
+        " compatible R: the stitch at or above receiver R's own accuracy on those images (the paper's"
+        " compatibility). Noise senders are in the next table.",
         csv="sender_receiver_first_point.csv",
         md="sender_receiver_first_point.md",
     ),
     TableSection(
         "Clustered noise into receivers at the first point (Smith & Marcu 2024 Section 4.2, C5)",
         lambda d: senders.first_point_table(d.trials, d.donors, noise=True),
-        "Mean over runs; base_acc: the receivers' accuracy on the sweep's test images.",
+        "Mean over runs; base_acc: the receivers' accuracy on the sweep's test images; compatible R: the stitch at"
+        " or above receiver R's.",
         csv="noise_first_point.csv",
     ),
     TableSection(

@@ -150,8 +150,10 @@ def first_point_table(trials: pd.DataFrame, donors: pd.DataFrame, noise: bool = 
     """Table C1, generalised: stitched accuracy at each architecture's first point, mean over runs, senders as
     rows and receivers as columns (a row is that type as sender, a column as receiver), one block per stitching
     dataset (`stitched_on`: Table C1's Correlated data; Section 4.2's sender data is its own block), with each
-    type's base accuracy on that data (its networks as receivers, mean over their trials). Network senders
-    only; `noise=True`: the noise senders' rows instead (Section 4.2 / C5), never mixed into Table C1."""
+    type's base accuracy on that data (its networks as receivers, mean over their trials) and, per receiver, a
+    `compatible R` flag: the stitched accuracy at or above receiver R's baseline on those images (Section 3:
+    "it is considered that models A and B are compatible at layer l"). Network senders only; `noise=True`: the
+    noise senders' rows instead (Section 4.2 / C5), never mixed into Table C1."""
     d = _typed(trials)
     if d.empty:
         return pd.DataFrame()
@@ -162,14 +164,30 @@ def first_point_table(trials: pd.DataFrame, donors: pd.DataFrame, noise: bool = 
     first = d[d["point_index"] == d.groupby("arch")["point_index"].transform("min")]
     keys = ["arch", "stitched_on", "sender"]
     table = first.pivot_table(index=keys, columns="receiver", values="clean_acc", aggfunc="mean")
+    receivers = list(table.columns)
     table.columns = [f"receiver {c}" for c in table.columns]
     table = table.reset_index()
     if noise:  # the receiver's own baseline beside the noise: its accuracy on the images of its task
         base = first.groupby(["arch", "stitched_on"], as_index=False).agg(base_acc=("baseline", "mean"))
-        return table.merge(base, on=["arch", "stitched_on"], how="left")
+        table = table.merge(base, on=["arch", "stitched_on"], how="left")
+        return _compatible(table, first, receivers)
     # a type's base accuracy: its networks, as receivers, on the stitching test images (mean over trials)
     base = d.groupby(["arch", "stitched_on", "receiver"], as_index=False).agg(base_acc=("baseline", "mean"))
-    return table.merge(base.rename(columns={"receiver": "sender"}), on=keys, how="left")
+    table = table.merge(base.rename(columns={"receiver": "sender"}), on=keys, how="left")
+    return _compatible(table, d, receivers)
+
+
+def _compatible(table: pd.DataFrame, d: pd.DataFrame, receivers: list) -> pd.DataFrame:
+    """`compatible R` for each receiver R: the cell at or above R's baseline on the same images (its mean over
+    R's trials in the block); empty where either is missing."""
+    base = d.groupby(["arch", "stitched_on", "receiver"])["baseline"].mean()
+    for r in receivers:
+        at = pd.MultiIndex.from_arrays([table["arch"], table["stitched_on"], [r] * len(table)])
+        floor = base.reindex(at).to_numpy()
+        cell = table[f"receiver {r}"].to_numpy()
+        flags = [None if pd.isna(c) or pd.isna(f) else bool(c >= f) for c, f in zip(cell, floor)]
+        table[f"compatible {r}"] = pd.array(flags, dtype="boolean")
+    return table
 
 
 def own_accuracy_table(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:

@@ -70,6 +70,13 @@ def test_first_point_table_puts_senders_in_rows_receivers_in_columns_with_base_a
     assert table.loc["digit", "base_acc"] == 0.9 and table.loc["colour", "base_acc"] == 0.6  # on the stitching data
     (noise,) = senders.first_point_table(TRIALS, DONORS, noise=True).to_dict("records")
     assert noise["sender"] == "noise" and noise["receiver digit"] == 0.5 and noise["base_acc"] == 0.9
+    # compatible: at or above the receiver's baseline on the same images (Section 3); 0.97 >= digit's 0.9
+    assert table.loc["colour", "compatible digit"] and table.loc["digit", "compatible colour"]  # 0.7 >= 0.6
+    assert pd.isna(table.loc["colour", "compatible colour"])  # no colour -> colour stitch
+    below = pd.concat([TRIALS, pd.DataFrame([_trial("h", "corr", "colour", "p1", 1, 0.55, 8, 9, end="zoo:c0")])])
+    flags = senders.first_point_table(below, DONORS).set_index("sender")
+    assert not flags.loc["corr", "compatible colour"] and flags.loc["corr", "compatible digit"]  # 0.55 < 0.6
+    assert noise["compatible digit"] is False  # the noise row: 0.5 below the digit receiver's 0.9
     own = senders.own_accuracy_table(TRIALS, DONORS).set_index("model")
     assert own.loc["digit", "acc"] == 0.98 and own.loc["colour", "initialisations"] == 1
 
