@@ -239,3 +239,32 @@ def epoch_matrix_chart(matrices: pd.DataFrame) -> alt.FacetChart:
         .properties(width=140, height=140)
         .facet(row=alt.Row("group:N", title=None), column=alt.Column("point:N", sort=order, title=None))
     )
+
+
+COMPARED = ("cka", "opd", "svcca")  # the measures of Cianfarani et al. B.1
+
+
+def measures_compared(similarity: pd.DataFrame) -> pd.DataFrame:
+    """Cianfarani et al. B.1: each pair of points under full CKA, OPD and SVCCA on the same images (units that
+    agree on donors, inputs and images), each measure's value and the seconds it took on the held activations
+    (`time_<measure>_s`, and OPD's and SVCCA's as multiples of CKA's); pairs measured under at least two."""
+    if not len(similarity) or "time_measure_s" not in similarity:
+        return pd.DataFrame()
+    d = similarity[(similarity["status"] == "done") & similarity["time_measure_s"].notna()]
+    d = d.assign(measure=d["measure"].fillna("cka"))
+    d = d[d["measure"].isin(COMPARED)]
+    if d.empty:
+        return pd.DataFrame()
+    d = d.assign(value=[row[m] for m, (_, row) in zip(d["measure"], d.iterrows())])
+    keys = ["a", "b", "a_inputs", "b_inputs", "images", "a_index", "b_index", "a_point", "b_point"]
+    wide = d.pivot_table(index=keys, columns="measure", values=["value", "time_measure_s"], aggfunc="mean")
+    out = pd.DataFrame(index=wide.index)
+    for m in COMPARED:
+        if ("value", m) in wide:
+            out[m], out[f"time_{m}_s"] = wide[("value", m)], wide[("time_measure_s", m)]
+    for m in ("opd", "svcca"):  # the main text: CKA "10x and 30x faster than Procrustes and SVCCA"
+        if m in out and "cka" in out:
+            out[f"{m}_time_x_cka"] = out[f"time_{m}_s"] / out["time_cka_s"]
+    out = out.reset_index()
+    measured = [m for m in COMPARED if m in out]
+    return out[out[measured].notna().sum(axis=1) >= 2].sort_values(keys).reset_index(drop=True)

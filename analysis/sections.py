@@ -250,6 +250,15 @@ TABLES = [
         md="transfer_matrix.md",
     ),
     TableSection(
+        "CKA, Procrustes and SVCCA on the same representations (Cianfarani et al. 2022 B.1)",
+        lambda d: cka.measures_compared(d.similarity),
+        "Each pair of points under full-batch linear CKA, the orthogonal Procrustes distance (OPD: 0 for the same"
+        " representation, lower is more similar) and SVCCA (mean canonical correlation of the 99%-variance"
+        " reductions), on the same images; time_*_s: the seconds each took on the held activations.",
+        csv="measures_compared.csv",
+        md="measures_compared.md",
+    ),
+    TableSection(
         "Unreadable results parts",
         lambda d: d.problems,
         "Skipped: these files could not be read as results (rerun <code>stitchsweep resume</code> to"

@@ -254,8 +254,10 @@ def cka_streams(n: int, a: list[int], b: list[int]) -> bool:
 
 
 def similarity_need(spec) -> Need | None:
-    """A similarity unit's CKA: minibatch on `batch_size` images at a time, or full on all `images`."""
-    if spec.measure != "cka":
+    """A similarity unit's CKA (minibatch on `batch_size` images at a time, or full on all `images`), or its
+    OPD or SVCCA (every point's activations held, and the widest pair's whole-matrix form: SVCCA's SVDs and
+    CCA counted as PWCCA's copies)."""
+    if spec.measure not in ("cka", "opd", "svcca"):
         return None
     big_a, sizes_a = _network(spec.a_arch, spec.dataset, spec.a_points)
     big_b, sizes_b = _network(spec.b_arch, spec.dataset, spec.b_points)
@@ -271,12 +273,18 @@ def similarity_need(spec) -> Need | None:
 
     def whole(n: int) -> int:  # a forward of a batch, and the products or every point's activations held
         forward = int(ALLOCATOR * F32 * LIVE * min(n, CKA_BATCH) * max(big_a, big_b))
+        if spec.measure != "cka":
+            name = "opd" if spec.measure == "opd" else "pwcca"
+            pair = ShapePair((max(sizes_a),), (max(sizes_b),), {name: "flatten"})
+            return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + pair.index_bytes(name, n)
         if cka_streams(n, sizes_a, sizes_b):
             products = sum(p * p for p in sizes_a + sizes_b) + sum(sizes_a) * sum(sizes_b)
             return forward + int(ALLOCATOR * F64 * products)
         pair = ShapePair((max(sizes_a),), (max(sizes_b),), {"cka": "flatten"})
         return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + pair.index_bytes("cka", n)
 
+    if spec.measure != "cka":
+        return Need("similarity", spec.label, "images", spec.images, whole, spec.measure, "or read fewer points")
     label, instead = f"{spec.label} (full CKA)", "or use estimator: minibatch"
     return Need("similarity", label, "images", spec.images, whole, "cka", instead)
 

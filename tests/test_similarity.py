@@ -483,9 +483,42 @@ def test_the_full_estimator_streams_where_the_products_are_smaller_and_gives_the
 
     monkeypatch.setattr(kind, "StreamedCKA", Spy)
     assert cka_streams(700, [6, 6], [40]) and not cka_streams(30, [6, 6], [40])
-    got = kind.full_matrix(fa, fb, x, x, torch.device("cpu"))
-    assert streamed and torch.allclose(got, want, rtol=1e-9, atol=1e-12)
+    got, times = kind.full_matrix(fa, fb, x, x, torch.device("cpu"))
+    assert streamed and times is None and torch.allclose(got, want, rtol=1e-9, atol=1e-12)
     streamed.clear()
-    few = kind.full_matrix(fa, fb, x[:30], x[:30], torch.device("cpu"))  # 40 features, 30 images: held
+    few, times = kind.full_matrix(fa, fb, x[:30], x[:30], torch.device("cpu"))  # 40 features, 30 images: held
+    assert times.shape == (2, 1) and (times >= 0).all()
     want_few = torch.tensor([[linear_cka(p, q) for q in fb(x[:30])] for p in fa(x[:30])], dtype=torch.float64)
     assert not streamed and torch.allclose(few, want_few, rtol=1e-9, atol=1e-12)
+
+
+def test_svcca_against_whitened_covariances_in_numpy():
+    """SVCCA (Raghu et al. 2017) against an independent formulation: numpy's SVD for the 99%-variance
+    reductions, canonical correlations as the singular values of C_aa^-1/2 C_ab C_bb^-1/2; and its invariances
+    (an orthogonal map and a scale of one side give 1)."""
+    from sweep.measures.cca import svcca
+
+    def reference(a, b, keep=0.99):
+        def reduce(x):
+            x = x - x.mean(0)
+            _, s, vt = np.linalg.svd(x, full_matrices=False)
+            k = int(np.searchsorted(np.cumsum(s**2) / (s**2).sum(), keep)) + 1
+            return x @ vt[:k].T
+
+        ra, rb = reduce(a), reduce(b)
+
+        def inv_sqrt(c):
+            w, v = np.linalg.eigh(c)
+            return v @ np.diag(w**-0.5) @ v.T
+
+        rho = np.linalg.svd(inv_sqrt(ra.T @ ra) @ (ra.T @ rb) @ inv_sqrt(rb.T @ rb), compute_uv=False)
+        return rho[: min(ra.shape[1], rb.shape[1])].mean()
+
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(400, 20, generator=g) @ torch.diag(torch.linspace(3, 0.05, 20))  # a spectrum the 99% cuts
+    b = a[:, :12] @ torch.randn(12, 9, generator=g) + 3 * torch.randn(400, 9, generator=g)
+    got = svcca(a, b)
+    assert got == pytest.approx(reference(a.double().numpy(), b.double().numpy()), rel=1e-9)
+    assert 0.2 < got < 0.99
+    q, _ = torch.linalg.qr(torch.randn(20, 20, generator=g))
+    assert svcca(a, 3 * a @ q + 7) == pytest.approx(1.0, abs=1e-9)

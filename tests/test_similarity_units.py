@@ -160,3 +160,47 @@ def test_the_report_draws_the_cka_matrices_curves_and_transfer_table(trained, tm
     assert len(written) == len(matrices[matrices["status"] == "done"])
     table = __import__("pandas").read_csv(tmp_path / "report" / "transfer_matrix.csv").set_index("attack_source")
     assert table.loc["zoo:plain_a", "zoo:plain_b"] == pytest.approx(transfer)
+
+
+@pytest.mark.parametrize("measure", ["opd", "svcca"])
+def test_procrustes_and_svcca_units_measure_each_pair_on_the_held_activations_and_time_it(trained, measure):
+    """Cianfarani et al. B.1: the same pairs of points under OPD and SVCCA, each pair timed. The unit's values
+    are the measure on every activation of the images, held; a network against itself is 0 (OPD) or 1 (SVCCA)
+    on the diagonal."""
+    from sweep.kinds.similarity import PAIRWISE
+
+    space, sweep_dir = trained
+    points = ["layer1.1", "layer2.1", "layer3.1"]
+    entry = dict(WITHIN, pairs=[{"a": "zoo:plain_a", "b": "zoo:plain_b"}], points=points, measure=measure, images=80)
+    unit, rows = _run(space, sweep_dir, entry)
+    assert unit.estimator is None and f"({measure})" in unit.label
+    assert rows[measure].notna().all() and rows["cka"].isna().all() and (rows["time_measure_s"] > 0).all()
+    a, b = (load_donor(sweep_dir, key, torch.device("cpu")) for key in (unit.a_key, unit.b_key))
+    donor = parse_space(space).donors["plain_a"]
+    x = make_splits(donor.data.dataset, donor.data.train_size, donor.data.val_size, donor.data.test_size).test_x
+    with torch.no_grad():
+        fa, fb = (features(m, unit.a_points)(x[: unit.images]) for m in (a, b))
+    for row in rows.itertuples():
+        want = PAIRWISE[measure](fa[row.a_index - 1].flatten(1), fb[row.b_index - 1].flatten(1))
+        assert getattr(row, measure) == pytest.approx(want, abs=1e-6)
+    _, itself = _run(space, sweep_dir, dict(entry, pairs=[{"a": "zoo:plain_a", "b": "zoo:plain_a"}]))
+    diagonal = itself[itself["a_index"] == itself["b_index"]][measure]
+    assert np.allclose(diagonal, 0.0 if measure == "opd" else 1.0, atol=1e-6)
+
+
+def test_the_report_compares_cka_procrustes_and_svcca_on_the_same_pairs(trained):
+    """B.1's table: one row per pair of points with the three measures and their times, from three units on
+    the same donors, points and images; a unit measured alone (another image count) is not compared."""
+    space, sweep_dir = trained
+    base = dict(WITHIN, pairs=[{"a": "zoo:plain_a", "b": "zoo:plain_b"}], points=["layer1.1", "layer3.1"], images=64)
+    for extra in ({"estimator": "full"}, {"measure": "opd"}, {"measure": "svcca"}):
+        _run(space, sweep_dir, dict(base, **extra))
+    _run(space, sweep_dir, dict(base, measure="opd", images=48))
+    from analysis.cka import measures_compared
+
+    table = measures_compared(analysis.load_similarity(sweep_dir.path))
+    mine = table[table["images"] == 64]
+    assert len(mine) == 4 and set(table["images"]) <= {64, 80}  # 2 x 2 pairs; the 48-image unit stands alone
+    for m in ("cka", "opd", "svcca"):
+        assert mine[m].notna().all() and (mine[f"time_{m}_s"] > 0).all()
+    assert ((mine["cka"] > 0) & (mine["cka"] <= 1) & (mine["svcca"] <= 1) & (mine["opd"] >= 0)).all()

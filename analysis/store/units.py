@@ -57,11 +57,14 @@ SIMILARITY_SCHEMA = pa.schema(
     + [
         ("a_acc", pa.float64()),  # each side's accuracy on the inputs it saw (b_acc on a's adversarial
         ("b_acc", pa.float64()),  # examples: Cianfarani et al. Fig. 5a's transfer robustness)
-        ("measure", pa.string()),  # "cka" | "saliency" (one row: no points)
+        ("measure", pa.string()),  # "cka" | "saliency" (one row: no points) | "opd" | "svcca"
         ("inversion_id", pa.string()),  # the inversion unit whose images both sides saw
         ("inverted", pa.string()),
         ("saliency_cosine", pa.float64()),
         ("saliency_cosine_std", pa.float64()),
+        ("opd", pa.float64()),  # measure "opd": the orthogonal Procrustes distance of the pair, in [0, 2]
+        ("svcca", pa.float64()),  # measure "svcca": the mean canonical correlation of the 99%-variance reductions
+        ("time_measure_s", pa.float64()),  # seconds of this pair's measure on the held activations (B.1)
     ]
     + _UNIT_TAIL
 )

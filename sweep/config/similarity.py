@@ -23,7 +23,7 @@ from sweep.registry import ARCHITECTURES, THREATS, did_you_mean
 
 INPUTS = ("benign", "adversarial", "inverted")
 ESTIMATORS = ("minibatch", "full")
-MEASURES = ("cka", "saliency")
+MEASURES = ("cka", "saliency", "opd", "svcca")
 
 ATTACK_OPTIONS = by_key(
     (
@@ -40,7 +40,13 @@ OPTIONS = by_key(
     (
         Option("name", "string", "", doc="a label"),
         Option("pairs", "mapping", pairs=("a", "b"), doc="[{a: REF, b: REF, a_inputs: benign, b_inputs: benign}]"),
-        Option("measure", "string", "cka", choices=MEASURES, doc="cka | saliency: cosine of input gradients"),
+        Option(
+            "measure",
+            "string",
+            "cka",
+            choices=MEASURES,
+            doc="cka | saliency: cosine of input gradients | opd, svcca: on held activations, timed",
+        ),
         Option("inverted", "string", None, nullable=True, doc="an inversions entry's name: A's inverted images"),
         Option("points", "string", "stitch", or_list=True, doc="stitch | modules | a list of point or node names"),
         Option("images", "integer", 1000, low=4, cap="test", doc="the first N test images"),
@@ -103,7 +109,8 @@ class SimilaritySpec:
     def label(self) -> str:
         sides = f"{self.a} ({self.a_inputs}) ~ {self.b} ({self.b_inputs})"
         attack = f" against {self.attack_source}" if self.attack_source else ""
-        points = f"{len(self.a_points)}x{len(self.b_points)} points" if self.measure == "cka" else "saliency"
+        points = f"{len(self.a_points)}x{len(self.b_points)} points" if self.a_points else "saliency"
+        points += f" ({self.measure})" if self.measure in ("opd", "svcca") else ""
         inverted = f" (inverted by {self.inverted})" if self.inverted else ""
         return f"{self.name + ': ' if self.name else ''}{sides}{attack}{inverted}, {points}, {self.images} images"
 
@@ -158,10 +165,10 @@ def _parse_entry(entry: dict, path: str, data, evaluation, donors, used, inversi
                 a_arch=a.arch,
                 b_arch=b.arch,
                 a_points=points(s.raw.get("points", OPTIONS["points"].default), a.arch, f"{path}.points")
-                if measure == "cka"
+                if measure != "saliency"
                 else (),
                 b_points=points(s.raw.get("points", OPTIONS["points"].default), b.arch, f"{path}.points")
-                if measure == "cka"
+                if measure != "saliency"
                 else (),
                 measure=measure,
                 a_inputs=inputs["a"],

@@ -16,6 +16,8 @@ steps by default), and both sides then read the same images in the same order.
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from analysis.store.schema import SIMILARITY_DIR
@@ -24,8 +26,9 @@ from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
 from sweep.kinds.inversion import read_inverted
+from sweep.measures.cca import svcca
 from sweep.measures.saliency import saliency_cosines
-from sweep.measures.similarity import MinibatchCKA, StreamedCKA, gram, linear_cka, minibatches
+from sweep.measures.similarity import MinibatchCKA, StreamedCKA, gram, linear_cka, minibatches, opd
 from sweep.memory import CKA_BATCH, cka_streams
 from sweep.models.features import features, reduced_features
 from sweep.train.evaluate import accuracy, predict
@@ -83,26 +86,46 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
         stats = dict(saliency_cosine=float(cos.mean()), saliency_cosine_std=float(cos.std()))
         return [dict(stats, a_acc=acc["a"], b_acc=acc["b"])]
     same = spec.a_key == spec.b_key and spec.a_points == spec.b_points and spec.a_inputs == spec.b_inputs
-    if spec.estimator == "minibatch":
+    times = None
+    if spec.measure in PAIRWISE:  # Cianfarani et al. B.1: OPD and SVCCA on the same held representations
+        fa, fb = features(models[spec.a_key], spec.a_points), features(models[spec.b_key], spec.b_points)
+        matrix, times = pairwise(PAIRWISE[spec.measure], *held_features(fa, fb, xa, xb, ctx.device))
+    elif spec.estimator == "minibatch":
         ga = gram_reader(models[spec.a_key], spec.a_points)
         gb = None if same else gram_reader(models[spec.b_key], spec.b_points)
         matrix = minibatch_matrix(ga, gb, xa, xb, spec, ctx)
     else:
         fa, fb = features(models[spec.a_key], spec.a_points), features(models[spec.b_key], spec.b_points)
-        matrix = full_matrix(fa, fb, xa, xb, ctx.device)
+        matrix, times = full_matrix(fa, fb, xa, xb, ctx.device)
     return [
-        dict(
-            a_point=pa,
-            b_point=pb,
-            a_index=i + 1,
-            b_index=j + 1,
-            cka=float(matrix[i, j]),
-            a_acc=acc["a"],
-            b_acc=acc["b"],
-        )
+        {
+            "a_point": pa,
+            "b_point": pb,
+            "a_index": i + 1,
+            "b_index": j + 1,
+            spec.measure: float(matrix[i, j]),
+            "time_measure_s": None if times is None else float(times[i, j]),
+            "a_acc": acc["a"],
+            "b_acc": acc["b"],
+        }
         for i, pa in enumerate(spec.a_points)
         for j, pb in enumerate(spec.b_points)
     ]
+
+
+PAIRWISE = {"opd": opd, "svcca": svcca}  # measures of one pair of whole matrices, beside CKA
+
+
+def pairwise(measure, a: list, b: list) -> tuple[torch.Tensor, torch.Tensor]:
+    """`measure` of every pair of A's and B's held matrices, and the seconds each took (Cianfarani et al.
+    B.1 compare the measures' compute time on the same representations)."""
+    values, times = torch.zeros(len(a), len(b), dtype=torch.float64), torch.zeros(len(a), len(b), dtype=torch.float64)
+    for i, p in enumerate(a):
+        for j, q in enumerate(b):
+            t0 = time.perf_counter()
+            values[i, j] = measure(p, q)
+            times[i, j] = time.perf_counter() - t0
+    return values, times
 
 
 def gram_reader(model: torch.nn.Module, points: tuple[str, ...]):
@@ -124,22 +147,31 @@ def minibatch_matrix(ga, gb, xa: torch.Tensor, xb: torch.Tensor, spec, ctx: RunC
     return acc.value().cpu()
 
 
-def full_matrix(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device) -> torch.Tensor:
+def full_matrix(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device) -> tuple:
     """Full-batch linear CKA of every pair, in batches of `CKA_BATCH` images: accumulated batch by batch
     (`StreamedCKA`) where `cka_streams` says its products are the smaller, else every activation of the images
-    held (n x features each) and `linear_cka` on each pair. The same numbers either way."""
-
-    def read(i: int) -> tuple[list, list]:
-        with torch.no_grad():
-            return tuple([t.flatten(1) for t in f(x[i : i + CKA_BATCH].to(device))] for f, x in ((fa, xa), (fb, xb)))
-
-    first = read(0)
+    held (n x features each) and `linear_cka` on each pair. The same numbers either way. Returns the matrix and
+    each pair's seconds from the held activations (None when accumulated: the cost is spread over the reads)."""
+    first = _read(fa, fb, xa, xb, device, 0)
     if cka_streams(len(xa), *([t.shape[1] for t in side] for side in first)):
         acc = StreamedCKA()
         acc.update(*first)
         for i in range(CKA_BATCH, len(xa), CKA_BATCH):
-            acc.update(*read(i))
-        return acc.value().cpu()
-    parts = [first, *(read(i) for i in range(CKA_BATCH, len(xa), CKA_BATCH))]
-    a, b = ([torch.cat([part[side][k] for part in parts]).cpu() for k in range(len(first[side]))] for side in (0, 1))
-    return torch.tensor([[linear_cka(p, q) for q in b] for p in a], dtype=torch.float64)
+            acc.update(*_read(fa, fb, xa, xb, device, i))
+        return acc.value().cpu(), None
+    return pairwise(linear_cka, *held_features(fa, fb, xa, xb, device, first))
+
+
+def held_features(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device, first=None) -> tuple:
+    """Every point's activations of all the images on both sides, flattened (n x features), on the CPU; read
+    in batches of `CKA_BATCH` (`first`: the first batch's, already read)."""
+    first = first or _read(fa, fb, xa, xb, device, 0)
+    parts = [first, *(_read(fa, fb, xa, xb, device, i) for i in range(CKA_BATCH, len(xa), CKA_BATCH))]
+    return tuple(
+        [torch.cat([part[side][k] for part in parts]).cpu() for k in range(len(first[side]))] for side in (0, 1)
+    )
+
+
+def _read(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device, i: int) -> tuple[list, list]:
+    with torch.no_grad():
+        return tuple([t.flatten(1) for t in f(x[i : i + CKA_BATCH].to(device))] for f, x in ((fa, xa), (fb, xb)))

@@ -122,3 +122,25 @@ def _principal_within_ties(proj: torch.Tensor, rho: torch.Tensor, tie: float = 1
                 proj[start:i] = u.T @ proj[start:i]
             start = i
     return proj
+
+
+def svcca(a, b, keep: float = 0.99) -> float:
+    """SVCCA (Raghu et al. 2017): each centred representation reduced to its leading singular directions, the
+    fewest that explain `keep` of its variance (99%, as Raghu et al.), then the mean of the canonical
+    correlations of the two reductions (min(k_A, k_B) of them)."""
+    ta, tb = dtype_of(a), dtype_of(b)
+    a, b = pair_f64(a, b)
+    ra, rb = _leading(centre(a), keep), _leading(centre(b), keep)
+    rho, _ = _cca(ra, rb, ta, tb)
+    return float(rho[: min(ra.shape[1], rb.shape[1])].mean())
+
+
+def _leading(a: torch.Tensor, keep: float) -> torch.Tensor:
+    """U_k S_k: the centred A's projection on its k leading singular directions, k the fewest whose squared
+    singular values reach `keep` of the total."""
+    u, s, _ = torch.linalg.svd(a, full_matrices=False)
+    power = s.square()
+    if not len(s) or power.sum() == 0:
+        raise ValueError("a representation is constant over the examples (zero after centring)")
+    k = min(len(s), int((torch.cumsum(power, 0) / power.sum() < keep).sum()) + 1)
+    return u[:, :k] * s[:k]
