@@ -255,7 +255,7 @@ def measures_compared(similarity: pd.DataFrame) -> pd.DataFrame:
     d = d[d["measure"].isin(COMPARED)]
     if d.empty:
         return pd.DataFrame()
-    d = d.assign(value=[row[m] for m, (_, row) in zip(d["measure"], d.iterrows())])
+    d = d.assign(value=d.apply(lambda row: row[row["measure"]], axis=1))  # each row's own measure's column
     keys = ["a", "b", "a_inputs", "b_inputs", "images", "a_index", "b_index", "a_point", "b_point"]
     wide = d.pivot_table(index=keys, columns="measure", values=["value", "time_measure_s"], aggfunc="mean")
     out = pd.DataFrame(index=wide.index)

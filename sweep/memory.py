@@ -249,8 +249,12 @@ def cka_streams(n: int, a: list[int], b: list[int]) -> bool:
     """Whether full CKA of n images between points of `a` and `b` features each is accumulated batch by batch
     (`StreamedCKA`): every point has no more features than there are images (the feature-space form is the
     smaller), and its float64 products take less than the float32 activations held would."""
-    products = sum(p * p for p in a) + sum(q * q for q in b) + sum(a) * sum(b)
-    return max(a + b) <= n and F64 * products < F32 * n * (sum(a) + sum(b))
+    return max(a + b) <= n and F64 * _products(a, b) < F32 * n * (sum(a) + sum(b))
+
+
+def _products(a: list[int], b: list[int]) -> int:
+    """Numbers of `StreamedCKA`'s sums: each point's p x p second moment and every pair's p x q cross moment."""
+    return sum(p * p for p in a + b) + sum(a) * sum(b)
 
 
 def similarity_need(spec) -> Need | None:
@@ -278,8 +282,7 @@ def similarity_need(spec) -> Need | None:
             pair = ShapePair((max(sizes_a),), (max(sizes_b),), {name: "flatten"})
             return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + pair.index_bytes(name, n)
         if cka_streams(n, sizes_a, sizes_b):
-            products = sum(p * p for p in sizes_a + sizes_b) + sum(sizes_a) * sum(sizes_b)
-            return forward + int(ALLOCATOR * F64 * products)
+            return forward + int(ALLOCATOR * F64 * _products(sizes_a, sizes_b))
         pair = ShapePair((max(sizes_a),), (max(sizes_b),), {"cka": "flatten"})
         return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + pair.index_bytes("cka", n)
 

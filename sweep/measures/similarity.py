@@ -194,8 +194,8 @@ class StreamedCKA:
         if self.shift is None:
             self.shift = tuple([x.mean(0) for x in side] for side in sides)
             self.sums = tuple([torch.zeros_like(c) for c in side] for side in self.shift)
-            self.moments = tuple([torch.outer(c, c) * 0 for c in side] for side in self.shift)
-            self.cross = [[torch.outer(c, d) * 0 for d in self.shift[1]] for c in self.shift[0]]
+            self.moments = tuple([c.new_zeros(len(c), len(c)) for c in side] for side in self.shift)
+            self.cross = [[c.new_zeros(len(c), len(d)) for d in self.shift[1]] for c in self.shift[0]]
         centred = [[x - c for x, c in zip(side, shift)] for side, shift in zip(sides, self.shift)]
         for side in (0, 1):
             for k, x in enumerate(centred[side]):

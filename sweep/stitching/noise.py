@@ -9,7 +9,7 @@ that results are due to one randomly selected set of points" (B.2).
 Samples are drawn when read (`NoiseSamples`): sample i of a trial has its own generator, seeded from the trial
 and i, so a shuffled batch is the same samples in any order, on any device, held or not. A part is held only
 when it fits the worker's memory budget (`keep_bytes`); otherwise a batch is drawn as it is read and dropped,
-so VGG-19's `features.2` on MNIST (60,000 samples, 15.7 GB) holds none. Drawing costs about 0.4 ms a sample at
+so VGG-19's `features.2` on MNIST (60,000 samples, 15.7 GB) holds none. Drawing costs about 0.8 ms a sample at
 64 x 32 x 32 on one CPU core (`tests/benchmarks/noise_memory.py`).
 """
 
@@ -68,12 +68,12 @@ class NoiseSamples:
         idx = torch.arange(self.n)[key]
         if idx.dim() == 0:
             return self[idx.reshape(1)][0]
-        z = torch.empty((len(idx), *self.base.shape[1:]), dtype=self.dtype)
+        x = torch.empty((len(idx), *self.base.shape[1:]), dtype=self.dtype)
         gen = torch.Generator()
-        for row, i in zip(z, idx.tolist()):
+        for row, i in zip(x, idx.tolist()):  # one sample at a time: the same arithmetic in any batch, on any CPU
             gen.manual_seed((self.first + i) % SEEDS)
             torch.randn(row.shape, generator=gen, out=row)
-        x = self.base[idx % len(self.base)].add_(z, alpha=self.sigma).clamp_(0.0, 1.0)  # Algorithm 2
+            row.mul_(self.sigma).add_(self.base[i % len(self.base)]).clamp_(0.0, 1.0)  # Algorithm 2
         return x.to(self.device)
 
     def __repr__(self) -> str:
