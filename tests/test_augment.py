@@ -33,6 +33,19 @@ def test_crop_is_a_shift_of_the_padded_image():
         assert any(torch.equal(padded[:, a : a + 8, b : b + 8], y[i]) for a in range(9) for b in range(9))
 
 
+def test_crop_takes_each_image_at_its_own_drawn_offset():
+    """The one-gather crop against the per-image slices it replaced, with the same two draws of offsets."""
+    x = torch.rand(16, 3, 10, 12)
+    y = random_crop(x, _gen(7), pad=4)
+    gen = _gen(7)
+    dy = torch.randint(0, 9, (16,), generator=gen).tolist()
+    dx = torch.randint(0, 9, (16,), generator=gen).tolist()
+    padded = torch.nn.functional.pad(x, (4, 4, 4, 4))
+    assert len(set(zip(dy, dx))) > 8  # the offsets differ between images
+    for i in range(16):  # a copy of pixels: exact
+        assert torch.equal(y[i], padded[i, :, dy[i] : dy[i] + 10, dx[i] : dx[i] + 12])
+
+
 def test_flip_flips_some_images_and_leaves_the_rest():
     x = torch.rand(64, 1, 4, 4)
     y = random_flip(x, _gen())

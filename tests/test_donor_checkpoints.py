@@ -149,3 +149,17 @@ def test_training_images_are_measured_only_when_the_space_asks(tmp_path, monkeyp
     calls.clear()
     assert donor_kind.run_donor(donor, ev, sweep_dir, torch.device("cpu"), train_accuracy=True)["skipped"]
     assert calls == []
+
+
+def test_training_numerics_join_the_donor_key_only_when_set():
+    plain, _ = _donor(epochs=1)
+    fast, splits = _donor(epochs=1, precision="bf16", channels_last=True)
+    assert (fast.precision, fast.channels_last) == ("bf16", True) and fast.donor_key != plain.donor_key
+    assert dataclasses.replace(fast, precision=None, channels_last=None).donor_key == plain.donor_key
+    assert _donor(epochs=1, precision="fp32", channels_last=False)[0].donor_key == plain.donor_key  # the defaults
+    model = train_donor(fast, splits, torch.device("cpu"))  # bf16 autocast on the CPU too
+    conv = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)][-1]  # many input channels
+    assert conv.weight.dtype == torch.float32 and conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    with pytest.raises(SpecError, match=r"^donors.plain_a.precision: expected one of"):
+        _donor(precision="fp16")

@@ -76,3 +76,52 @@ def test_quarter_gpu_trials_share_the_device_under_ray(tmp_path, write_space):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     trials = analysis.load_trials(tmp_path / "tiny")
     assert (trials["status"] == "done").all() and trials["device"].str.startswith("cuda").all()
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_a_captured_step_replays_the_eager_step(bf16):
+    """`GraphedStep` against eager steps on a copy of the same model and optimiser, batch by batch: the same
+    kernels on the same values, so each step's loss and the weights after the last agree to rounding (cuDNN's
+    backward may sum in another order; a small learning rate keeps 12 steps from amplifying it), through a
+    change of learning rate (captured again) and a smaller batch (eager). bf16 with channels-last: the
+    tolerance of bfloat16's 8-bit mantissa."""
+    from sweep.models.base import build
+    from sweep.train.loops import GraphedStep, autocast, optimiser_step
+    from sweep.train.optimizers import make_optimizer
+
+    cuda = torch.device("cuda")
+    torch.manual_seed(0)
+    model = build("resnet_tiny", 1, 10, (0.5,), (0.25,), image_size=28).to(cuda)
+    if bf16:
+        model = model.to(memory_format=torch.channels_last)
+    twin = copy.deepcopy(model)
+    opts = [make_optimizer("sgd_nesterov", m.parameters(), 0.01, 0.9, 1e-4) for m in (model, twin)]
+    ce = torch.nn.CrossEntropyLoss()
+    precision = "bf16" if bf16 else "fp32"
+
+    def loss_of(net, cache):
+        def loss(x, y):
+            with autocast(cuda, precision, cache=cache):
+                return ce(net(x), y)
+
+        return loss
+
+    step = GraphedStep(loss_of(model, False), opts[0], cuda)
+    gen = torch.Generator().manual_seed(1)
+    rel = 2e-2 if bf16 else 1e-4
+    for i in range(12):
+        n = 20 if i == 9 else 32
+        x = torch.rand(n, 1, 28, 28, generator=gen).to(cuda)
+        y = torch.randint(0, 10, (n,), generator=gen).to(cuda)
+        if bf16:
+            x = x.contiguous(memory_format=torch.channels_last)
+        if i == 7:
+            for o in opts:
+                o.param_groups[0]["lr"] = 0.001
+        got = step(x, y)
+        want = optimiser_step(opts[1], loss_of(twin, True)(x, y))
+        assert float(got) == pytest.approx(float(want), rel=rel), i
+    assert step.graph is not None and step.key[3] == (0.001,)  # captured, and again after the change of rate
+    for (name, a), b in zip(model.state_dict().items(), twin.state_dict().values()):
+        if a.is_floating_point():
+            torch.testing.assert_close(a, b, rtol=rel, atol=rel / 10, msg=name)

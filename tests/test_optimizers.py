@@ -90,9 +90,9 @@ def test_batch_steps_schedule_counts_optimiser_steps_as_the_authors_code(monkeyp
     rates = []
     original = donors_module.optimiser_step
 
-    def spy(opt, loss, where):
+    def spy(opt, loss):
         rates.append(opt.param_groups[0]["lr"])
-        return original(opt, loss, where)
+        return original(opt, loss)
 
     monkeypatch.setattr(donors_module, "optimiser_step", spy)
     donor = _donor(optimizer="sgd", lr_schedule="batch_steps_100_150", epochs=2, lr=0.05, batch_size=2)
@@ -100,3 +100,16 @@ def test_batch_steps_schedule_counts_optimiser_steps_as_the_authors_code(monkeyp
     train_donor(donor, splits, torch.device("cpu"))
     assert len(rates) == 200
     assert rates == pytest.approx([0.05] * 100 + [0.005] * 50 + [0.0005] * 50)
+
+
+def test_epoch_loss_is_the_size_weighted_mean_and_refuses_a_non_finite_batch():
+    from sweep.train.loops import DivergedError, EpochLoss
+
+    losses = EpochLoss("donor d, epoch 3")
+    for value, n in ((2.0, 128), (1.0, 128), (4.0, 44)):
+        losses.add(torch.tensor(value, dtype=torch.float32), n)
+    assert losses.mean() == pytest.approx((2.0 * 128 + 1.0 * 128 + 4.0 * 44) / 300, rel=1e-12)
+    losses.add(torch.tensor(float("nan")), 10)  # a later finite batch does not hide it
+    losses.add(torch.tensor(1.0), 10)
+    with pytest.raises(DivergedError, match=r"^donor d, epoch 3: loss became nan"):
+        losses.mean()

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 DONOR_OPTIMISER = {"optimizer": "sgd_nesterov", "momentum": 0.9, "weight_decay": 1e-4, "lr_schedule": "step"}
 
 NOISE_FIELDS = ("noise_sigma", "noise_train_per_class", "noise_test_per_class")
+DONOR_NUMERICS = {"precision": "fp32", "channels_last": False}  # a zoo donor's training step: the defaults
 
 # The version in every donor key. Kept apart from the results schema's version: a change of how trials or
 # rows are identified must not retrain the zoo. Bump it only when what shapes a donor's weights changes.
@@ -94,6 +95,10 @@ class DonorSpec:
     noise_sigma: float | None = None
     noise_train_per_class: int | None = None
     noise_test_per_class: int | None = None
+    # zoo donors: the training step's numerics (bf16 autocast, channels-last memory), None where the default
+    # (fp32, contiguous) holds; they change the weights' rounding, so they join the key when set
+    precision: str | None = None
+    channels_last: bool | None = None
 
     def optimiser(self) -> dict:
         """The resolved optimiser settings: {optimizer, momentum, weight_decay, lr_schedule}."""
@@ -123,7 +128,7 @@ class DonorSpec:
         fields.pop("path")  # a location, not content
         fields.pop("trust_pickle")  # how the file is read, not what it holds
         fields["data"].pop("test_size")  # evaluation only: it does not shape the weights
-        added_later = ("beta", "checkpoint_every", *DONOR_OPTIMISER, *NOISE_FIELDS, "salman_id")
+        added_later = ("beta", "checkpoint_every", *DONOR_OPTIMISER, *NOISE_FIELDS, "salman_id", *DONOR_NUMERICS)
         for added in added_later:  # added after the first release: unset, the old hashes hold
             if fields[added] is None:
                 fields.pop(added)
@@ -198,6 +203,8 @@ ZOO_OPTIONS = by_key(
         Option("augment", "string", (), many=True, choices=lambda: AUGMENTATIONS),
         Option("data", "mapping", None, nullable=True, fields=DATA_OPTIONS, doc="its own data section (cross-task)"),
         Option("checkpoint_every", "integer", None, low=1, nullable=True, doc="keep every N-th epoch's weights"),
+        Option("precision", "string", "fp32", choices=("fp32", "bf16"), doc="bf16: the training step autocast"),
+        Option("channels_last", "bool", False, doc="the training step in channels-last memory format"),
     )
 )
 
@@ -246,6 +253,7 @@ def parse_zoo_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, r
         augment=tuple(s.read(ZOO_OPTIONS["augment"])) if raw.get("augment") else (),
         checkpoint_every=s.read(ZOO_OPTIONS["checkpoint_every"]),
         **_optimiser_fields(s, path),
+        **{k: None if (v := s.read(ZOO_OPTIONS[k])) == default else v for k, default in DONOR_NUMERICS.items()},
     )
 
 

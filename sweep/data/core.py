@@ -252,9 +252,12 @@ def fingerprint(splits: Splits) -> str:
 
 
 def batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.Generator | None = None):
-    """Yield (x, y) mini-batches; shuffled when a generator is given."""
+    """Yield (x, y) mini-batches; shuffled when a generator is given. The order is drawn on the CPU (the same on
+    every device) and moved to the data's device once per epoch, not once per batch: indexing a GPU tensor with a
+    CPU index copies the index first and waits for the device."""
     n = len(y)
     order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
+    on_x = order.to(x.device) if isinstance(x, torch.Tensor) else order
+    on_y = on_x if on_x.device == y.device else order.to(y.device)
     for i in range(0, n, batch_size):
-        idx = order[i : i + batch_size]
-        yield x[idx], y[idx]
+        yield x[on_x[i : i + batch_size]], y[on_y[i : i + batch_size]]

@@ -33,7 +33,15 @@ from sweep.stitching.declared import Objective, register_objective  # noqa: F401
 from sweep.stitching.stitcher import positions
 from sweep.train.attacks import pgd_linf, trades_linf, trades_loss
 from sweep.train.evaluate import accuracy, predict
-from sweep.train.loops import DivergedError, autocast, float32_value, optimiser_step, schedule_step, to_device
+from sweep.train.loops import (
+    DivergedError,
+    EpochLoss,
+    autocast,
+    float32_value,
+    optimiser_step,
+    schedule_step,
+    to_device,
+)
 from sweep.train.optimizers import make_optimizer, make_schedule
 
 __all__ = [
@@ -164,16 +172,15 @@ def _fit_by_gradient(
     else:
         train_x, val_x, net = ctx.splits.train_x, ctx.splits.val_x, ctx.stitched
     for epoch in range(1, spec.epochs + 1):
-        total, n = 0.0, 0
+        losses = EpochLoss(f"{spec.objective}, epoch {epoch}")
         for xb, yb in batches(train_x, ctx.splits.train_y, spec.batch_size, gen):
             xb, yb = to_device(xb, ctx.device, spec.channels_last), yb.to(ctx.device)
             with autocast(ctx.device, spec.precision):
                 loss = batch_loss(xb, yb, gen)
-            total += optimiser_step(opt, loss, f"{spec.objective}, epoch {epoch}") * len(yb)
-            n += len(yb)
+            losses.add(optimiser_step(opt, loss), len(yb))
             schedule_step(sched, "batch")
         schedule_step(sched, "epoch")
-        train_loss = float32_value(total / n)
+        train_loss = float32_value(losses.mean())
         ctx.curves.append((epoch, "train_loss", train_loss))
         if ctx.report is not None and time.monotonic() - last_beat >= HEARTBEAT_S:  # alive, not chatty
             ctx.report({"phase": "fit", "epoch": epoch, "epochs": spec.epochs, "train_loss": train_loss})

@@ -21,7 +21,15 @@ from sweep.registry import TRAINING_METHODS
 from sweep.results import Loc, load_torch, save_torch
 from sweep.train.attacks import trades_linf, trades_loss
 from sweep.train.declared import TrainingMethod
-from sweep.train.loops import float32_value, optimiser_step, schedule_step
+from sweep.train.loops import (
+    EpochLoss,
+    GraphedStep,
+    autocast,
+    float32_value,
+    optimiser_step,
+    schedule_step,
+    to_device,
+)
 from sweep.train.optimizers import make_optimizer, make_schedule
 from sweep.train.threats import attack, craft
 
@@ -75,6 +83,9 @@ def train_donor(
     model = build(
         donor.arch, splits.in_channels, splits.num_classes, splits.mean, splits.std, image_size=splits.image_size
     ).to(device)
+    precision, channels_last = donor.precision or "fp32", bool(donor.channels_last)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
     o = donor.optimiser()
     opt = make_optimizer(o["optimizer"], model.parameters(), donor.lr, o["momentum"], o["weight_decay"])
     sched = make_schedule(o["lr_schedule"], opt, donor.epochs)
@@ -82,18 +93,24 @@ def train_donor(
     method = TRAINING_METHODS.get_entry(donor.training)
     history: list[list] = []  # [epoch, metric, value]: the donor's training curves
     start = _resume(workdir, donor, model, opt, sched, gen, device, progress, history)
+
+    def batch_loss(xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        with autocast(device, precision, cache=not captured):
+            return method.loss(model, xb, yb, donor, gen)
+
+    # a loss of the batch alone (no attack drawing from the generator) is replayed from a CUDA graph on a GPU
+    captured = device.type == "cuda" and not method.fields
+    step = GraphedStep(batch_loss, opt, device) if captured else (lambda x, y: optimiser_step(opt, batch_loss(x, y)))
     for epoch in range(start, donor.epochs + 1):
-        total, n = 0.0, 0
+        losses = EpochLoss(f"donor {donor.name}, epoch {epoch}")
         for xb, yb in batches(splits.train_x, splits.train_y, donor.batch_size, gen):
             if donor.augment:
                 xb = augment(xb, donor.augment, gen)
-            xb, yb = xb.to(device), yb.to(device)
-            loss = method.loss(model, xb, yb, donor, gen)
-            total += optimiser_step(opt, loss, f"donor {donor.name}, epoch {epoch}") * len(yb)
-            n += len(yb)
+            xb, yb = to_device(xb, device, channels_last), yb.to(device)
+            losses.add(step(xb, yb), len(yb))
             schedule_step(sched, "batch")
         schedule_step(sched, "epoch")
-        metrics = {"train_loss": float32_value(total / n), **validation(model, splits, donor, method, device)}
+        metrics = {"train_loss": float32_value(losses.mean()), **validation(model, splits, donor, method, device)}
         history.extend([epoch, k, v] for k, v in metrics.items())
         if workdir is not None:
             _keep(workdir, donor, epoch, model, opt, sched, gen, history)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -37,20 +39,98 @@ def float32_value(x: float) -> float:
     return float(str(np.float32(x)))
 
 
-def optimiser_step(opt: torch.optim.Optimizer, loss: torch.Tensor, where: str) -> float:
-    """Backpropagate `loss` and step, refusing a non-finite loss; returns the loss value."""
-    value = loss.item()
-    if not torch.isfinite(loss):
-        raise DivergedError(f"{where}: loss became {value}")
+def optimiser_step(opt: torch.optim.Optimizer, loss: torch.Tensor) -> torch.Tensor:
+    """Backpropagate `loss` and step; returns the loss, detached. It does not read the loss's value: reading it
+    (`.item()`, `float()`, or `if` on a tensor) waits for the device, once per step. `EpochLoss` sums the losses on
+    the device and refuses a non-finite one when the epoch's mean is read."""
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
-    return value
+    return loss.detach()
 
 
-def autocast(device: torch.device, precision: str):
-    """bf16 autocast on `device` when `precision` is "bf16"; a no-op context for "fp32"."""
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+class EpochLoss:
+    """The mean of an epoch's batch losses, weighted by batch size, summed in float64 where the losses are (on
+    the device: nothing waits for it until `mean` reads the sum, once an epoch)."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.total: torch.Tensor | None = None
+        self.n = 0
+
+    def add(self, loss: torch.Tensor, n: int) -> None:
+        value = loss.detach().double() * n
+        self.total = value if self.total is None else self.total + value
+        self.n += n
+
+    def mean(self) -> float:
+        """The epoch's mean loss; `DivergedError` when some batch's loss was NaN or infinite (the sum is then
+        non-finite too: steps after it ran, and the trial fails at the epoch's end instead of at that step)."""
+        value = float(self.total) / self.n if self.n else math.nan
+        if not math.isfinite(value):
+            raise DivergedError(f"{self.where}: loss became {value}")
+        return value
+
+
+def autocast(device: torch.device, precision: str, cache: bool = True):
+    """bf16 autocast on `device` when `precision` is "bf16"; a no-op context for "fp32". `cache=False` inside a
+    captured CUDA graph (autocast's cache of cast weights must not outlive the capture)."""
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16",
+                          cache_enabled=cache)  # fmt: skip
+
+
+class GraphedStep:
+    """A training step (`loss_fn(x, y)`, its backward and the optimiser's step) captured once as a CUDA graph
+    and replayed for every later batch of the same shape: at 28-32 px a ResNet-18 step is a few hundred small
+    kernels, and launching them from Python took longer than running them (10 ms a step on an H200 whatever the
+    precision, `tests/benchmarks/donor_step.py`). The batch is copied into the graph's own input tensors; a batch
+    of another shape (an epoch's last) runs eagerly. The first `WARMUP` full batches run eagerly on a side stream
+    (the optimiser's state and cuDNN's choices exist before capture), and a change of learning rate (a step
+    schedule) captures again, since the graph holds the rate it was captured with. On a CPU every step is eager.
+    The arithmetic is the eager step's, kernel for kernel; only when it is launched differs."""
+
+    WARMUP = 3
+
+    def __init__(self, loss_fn, opt: torch.optim.Optimizer, device: torch.device):
+        self.loss_fn, self.opt = loss_fn, opt
+        self.enabled = device.type == "cuda"
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.key: tuple | None = None
+        self.eager_steps = 0
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return optimiser_step(self.opt, self.loss_fn(x, y))
+        key = (x.shape, x.stride(), y.shape, tuple(g["lr"] for g in self.opt.param_groups))
+        if self.graph is not None and key[:3] != self.key[:3]:
+            return optimiser_step(self.opt, self.loss_fn(x, y))  # another shape: eagerly
+        if self.graph is None and self.eager_steps < self.WARMUP:
+            self.eager_steps += 1
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                loss = optimiser_step(self.opt, self.loss_fn(x, y))
+            torch.cuda.current_stream().wait_stream(side)
+            return loss
+        if key != self.key:
+            self._capture(x, y)
+            self.key = key
+        self.x.copy_(x)
+        self.y.copy_(y)
+        self.graph.replay()
+        return self.loss
+
+    def _capture(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.graph = None  # the previous graph's memory goes back first
+        self.x, self.y = x.clone(), y.clone()  # clone keeps x's memory format (channels-last)
+        self.opt.zero_grad(set_to_none=True)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            loss = self.loss_fn(self.x, self.y)
+            loss.backward()
+            self.opt.step()
+            self.loss = loss.detach()
+        self.graph = graph
 
 
 def to_device(x: torch.Tensor, device: torch.device, channels_last: bool = False) -> torch.Tensor:

@@ -1,10 +1,11 @@
 """The GPU path in one script, for a short lease of a GPU machine (under ten minutes; the machine is offline
-and bare): the GPU tests, a cost profile of the card for every shipped space's shapes, DM and TLM trials of
-the ResNet-18 space of Balogh & Jelasity 2025 Table 1 (`search_spaces/tlm_vs_dm_cifar10.yaml`) on
-CIFAR-10-shaped data, fp32 against bf16 + channels-last, and four DM trials sharing the card as four workers
-(what `gpus_per_trial: 0.25` schedules) against one after the other. The steps run in that order of value
-and stop at `--budget-s`, saying what they skipped; the profile is written before any trial, then the peak device
-memory of every-layer CKA of two WRN-28-10s at batches of 1,024 (`cka_modules_memory.py`). The cost
+and bare), in order of value: the GPU tests; Balogh & Jelasity 2023's h_N4 donor at the paper's recipe through
+the engine when `--fmnist` names Fashion-MNIST's files (`paper_donor.py`, stopping itself at its budget); a
+cost profile of the card for every shipped space's shapes; the peak device memory of every-layer CKA of two
+WRN-28-10s at batches of 1,024 (`cka_modules_memory.py`); DM and TLM trials of the ResNet-18 space of Balogh &
+Jelasity 2025 Table 1 (`search_spaces/tlm_vs_dm_cifar10.yaml`) on CIFAR-10-shaped data, fp32 against bf16 +
+channels-last; and four DM trials sharing the card as four workers (what `gpus_per_trial: 0.25` schedules)
+against one after the other. Each step starts only within `--budget-s`, and a skipped one is named. The cost
 model's prediction from the profile needs no GPU: `stitchsweep plan SPACE --estimate --costs profile.json`.
 
 Speed does not depend on pixel values or on how well a network is trained, so the data are random images
@@ -13,7 +14,7 @@ donors are freshly initialised ResNet-18s written into the zoo. Everything goes 
 first). On a machine without CUDA, `--quick` runs the same steps at toy sizes on the CPU (how the script is
 checked where no GPU is lent).
 
-    python tests/benchmarks/gpu_path.py --out $OUT --epochs 2     # on the GPU machine
+    python tests/benchmarks/gpu_path.py --out $OUT --work /tmp/gp --epochs 2 --fmnist FMNIST_ROOT   # on the GPU
     .venv/bin/python tests/benchmarks/gpu_path.py --quick --out /tmp/gpu_path   # plumbing check, CPU
 """
 
@@ -40,6 +41,12 @@ def log(out: Path, line: str) -> None:
     print(line, flush=True)
     with open(out / "gpu_path.txt", "a") as fh:
         fh.write(line + "\n")
+
+
+def with_repo() -> dict:
+    """The environment for a child process: the bare machine runs the repository uninstalled, beside the
+    wheels carried to it (already on PYTHONPATH)."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
 
 
 def write_cifar(root: Path, train: int, test: int) -> None:
@@ -178,6 +185,8 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=480, help="start no step after this many seconds")
     ap.add_argument("--sharing-only", action="store_true", help="only the shared-device comparison")
     ap.add_argument("--work", default=None, help="the data and results (default: --out; large)")
+    ap.add_argument("--fmnist", default=None, help="a root holding FashionMNIST/raw/*.gz: train h_N4 (paper_donor.py)")
+    ap.add_argument("--donor-budget-s", type=float, default=330, help="the h_N4 step's own budget")
     args = ap.parse_args()
     t_start = time.perf_counter()
     out = Path(args.out)
@@ -203,10 +212,19 @@ def main() -> None:
         pytest = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-k", "not ray", "tests/test_gpu.py"]
         tests = subprocess.run(pytest, cwd=REPO)
         log(out, f"GPU tests: exit {tests.returncode}")
+    # the first number at a paper's scale: Balogh & Jelasity 2023 Table 1's h_N4 (ResNet-18, Fashion-MNIST,
+    # 200 epochs) trained through the engine; it stops itself when its projected end passes its budget
+    if not args.sharing_only and args.fmnist and left("h_N4 at the paper's recipe (paper_donor.py)", 60):
+        budget = min(args.donor_budget_s, args.budget_s - (time.perf_counter() - t_start))
+        donor = [sys.executable, str(REPO / "tests/benchmarks/paper_donor.py"), "--out", str(out),
+                 "--data-root", args.fmnist, "--budget-s", f"{budget:.0f}", "--device", args.device,
+                 "--results", str(Path(args.work or out) / "donor_results")]  # fmt: skip
+        done = subprocess.run(donor + (["--quick"] if args.quick else []), env=with_repo())
+        log(out, f"paper_donor.py: exit {done.returncode} at {time.perf_counter() - t_start:.0f} s")
     name = card.replace(" ", "-").lower()
     calibrate = [sys.executable, str(REPO / "tests/benchmarks/calibrate.py"), "--device", args.device,
                  "--name", name, "--hardware", card, "--out", str(out / "profile.json")]  # fmt: skip
-    if not args.sharing_only:
+    if not args.sharing_only and left("the cost profile (calibrate.py)", 20):
         subprocess.run(calibrate + ([str(SPACE)] if args.quick else []), check=True)
         log(out, f"profile written at {time.perf_counter() - t_start:.0f} s")
 
@@ -215,7 +233,7 @@ def main() -> None:
     if not args.sharing_only and left("every-layer CKA memory at batches of 1,024"):
         sizes = ["--images", "16", "--batch", "8"] if args.quick else ["--images", "2048", "--batch", "1024"]
         cka = [sys.executable, str(REPO / "tests/benchmarks/cka_modules_memory.py"), "--ways", "hooks", *sizes]
-        env = dict(os.environ, PYTHONPATH=str(REPO))  # the bare machine runs the repository uninstalled
+        env = with_repo()
         done = subprocess.run(cka + ["--size", "32", "--device", args.device], capture_output=True, text=True, env=env)
         log(out, f"every-layer CKA: {done.stdout.strip() or done.stderr.strip()[-2000:]}")
 
