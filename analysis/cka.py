@@ -165,13 +165,19 @@ def diagonal_chart(diag: pd.DataFrame) -> alt.FacetChart:
 
 def transfer_matrix(similarity: pd.DataFrame) -> pd.DataFrame:
     """Cianfarani et al. Fig. 5a: the accuracy of each target (B) on each source's adversarial examples (units
-    where B sees examples crafted against another donor), sources as rows."""
+    where B sees examples crafted against another donor), sources as rows; on the diagonal, each source's
+    accuracy on its own adversarial examples (white-box: A's accuracy in the units where A is the source and
+    sees them)."""
     d = done(similarity)
     d = d[(d["b_inputs"] == "adversarial") & d["attack_source"].notna() & (d["attack_source"] != d["b"])]
     if d.empty:
         return pd.DataFrame()
     first = d.drop_duplicates("unit_id")
-    return first.pivot_table(index="attack_source", columns="b", values="b_acc", aggfunc="mean").reset_index()
+    cells = first[["attack_source", "b", "b_acc"]].rename(columns={"b_acc": "acc"})
+    own = first[(first["a_inputs"] == "adversarial") & (first["a"] == first["attack_source"])]
+    white_box = pd.DataFrame({"attack_source": own["a"], "b": own["a"], "acc": own["a_acc"]})
+    table = pd.concat([cells, white_box]).pivot_table(index="attack_source", columns="b", values="acc", aggfunc="mean")
+    return table.reset_index()
 
 
 def _groups(training: pd.DataFrame) -> pd.DataFrame:

@@ -160,6 +160,7 @@ def test_the_report_draws_the_cka_matrices_curves_and_transfer_table(trained, tm
     assert len(written) == len(matrices[matrices["status"] == "done"])
     table = __import__("pandas").read_csv(tmp_path / "report" / "transfer_matrix.csv").set_index("attack_source")
     assert table.loc["zoo:plain_a", "zoo:plain_b"] == pytest.approx(transfer)
+    assert table.loc["zoo:plain_a", "zoo:plain_a"] == pytest.approx(white_box)  # the white-box diagonal
 
 
 @pytest.mark.parametrize("measure", ["opd", "svcca"])
