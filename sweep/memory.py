@@ -14,7 +14,9 @@ how `sweep.measures.similarity` computes it:
 - the DM distance: its fit, the pseudo-inverse of K images' per-position rows (4 copies of that matrix), then
   its test pass in chunks of rows;
 - anything else (`pwcca` on pooled rows, `cka`/`opd` with fewer features than rows): float64 copies of the
-  whole matrix (PWCCA: 6 per side).
+  whole matrix (PWCCA: 6 per side);
+- SVCCA (the similarity kind's `measure: svcca`): each side's thin SVD (3 float64 copies of its matrix), then
+  PWCCA's form on the at most min(rows, p) leading directions.
 
 The CKA units of the similarity kinds (`similarity`, `training_similarity`) are sized too: the minibatch
 estimator holds one batch's live activations of one network (`LIVE` of its largest activation, measured), a
@@ -84,6 +86,9 @@ def index_numbers(name: str, rows: int, pa: int, pb: int) -> int:
         return 7 * rows**2 + _gram_chunk(rows, max(pa, pb)) if wide else _whole(rows, pa, pb, 3)
     if name == "pwcca":
         return _whole(rows, pa, pb, 6) + 2 * rows * min(rows, pa)
+    if name == "svcca":  # each side's SVD (a float64 copy, its centring, the thin SVD's factors), then CCA on
+        # the leading directions, at most min(rows, p) of them: never a p x p matrix
+        return 3 * rows * (pa + pb) + _whole(rows, min(rows, pa), min(rows, pb), 6)
     if name == "rank":
         p = max(pa, pb)
         return 3 * rows**2 + _gram_chunk(rows, p) if rows < p else 3 * min(rows, ROW_CHUNK) * p + 2 * p * p
@@ -259,8 +264,7 @@ def _products(a: list[int], b: list[int]) -> int:
 
 def similarity_need(spec) -> Need | None:
     """A similarity unit's CKA (minibatch on `batch_size` images at a time, or full on all `images`), or its
-    OPD or SVCCA (every point's activations held, and the widest pair's whole-matrix form: SVCCA's SVDs and
-    CCA counted as PWCCA's copies)."""
+    OPD or SVCCA (every point's activations held, and the widest pair's workspace: `index_numbers`)."""
     if spec.measure not in ("cka", "opd", "svcca"):
         return None
     big_a, sizes_a = _network(spec.a_arch, spec.dataset, spec.a_points)
@@ -278,7 +282,7 @@ def similarity_need(spec) -> Need | None:
     def whole(n: int) -> int:  # a forward of a batch, and the products or every point's activations held
         forward = int(ALLOCATOR * F32 * LIVE * min(n, CKA_BATCH) * max(big_a, big_b))
         if spec.measure != "cka":
-            name = "opd" if spec.measure == "opd" else "pwcca"
+            name = spec.measure
             pair = ShapePair((max(sizes_a),), (max(sizes_b),), {name: "flatten"})
             return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + pair.index_bytes(name, n)
         if cka_streams(n, sizes_a, sizes_b):

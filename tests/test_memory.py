@@ -135,3 +135,11 @@ def test_representation_tests_size_their_probes_and_tsne_its_points():
         held = sum(a.numel() * 4 for a in features(net, tsne.points)(torch.rand(64, 1, 28, 28)))
     assert memory.embedding_need(tsne).bytes >= held
     assert memory.embedding_need(dataclasses.replace(tsne, images=128)).bytes > memory.embedding_need(tsne).bytes
+
+
+def test_svcca_on_wide_matrices_grows_with_the_features_not_their_square():
+    """SVCCA works on each side's thin SVD: with more features than images, doubling the features about doubles
+    its workspace (a p x p form, as PWCCA's, would quadruple it; measured: tests/benchmarks/svcca_memory.py)."""
+    one, two = (memory.index_numbers("svcca", 1_000, p, p) for p in (50_000, 100_000))
+    assert 1.9 * one < two < 2.1 * one
+    assert memory.index_numbers("pwcca", 1_000, 100_000, 100_000) > 10 * two
