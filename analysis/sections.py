@@ -236,6 +236,14 @@ TABLES = [
         csv="noise_first_point.csv",
     ),
     TableSection(
+        "Stitching from noise: stitcher and noise initialisations (Smith & Marcu 2024 C.2)",
+        lambda d: senders.noise_initialisations(d.trials),
+        "Noise senders with their own seed: the stitched accuracy over stitcher initialisations on one noise"
+        " dataset, and over noise datasets with one initialisation (the paper: 40-80% over initialisations).",
+        csv="noise_initialisations.csv",
+        md="noise_initialisations.md",
+    ),
+    TableSection(
         "Accuracy of each model type on its own test set (Smith & Marcu 2024 Table C2)",
         lambda d: senders.own_accuracy_table(d.trials, d.donors),
         "Mean over the type's initialisations.",

@@ -24,6 +24,8 @@ def _typed(trials: pd.DataFrame) -> pd.DataFrame:
     if trials.empty or "rank_receiver" not in trials or trials["rank_receiver"].isna().all():
         return trials.iloc[0:0]
     d = trials[(trials["status"] == "done") & trials["rank_receiver"].notna()]
+    if "noise_seed" in d:  # noise with its own seed: C.2's investigation, tabulated apart (`noise_initialisations`)
+        d = d[d["noise_seed"].isna()]
     noise = d["noise_sigma"].notna() if "noise_sigma" in d else pd.Series(False, index=d.index)
     # the baseline: the receiver on the trial's own test images (older rows: its donors-table accuracy) ...
     baseline = d["receiver_acc"] if "receiver_acc" in d else pd.Series(float("nan"), index=d.index)
@@ -210,3 +212,24 @@ def own_accuracy(donors: pd.DataFrame) -> pd.DataFrame:
         .agg(acc=("clean_acc", "mean"), initialisations=("donor", "nunique"))
         .rename(columns={"dataset": "model"})
     )
+
+
+def noise_initialisations(trials: pd.DataFrame) -> pd.DataFrame:
+    """Smith & Marcu C.2's investigation: the stitched accuracy of noise senders that have their own seed
+    (`noise: {seed: N}`), per receiver and point, over the stitcher's initialisations on one noise dataset (the
+    trials of the lowest noise seed, one per trial seed) and over noise datasets with one initialisation (the
+    trials of the lowest trial seed, one per noise seed): runs, min, mean and max of each."""
+    if trials.empty or "noise_seed" not in trials:
+        return pd.DataFrame()
+    d = trials[(trials["status"] == "done") & trials["noise_seed"].notna()]
+    rows = []
+    for (receiver, point), g in d.groupby(["end", "front_point"], sort=False):
+        one_noise = g[g["noise_seed"] == g["noise_seed"].min()]
+        one_init = g[g["seed"] == g["seed"].min()]
+        for varied, sub in (("stitcher initialisation", one_noise), ("noise dataset", one_init)):
+            acc = sub["clean_acc"]
+            rows.append(
+                dict(receiver=receiver, point=point, varied=varied, runs=len(sub), min_acc=acc.min(),
+                     mean_acc=acc.mean(), max_acc=acc.max())
+            )  # fmt: skip
+    return pd.DataFrame(rows)

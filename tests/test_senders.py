@@ -99,3 +99,27 @@ def test_section_4_2_is_its_own_block_and_compares_with_the_receiver_on_its_own_
     table = senders.first_point_table(trials, DONORS).set_index(["stitched_on", "sender"])
     assert table.loc[("colour_only", "colour_only"), "receiver rgb"] == 1.0
     assert pd.isna(table.loc[("corr", "colour"), "receiver rgb"])  # not mixed into the Correlated block
+
+
+def test_noise_initialisations_separate_the_stitchers_and_the_noise_datasets_spread():
+    """C.2's investigation: trials of noise senders with their own seed, one receiver and point. Stitcher seeds
+    0-2 on noise seed 0 (0.4, 0.8, 0.6) and noise seeds 0-2 on stitcher seed 0 (0.4, 0.5, 0.7); an unseeded
+    noise trial is not among them, and the seeded ones stay out of the sender figures."""
+
+    def run(tid, seed, noise_seed, acc):
+        row = _trial(tid, "corr", "digit", "p1", 1, acc, 10, 20, noise=0.1)
+        return dict(row, seed=seed, noise_seed=noise_seed)
+
+    trials = pd.DataFrame(
+        [run("s0", 0, 0, 0.4), run("s1", 1, 0, 0.8), run("s2", 2, 0, 0.6), run("n1", 0, 1, 0.5),
+         run("n2", 0, 2, 0.7), run("plain", 0, None, 0.99)]
+    )  # fmt: skip
+    table = senders.noise_initialisations(trials).set_index("varied")
+    inits, noise = table.loc["stitcher initialisation"], table.loc["noise dataset"]
+    assert inits["runs"] == 3 and (inits["min_acc"], inits["max_acc"]) == (0.4, 0.8)
+    assert inits["mean_acc"] == pytest.approx(0.6)
+    assert noise["runs"] == 3 and (noise["min_acc"], noise["max_acc"]) == (0.4, 0.7)
+    assert noise["mean_acc"] == pytest.approx((0.4 + 0.5 + 0.7) / 3)
+    points = senders.by_point(trials, DONORS)
+    at_p1 = points[(points["sender"] == "noise") & (points["front_point"] == "p1")]
+    assert len(at_p1) == 1 and at_p1["runs"].iloc[0] == 1 and at_p1["acc_max"].iloc[0] == 0.99  # the unseeded

@@ -2,10 +2,14 @@
 modules, with the shapes the paper states, and the linear stitcher that vector points (the pooled features
 before a classifier) need."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
 
+from sweep.config.errors import SpecError
+from sweep.config.space import parse_space
 from sweep.models.base import ARCHITECTURES, build, split
 from sweep.stitching.stitcher import StitchedNet, Stitcher
 
@@ -338,3 +342,34 @@ def test_noise_into_a_receiver_trained_on_other_data_uses_the_receivers_accuracy
     on_digits = float((predict(receiver, digits.test_x, torch.device("cpu")) == digits.test_y).float().mean())
     assert row["receiver_acc"] == pytest.approx(on_digits)
     assert row["relative_acc"] == pytest.approx(row["clean_acc"] / on_digits)
+
+
+def test_a_noise_sender_with_its_own_seed_keeps_its_samples_across_the_blocks_seeds():
+    """Smith & Marcu C.2 tries several stitcher initialisations on one noise dataset and several noise datasets:
+    `noise: {seed: N}` fixes the samples while a block's seeds vary the stitcher; without it the seeds vary both."""
+    from sweep.kinds.stitch import noise_draw_seed
+
+    from .conftest import TINY_SPACE
+
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"]["drawn"] = {"noise": {"train_per_class": 60, "test_per_class": 40}}
+    space["donors"]["fixed"] = {"noise": {"train_per_class": 60, "test_per_class": 40, "seed": 5}}
+    space["stitching"] = {
+        "pairs": [{"front": "noise:drawn", "end": "zoo:plain_a"}, {"front": "noise:fixed", "end": "zoo:plain_a"}],
+        "stitch_points": ["layer1.0", "layer3.1"],
+        "objectives": ["tlm"],
+        "seeds": [0, 1],
+    }
+    sweep = parse_space(space)
+    assert sweep.donors["fixed"].donor_key != sweep.donors["drawn"].donor_key
+    draws = {}
+    for t in sweep.trials:
+        draws.setdefault((t.front, t.front_point), {})[t.seed] = noise_draw_seed(t)
+        assert t.noise_seed == (5 if t.front == "noise:fixed" else None)
+    for (front, point), by_seed in draws.items():
+        same = by_seed[0] == by_seed[1]
+        assert same == (front == "noise:fixed"), (front, point)
+    assert draws[("noise:fixed", "layer1.0")][0] != draws[("noise:fixed", "layer3.1")][0]  # per point, still
+    with pytest.raises(SpecError, match=r"^donors.fixed.noise.seed: expected an integer >= 0"):
+        space["donors"]["fixed"]["noise"]["seed"] = -1
+        parse_space(space)

@@ -70,6 +70,7 @@ DESCRIPTIONS = {
     "noise_sigma": "noise sender: standard deviation of the noise around each class's base activation",
     "noise_train_per_class": "noise sender: training samples per class",
     "noise_test_per_class": "noise sender: test samples per class",
+    "noise_seed": "noise sender: the samples' own seed (null: drawn from the trial's seed)",
     # evaluation settings
     "attack": "the robust-accuracy attacks, '+'-joined (AutoAttack components)",
     "eps": "the robust-accuracy attack's L-inf radius, pixels in [0, 1]",

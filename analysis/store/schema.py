@@ -84,6 +84,7 @@ _TRIAL_HEAD = [
     ("noise_sigma", pa.float64()),
     ("noise_train_per_class", pa.int64()),
     ("noise_test_per_class", pa.int64()),
+    ("noise_seed", pa.int64()),  # the samples' own seed (null: the trial's seed drew them)
     ("params", pa.string()),  # the objective's own parameters, a JSON object (null: it declares none)
     ("permutations", pa.int32()),  # the indices' permutation null: shuffles of the target's images (0: none)
     # metrics

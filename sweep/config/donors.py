@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # decay 1e-4, lr / 10 at 1/3 and 2/3 of the epochs).
 DONOR_OPTIMISER = {"optimizer": "sgd_nesterov", "momentum": 0.9, "weight_decay": 1e-4, "lr_schedule": "step"}
 
-NOISE_FIELDS = ("noise_sigma", "noise_train_per_class", "noise_test_per_class")
+NOISE_FIELDS = ("noise_sigma", "noise_train_per_class", "noise_test_per_class", "noise_seed")
 DONOR_NUMERICS = {"precision": "fp32", "channels_last": False}  # a zoo donor's training step: the defaults
 
 # The version in every donor key. Kept apart from the results schema's version: a change of how trials or
@@ -95,6 +95,7 @@ class DonorSpec:
     noise_sigma: float | None = None
     noise_train_per_class: int | None = None
     noise_test_per_class: int | None = None
+    noise_seed: int | None = None  # the samples' own seed; None: drawn from each trial's seed
     # zoo donors: the training step's numerics (bf16 autocast, channels-last memory), None where the default
     # (fp32, contiguous) holds; they change the weights' rounding, so they join the key when set
     precision: str | None = None

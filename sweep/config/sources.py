@@ -216,6 +216,15 @@ NOISE_OPTIONS = by_key(
         Option("sigma", "number", 0.1, low=0.0, doc="the noise around each class's base activation"),
         Option("train_per_class", "integer", 6000, low=1, doc="Algorithm 2: 6,000 training samples per class"),
         Option("test_per_class", "integer", 1000, low=1, doc="Algorithm 2: 1,000 test samples per class"),
+        Option(
+            "seed",
+            "integer",
+            None,
+            low=0,
+            nullable=True,
+            doc="the samples' own seed, whatever the trial's (null: drawn from the trial's seed, so a stitching "
+            "block's seeds vary the samples and the stitcher's initialisation together)",
+        ),
     )
 )
 
@@ -285,7 +294,7 @@ for _source in (
         None,
         lambda d: (
             f"clustered noise sigma={d.noise_sigma:g}, {d.noise_train_per_class}/{d.noise_test_per_class}"
-            " samples per class"
+            " samples per class" + (f", seed {d.noise_seed}" if d.noise_seed is not None else "")
         ),
         network=False,
         options={"noise": Option("noise", "mapping", None, nullable=True, fields=NOISE_OPTIONS)},

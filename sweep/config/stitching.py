@@ -277,6 +277,6 @@ def _trial(
         front_eval=DonorEval.of(tdata if front.data.dataset == tdata.dataset else front.data, evaluation)
         if front.network
         else None,
-        **{f"noise_{k}": getattr(front, f"noise_{k}") for k in ("sigma", "train_per_class", "test_per_class")},
+        **{f"noise_{k}": getattr(front, f"noise_{k}") for k in ("sigma", "train_per_class", "test_per_class", "seed")},
         end_eval=DonorEval.of(tdata if end.data.dataset == tdata.dataset else end.data, evaluation),
     )

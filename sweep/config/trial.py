@@ -85,6 +85,7 @@ class TrialSpec:
     noise_sigma: float | None = field(default=None, compare=False)
     noise_train_per_class: int | None = field(default=None, compare=False)
     noise_test_per_class: int | None = field(default=None, compare=False)
+    noise_seed: int | None = field(default=None, compare=False)
 
     # Not part of the identity: labels (the donors' names: front_key / end_key identify them), layout
     # bookkeeping, and settings that do not change the maths (channels_last is a memory format).
@@ -104,6 +105,7 @@ class TrialSpec:
         "noise_sigma",
         "noise_train_per_class",
         "noise_test_per_class",
+        "noise_seed",
     )
 
     def _options(self) -> str:

@@ -253,6 +253,12 @@ def refit(spec: TrialSpec, sweep: SweepDir, device: torch.device, data_root=None
     return p
 
 
+def noise_draw_seed(spec: TrialSpec) -> int:
+    """The seed a noise trial's samples are drawn from: the sender's own (`noise: {seed: N}`), else the trial's,
+    with the receiver and the point (the paper regenerates the noise at every stitch point)."""
+    return noise_seed(spec.seed if spec.noise_seed is None else spec.noise_seed, spec.end_key, spec.end_point)
+
+
 def _noise(spec: TrialSpec, p: _Parts, images: Splits, device: torch.device) -> Splits:
     """The noise sender's samples for this trial: shaped like the receiver's activation at the point, drawn
     per batch as they are read unless a part fits the worker's memory budget (the same samples either way)."""
@@ -265,7 +271,7 @@ def _noise(spec: TrialSpec, p: _Parts, images: Splits, device: torch.device) -> 
         spec.noise_train_per_class,
         spec.noise_test_per_class,
         spec.val_size,
-        noise_seed(spec.seed, spec.end_key, spec.end_point),
+        noise_draw_seed(spec),
         keep_bytes=worker_cache().settings.budget,
     ).to(device)
 

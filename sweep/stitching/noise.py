@@ -26,7 +26,8 @@ SEEDS = 2**32  # torch's CPU generator (MT19937) takes the low 32 bits of a seed
 
 
 def noise_seed(seed: int, receiver_key: str, point: str) -> int:
-    """The generator seed of one (trial seed, receiver, point)."""
+    """The generator seed of one (seed, receiver, point): the seed is the trial's, or the sender's own
+    (`noise: {seed: N}`), which holds the samples fixed across a block's seeds (stitcher initialisations)."""
     digest = hashlib.sha256(f"noise|{seed}|{receiver_key}|{point}".encode()).hexdigest()
     return int(digest[:15], 16)
 
