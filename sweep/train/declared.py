@@ -115,20 +115,27 @@ class TrainingMethod:
     fields: frozenset[str]  # the adversarial donor fields it reads
     description: str
     threat: str = "linf"  # the threat model of its attack (`THREATS`): what `eps` means
+    # its loss reads only the batch and the model (no generator, no host values): on a GPU the engine may
+    # replay its training step from a CUDA graph (`sweep.train.loops.GraphedStep`), which would repeat any
+    # random draw made at capture
+    capturable: bool = False
 
 
-def register_training_method(name: str, fields: set[str], description: str, threat: str = "linf"):
-    """Decorator: register `loss(model, xb, yb, donor, generator)` (or its "module:function" name)."""
+def register_training_method(
+    name: str, fields: set[str], description: str, threat: str = "linf", capturable: bool = False
+):
+    """Decorator: register `loss(model, xb, yb, donor, generator)` (or its "module:function" name);
+    `capturable`: see `TrainingMethod`."""
     return TRAINING_METHODS.register(
-        name, lambda fn: TrainingMethod(name, _function(fn), frozenset(fields), description, threat)
+        name, lambda fn: TrainingMethod(name, _function(fn), frozenset(fields), description, threat, capturable)
     )
 
 
 _ADVERSARIAL = {"eps", "step_size", "steps", "adv_fraction"}
 _DONORS = "sweep.train.donors"
-register_training_method("plain", set(), "cross-entropy on clean batches (Balogh & Jelasity 2023 A.2)")(
-    f"{_DONORS}:plain_loss"
-)
+register_training_method(
+    "plain", set(), "cross-entropy on clean batches (Balogh & Jelasity 2023 A.2)", capturable=True
+)(f"{_DONORS}:plain_loss")
 register_training_method(
     "pgd",
     _ADVERSARIAL,

@@ -99,7 +99,7 @@ def train_donor(
             return method.loss(model, xb, yb, donor, gen)
 
     # a loss of the batch alone (no attack drawing from the generator) is replayed from a CUDA graph on a GPU
-    captured = device.type == "cuda" and not method.fields
+    captured = device.type == "cuda" and method.capturable
     step = GraphedStep(batch_loss, opt, device) if captured else (lambda x, y: optimiser_step(opt, batch_loss(x, y)))
     for epoch in range(start, donor.epochs + 1):
         losses = EpochLoss(f"donor {donor.name}, epoch {epoch}")

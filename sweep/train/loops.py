@@ -86,10 +86,12 @@ class GraphedStep:
     precision, `tests/benchmarks/donor_step.py`). The batch is copied into the graph's own input tensors; a batch
     of another shape (an epoch's last) runs eagerly. The first `WARMUP` full batches run eagerly on a side stream
     (the optimiser's state and cuDNN's choices exist before capture), and a change of learning rate (a step
-    schedule) captures again, since the graph holds the rate it was captured with. On a CPU every step is eager.
+    schedule) captures again, since the graph holds the rate it was captured with (more than `MAX_CAPTURES`
+    changes: eager from then on). On a CPU every step is eager.
     The arithmetic is the eager step's, kernel for kernel; only when it is launched differs."""
 
     WARMUP = 3
+    MAX_CAPTURES = 8  # a schedule that changes the rate more often than this runs eagerly from then on
 
     def __init__(self, loss_fn, opt: torch.optim.Optimizer, device: torch.device):
         self.loss_fn, self.opt = loss_fn, opt
@@ -97,6 +99,7 @@ class GraphedStep:
         self.graph: torch.cuda.CUDAGraph | None = None
         self.key: tuple | None = None
         self.eager_steps = 0
+        self.captures = 0
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if not self.enabled:
@@ -113,8 +116,12 @@ class GraphedStep:
             torch.cuda.current_stream().wait_stream(side)
             return loss
         if key != self.key:
+            if self.captures == self.MAX_CAPTURES:  # a rate that keeps changing: capture costs more than it saves
+                self.enabled, self.graph = False, None
+                return optimiser_step(self.opt, self.loss_fn(x, y))
             self._capture(x, y)
             self.key = key
+            self.captures += 1
         self.x.copy_(x)
         self.y.copy_(y)
         self.graph.replay()
