@@ -76,6 +76,8 @@ def _item_html(it: Item, datas: list[ReportData], out: Path, short: str) -> str:
         s = section(name)
         for data in datas:
             rows = s.data(data)
+            for column, value in it.where.items():
+                rows = rows[rows[column] == value] if column in rows.columns else rows.iloc[0:0]
             if not len(rows):
                 continue
             label = f"{short} {it.item}" + (f" ({data.name})" if len(datas) > 1 else "")

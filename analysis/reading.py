@@ -24,6 +24,7 @@ from .store.schema import (
     DONOR_CURVES_DIR,
     DONORS_DIR,
     ENERGIES_DIR,
+    EXAMPLES_DIR,
     INVERSIONS_DIR,
     REPTESTS_DIR,
     SIMILARITY_DIR,
@@ -47,6 +48,7 @@ KEY_COLUMN = {
     INVERSIONS_DIR: "unit_id",
     TSNE_DIR: "unit_id",
     ENERGIES_DIR: "trial_id",
+    EXAMPLES_DIR: "unit_id",
 }
 
 
@@ -192,7 +194,7 @@ def load_similarity(results: str | os.PathLike | Loc) -> pd.DataFrame:
 
 def load(results: str | os.PathLike | Loc) -> dict[str, pd.DataFrame]:
     """Every table of a results directory (`TABLES`: trials, donors, curves, reptests, similarity,
-    training_similarity, donor_curves, inversions, tsne, energies), plus "problems": the parts that could not
+    training_similarity, donor_curves, inversions, tsne, energies, examples), plus "problems": the parts that could not
     be read (path, kind, error), empty when every part is fine."""
     problems: list[dict] = []
     with warnings.catch_warnings():

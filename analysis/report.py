@@ -41,6 +41,7 @@ class ReportData:
     inversions: pd.DataFrame = field(default_factory=pd.DataFrame)
     tsne: pd.DataFrame = field(default_factory=pd.DataFrame)
     energies: pd.DataFrame = field(default_factory=pd.DataFrame)
+    examples: pd.DataFrame = field(default_factory=pd.DataFrame)
     root: Loc | None = None  # the results folder (files beside the tables: inverted images)
 
     def where(self, **settings) -> ReportData:
@@ -170,6 +171,7 @@ def report_data(results, expected: dict | None = None) -> tuple[ReportData, pd.D
         "inversions",
         "tsne",
         "energies",
+        "examples",
     )
     return ReportData(results.name, trials, *(tables[n] for n in names), root=results), stale
 

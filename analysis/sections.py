@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import altair as alt
 import pandas as pd
 
-from . import cka, robustness, senders
+from . import cka, examples, robustness, senders
 from .charts import (
     class_collapse_grid,
     cross_task_grid,
@@ -166,6 +166,14 @@ CHARTS = [
         lambda d: energy_rows(d.trials, d.energies),
         energy_density_chart,
         "energy_densities.png",
+    ),
+    ChartSection(
+        "Example pictures (Smith & Marcu 2024 Fig. 1a, Figs A1-A2; Cianfarani et al. 2022 Fig. 8): images of each"
+        " class, colour maps, clustered-noise samples as feature maps, and images attacked under each threat model"
+        " with their perturbations (magnified)",
+        lambda d: examples.pictures(d.examples),
+        examples.examples_chart,
+        "examples.png",
     ),
     ChartSection(
         "t-SNE of the representations (Balogh & Jelasity 2023 Fig. 7): a row per network, a column per point",

@@ -7,7 +7,19 @@ import re
 import pytest
 import yaml
 
-from sweep.config import block, data, donors, embedding, evaluation, inversion, reptests, similarity, sources, space
+from sweep.config import (
+    block,
+    data,
+    donors,
+    embedding,
+    evaluation,
+    examples,
+    inversion,
+    reptests,
+    similarity,
+    sources,
+    space,
+)
 from sweep.config.space import parse_space
 
 from .conftest import REPO
@@ -65,6 +77,8 @@ def _sections(ref: dict) -> list[tuple[str, dict, dict]]:
         ("similarity[0].attack", ref["similarity"][0]["attack"], similarity.ATTACK_OPTIONS),
         ("inversions[0]", ref["inversions"][0], inversion.OPTIONS),
         ("tsne[0]", ref["tsne"][0], embedding.OPTIONS),
+        *((f"examples[{i}]", e, examples.OPTIONS) for i, e in enumerate(ref["examples"])),
+        ("examples[2].attacks[0]", ref["examples"][2]["attacks"][0], examples.ATTACK_FIELDS),
         ("training_similarity[0]", ref["training_similarity"][0], similarity.TRAINING_OPTIONS),
         ("training_similarity[0].attack", ref["training_similarity"][0]["attack"], _training_attack_options()),
         ("evaluation", ref["evaluation"], evaluation.OPTIONS),
@@ -85,6 +99,10 @@ EXAMPLES = {
     "inversions[0].name",
     "inversions[0].donors",
     "tsne[0].name",
+    "examples[0].name",
+    "examples[0].show",
+    "examples[1].show",
+    "examples[2].show",
     "training_similarity[0].name",
     "donors.robust_a.training",
     "donors.trades_a.training",

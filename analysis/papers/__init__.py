@@ -107,6 +107,9 @@ class Item:
     paper_scale: bool = False  # whether it has run at the paper's scale
     numbers: tuple[Number, ...] = ()
     layout: str = ""  # where the report's drawing differs from the paper's layout
+    # the rows of its sections that draw it (column -> value), where a section draws several items (the
+    # examples chart's panels: {"name": "fig_1a"})
+    where: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
         doc = asdict(self)

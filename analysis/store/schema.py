@@ -225,6 +225,8 @@ from .units import (  # noqa: E402  (the measuring kinds' tables)
     DONOR_CURVES_SCHEMA,
     ENERGIES_DIR,
     ENERGIES_SCHEMA,
+    EXAMPLES_DIR,
+    EXAMPLES_SCHEMA,
     INVERSION_SCHEMA,
     INVERSIONS_DIR,
     SIMILARITY_DIR,
@@ -246,6 +248,7 @@ TABLES = (
     INVERSIONS_DIR,
     TSNE_DIR,
     ENERGIES_DIR,
+    EXAMPLES_DIR,
 )
 
 
@@ -303,6 +306,8 @@ def _bare_schema(table: str) -> pa.Schema:
         return TSNE_SCHEMA
     if table == ENERGIES_DIR:
         return ENERGIES_SCHEMA
+    if table == EXAMPLES_DIR:
+        return EXAMPLES_SCHEMA
     raise KeyError(f"unknown results table {table!r}; the tables are {list(TABLES)}")
 
 

@@ -168,6 +168,37 @@ TSNE_SCHEMA = pa.schema(
     + _UNIT_TAIL
 )
 
+EXAMPLES_DIR = "examples"
+
+# Pictures a report draws (`examples` section): one part per unit, one row per picture, placed in a grid by
+# (panel, row, column); pixels are 8-bit, channels x height x width, row-major.
+EXAMPLES_SCHEMA = pa.schema(
+    _UNIT_HEAD
+    + [
+        ("show", pa.string()),
+        ("donor", pa.string()),
+        ("donor_key", pa.string()),
+        ("arch", pa.string()),
+        ("point", pa.string()),
+        ("sender", pa.string()),
+        ("position", pa.int32()),
+        ("panel", pa.string()),
+        ("row", pa.string()),
+        ("column", pa.int32()),
+        ("label", pa.int32()),
+        ("pred", pa.int32()),
+        ("image", pa.int64()),
+        ("threat", pa.string()),
+        ("eps", pa.float64()),
+        ("scale", pa.float64()),
+        ("channels", pa.int32()),
+        ("height", pa.int32()),
+        ("width", pa.int32()),
+        ("pixels", pa.binary()),
+    ]
+    + _UNIT_TAIL
+)
+
 ENERGIES_DIR = "energies"
 
 # Per-sample OOD energies of a trial with `ood` (Balogh & Jelasity 2025 Fig. 1c): one part per trial, one row per

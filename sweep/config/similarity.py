@@ -230,10 +230,10 @@ def _attack(s: Section, path: str, a: DonorSpec, b: DonorSpec, donors: dict, eva
     donor = {"a": a, "b": b}.get(source) or resolve_ref(source, f"{path}.attack.source", donors)
     if donor.data.dataset != a.data.dataset:
         raise SpecError(f"{path}.attack.source", f"a donor trained on {a.data.dataset}", donor.data.dataset)
-    return dict(attack_key=donor.donor_key, attack_source=donor.ref, _donor=donor.name, **_pgd_settings(at, evaluation))
+    return dict(attack_key=donor.donor_key, attack_source=donor.ref, _donor=donor.name, **pgd_settings(at, evaluation))
 
 
-def _pgd_settings(at: Section, evaluation) -> dict:
+def pgd_settings(at: Section, evaluation) -> dict:
     """The attack of an `attack` mapping: threat model, eps (null: the evaluation's, for linf), steps, step (null:
     the threat model's default). The threat model is recorded as `attack_norm`, the name the unit ids hash."""
     threat = at.read(ATTACK_OPTIONS["threat"])
@@ -386,4 +386,4 @@ def _training_entry(s: Section, path: str, evaluation, donors: dict, used: set[s
 
 def _training_attack(s: Section, path: str, evaluation) -> dict:
     at = Section(s.get("attack", "mapping", {}), f"{path}.attack", set(ATTACK_OPTIONS) - {"source"})
-    return _pgd_settings(at, evaluation)
+    return pgd_settings(at, evaluation)

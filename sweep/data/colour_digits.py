@@ -25,20 +25,9 @@ from pathlib import Path
 import torch
 
 from sweep.data.core import Pool, load_pool
+from sweep.data.declared import COLOUR_MAP
 from sweep.data.declared import COLOUR_VARIANTS as VARIANTS
 
-COLOUR_MAP = (
-    (255, 0, 0),
-    (0, 255, 0),
-    (0, 0, 255),
-    (225, 225, 0),
-    (225, 0, 225),
-    (0, 255, 255),
-    (255, 128, 0),
-    (255, 0, 128),
-    (128, 0, 255),
-    (128, 128, 128),
-)
 COLOUR_NOISE = 0.1  # the background colour's per-image variation, a fraction of the channel range
 COLOUR_SEED = 0
 

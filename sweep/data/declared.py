@@ -21,6 +21,19 @@ IMAGENET_PER_CLASS = 10  # images per class read from each split: 10,000 each (J
 MNIST_FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 COLOUR_VARIANTS = ("correlated", "digit", "colour", "colour_only", "rgb")  # Smith & Marcu 2024's (colour_digits)
+# The ten background colours of Bahng et al. 2020's colour-MNIST, which the colour variants paint from (0-255 RGB)
+COLOUR_MAP = (
+    (255, 0, 0),
+    (0, 255, 0),
+    (0, 0, 255),
+    (225, 225, 0),
+    (225, 0, 225),
+    (0, 255, 255),
+    (255, 128, 0),
+    (255, 0, 128),
+    (128, 0, 255),
+    (128, 128, 128),
+)
 COLOUR_BASES = ("mnist", "fashion_mnist")  # the registered 1-channel 28 x 28 datasets with enough images
 
 
@@ -44,6 +57,7 @@ class DatasetInfo:
     # the MNIST family (digits included), 8/255 and 2/255 for the 32x32 colour datasets.
     threat: tuple[float, float] = MNIST_THREAT
     downloadable: bool = True  # False: never fetched (ImageNet's licence); errors then say so
+    palette: tuple | None = None  # the colours (0-255 RGB) a dataset paints its images with, if any
 
     def missing_files(self, root: Path | None) -> list[Path]:
         """The files this dataset lacks under `root` (default: the data root): what it would download."""
@@ -60,6 +74,7 @@ def register_dataset(
     num_classes: int = 10,
     threat: tuple[float, float] = MNIST_THREAT,
     downloadable: bool = True,
+    palette: tuple | None = None,
 ):
     """Decorator: register a loader `fn(root, download) -> Pool` (or its "module:function" name, imported
     when first called) with what validation needs to know."""
@@ -68,7 +83,7 @@ def register_dataset(
         load = lazy(fn) if isinstance(fn, str) else fn
         return DatasetInfo(
             load, train_pool, test, channels, image_size, required or (lambda root: []), num_classes, threat,
-            downloadable,
+            downloadable, palette,
         )  # fmt: skip
 
     return DATASETS.register(name, make)
@@ -133,6 +148,7 @@ for _base in COLOUR_BASES:
             required=_info.required,
             num_classes=_info.num_classes,
             threat=_info.threat,
+            palette=None if _variant == "rgb" else COLOUR_MAP,
         )(functools.partial(lazy("sweep.data.colour_digits:colour_pool"), _base, _variant))
 _FOLDER = dict(channels=3, image_size=IMAGE_FOLDER_SIZE, threat=IMAGENET_THREAT)
 register_dataset("imagenette", 9469, 3925, required=_folder_required("imagenette2-160"), **_FOLDER)(

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.store.schema import INVERSIONS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR, TSNE_DIR
+from analysis.store.schema import EXAMPLES_DIR, INVERSIONS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR, TSNE_DIR
 from sweep.config.block import OPTIONS as BLOCK_OPTIONS
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.config.embedding import OPTIONS as TSNE_OPTIONS
 from sweep.config.embedding import parse_embeddings
+from sweep.config.examples import OPTIONS as EXAMPLES_OPTIONS
+from sweep.config.examples import parse_examples
 from sweep.config.inversion import OPTIONS as INVERSION_OPTIONS
 from sweep.config.inversion import parse_inversions
 from sweep.config.reptests import OPTIONS as REPTEST_OPTIONS
@@ -178,5 +180,22 @@ register_kind(
         donors=lambda spec: (spec.donor,),
         after=("donor",),
         locality=lambda spec: (spec.donor_key,),
+    )
+)
+register_kind(
+    Kind(
+        name="examples",
+        stage="examples",
+        noun="examples units",
+        table=EXAMPLES_DIR,
+        section="examples",
+        options=EXAMPLES_OPTIONS,
+        parse=lambda raw, ctx: parse_examples(raw, ctx.donors, ctx.used),
+        unit_id=lambda spec: spec.unit_id,
+        parts=lambda sweep_dir, spec: [sweep_dir.part(EXAMPLES_DIR, spec.unit_id)],
+        run="sweep.kinds.examples:run_examples",
+        label=lambda spec: spec.label,
+        donors=lambda spec: (spec.donor,) if spec.show == "attacks" else (),
+        after=("donor",),
     )
 )
