@@ -53,6 +53,7 @@ DONOR_COLUMNS = [
     "train_eps",
     "beta",
     "epochs",
+    "freeze",
     "train_size",
     "eval_dataset",
     "test_size",

@@ -228,6 +228,8 @@ BY_TABLE = {
     ("donors", "train_size"): "zoo donors: training images",
     ("donors", "test_size"): "this evaluation's test images",
     ("donors", "dataset"): "the data the donor trained on",
+    ("donors", "freeze"): "zoo donors: layer freezing, 'point@epoch' (after that epoch the point and every stage"
+    " before it stop training), comma-separated; null: none",
     ("curves", "metric"): "the stitcher's curve: train_loss or val_acc",
     ("reptests", "donor"): "member B's donor",
     ("reptests", "name"): "the test's label in the search space",

@@ -150,6 +150,7 @@ DONOR_SCHEMA = pa.schema(
         ("train_eps", pa.float64()),  # adversarial training: the budget, in its threat model's units
         ("train_size", pa.int64()),
         ("seed", pa.int64()),
+        ("freeze", pa.string()),  # layer freezing: "point@epoch, ..." (null: none)
         ("clean_acc", pa.float64()),
         ("robust_acc", pa.float64()),
         ("n_eval_robust", pa.int32()),

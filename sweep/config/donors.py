@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sweep.config.data import OPTIONS as DATA_OPTIONS
 from sweep.config.data import DataSpec, parse_data
 from sweep.config.errors import SpecError
-from sweep.config.fields import NAME_RE, Option, Section, by_key, stable_hash
+from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
 from sweep.registry import (
     ARCHITECTURES,
     AUGMENTATIONS,
@@ -100,6 +100,9 @@ class DonorSpec:
     # (fp32, contiguous) holds; they change the weights' rounding, so they join the key when set
     precision: str | None = None
     channels_last: bool | None = None
+    # zoo donors: layer freezing (Cianfarani et al. 2022 D.5): ((stitch point, epoch), ...): after that epoch,
+    # the point and every stage before it stop training; None: nothing freezes
+    freeze: tuple[tuple[str, int], ...] | None = None
 
     def optimiser(self) -> dict:
         """The resolved optimiser settings: {optimizer, momentum, weight_decay, lr_schedule}."""
@@ -129,7 +132,15 @@ class DonorSpec:
         fields.pop("path")  # a location, not content
         fields.pop("trust_pickle")  # how the file is read, not what it holds
         fields["data"].pop("test_size")  # evaluation only: it does not shape the weights
-        added_later = ("beta", "checkpoint_every", *DONOR_OPTIMISER, *NOISE_FIELDS, "salman_id", *DONOR_NUMERICS)
+        added_later = (
+            "beta",
+            "checkpoint_every",
+            *DONOR_OPTIMISER,
+            *NOISE_FIELDS,
+            "salman_id",
+            *DONOR_NUMERICS,
+            "freeze",
+        )
         for added in added_later:  # added after the first release: unset, the old hashes hold
             if fields[added] is None:
                 fields.pop(added)
@@ -183,6 +194,12 @@ class DonorEval:
         }
 
 
+FREEZE_OPTIONS = by_key(
+    (
+        Option("through", "string", doc="a stitch point: it and every stage before it stop training"),
+        Option("after", "integer", low=1, doc="the last epoch they train (below the donor's epochs)"),
+    )
+)
 # The fields of a zoo donor (one the engine trains). Defaults: Balogh & Jelasity 2023 A.2 (plain), A.3 (PGD, TRADES).
 ZOO_OPTIONS = by_key(
     (
@@ -206,6 +223,7 @@ ZOO_OPTIONS = by_key(
         Option("checkpoint_every", "integer", None, low=1, nullable=True, doc="keep every N-th epoch's weights"),
         Option("precision", "string", "fp32", choices=("fp32", "bf16"), doc="bf16: the training step autocast"),
         Option("channels_last", "bool", False, doc="the training step in channels-last memory format"),
+        Option("freeze", "mapping", None, nullable=True, many=True, fields=FREEZE_OPTIONS, doc="layer freezing"),
     )
 )
 
@@ -255,7 +273,27 @@ def parse_zoo_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, r
         checkpoint_every=s.read(ZOO_OPTIONS["checkpoint_every"]),
         **_optimiser_fields(s, path),
         **{k: None if (v := s.read(ZOO_OPTIONS[k])) == default else v for k, default in DONOR_NUMERICS.items()},
+        freeze=_freeze(s, path),
     )
+
+
+def _freeze(s: Section, path: str) -> tuple[tuple[str, int], ...] | None:
+    """Layer freezing (Cianfarani et al. 2022 D.5): a list of {through: POINT, after: EPOCH}, deeper points
+    freezing later (staggered), each epoch below the donor's last."""
+    if s.raw.get("freeze") is None:
+        return None
+    arch, epochs = s.raw.get("arch"), s.raw.get("epochs")
+    points = ARCHITECTURES[arch].stitch_points()
+    stages = []
+    for k, raw in enumerate(s.read(ZOO_OPTIONS["freeze"])):
+        f = Section(raw, f"{path}.freeze[{k}]", set(FREEZE_OPTIONS))
+        through = f.read(FREEZE_OPTIONS["through"])
+        check_value(through, f"{f.path}.through", "string", choices=points)
+        stages.append((through, f.read(FREEZE_OPTIONS["after"], high=epochs - 1)))
+    order = [(points.index(p), e) for p, e in stages]
+    if any(a[0] >= b[0] or a[1] > b[1] for a, b in zip(order, order[1:])):
+        raise SpecError(f"{path}.freeze", "stages deeper and no earlier than the one before (staggered)", stages)
+    return tuple(stages)
 
 
 def _optimiser_fields(s: Section, path: str) -> dict:

@@ -220,6 +220,7 @@ def _base_row(donor: DonorSpec, sweep_name: str) -> dict:
         "train_eps": donor.eps,
         "train_size": donor.data.train_size,
         "seed": donor.seed,
+        "freeze": ", ".join(f"{point}@{epoch}" for point, epoch in donor.freeze) if donor.freeze else None,
         "stitchsweep_version": __version__,
         "schema_version": SCHEMA_VERSION,
     }

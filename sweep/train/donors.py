@@ -16,7 +16,7 @@ from torch import nn
 
 from sweep.data.augment import augment
 from sweep.data.core import Splits, batches
-from sweep.models.base import StagedNet, build
+from sweep.models.base import StagedNet, build, split
 from sweep.registry import TRAINING_METHODS
 from sweep.results import Loc, load_torch, save_torch
 from sweep.train.attacks import trades_linf, trades_loss
@@ -99,8 +99,12 @@ def train_donor(
             return method.loss(model, xb, yb, donor, gen)
 
     # a loss of the batch alone (no attack drawing from the generator) is replayed from a CUDA graph on a GPU
-    captured = device.type == "cuda" and method.capturable
+    # (not while layers freeze: a graph would keep updating them)
+    captured = device.type == "cuda" and method.capturable and not donor.freeze
     step = GraphedStep(batch_loss, opt, device) if captured else (lambda x, y: optimiser_step(opt, batch_loss(x, y)))
+    for through, after in donor.freeze or ():
+        if after < start:  # resumed past it
+            freeze_through(model, through)
     for epoch in range(start, donor.epochs + 1):
         losses = EpochLoss(f"donor {donor.name}, epoch {epoch}")
         for xb, yb in batches(splits.train_x, splits.train_y, donor.batch_size, gen):
@@ -112,12 +116,28 @@ def train_donor(
         schedule_step(sched, "epoch")
         metrics = {"train_loss": float32_value(losses.mean()), **validation(model, splits, donor, method, device)}
         history.extend([epoch, k, v] for k, v in metrics.items())
+        for through, after in donor.freeze or ():
+            if after == epoch:
+                freeze_through(model, through)
         if workdir is not None:
             _keep(workdir, donor, epoch, model, opt, sched, gen, history)
         if progress is not None:
             progress({"phase": "zoo", "epoch": epoch, "epochs": donor.epochs, **metrics})
     model.eval()
     return model
+
+
+def freeze_through(model: StagedNet, point: str) -> None:
+    """Stop training `point` and every stage before it (Cianfarani et al. 2022 D.5): their parameters take no
+    gradient (so no optimiser, weight decay included, moves them) and their BatchNorm layers stop tracking
+    statistics (in training mode a batch is still normalised by its own; evaluation uses the frozen ones)."""
+    front, _ = split(model, point)
+    for p in front.parameters():
+        p.requires_grad_(False)
+        p.grad = None
+    for m in front.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            m.track_running_stats = False
 
 
 VAL_ATTACK_SEED = 12345  # the validation attack's own random starts: training's generator is left alone
