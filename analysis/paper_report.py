@@ -76,8 +76,9 @@ def _item_html(it: Item, datas: list[ReportData], out: Path, short: str) -> str:
         s = section(name)
         for data in datas:
             rows = s.data(data)
-            for column, value in it.where.items():
-                rows = rows[rows[column] == value] if column in rows.columns else rows.iloc[0:0]
+            for column, value in it.where.items():  # a value, or a list of values
+                wanted = value if isinstance(value, (list, tuple)) else [value]
+                rows = rows[rows[column].isin(wanted)] if column in rows.columns else rows
             if not len(rows):
                 continue
             label = f"{short} {it.item}" + (f" ({data.name})" if len(datas) > 1 else "")

@@ -134,6 +134,53 @@ def agreement_by_level(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFra
     return table.sort_values("eps", kind="stable") if len(table) else table
 
 
+AGREEMENT_LABELS = {
+    "agree_both_correct": "body and head agree, correct (Fig. 7)",
+    "agree_both_wrong": "body and head agree, wrong (Fig. 7)",
+    "agree_disagree": "body and head disagree (Fig. 8)",
+}
+
+
+def agreement_curves(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Figs 7-8 as the paper draws them: per robustness level, each agreement's mean over pairs of different
+    donors and its band of +- 1 standard error (`lo`, `hi`; no band for a single pair), one row per
+    (level, setting, measure)."""
+    table = agreement_by_level(trials, donors)
+    if table.empty:
+        return table
+    keys = ["eps", "objective", "front_point", "end_point", "pairs"]
+    rows = []
+    for measure, label in AGREEMENT_LABELS.items():
+        if measure in table:
+            part = table[keys].assign(measure=measure, label=label, agreement=table[measure])
+            se = table[f"{measure}_se"].fillna(0.0)
+            rows.append(part.assign(lo=part["agreement"] - se, hi=part["agreement"] + se))
+    return pd.concat(rows, ignore_index=True)
+
+
+def agreement_curve_chart(rows: pd.DataFrame) -> alt.FacetChart:
+    """A line per agreement over the training eps, its 1-SE band shaded; a panel per stitch setting."""
+    colour = alt.Color("label:N", title=None, sort=list(AGREEMENT_LABELS.values()), legend=alt.Legend(labelLimit=400))
+    x = alt.X("eps:O", title="robustness level (training eps)")
+    band = alt.Chart().mark_area(opacity=0.2).encode(x=x, y="lo:Q", y2="hi:Q", color=colour)
+    line = (
+        alt.Chart()
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=alt.Y("agreement:Q", title="agreement with the head (band: +- 1 SE over pairs)"),
+            color=colour,
+            tooltip=["eps:O", "label:N", alt.Tooltip("agreement:Q", format=".3f"), "pairs:Q"],
+        )
+    )
+    setting = rows["objective"] + " " + rows["front_point"] + " -> " + rows["end_point"]
+    return (
+        alt.layer(band, line, data=rows.assign(setting=setting))
+        .properties(width=260, height=200)
+        .facet(facet=alt.Facet("setting:N", title=None), columns=3)
+    )
+
+
 def level_chart(rows: pd.DataFrame, y: str, err: str | None, colour: str | None, title: str) -> alt.Chart:
     """A measure against the robustness level (points and error bars of +- `err`)."""
     rows = rows.assign(lo=rows[y] - rows[err].fillna(0), hi=rows[y] + rows[err].fillna(0)) if err else rows

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import altair as alt
 import pandas as pd
 
-from . import cka, examples, robustness, senders
+from . import cka, curves, examples, robustness, senders
 from .charts import (
     class_collapse_grid,
     cross_task_grid,
@@ -133,6 +133,14 @@ CHARTS = [
         csv="donor_curves.csv",
     ),
     ChartSection(
+        "Training curves averaged over seeds (Cianfarani et al. 2022 Fig. 6's losses): donors of one recipe but"
+        " their seed, mean per epoch with an interval over them",
+        lambda d: curves.mean_curves(d.donor_curves, d.donors),
+        curves.mean_curve_chart,
+        "donor_curves_mean.png",
+        csv="donor_curves_mean.csv",
+    ),
+    ChartSection(
         "Epoch x epoch CKA per layer (Cianfarani et al. 2022 Fig. 25)",
         lambda d: cka.epoch_matrices(d.training_similarity),
         cka.epoch_matrix_chart,
@@ -199,6 +207,14 @@ CHARTS = [
         robustness.across_levels_chart,
         "cka_across_levels.png",
         csv="cka_across_levels.csv",
+    ),
+    ChartSection(
+        "Agreement with the head by robustness level (Jones et al. 2022 Figs 7-8): where body and head agree"
+        " (correct, wrong) and where they disagree, mean over pairs of different donors with a 1-SE band",
+        lambda d: robustness.agreement_curves(d.done, d.donors),
+        robustness.agreement_curve_chart,
+        "agreement_curves.png",
+        csv="agreement_curves.csv",
     ),
     ChartSection(
         "Saliency similarity by robustness level (Jones et al. 2022 Fig. 5): mean +- 1 std over pairs of the"

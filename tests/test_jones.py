@@ -244,6 +244,42 @@ def test_robustness_level_tables_by_hand():
     assert agree["head_agreement_se"][0] == pytest.approx(np.std([0.9, 0.7], ddof=1) / 2**0.5)
 
 
+def test_agreement_curves_are_the_level_means_with_a_one_se_band(tmp_path):
+    """Figs 7-8 drawn as the paper does: per level, each agreement's mean over pairs of different donors, the
+    band +- 1 standard error worked out here by hand (none for one pair); the chart renders."""
+    import pandas as pd
+
+    from analysis import robustness
+    from analysis.report import _png
+
+    donors = pd.DataFrame(
+        {"ref": ["zoo:a0", "zoo:b0", "zoo:a1", "zoo:b1"], "arch": ["r", "v", "r", "v"],
+         "training": ["plain", "plain", "pgd_l2", "pgd_l2"], "train_eps": [None, None, 1.0, 1.0]}
+    )  # fmt: skip
+    rows = [  # front, end, (both correct, both wrong, disagree)
+        ("zoo:a0", "zoo:b0", (0.9, 0.8, 0.2)),
+        ("zoo:b0", "zoo:a0", (0.7, 0.6, 0.4)),
+        ("zoo:a1", "zoo:b1", (0.95, 0.7, 0.5)),
+    ]
+    trials = pd.DataFrame(
+        [
+            dict(front=f, end=e, head_agreement=0.9, agree_both_correct=c, agree_both_wrong=w, agree_disagree=d)
+            | dict(status="done", objective="dm", front_point="penultimate", end_point="penultimate")
+            for f, e, (c, w, d) in rows
+        ]
+    )
+    curves = robustness.agreement_curves(trials, donors).set_index(["eps", "measure"])
+    se = np.std([0.2, 0.4], ddof=1) / 2**0.5
+    plain = curves.loc[(0.0, "agree_disagree")]
+    assert plain["agreement"] == pytest.approx(0.3) and plain["pairs"] == 2
+    assert (plain["lo"], plain["hi"]) == (pytest.approx(0.3 - se), pytest.approx(0.3 + se))
+    robust = curves.loc[(1.0, "agree_both_wrong")]
+    assert robust["agreement"] == pytest.approx(0.7) and robust["lo"] == robust["hi"] == pytest.approx(0.7)
+    assert len(curves) == 6
+    _png(robustness.agreement_curve_chart(curves.reset_index()), tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
 def test_the_report_shows_inversions_cka_by_level_and_saliency(zoo, tmp_path):
     from analysis.report import write_report
 
