@@ -102,11 +102,48 @@ def block_structure(similarity: pd.DataFrame, donors: pd.DataFrame, gap: int = 2
     return pd.DataFrame(rows)
 
 
+def budget_steps(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Cianfarani et al. 2022 Fig. 30 in numbers: two networks of one training method (threat model) at different
+    budgets, on benign images: the mean CKA at the same point (`diagonal_cka`) and over every pair of points
+    (`mean_cka`). One row per unit, by method and budget; a high diagonal between neighbouring budgets is a
+    representation that changes gradually with the budget."""
+    d = done(similarity)
+    if d.empty or donors.empty or "train_eps" not in donors:
+        return pd.DataFrame()
+    d = d[(d["a"] != d["b"]) & (d["a_inputs"] == "benign") & (d["b_inputs"] == "benign")]
+    info = donors.drop_duplicates("ref").set_index("ref")
+    d = d[d["a"].isin(info.index) & d["b"].isin(info.index)]
+    d = d.assign(training=d["a"].map(info["training"]), a_eps=d["a"].map(info["train_eps"]))
+    d = d.assign(b_eps=d["b"].map(info["train_eps"]))
+    d = d[(d["training"] == d["b"].map(info["training"])) & d["a_eps"].notna() & (d["a_eps"] != d["b_eps"])]
+    rows = [
+        dict(
+            training=g["training"].iloc[0],
+            a=a,
+            b=b,
+            a_eps=g["a_eps"].iloc[0],
+            b_eps=g["b_eps"].iloc[0],
+            points=g["a_point"].nunique(),
+            diagonal_cka=g.loc[g["a_point"] == g["b_point"], "cka"].mean(),
+            mean_cka=g["cka"].mean(),
+        )  # fmt: skip
+        for (_, a, b), g in d.groupby(["unit_id", "a", "b"], sort=False)
+    ]
+    out = pd.DataFrame(rows)
+    return out.sort_values(["training", "a_eps", "b_eps"], ignore_index=True) if len(out) else out
+
+
+LINF_FAMILY = ("plain", "pgd", "trades")  # one row of the within-network grid; other threat models a row each
+
+
 def within_grid(rows: pd.DataFrame) -> alt.VConcatChart:
-    """One row of heatmaps per architecture (Fig. 3's widths), its networks side by side, plain first, then by
-    training method and eps (Fig. 2's robust vs plain, Fig. 3's budgets)."""
+    """One row of heatmaps per architecture (Fig. 3's widths) and threat model, its networks side by side,
+    plain first, then by training method and eps (Fig. 2's robust vs plain, Fig. 3's budgets); the plain,
+    PGD and TRADES networks share their architecture's row, and each other threat model's networks (L2, JPEG,
+    Gabor, Snow) have a row of their own, across budgets (Fig. 30)."""
     lines = []
-    for _, arch_rows in rows.groupby("arch", sort=True):
+    family = rows["training"].where(~rows["training"].isin(LINF_FAMILY), "")
+    for _, arch_rows in rows.assign(family=family).groupby(["arch", "family"], sort=True):
         units = arch_rows.drop_duplicates("unit_id")
         units = units.assign(first=units["training"] != "plain").sort_values(["first", "training", "train_eps"])
         maps = []

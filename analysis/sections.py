@@ -333,6 +333,14 @@ TABLES = [
         " pair of distinct points.",
         csv="block_structure.csv",
     ),
+    TableSection(
+        "One threat model across budgets (Cianfarani et al. 2022 Fig. 30): two networks of one training method at"
+        " different budgets, on benign images",
+        lambda d: cka.budget_steps(d.similarity, d.donors),
+        "`diagonal_cka`: the mean CKA at the same point of the two networks; `mean_cka`: over every pair of points."
+        " Neighbouring budgets whose diagonal stays high: representations that change gradually with the budget.",
+        csv="budget_steps.csv",
+    ),
     TableSection("Donors", lambda d: d.donors, columns=DONOR_COLUMNS, csv="donors.csv"),
     TableSection(
         "Donors on training and test images (Cianfarani et al. 2022 Table 1)",

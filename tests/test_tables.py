@@ -102,6 +102,7 @@ def test_within_networks_keeps_self_benign_units_and_labels_their_training():
     sim = pd.DataFrame(
         unit("u1", "zoo:p1", "zoo:p1") + unit("u2", "zoo:r1", "zoo:r1") + unit("u3", "zoo:p1", "zoo:r1")
         + unit("u4", "zoo:r1", "zoo:r1", "adversarial") + unit("u5", "zoo:p5", "zoo:p5")
+        + unit("u6", "zoo:l2b", "zoo:l2b") + unit("u7", "zoo:l2a", "zoo:l2a")
     )  # fmt: skip
     donors = pd.DataFrame(
         [
@@ -109,17 +110,21 @@ def test_within_networks_keeps_self_benign_units_and_labels_their_training():
             dict(ref="zoo:r1", arch="wrn28_1", training="pgd", train_eps=8 / 255, eps=0.1),
             dict(ref="zoo:r1", arch="wrn28_1", training="pgd", train_eps=8 / 255, eps=0.2),  # another evaluation
             dict(ref="zoo:p5", arch="wrn28_5", training="plain", train_eps=None, eps=0.1),
+            dict(ref="zoo:l2a", arch="wrn28_1", training="pgd_l2", train_eps=0.25, eps=0.1),  # another threat
+            dict(ref="zoo:l2b", arch="wrn28_1", training="pgd_l2", train_eps=0.5, eps=0.1),  # model, two budgets
         ]
     )
     rows = cka.within_networks(sim, donors)
-    assert sorted(rows["unit_id"].unique()) == ["u1", "u2", "u5"] and len(rows) == 12
+    assert sorted(rows["unit_id"].unique()) == ["u1", "u2", "u5", "u6", "u7"] and len(rows) == 20
     labels = rows.drop_duplicates("unit_id").set_index("unit_id")
     assert labels.loc["u2", "setting"] == "pgd eps=0.03137" and labels.loc["u1", "setting"] == "plain"
     assert labels.loc["u5", "arch"] == "wrn28_5"
     chart = cka.within_grid(rows).to_dict()
-    assert [len(line["hconcat"]) for line in chart["vconcat"]] == [2, 1]  # one row per width
+    # one row per width, and the L2 networks a row of their own (Fig. 30), by budget
+    assert [len(line["hconcat"]) for line in chart["vconcat"]] == [2, 2, 1]
     first = chart["vconcat"][0]["hconcat"][0]["title"]
     assert first.startswith("wrn28_1, plain")  # plain first, then the robust network
+    assert [m["title"].split(": ")[1] for m in chart["vconcat"][1]["hconcat"]] == ["zoo:l2a", "zoo:l2b"]
 
 
 def test_epoch_curves_average_units_and_carry_their_interval():
@@ -240,3 +245,34 @@ def test_cka_diagonals_draw_figs_4_and_5_apart_by_point_family():
     }  # fmt: skip
     spec = cka.diagonal_chart(d).to_dict()
     assert spec["facet"]["row"]["field"] == "figure" and spec["facet"]["column"]["field"] == "family"
+
+
+def test_budget_steps_compare_one_methods_networks_across_budgets_only():
+    """Fig. 30's numbers from hand-made rows: two networks of one training method at different budgets, on benign
+    images; pairs across methods, at one budget or on adversarial images are left out; means by hand."""
+    from analysis import cka
+
+    def unit(uid, a, b, values, b_inputs="benign"):
+        return [
+            dict(unit_id=uid, status="done", a=a, b=b, a_inputs="benign", b_inputs=b_inputs, a_point=p, b_point=q,
+                 a_index=i, b_index=j, cka=values[2 * i + j], name="fig30")
+            for i, p in enumerate(["x", "y"]) for j, q in enumerate(["x", "y"])
+        ]  # fmt: skip
+
+    sim = pd.DataFrame(
+        unit("u1", "zoo:l2a", "zoo:l2b", [0.9, 0.2, 0.4, 0.7])  # the one kept: diagonal 0.8, all 0.55
+        + unit("u2", "zoo:l2a", "zoo:linf", [0.5] * 4)  # two threat models
+        + unit("u3", "zoo:l2a", "zoo:l2c", [0.5] * 4)  # one budget (another seed)
+        + unit("u4", "zoo:l2a", "zoo:l2b", [0.5] * 4, "adversarial")
+    )
+    donors = pd.DataFrame(
+        [
+            dict(ref="zoo:l2a", arch="wrn28_1", training="pgd_l2", train_eps=0.25),
+            dict(ref="zoo:l2b", arch="wrn28_1", training="pgd_l2", train_eps=0.5),
+            dict(ref="zoo:l2c", arch="wrn28_1", training="pgd_l2", train_eps=0.25),
+            dict(ref="zoo:linf", arch="wrn28_1", training="pgd", train_eps=0.5),
+        ]
+    )
+    (row,) = cka.budget_steps(sim, donors).to_dict("records")
+    assert (row["a"], row["b"], row["a_eps"], row["b_eps"], row["points"]) == ("zoo:l2a", "zoo:l2b", 0.25, 0.5, 2)
+    assert row["diagonal_cka"] == pytest.approx(0.8) and row["mean_cka"] == pytest.approx(0.55)
