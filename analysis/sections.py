@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import altair as alt
 import pandas as pd
 
-from . import cka, curves, examples, robustness, senders
+from . import cka, curves, examples, robustness, senders, threat_grid
 from .charts import (
     class_collapse_grid,
     cross_task_grid,
@@ -103,6 +103,14 @@ CHARTS = [
         cka.cka_grid,
         "cka_matrices.png",
         csv="cka_matrices.csv",
+    ),
+    ChartSection(
+        "Threat models against each other (Cianfarani et al. 2022 Fig. 7): a row per reference network (L-inf,"
+        " Snow), its own map first, then against each other threat model's network in the order L-inf, L2, JPEG,"
+        " Gabor, Snow",
+        lambda d: threat_grid.threat_rows(d.similarity, d.donors),
+        threat_grid.threat_grid,
+        "threat_grid.png",
     ),
     ChartSection(
         "CKA within networks side by side (Cianfarani et al. 2022 Figs 2-3): rows are architectures (widths),"

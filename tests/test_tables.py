@@ -276,3 +276,41 @@ def test_budget_steps_compare_one_methods_networks_across_budgets_only():
     (row,) = cka.budget_steps(sim, donors).to_dict("records")
     assert (row["a"], row["b"], row["a_eps"], row["b_eps"], row["points"]) == ("zoo:l2a", "zoo:l2b", 0.25, 0.5, 2)
     assert row["diagonal_cka"] == pytest.approx(0.8) and row["mean_cka"] == pytest.approx(0.55)
+
+
+def test_threat_grid_puts_each_reference_network_in_a_row_in_the_papers_order():
+    """Fig. 7's 2 x 5 layout from hand-made units: the networks that are side A of two or more units with other
+    threat models are the rows (L-inf, then Snow), their own map first, then one per threat model in the order
+    L-inf, L2, JPEG, Gabor, Snow; a unit whose reference is side B is transposed (its layers become the rows);
+    two budgets of one threat model are left to Fig. 30's table."""
+    from analysis import threat_grid
+
+    def unit(uid, a, b, xy=0.5, yx=0.5):
+        values = {("x", "x"): 1.0, ("x", "y"): xy, ("y", "x"): yx, ("y", "y"): 1.0}
+        return [
+            dict(unit_id=uid, status="done", a=a, b=b, a_inputs="benign", b_inputs="benign", a_point=p, b_point=q,
+                 a_index=i, b_index=j, cka=values[p, q], name="threats")
+            for i, p in enumerate(["x", "y"]) for j, q in enumerate(["x", "y"])
+        ]  # fmt: skip
+
+    sim = pd.DataFrame(
+        unit("s1", "zoo:linf", "zoo:linf") + unit("c1", "zoo:linf", "zoo:snow", xy=0.3, yx=0.6)
+        + unit("c2", "zoo:linf", "zoo:l2") + unit("c3", "zoo:snow", "zoo:l2") + unit("c4", "zoo:snow", "zoo:jpeg")
+        + unit("s2", "zoo:snow", "zoo:snow")
+        + unit("b1", "zoo:linf", "zoo:linf_large") + unit("b2", "zoo:linf", "zoo:linf_x")
+    )  # fmt: skip
+    donors = pd.DataFrame(
+        [dict(ref=f"zoo:{n}", training=t) for n, t in [("linf", "pgd"), ("snow", "adv_snow"), ("l2", "pgd_l2"),
+         ("jpeg", "adv_jpeg"), ("linf_large", "pgd"), ("linf_x", "pgd")]]
+    )  # fmt: skip
+    rows = threat_grid.threat_rows(sim, donors)
+    layout = rows.drop_duplicates(["row", "unit_id"]).groupby("row", sort=False)["unit_id"].apply(list)
+    assert list(layout.index) == ["zoo:linf", "zoo:snow"]
+    order = {r: [u for _, u in sorted(zip(rows[rows.row == r].drop_duplicates("unit_id")["column"], layout[r]))]
+             for r in layout.index}  # fmt: skip
+    assert order == {"zoo:linf": ["s1", "c2", "c1"], "zoo:snow": ["s2", "c1", "c3", "c4"]}
+    moved = rows[(rows["row"] == "zoo:snow") & (rows["unit_id"] == "c1")].set_index(["a_point", "b_point"])["cka"]
+    assert (moved[("y", "x")], moved[("x", "y")]) == (0.3, 0.6)  # transposed: snow's layers are the rows
+    assert (rows["a"][rows["row"] == "zoo:snow"] == "zoo:snow").all()
+    chart = threat_grid.threat_grid(rows).to_dict()
+    assert [len(line["hconcat"]) for line in chart["vconcat"]] == [3, 4]
