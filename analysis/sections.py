@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import altair as alt
 import pandas as pd
 
-from . import cka, curves, examples, robustness, senders, threat_grid
+from . import cka, curves, examples, grids, robustness, senders
 from .charts import (
     class_collapse_grid,
     cross_task_grid,
@@ -108,9 +108,16 @@ CHARTS = [
         "Threat models against each other (Cianfarani et al. 2022 Fig. 7): a row per reference network (L-inf,"
         " Snow), its own map first, then against each other threat model's network in the order L-inf, L2, JPEG,"
         " Gabor, Snow",
-        lambda d: threat_grid.threat_rows(d.similarity, d.donors),
-        threat_grid.threat_grid,
+        lambda d: grids.threat_rows(d.similarity, d.donors),
+        grids.threat_grid,
         "threat_grid.png",
+    ),
+    ChartSection(
+        "Training budget by width (Cianfarani et al. 2022 Fig. 3): each plain and PGD network with itself, a row per"
+        " budget (plain first), a column per width",
+        lambda d: grids.eps_width_rows(d.similarity, d.donors),
+        grids.eps_width_grid,
+        "eps_width_grid.png",
     ),
     ChartSection(
         "CKA within networks side by side (Cianfarani et al. 2022 Figs 2-3): rows are architectures (widths),"

@@ -283,7 +283,7 @@ def test_threat_grid_puts_each_reference_network_in_a_row_in_the_papers_order():
     threat models are the rows (L-inf, then Snow), their own map first, then one per threat model in the order
     L-inf, L2, JPEG, Gabor, Snow; a unit whose reference is side B is transposed (its layers become the rows);
     two budgets of one threat model are left to Fig. 30's table."""
-    from analysis import threat_grid
+    from analysis import grids
 
     def unit(uid, a, b, xy=0.5, yx=0.5):
         values = {("x", "x"): 1.0, ("x", "y"): xy, ("y", "x"): yx, ("y", "y"): 1.0}
@@ -303,7 +303,7 @@ def test_threat_grid_puts_each_reference_network_in_a_row_in_the_papers_order():
         [dict(ref=f"zoo:{n}", training=t) for n, t in [("linf", "pgd"), ("snow", "adv_snow"), ("l2", "pgd_l2"),
          ("jpeg", "adv_jpeg"), ("linf_large", "pgd"), ("linf_x", "pgd")]]
     )  # fmt: skip
-    rows = threat_grid.threat_rows(sim, donors)
+    rows = grids.threat_rows(sim, donors)
     layout = rows.drop_duplicates(["row", "unit_id"]).groupby("row", sort=False)["unit_id"].apply(list)
     assert list(layout.index) == ["zoo:linf", "zoo:snow"]
     order = {r: [u for _, u in sorted(zip(rows[rows.row == r].drop_duplicates("unit_id")["column"], layout[r]))]
@@ -312,5 +312,36 @@ def test_threat_grid_puts_each_reference_network_in_a_row_in_the_papers_order():
     moved = rows[(rows["row"] == "zoo:snow") & (rows["unit_id"] == "c1")].set_index(["a_point", "b_point"])["cka"]
     assert (moved[("y", "x")], moved[("x", "y")]) == (0.3, 0.6)  # transposed: snow's layers are the rows
     assert (rows["a"][rows["row"] == "zoo:snow"] == "zoo:snow").all()
-    chart = threat_grid.threat_grid(rows).to_dict()
+    chart = grids.threat_grid(rows).to_dict()
     assert [len(line["hconcat"]) for line in chart["vconcat"]] == [3, 4]
+
+
+def test_eps_width_grid_has_a_row_per_budget_and_widths_in_numeric_order():
+    """Fig. 3's layout from hand-made units: plain and PGD networks with themselves, a row per budget (plain
+    first), widths as columns in numeric order (wrn28_5 before wrn28_10), a blank cell where no network is;
+    TRADES is left to the other grids."""
+    from analysis import grids
+
+    def unit(uid, a):
+        return [
+            dict(unit_id=uid, status="done", a=a, b=a, a_inputs="benign", b_inputs="benign", a_point=p, b_point=q,
+                 a_index=i, b_index=j, cka=1.0 if p == q else 0.5, name="")
+            for i, p in enumerate(["x", "y"]) for j, q in enumerate(["x", "y"])
+        ]  # fmt: skip
+
+    nets = [  # ref, arch, training, eps
+        ("p1", "wrn28_1", "plain", None), ("p10", "wrn28_10", "plain", None), ("p5", "wrn28_5", "plain", None),
+        ("r1", "wrn28_1", "pgd", 8 / 255), ("r10", "wrn28_10", "pgd", 8 / 255), ("q10", "wrn28_10", "pgd", 16 / 255),
+        ("t10", "wrn28_10", "trades", 8 / 255),
+    ]  # fmt: skip
+    sim = pd.DataFrame([row for ref, *_ in nets for row in unit(ref, f"zoo:{ref}")])
+    donors = pd.DataFrame([dict(ref=f"zoo:{r}", arch=a, training=t, train_eps=e) for r, a, t, e in nets])
+    rows = grids.eps_width_rows(sim, donors)
+    assert "t10" not in set(rows["unit_id"])
+    cells = rows.drop_duplicates("unit_id").set_index("unit_id")
+    assert cells.loc["p5", "column"] == 1 and cells.loc["p10", "column"] == 2 and cells.loc["r1", "column"] == 0
+    chart = grids.eps_width_grid(rows).to_dict()
+    titles = [[m.get("title", "") for m in line["hconcat"]] for line in chart["vconcat"]]
+    assert [len(t) for t in titles] == [3, 3, 3]  # plain, 8/255, 16/255; every row as wide as the widths
+    assert titles[0][0].startswith("wrn28_1, plain") and titles[0][2].startswith("wrn28_10, plain")
+    assert titles[1][1] == "" and titles[2][:2] == ["", ""]  # no wrn28_5 at 8/255; only wrn28_10 at 16/255

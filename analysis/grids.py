@@ -1,13 +1,16 @@
-"""Cianfarani et al. 2022 Fig. 7 in the paper's layout: a row per reference network (the L-inf one, the Snow
-one), its own layer x layer CKA map first, then its map against each other threat model's network, the columns
-in the paper's order of threat models (L-inf, L2, JPEG, Gabor, Snow)."""
+"""Two of Cianfarani et al. 2022's grids of layer x layer CKA maps in the paper's layout. Fig. 7: a row per
+reference network (the L-inf one, the Snow one), its own map first, then its map against each other threat
+model's network, the columns in the paper's order of threat models (L-inf, L2, JPEG, Gabor, Snow). Fig. 3: each
+network with itself, a row per training budget (plain first) and a column per width."""
 
 from __future__ import annotations
+
+import re
 
 import altair as alt
 import pandas as pd
 
-from .cka import cka_heatmap, done
+from .cka import cka_heatmap, done, within_networks
 
 THREAT_ORDER = ("pgd", "pgd_l2", "adv_jpeg", "adv_gabor", "adv_snow")  # L-inf, L2, JPEG, Gabor, Snow
 _SWAP = {"a": "b", "b": "a", "a_point": "b_point", "b_point": "a_point", "a_index": "b_index", "b_index": "a_index"}
@@ -48,5 +51,42 @@ def threat_grid(rows: pd.DataFrame, size: int = 150) -> alt.VConcatChart:
         maps = []
         for _, unit in sorted(ref_rows.groupby("unit_id", sort=False), key=lambda kv: kv[1]["column"].iloc[0]):
             maps.append(cka_heatmap(unit, size=size).properties(title=f"{unit['a'].iloc[0]} ~ {unit['b'].iloc[0]}"))
+        lines.append(alt.hconcat(*maps))
+    return alt.vconcat(*lines)
+
+
+def _natural(name: str) -> tuple:
+    """'wrn28_5' before 'wrn28_10': digits compared as numbers."""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
+def eps_width_rows(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 3's networks: plain and PGD networks with themselves on benign images, where two or more
+    architectures (widths) are present, each with `row` (its budget: 0 for plain) and `column` (its
+    architecture's place, widths in numeric order)."""
+    d = within_networks(similarity, donors)
+    if d.empty:
+        return d
+    d = d[d["training"].isin(["plain", "pgd"])]
+    archs = sorted(d["arch"].unique(), key=_natural)
+    if len(archs) < 2:
+        return d.iloc[0:0]
+    return d.assign(row=d["train_eps"], column=d["arch"].map({a: k for k, a in enumerate(archs)}))
+
+
+def eps_width_grid(rows: pd.DataFrame, size: int = 130) -> alt.VConcatChart:
+    """A row per budget (plain first), a column per width; a cell without a network left blank."""
+    columns = rows.drop_duplicates("column").sort_values("column")["arch"].tolist()
+    lines = []
+    for _, at_eps in rows.groupby("row", sort=True):
+        maps = []
+        for k, arch in enumerate(columns):
+            cell = at_eps[at_eps["column"] == k]
+            if cell.empty:
+                maps.append(alt.Chart(pd.DataFrame({"x": [0]})).mark_text().properties(width=size, height=size))
+                continue
+            unit = cell[cell["unit_id"] == cell["unit_id"].iloc[0]]
+            title = f"{arch}, {unit['setting'].iloc[0]}"
+            maps.append(cka_heatmap(unit, size=size).properties(title=title))
         lines.append(alt.hconcat(*maps))
     return alt.vconcat(*lines)
