@@ -92,6 +92,45 @@ def cka_by_level(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame
     return g.agg(cka=("cka", "mean"), std=("cka", "std"), pairs=("cka", "size"), archs=("archs", "first")).reset_index()
 
 
+def arch_matrices(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Figs 3-4's per-pair heatmaps: at each robustness level, the penultimate CKA between an architecture's
+    donor (row: on natural images, or its own inversions) and another's (column), the mean over the pairs of
+    different donors of those two architectures. Natural data is symmetric, so a pair measured one way fills
+    both cells; inverted data is not (the row's inversions)."""
+    s = _cka_units(similarity, donors)
+    if s.empty:
+        return s
+    s = s[s["a_eps"] == s["b_eps"]]
+    natural = s[s["data"] == "natural"]
+    mirrored = natural.rename(columns={"a": "b", "b": "a", "a_arch": "b_arch", "b_arch": "a_arch"})
+    # each unordered natural pair once per direction (a pair measured both ways is not counted twice)
+    both = pd.concat(
+        [natural, mirrored[~mirrored.set_index(["a", "b"]).index.isin(natural.set_index(["a", "b"]).index)]]
+    )
+    s = pd.concat([both, s[s["data"] == "inverted"]]).assign(eps=lambda d: d["a_eps"])
+    g = s.groupby(["eps", "data", "a_arch", "b_arch"])
+    return g.agg(cka=("cka", "mean"), pairs=("cka", "size")).reset_index()
+
+
+def arch_matrix_chart(rows: pd.DataFrame) -> alt.FacetChart:
+    """A heatmap per (level, data): rows the architecture whose donor (or inversions) is side A, columns side B,
+    each cell labelled with its mean CKA."""
+    base = alt.Chart().encode(
+        x=alt.X("b_arch:N", title="compared model"), y=alt.Y("a_arch:N", title="model (inverted: whose inversions)")
+    )
+    cells = base.mark_rect().encode(
+        color=alt.Color("cka:Q", title="CKA", scale=alt.Scale(domain=[0, 1], scheme="viridis")),
+        tooltip=["a_arch:N", "b_arch:N", alt.Tooltip("cka:Q", format=".3f"), "pairs:Q"],
+    )
+    text = base.mark_text(fontSize=9, color="white").encode(text=alt.Text("cka:Q", format=".2f"))
+    n = max(rows["a_arch"].nunique(), rows["b_arch"].nunique())
+    return (
+        alt.layer(cells, text, data=rows)
+        .properties(width=40 * n + 40, height=30 * n + 30)
+        .facet(row=alt.Row("eps:O", title="robustness level"), column=alt.Column("data:N", title=None))
+    )
+
+
 def cka_across_levels(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
     """Mean penultimate CKA on inverted data by (row level: whose inversions, column level) (Fig. 6)."""
     s = _cka_units(similarity, donors)

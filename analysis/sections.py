@@ -215,6 +215,15 @@ CHARTS = [
         csv="cka_by_level.csv",
     ),
     ChartSection(
+        "CKA between architectures at one robustness level (Jones et al. 2022 Figs 3-4): penultimate CKA of each"
+        " architecture's donors (rows; inverted: their inversions) against each other's, a heatmap per level and"
+        " data",
+        lambda d: robustness.arch_matrices(d.similarity, d.donors),
+        robustness.arch_matrix_chart,
+        "arch_matrices.png",
+        csv="arch_matrices.csv",
+    ),
+    ChartSection(
         "CKA on inverted data across robustness levels (Jones et al. 2022 Fig. 6): rows the level of the donor"
         " whose inversions both see; each cell over the architectures present at both its levels, labelled"
         " with its mean and (pair count)",

@@ -244,6 +244,46 @@ def test_robustness_level_tables_by_hand():
     assert agree["head_agreement_se"][0] == pytest.approx(np.std([0.9, 0.7], ddof=1) / 2**0.5)
 
 
+def test_architecture_matrices_mirror_natural_pairs_and_keep_inverted_ones_directed(tmp_path):
+    """Figs 3-4's heatmaps from hand-made units: natural CKA fills both cells of a pair measured one way (and a
+    pair measured both ways counts once per direction), inverted CKA stays directed (the row's inversions),
+    cells average the pairs of donors of two architectures, levels stay apart."""
+    import pandas as pd
+
+    from analysis import robustness
+    from analysis.report import _png
+
+    donors = pd.DataFrame(
+        {"ref": ["zoo:r0", "zoo:v0", "zoo:w0", "zoo:v0b", "zoo:r1", "zoo:v1"], "arch": ["r", "v", "w", "v", "r", "v"],
+         "training": ["plain"] * 4 + ["pgd_l2"] * 2, "train_eps": [None] * 4 + [1.0, 1.0]}
+    )  # fmt: skip
+    rows = [  # a, b, inputs, cka
+        ("zoo:r0", "zoo:v0", "benign", 0.4),
+        ("zoo:v0", "zoo:r0", "benign", 0.6),  # the same pair the other way: each direction keeps its own
+        ("zoo:r0", "zoo:v0b", "benign", 0.8),
+        ("zoo:r0", "zoo:w0", "benign", 0.3),
+        ("zoo:r0", "zoo:v0", "inverted", 0.2),
+        ("zoo:v0", "zoo:r0", "inverted", 0.9),
+        ("zoo:r1", "zoo:v1", "benign", 0.7),
+    ]
+    sim = pd.DataFrame(
+        [
+            dict(a=a, b=b, a_inputs=i, b_inputs=i, cka=c, status="done", measure="cka")
+            | dict(a_point="penultimate", b_point="penultimate")
+            for a, b, i, c in rows
+        ]
+    )
+    m = robustness.arch_matrices(sim, donors).set_index(["eps", "data", "a_arch", "b_arch"])
+    assert m.loc[(0.0, "natural", "r", "v"), "cka"] == pytest.approx((0.4 + 0.8) / 2)  # r0~v0 and r0~v0b
+    assert m.loc[(0.0, "natural", "v", "r"), "cka"] == pytest.approx((0.6 + 0.8) / 2)  # v0~r0 and v0b~r0 mirrored
+    assert m.loc[(0.0, "natural", "w", "r"), "cka"] == pytest.approx(0.3)  # measured one way, both cells
+    assert m.loc[(0.0, "inverted", "r", "v"), "cka"] == pytest.approx(0.2)
+    assert m.loc[(0.0, "inverted", "v", "r"), "cka"] == pytest.approx(0.9)
+    assert m.loc[(1.0, "natural", "v", "r"), "cka"] == pytest.approx(0.7) and len(m.loc[1.0]) == 2
+    _png(robustness.arch_matrix_chart(m.reset_index()), tmp_path / "m.png")
+    assert (tmp_path / "m.png").stat().st_size > 1000
+
+
 def test_agreement_curves_are_the_level_means_with_a_one_se_band(tmp_path):
     """Figs 7-8 drawn as the paper does: per level, each agreement's mean over pairs of different donors, the
     band +- 1 standard error worked out here by hand (none for one pair); the chart renders."""
