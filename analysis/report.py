@@ -15,9 +15,10 @@ from .charts import is_cross_task, setting_label, stitching_grid
 from .matrices import layer_identification, long_matrices
 from .page import MANIFEST, claim_folder, markdown_table, page, table, write_manifest
 from .reading import load
-from .sections import CHARTS, TABLES
+from .sections import CHARTS
 from .stats import correlation_table, rank_correlations
 from .store.storage import Loc, open_root
+from .table_sections import TABLES
 
 
 def _png(chart, path: Path) -> None:

@@ -141,6 +141,31 @@ def cka_across_levels(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.Data
     return g.agg(cka=("cka", "mean"), pairs=("cka", "size"), archs=("archs", "first")).reset_index()
 
 
+def across_levels_by_arch(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 6 in the paper's grid: penultimate CKA on the row donor's inversions, per (row architecture, column
+    architecture) and (row level, column level), the mean over the pairs of different donors."""
+    s = _cka_units(similarity, donors)
+    if s.empty:
+        return s
+    g = s[s["data"] == "inverted"].groupby(["a_arch", "b_arch", "a_eps", "b_eps"])
+    return g.agg(cka=("cka", "mean"), pairs=("cka", "size")).reset_index()
+
+
+def across_levels_grid(rows: pd.DataFrame) -> alt.FacetChart:
+    """Outer rows and columns the architectures, inside each block the levels (row: whose inversions)."""
+    base = alt.Chart().encode(x=alt.X("b_eps:O", title="eps"), y=alt.Y("a_eps:O", title="eps (inversions)"))
+    cells = base.mark_rect().encode(
+        color=alt.Color("cka:Q", title="CKA", scale=alt.Scale(domain=[0, 1], scheme="viridis")),
+        tooltip=["a_arch:N", "b_arch:N", "a_eps:O", "b_eps:O", alt.Tooltip("cka:Q", format=".3f"), "pairs:Q"],
+    )
+    n = max(rows["a_eps"].nunique(), rows["b_eps"].nunique())
+    return (
+        alt.layer(cells, data=rows)
+        .properties(width=22 * n + 20, height=18 * n + 20)
+        .facet(row=alt.Row("a_arch:N", title="model (its inversions)"), column=alt.Column("b_arch:N", title=None))
+    )
+
+
 def saliency_by_level(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
     """Mean and std over pairs of one robustness level of the mean saliency cosine (Fig. 5)."""
     if similarity.empty or "measure" not in similarity:

@@ -265,6 +265,7 @@ def test_architecture_matrices_mirror_natural_pairs_and_keep_inverted_ones_direc
         ("zoo:r0", "zoo:v0", "inverted", 0.2),
         ("zoo:v0", "zoo:r0", "inverted", 0.9),
         ("zoo:r1", "zoo:v1", "benign", 0.7),
+        ("zoo:r1", "zoo:v0", "inverted", 0.5),  # across levels: Fig. 6's grid only
     ]
     sim = pd.DataFrame(
         [
@@ -282,6 +283,9 @@ def test_architecture_matrices_mirror_natural_pairs_and_keep_inverted_ones_direc
     assert m.loc[(1.0, "natural", "v", "r"), "cka"] == pytest.approx(0.7) and len(m.loc[1.0]) == 2
     _png(robustness.arch_matrix_chart(m.reset_index()), tmp_path / "m.png")
     assert (tmp_path / "m.png").stat().st_size > 1000
+    grid = robustness.across_levels_by_arch(sim, donors).set_index(["a_arch", "b_arch", "a_eps", "b_eps"])["cka"]
+    assert grid.to_dict() == {("r", "v", 0.0, 0.0): 0.2, ("r", "v", 1.0, 0.0): 0.5, ("v", "r", 0.0, 0.0): 0.9}
+    _png(robustness.across_levels_grid(grid.reset_index().assign(pairs=1)), tmp_path / "g.png")
 
 
 def test_agreement_curves_are_the_level_means_with_a_one_se_band(tmp_path):
