@@ -121,7 +121,7 @@ def _identification_results(root: Path) -> None:
             for j, ep in enumerate(points, start=1):
                 base = dict(status="done", front=front, end=end, front_point=fp, end_point=ep, point_index=i)
                 base.update(end_index=j, seed=0, sim_cka=1.0 - 0.2 * abs(i - j))
-                for objective, acc in (("dm", 1.0 - 0.1 * abs(i - j)), ("dm+tlm", 0.5 + 0.1 * j)):
+                for objective, acc in (("dm", 1.0 - 0.1 * abs(i - j)), ("dm+tlm", 0.5 + 0.1 * j), ("tlm", 0.4)):
                     row = dict(base, objective=objective, relative_acc=acc, trial_id=str(k))
                     write_rows(root / "trials" / f"{k}.parquet", [row], trial_schema())
                     k += 1
@@ -150,6 +150,8 @@ def test_a_papers_page_draws_its_items_in_order_with_the_papers_numbers_beside_o
     assert pd.isna(numbers.loc[("LCKA", "Inter-network / ViT-Ti"), "ours: tlm_vs_dm_cifar10"])  # another space's
     spec = json.loads(next((tmp_path / "page").glob("fig-1a_layer_matrices_*.vl.json")).read_text())
     assert spec["title"] == "Balogh & Jelasity 2025 Fig. 1a"
+    drawn = [r for rows in spec["datasets"].values() for r in rows]  # a heatmap per donor pair
+    assert {r["measure"] for r in drawn} == {"tlm"}  # the registry's where: Fig. 1a is the TLM matrix alone
     blocks = {b.split("</h2>", 1)[0].split("2025 ", 1)[1]: b for b in text.split("<h2 ")[1:]}
     assert "No rows for this item" in blocks["Fig. 1c"]  # no energies in these results: said, not drawn empty
     assert "<img src='fig-1a_layer_matrices_tlm_vs_dm_cifar10.png'" in blocks["Fig. 1a"]
