@@ -60,6 +60,23 @@ def numbers_table(it: Item, datas: list[ReportData]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def item_rows(it: Item, name: str, datas: list[ReportData]) -> list[tuple[str, pd.DataFrame]]:
+    """(source, rows) for each drawing of section `name` in item `it`: one per results folder (source: its
+    name), or, for an item that `combine`s them (the columns of one figure from several sweeps, Cianfarani et
+    al. Fig. 2a-c), one of all their rows together (a `results` column says whose; source: the names joined
+    by '+'); each restricted to the item's `where` (in the sections that have its columns)."""
+    drawn = []
+    for data in datas:
+        rows = section(name).data(data)
+        for column, value in it.where.items():  # a value, or a list of values
+            rows = rows[_matches(rows[column], value)] if column in rows.columns else rows
+        if len(rows):
+            drawn.append((data.name, rows.assign(results=data.name) if it.combine else rows))
+    if it.combine and len(drawn) > 1:
+        return [("+".join(n for n, _ in drawn), pd.concat([r for _, r in drawn], ignore_index=True))]
+    return drawn
+
+
 def item_anchor(it: Item) -> str:
     return re.sub(r"[^a-z0-9]+", "-", it.item.lower()).strip("-")
 
@@ -74,17 +91,11 @@ def _item_html(it: Item, datas: list[ReportData], out: Path, short: str) -> str:
     parts = []
     for name in it.sections:
         s = section(name)
-        for data in datas:
-            rows = s.data(data)
-            for column, value in it.where.items():  # a value, or a list of values
-                wanted = value if isinstance(value, (list, tuple)) else [value]
-                rows = rows[rows[column].isin(wanted)] if column in rows.columns else rows
-            if not len(rows):
-                continue
-            label = f"{short} {it.item}" + (f" ({data.name})" if len(datas) > 1 else "")
+        for source, rows in item_rows(it, name, datas):
+            label = f"{short} {it.item}" + (f" ({source.replace('+', ', ')})" if len(datas) > 1 else "")
             if hasattr(s, "chart"):
                 chart = s.chart(rows).properties(title=label)
-                stem = f"{item_anchor(it)}_{name}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', data.name)}"
+                stem = f"{item_anchor(it)}_{name}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', source)}"
                 _png(chart, out / f"{stem}.png")
                 (out / f"{stem}.vl.json").write_text(json.dumps(chart.to_dict()))
                 parts.append(f"<p><img src='{stem}.png' alt='{html.escape(label)}'></p>")

@@ -169,3 +169,31 @@ def test_report_paper_takes_several_results_and_names_a_bad_paper(tmp_path, caps
     assert "several only with --paper" in capsys.readouterr().err
     assert main(["report", str(a), "--paper", "nobody-1999"]) == EXIT_BAD_INPUT
     assert "--paper" in capsys.readouterr().err
+
+
+def test_an_item_that_combines_results_draws_them_once_together():
+    """Cianfarani et al. Fig. 2a-c takes its columns from two sweeps: one drawing of both folders' rows (with
+    a `results` column), where another item gets one drawing per folder; `where` still applies."""
+    from analysis.paper_report import item_rows
+    from analysis.papers import Item
+    from analysis.report import ReportData
+
+    def data(name, ref, arch):
+        sim = pd.DataFrame(
+            [dict(unit_id=f"u-{name}", status="done", a=ref, b=ref, a_inputs="benign", b_inputs="benign", a_point=p,
+                  b_point=q, a_index=i, b_index=j, cka=1.0 if p == q else 0.5, name="layers", measure="cka")
+             for i, p in enumerate("xy") for j, q in enumerate("xy")]
+        )  # fmt: skip
+        donors = pd.DataFrame([dict(ref=ref, arch=arch, training="plain", train_eps=None)])
+        empty = pd.DataFrame()
+        return ReportData(name, empty, donors, empty, empty, sim, empty, empty)
+
+    datas = [data("cifar", "zoo:plain_c", "wrn28_10"), data("nette", "zoo:plain_n", "resnet18_imagenet")]
+    fig2 = next(it for it in items("cianfarani-2022") if it.item == "Fig. 2a-c")
+    assert fig2.combine
+    ((source, rows),) = item_rows(fig2, "cka_within_networks", datas)
+    assert source == "cifar+nette" and set(rows["results"]) == {"cifar", "nette"} and len(rows) == 8
+    apart = Item(paper="x", item="y", kind="figure", caption="", status="runs")
+    assert [s for s, _ in item_rows(apart, "cka_within_networks", datas)] == ["cifar", "nette"]
+    picky = Item(paper="x", item="y", kind="figure", caption="", status="runs", where={"a": "zoo:plain_n"})
+    assert [s for s, _ in item_rows(picky, "cka_within_networks", datas)] == ["nette"]

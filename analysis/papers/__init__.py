@@ -76,6 +76,7 @@ class Ours:
     section: str
     column: str
     where: dict = field(default_factory=dict)
+    combine: bool = False  # several results folders make one drawing (the columns of one figure)
     scale: float = 1.0
     sweeps: tuple[str, ...] = ()
 
@@ -110,6 +111,7 @@ class Item:
     # the rows of its sections that draw it (column -> value), where a section draws several items (the
     # examples chart's panels: {"name": "fig_1a"})
     where: dict = field(default_factory=dict)
+    combine: bool = False  # several results folders make one drawing (the columns of one figure)
 
     def as_json(self) -> dict:
         doc = asdict(self)
