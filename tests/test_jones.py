@@ -345,6 +345,17 @@ def test_the_report_shows_inversions_cka_by_level_and_saliency(zoo, tmp_path):
         assert (tmp_path / "report" / name).stat().st_size > 1000, name
     assert "Inverted images" in html and "Saliency similarity by robustness level" in html
     assert "CKA without stitching" not in html  # single-point units are not drawn as 1x1 matrices
+    # Fig. 2's rows: the targets, then each unit's seed images (once while they repeat) and its inversions
+    from analysis import robustness
+
+    images = robustness.inversion_images(zoo[1].path, analysis.load(zoo[1].path)["inversions"])
+    labels = images["row"].drop_duplicates().tolist()
+    assert (
+        labels[0] == "targets" and labels[1].startswith("seeds (") and sum(x.startswith("seeds") for x in labels) >= 1
+    )
+    first = next(u for u in sweep.units["inversion"] if labels[2].startswith(u.donor))
+    seeds = read_inverted(zoo[1], first.unit_id)["seeds"]
+    assert images[images["row"] == labels[1]]["url"].tolist()[:2] == [robustness.png_url(x) for x in seeds[:2]]
 
 
 @pytest.mark.parametrize("arch", ["tv_resnet18", "tv_mobilenet_v2"])
