@@ -170,3 +170,19 @@ def test_a_papers_page_draws_each_item_from_its_own_panel(zoo, tmp_path):
         spec = json.loads((tmp_path / "page" / f"{stem}_examples_tiny.vl.json").read_text())
         (rows,) = spec["datasets"].values()
         assert len(rows) == n and {r["panel"] for r in rows} == {stem.replace("-", "_")}
+
+
+def test_the_json_schema_knows_which_fields_each_kind_of_picture_takes():
+    """The schema an editor checks spaces with says what the parser says: `datasets` with images (the default
+    show) and palette, `senders` only with noise, `attacks` only with attacks."""
+    import jsonschema
+
+    from sweep.config.schema import space_schema
+
+    space = {"name": "x", "data": {"dataset": "digits"}, "donors": {"a": {"arch": "resnet_tiny", "epochs": 1}}}
+    valid = jsonschema.Draft202012Validator(space_schema()).is_valid
+    assert valid({**space, "examples": [{"datasets": ["digits"]}, {"show": "palette", "datasets": ["digits"]}]})
+    assert not valid({**space, "examples": [{"show": "noise", "datasets": ["digits"]}]})
+    assert not valid({**space, "examples": [{"show": "images", "datasets": ["digits"], "senders": ["noise:n"]}]})
+    assert not valid({**space, "examples": [{"show": "attacks", "donors": ["zoo:a"]}]})  # no attacks
+    assert valid({**space, "examples": [{"show": "attacks", "donors": ["zoo:a"], "attacks": [{"eps": 0.1}]}]})

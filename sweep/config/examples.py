@@ -32,26 +32,48 @@ OPTIONS = by_key(
     (
         Option("name", "string", "", doc="a label"),
         Option("show", "string", "images", choices=SHOWS, doc="images | palette | noise | attacks"),
-        Option("datasets", "string", many=True, choices=lambda: DATASETS, doc="images, palette: one unit each"),
-        Option("classes", "integer", [0, 1], many=True, low=0, doc="images, noise: the classes shown"),
-        Option("per_class", "integer", 4, low=1, high=64, doc="images: test images of each class"),
+        Option(
+            "datasets",
+            "string",
+            many=True,
+            choices=lambda: DATASETS,
+            only=("show", ("images", "palette")),
+            doc="images, palette: one unit each",
+        ),
+        Option(
+            "classes",
+            "integer",
+            [0, 1],
+            many=True,
+            low=0,
+            only=("show", ("images", "noise")),
+            doc="images, noise: the classes shown",
+        ),
+        Option("per_class", "integer", 4, low=1, high=64, only=("show", "images"), doc="images: test images a class"),
         Option("senders", "string", many=True, refs=True, only=("show", "noise"), doc="noise: noise sender REFs"),
         Option("receivers", "string", many=True, refs=True, only=("show", "noise"), doc="noise: receiver REFs"),
         Option("points", "string", many=True, only=("show", "noise"), doc="noise: the receivers' points"),
-        Option("maps", "integer", 64, low=1, doc="noise: the first N feature maps"),
+        Option("maps", "integer", 64, low=1, only=("show", "noise"), doc="noise: the first N feature maps"),
         Option("donors", "string", many=True, refs=True, only=("show", "attacks"), doc="attacks: donor REFs"),
         Option("attacks", "mapping", many=True, fields=ATTACK_FIELDS, only=("show", "attacks"), doc="attacks"),
-        Option("images", "integer", 1, low=1, high=16, doc="attacks: the first N test images"),
+        Option(
+            "images", "integer", 1, low=1, high=16, only=("show", "attacks"), doc="attacks: the first N test images"
+        ),
         Option("seed", "integer", 0, low=0, doc="images: the draw; noise: the trial seed; attacks: random starts"),
     )
 )
-# the options each kind of picture reads (besides name, show and seed)
-USES = {
-    "images": {"datasets", "classes", "per_class"},
-    "palette": {"datasets"},
-    "noise": {"senders", "receivers", "points", "classes", "maps"},
-    "attacks": {"donors", "attacks", "images"},
-}
+
+
+def _uses(show: str) -> set[str]:
+    """The options a kind of picture reads besides name, show and seed (those whose `only` names it)."""
+    return {
+        k
+        for k, o in OPTIONS.items()
+        if o.only and show in (o.only[1] if isinstance(o.only[1], tuple) else (o.only[1],))
+    }
+
+
+USES = {show: _uses(show) for show in SHOWS}
 
 
 @dataclass(frozen=True, kw_only=True)

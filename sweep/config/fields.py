@@ -62,7 +62,8 @@ class Option:
     pairs: tuple[str, str] | None = None
     fields: dict | None = None  # a mapping field's own declared fields (the schema reads them)
     or_list: bool = False  # a string, or a non-empty list of strings ("all" or [layer1.0, layer2.1])
-    only: tuple[str, str] | None = None  # (field, value): the field applies (and is required) only then
+    # (field, value) or (field, (values...)): the field applies (and, if required, is required) only then
+    only: tuple[str, Any] | None = None
 
     @property
     def required(self) -> bool:

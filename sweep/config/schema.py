@@ -81,7 +81,7 @@ def section_schema(options: dict, extra: dict | None = None) -> dict:
     }
     conditions = [
         {
-            "if": {"properties": {opt.only[0]: {"const": opt.only[1]}}, "required": [opt.only[0]]},
+            "if": _when(options, *opt.only),
             "then": {"required": [key]} if opt.required else {},
             "else": {"not": {"required": [key]}},
         }
@@ -89,6 +89,15 @@ def section_schema(options: dict, extra: dict | None = None) -> dict:
         if opt.only
     ]
     return out | ({"allOf": conditions} if conditions else {})
+
+
+def _when(options: dict, field: str, values) -> dict:
+    """The condition `field` in `values` (one value or a tuple of them); a field left out holds its default."""
+    values = list(values) if isinstance(values, tuple) else [values]
+    condition: dict[str, Any] = {"properties": {field: {"enum": values}}}
+    if options[field].default not in values:
+        condition["required"] = [field]
+    return condition
 
 
 def _pairs_schema(roles: tuple[str, str]) -> dict:
