@@ -7,7 +7,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from .intervals import with_interval
+from .intervals import banded_lines, with_interval
 
 
 def unit_title(rows: pd.DataFrame) -> str:
@@ -240,25 +240,10 @@ def epoch_curve_chart(curves: pd.DataFrame) -> alt.FacetChart:
     order = curves.sort_values("point_index")["point"].drop_duplicates().tolist()
     how = " / ".join(sorted(set(curves["interval"].dropna()) - {""})) if "interval" in curves else ""
     colour = alt.Color("point:N", sort=order, title="layer")
+    y = alt.Y("cka:Q", title=f"CKA with the final epoch (band: {how or 'one unit'})", scale=alt.Scale(domain=[0, 1]))
+    tooltip = ["group:N", "point:N", "epoch_a:Q", alt.Tooltip("cka:Q", format=".3f"), "units:Q"]
     x = alt.X("epoch_a:Q", title="epoch")
-    band = alt.Chart().mark_area(opacity=0.15).encode(x=x, y="lo:Q", y2="hi:Q", color=colour)
-    line = (
-        alt.Chart()
-        .mark_line(point=True)
-        .encode(
-            x=x,
-            y=alt.Y(
-                "cka:Q", title=f"CKA with the final epoch (band: {how or 'one unit'})", scale=alt.Scale(domain=[0, 1])
-            ),
-            color=colour,
-            tooltip=["group:N", "point:N", "epoch_a:Q", alt.Tooltip("cka:Q", format=".3f"), "units:Q"],
-        )
-    )
-    return (
-        alt.layer(band, line, data=curves)
-        .properties(width=320, height=200)
-        .facet(facet=alt.Facet("group:N", title=None), columns=2)
-    )
+    return banded_lines(curves, x, y, colour, tooltip, "group", columns=2, size=(320, 200), opacity=0.15)
 
 
 def epoch_matrices(training: pd.DataFrame) -> pd.DataFrame:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from .intervals import with_interval
+from .intervals import banded_lines, with_interval
 
 RECIPE = ["dataset", "arch", "training", "train_eps", "epochs", "freeze"]  # what a group's donors share
 
@@ -38,19 +38,6 @@ def mean_curve_chart(rows: pd.DataFrame) -> alt.FacetChart:
     over the recipe's donors (labelled in the y title)."""
     how = " / ".join(sorted(set(rows["interval"].dropna()) - {""}))
     colour = alt.Color("metric:N", title="loss")
-    band = alt.Chart().mark_area(opacity=0.2).encode(x="epoch:Q", y="lo:Q", y2="hi:Q", color=colour)
-    line = (
-        alt.Chart()
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("epoch:Q", title="epoch"),
-            y=alt.Y("value:Q", title=f"loss, mean over seeds (band: {how or 'one donor'})"),
-            color=colour,
-            tooltip=["group:N", "metric:N", "epoch:Q", alt.Tooltip("value:Q", format=".3f"), "donors:Q"],
-        )
-    )
-    return (
-        alt.layer(band, line, data=rows)
-        .properties(width=260, height=180)
-        .facet(facet=alt.Facet("group:N", title=None), columns=3)
-    )
+    y = alt.Y("value:Q", title=f"loss, mean over seeds (band: {how or 'one donor'})")
+    tooltip = ["group:N", "metric:N", "epoch:Q", alt.Tooltip("value:Q", format=".3f"), "donors:Q"]
+    return banded_lines(rows, alt.X("epoch:Q", title="epoch"), y, colour, tooltip, "group", columns=3, size=(260, 180))

@@ -6,6 +6,7 @@ plots, +-1 std in Smith & Marcu's rank plots)."""
 
 from __future__ import annotations
 
+import altair as alt
 import numpy as np
 import pandas as pd
 
@@ -45,3 +46,25 @@ def with_interval(df: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame
             }
         )
     return pd.DataFrame(rows, columns=[*keys, value, "lo", "hi", "interval", "n"])
+
+
+def banded_lines(
+    rows: pd.DataFrame,
+    x: alt.X,
+    y: alt.Y,
+    colour: alt.Color,
+    tooltip: list,
+    facet: str,
+    columns: int,
+    size: tuple[int, int] = (260, 200),
+    opacity: float = 0.2,
+) -> alt.FacetChart:
+    """Lines with their shaded bands (`lo` to `hi`), a colour per series and a panel per value of `facet`: the
+    one shape of every curve with an interval in the report (Cianfarani et al. Fig. 6, Jones et al. Figs 7-8)."""
+    band = alt.Chart().mark_area(opacity=opacity).encode(x=x, y="lo:Q", y2="hi:Q", color=colour)
+    line = alt.Chart().mark_line(point=True).encode(x=x, y=y, color=colour, tooltip=tooltip)
+    return (
+        alt.layer(band, line, data=rows)
+        .properties(width=size[0], height=size[1])
+        .facet(facet=alt.Facet(f"{facet}:N", title=None), columns=columns)
+    )

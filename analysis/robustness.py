@@ -16,6 +16,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from .intervals import banded_lines
 from .matrices import agreement_table
 from .store.storage import open_root
 from .store.units import INVERTED_DIR
@@ -226,23 +227,10 @@ def agreement_curve_chart(rows: pd.DataFrame) -> alt.FacetChart:
     """A line per agreement over the training eps, its 1-SE band shaded; a panel per stitch setting."""
     colour = alt.Color("label:N", title=None, sort=list(AGREEMENT_LABELS.values()), legend=alt.Legend(labelLimit=400))
     x = alt.X("eps:O", title="robustness level (training eps)")
-    band = alt.Chart().mark_area(opacity=0.2).encode(x=x, y="lo:Q", y2="hi:Q", color=colour)
-    line = (
-        alt.Chart()
-        .mark_line(point=True)
-        .encode(
-            x=x,
-            y=alt.Y("agreement:Q", title="agreement with the head (band: +- 1 SE over pairs)"),
-            color=colour,
-            tooltip=["eps:O", "label:N", alt.Tooltip("agreement:Q", format=".3f"), "pairs:Q"],
-        )
-    )
+    y = alt.Y("agreement:Q", title="agreement with the head (band: +- 1 SE over pairs)")
+    tooltip = ["eps:O", "label:N", alt.Tooltip("agreement:Q", format=".3f"), "pairs:Q"]
     setting = rows["objective"] + " " + rows["front_point"] + " -> " + rows["end_point"]
-    return (
-        alt.layer(band, line, data=rows.assign(setting=setting))
-        .properties(width=260, height=200)
-        .facet(facet=alt.Facet("setting:N", title=None), columns=3)
-    )
+    return banded_lines(rows.assign(setting=setting), x, y, colour, tooltip, "setting", columns=3)
 
 
 def level_chart(rows: pd.DataFrame, y: str, err: str | None, colour: str | None, title: str) -> alt.Chart:
