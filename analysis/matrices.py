@@ -19,7 +19,7 @@ _OBJECTIVE_ORDER = ["tlm", "dm", "dm+tlm", "adv", "adv_mix", "trades"]
 
 
 def _measures(trials: pd.DataFrame) -> dict[str, Measure]:
-    present = set(trials["objective"].dropna()) if "objective" in trials else set()
+    present = set(trials["objective"].dropna().unique()) if "objective" in trials else set()
     ordered = [o for o in _OBJECTIVE_ORDER if o in present] + sorted(present - set(_OBJECTIVE_ORDER))
     return measures(ordered)
 

@@ -273,6 +273,11 @@ def schema(table: str) -> pa.Schema:
     return pa.schema([f.with_metadata({"description": _description(table, f.name)}) for f in bare])
 
 
+def column_names(table: str) -> list[str]:
+    """The column names of `table`'s schema (without building the descriptions `schema` attaches)."""
+    return _bare_schema(table).names
+
+
 def _description(table: str, column: str) -> str:
     for e in INDEX_CATALOGUE.values():
         if e.kind in ("similarity", "distance") and column == f"{e.column}_null":

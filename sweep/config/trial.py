@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 from analysis.store.schema import SCHEMA_VERSION
@@ -127,7 +128,7 @@ class TrialSpec:
         """The label without point and seed: what `plan`'s summary counts trials under."""
         return f"{self.front} -> {self.end} {self.objective}{self._options()}"
 
-    @property
+    @functools.cached_property  # a frozen spec: computed once (planning a space reads it many times per trial)
     def trial_id(self) -> str:
         fields = dataclasses.asdict(self)
         for k in self.NON_SCIENTIFIC:

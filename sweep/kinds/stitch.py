@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from analysis.store.schema import CURVES_DIR, SCHEMA_VERSION, schema, trial_schema
+from analysis.store.schema import CURVES_DIR, SCHEMA_VERSION, TRIALS_DIR, column_names, schema, trial_schema
 from sweep import __version__
 from sweep.activations import Frozen
 from sweep.cache import worker_cache
@@ -59,8 +59,9 @@ NOT_COLUMNS = {"front_eval", "end_eval", "attacks"}
 def config_row(spec: TrialSpec, sweep_name: str) -> dict:
     """The configuration columns of a trial's row: every TrialSpec field (a field with no schema column is
     an error here, not a silently dropped setting)."""
-    fields = {k: v for k, v in dataclasses.asdict(spec).items() if k not in NOT_COLUMNS}
-    missing = sorted(set(fields) - set(trial_schema().names))
+    # shallow: the only nested dataclasses (the donors' evaluations) are not columns
+    fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name not in NOT_COLUMNS}
+    missing = sorted(set(fields) - set(column_names(TRIALS_DIR)))
     if missing:
         raise KeyError(f"TrialSpec fields without a column in the trials schema: {missing}")
     row = dict(
