@@ -81,26 +81,45 @@ def item_anchor(it: Item) -> str:
     return re.sub(r"[^a-z0-9]+", "-", it.item.lower()).strip("-")
 
 
-def _item_html(it: Item, datas: list[ReportData], out: Path, short: str) -> str:
+def item_drawings(it: Item, datas: list[ReportData], short: str) -> list[tuple[str, str, str, object]]:
+    """(section, source, label, drawing) for each drawing of item `it`: an Altair chart titled with the paper's
+    item name (and, with several results folders, their names), or a table section's rows."""
+    out = []
+    for name in it.sections:
+        s = section(name)
+        for source, rows in item_rows(it, name, datas):
+            label = f"{short} {it.item}" + (f" ({source.replace('+', ', ')})" if len(datas) > 1 else "")
+            out.append((name, source, label, s.chart(rows).properties(title=label) if hasattr(s, "chart") else rows))
+    return out
+
+
+def _item_html(it: Item, datas: list[ReportData], out: Path, short: str, drawn_at: dict) -> str:
+    """An item's block of the page. `drawn_at`: drawing -> the item that drew it first, for the page: an item
+    that would draw the same rows of the same section as an earlier one (the paper splits into several figures
+    what one section draws, e.g. Balogh & Jelasity 2023's stitching plots) links to that drawing instead."""
     head = f"<h2 id='{item_anchor(it)}'>{html.escape(short)} {html.escape(it.item)}</h2><p>{html.escape(it.caption)}"
     if it.layout:
         head += f" <i>Layout: {html.escape(it.layout)}</i>"
     head += "</p>"
     if it.status != "runs":
         return head + f"<p><b>{html.escape(it.status)}</b>: {html.escape(it.reason)}</p>"
-    parts = []
+    parts, same = [], []
     for name in it.sections:
-        s = section(name)
-        for source, rows in item_rows(it, name, datas):
-            label = f"{short} {it.item}" + (f" ({source.replace('+', ', ')})" if len(datas) > 1 else "")
-            if hasattr(s, "chart"):
-                chart = s.chart(rows).properties(title=label)
-                stem = f"{item_anchor(it)}_{name}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', source)}"
-                _png(chart, out / f"{stem}.png")
-                (out / f"{stem}.vl.json").write_text(json.dumps(chart.to_dict()))
-                parts.append(f"<p><img src='{stem}.png' alt='{html.escape(label)}'></p>")
-            else:
-                parts.append(f"<h3>{html.escape(label)}</h3>" + table(rows, s.columns or list(rows.columns)))
+        key = (name, repr(sorted(it.where.items())), it.combine)
+        if key in drawn_at:
+            same.append(f"<a href='#{item_anchor(drawn_at[key])}'>{html.escape(drawn_at[key].item)}</a>")
+    if same and len(same) == len(it.sections):  # every drawing is an earlier item's
+        parts.append(f"<p>Drawn above with {', '.join(dict.fromkeys(same))}: the same rows of the same section.</p>")
+    for name, source, label, drawn in [] if parts else item_drawings(it, datas, short):
+        drawn_at.setdefault((name, repr(sorted(it.where.items())), it.combine), it)
+        if isinstance(drawn, pd.DataFrame):
+            columns = section(name).columns or list(drawn.columns)
+            parts.append(f"<h3>{html.escape(label)}</h3>" + table(drawn, columns))
+            continue
+        stem = f"{item_anchor(it)}_{name}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', source)}"
+        _png(drawn, out / f"{stem}.png")
+        (out / f"{stem}.vl.json").write_text(json.dumps(drawn.to_dict()))
+        parts.append(f"<p><img src='{stem}.png' alt='{html.escape(label)}'></p>")
     if not parts:
         parts.append(f"<p>No rows for this item in these results (made by: {html.escape(', '.join(it.spaces))}).</p>")
     if it.numbers:
@@ -117,7 +136,8 @@ def write_paper_report(name: str, results: list, out: str | Path) -> Path:
     write_manifest(out, owner, [])
     datas = [report_data(r)[0] for r in results]
     with alt.data_transformers.disable_max_rows():
-        body = "".join(_item_html(it, datas, out, p.short) for it in items(p.slug))
+        drawn_at: dict = {}
+        body = "".join(_item_html(it, datas, out, p.short, drawn_at) for it in items(p.slug))
     sources = ", ".join(html.escape(d.name) for d in datas)
     index = out / "index.html"
     index.write_text(

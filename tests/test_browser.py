@@ -3,6 +3,7 @@
 error, no network request (everything is inlined), and every chart section drawn: an SVG with marks."""
 
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -134,19 +135,38 @@ def test_report_tables_sort_on_a_header_click_and_filter_as_one_types(report, br
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
 
 
-def test_a_papers_page_shows_every_item_in_order_and_every_chart_image_loads(tmp_path, browser):
+# each paper's page drawn from made-up results of its reduced spaces (tests/synthetic.py): the spaces this
+# machine runs, so every chart of the page is one a user of the reduced runs sees
+REDUCED = {
+    "balogh-jelasity-2023": ("robust_stitching_fmnist.yaml", "inversion_fmnist.yaml"),
+    "jones-2022": ("jones_fmnist.yaml",),
+    "cianfarani-2022": ("cianfarani_fmnist.yaml", "cianfarani_threats_fmnist.yaml"),
+    "smith-marcu-2024": ("smith_marcu_fmnist.yaml",),
+    "balogh-jelasity-2025": ("tlm_vs_dm_fmnist.yaml",),
+}
+
+
+@pytest.mark.parametrize("slug", sorted(REDUCED))
+def test_each_papers_page_shows_every_item_in_order_and_every_chart_image_loads(slug, tmp_path, browser):
     from analysis.paper_report import write_paper_report
-    from analysis.papers import items
+    from analysis.papers import items, paper
 
-    from .test_papers import _identification_results
+    from .conftest import REPO
+    from .synthetic import synthetic_results
 
-    root = tmp_path / "tlm_vs_dm_cifar10"
-    _identification_results(root)
-    index = write_paper_report("balogh-jelasity-2025", [root], tmp_path / "page")
+    results = [synthetic_results(REPO / "search_spaces" / s, tmp_path / s.removesuffix(".yaml")) for s in REDUCED[slug]]
+    index = write_paper_report(slug, results, tmp_path / "page")
     browser.get_log("browser")
     browser.get(index.as_uri())
     titles = [h.text for h in browser.find_elements("css selector", "h2")]
-    assert titles == [f"Balogh & Jelasity 2025 {it.item}" for it in items("balogh-jelasity-2025")]
+    assert titles == [f"{paper(slug).short} {it.item}" for it in items(slug)]
     loaded = browser.execute_script("return Array.from(document.images).map(i => i.complete && i.naturalWidth > 0)")
     assert loaded and all(loaded), loaded
+    for block, it in zip(index.read_text().split("<h2 ")[1:], items(slug)):
+        # every item is drawn (a chart or a table), links to the earlier item that drew the same, or says why it
+        # does not run; none finds no rows in its paper's reduced results
+        assert "<img" in block or "<table" in block or "Drawn above with" in block or it.status != "runs", it.item
+        assert "No rows for this item" not in block, it.item
+        for anchor in re.findall(r"href='#([^']+)'", block):  # the earlier item it links to is on the page
+            assert f"<h2 id='{anchor}'>" in index.read_text(), (it.item, anchor)
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]

@@ -139,7 +139,7 @@ def run_donor(
         return {"donor": donor.name, "skipped": True}  # a failed evaluation is tried again
     d = donor.data
     ckpt = sweep.zoo(donor.donor_key) / CHECKPOINT
-    base = _base_row(donor, sweep.name)
+    base = base_row(donor, sweep.name)
     t0 = time.perf_counter()
     rows = []
     try:
@@ -204,7 +204,7 @@ def _recorded(part: Loc, with_train: bool) -> bool:
     return not with_train or part.read_parquet(columns=["train_clean_acc"])["train_clean_acc"][0].is_valid
 
 
-def _base_row(donor: DonorSpec, sweep_name: str) -> dict:
+def base_row(donor: DonorSpec, sweep_name: str) -> dict:
     """The columns every `donors` row of this donor shares, whatever the evaluation."""
     return {
         "donor": donor.name,

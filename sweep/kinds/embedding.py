@@ -21,14 +21,19 @@ def run_embedding(spec: EmbeddingSpec, ctx: RunContext) -> dict:
     part = ctx.sweep_dir.part(TSNE_DIR, spec.unit_id)
     if part.exists():
         return {"status": "skipped"}
-    base = dict(
+    base = base_row(spec, ctx.sweep_dir.name, str(ctx.device))
+    return record_unit(part, TSNE_DIR, base, lambda: _measure(spec, ctx))
+
+
+def base_row(spec: EmbeddingSpec, sweep_name: str, device: str) -> dict:
+    """The columns every row of the unit's part shares: its settings, before what it measures."""
+    return dict(
         unit_id=spec.unit_id,
-        sweep=ctx.sweep_dir.name,
+        sweep=sweep_name,
         name=spec.name or None,
         **{k: getattr(spec, k) for k in ("dataset", "donor", "donor_key", "arch", "images", "perplexity", "seed")},
-        device=str(ctx.device),
+        device=device,
     )
-    return record_unit(part, TSNE_DIR, base, lambda: _measure(spec, ctx))
 
 
 def tsne_2d(a: torch.Tensor, perplexity: float, seed: int) -> tuple:

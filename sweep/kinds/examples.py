@@ -22,9 +22,16 @@ def run_examples(spec: ExamplesSpec, ctx: RunContext) -> dict:
     part = ctx.sweep_dir.part(EXAMPLES_DIR, spec.unit_id)
     if part.exists():
         return {"status": "skipped"}
-    base = dict(
+    base = base_row(spec, ctx.sweep_dir.name, str(ctx.device))
+    draw = {"images": _images, "palette": _palette, "noise": _noise, "attacks": _attacks}[spec.show]
+    return record_unit(part, EXAMPLES_DIR, base, lambda: draw(spec, ctx))
+
+
+def base_row(spec: ExamplesSpec, sweep_name: str, device: str) -> dict:
+    """The columns every row of the unit's part shares: its settings, before what it measures."""
+    return dict(
         unit_id=spec.unit_id,
-        sweep=ctx.sweep_dir.name,
+        sweep=sweep_name,
         name=spec.name or None,
         show=spec.show,
         dataset=spec.dataset,
@@ -35,10 +42,8 @@ def run_examples(spec: ExamplesSpec, ctx: RunContext) -> dict:
         sender=spec.sender or None,
         position=spec.position,
         seed=spec.seed,
-        device=str(ctx.device),
+        device=device,
     )
-    draw = {"images": _images, "palette": _palette, "noise": _noise, "attacks": _attacks}[spec.show]
-    return record_unit(part, EXAMPLES_DIR, base, lambda: draw(spec, ctx))
 
 
 def picture(image: torch.Tensor) -> dict:

@@ -31,16 +31,21 @@ def run_inversion(spec: InversionSpec, ctx: RunContext) -> dict:
     part = ctx.sweep_dir.part(INVERSIONS_DIR, spec.unit_id)
     if part.exists():
         return {"status": "skipped"}
+    base = base_row(spec, ctx.sweep_dir.name, str(ctx.device))
+    return record_unit(part, INVERSIONS_DIR, base, lambda: _measure(spec, ctx))
+
+
+def base_row(spec: InversionSpec, sweep_name: str, device: str) -> dict:
+    """The columns every row of the unit's part shares: its settings, before what it measures."""
     fields = ("dataset", "donor", "donor_key", "arch", "point", "recipe", "start", "steps", "step_size")
-    base = dict(
+    return dict(
         unit_id=spec.unit_id,
-        sweep=ctx.sweep_dir.name,
+        sweep=sweep_name,
         name=spec.name or None,
         **{k: getattr(spec, k) for k in fields},
         **{k: getattr(spec, k) for k in ("momentum", "eps", "images", "batch_size", "seed", "trial_id")},
-        device=str(ctx.device),
+        device=device,
     )
-    return record_unit(part, INVERSIONS_DIR, base, lambda: _measure(spec, ctx))
 
 
 def sample(spec: InversionSpec, test_y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

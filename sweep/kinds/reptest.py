@@ -79,9 +79,16 @@ def run_reptest(
     if part.exists():
         return {"unit_id": spec.unit_id, "status": "skipped"}
     report = report or (lambda m: None)
-    base = dict(
+    base = base_row(spec, sweep.name)
+    out = record_unit(part, REPTESTS_DIR, base, lambda: _run(spec, sweep, device, data_root, download, report))
+    return {"unit_id": spec.unit_id, **out}
+
+
+def base_row(spec: RepTestSpec, sweep_name: str) -> dict:
+    """The columns every row of the unit's part shares: its settings, before what it measures."""
+    return dict(
         unit_id=spec.unit_id,
-        sweep=sweep.name,
+        sweep=sweep_name,
         name=spec.name or None,
         test=spec.test,
         arch=spec.arch,
@@ -89,8 +96,6 @@ def run_reptest(
         samples=spec.samples,
         probe_train_size=spec.probe_train_size,
     )
-    out = record_unit(part, REPTESTS_DIR, base, lambda: _run(spec, sweep, device, data_root, download, report))
-    return {"unit_id": spec.unit_id, **out}
 
 
 def _fronts(spec: RepTestSpec, models: dict, xtr: torch.Tensor, device: torch.device) -> dict[tuple, nn.Module]:

@@ -42,9 +42,15 @@ def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
     part = ctx.sweep_dir.part(SIMILARITY_DIR, spec.unit_id)
     if part.exists():
         return {"status": "skipped"}
-    base = dict(
+    base = base_row(spec, ctx.sweep_dir.name, str(ctx.device))
+    return record_unit(part, SIMILARITY_DIR, base, lambda: _measure(spec, ctx))
+
+
+def base_row(spec: SimilaritySpec, sweep_name: str, device: str) -> dict:
+    """The columns every row of the unit's part shares: its settings, before what it measures."""
+    return dict(
         unit_id=spec.unit_id,
-        sweep=ctx.sweep_dir.name,
+        sweep=sweep_name,
         name=spec.name or None,
         **{k: getattr(spec, k) for k in ("dataset", "a", "b", "a_key", "b_key", "a_arch", "b_arch")},
         **{k: getattr(spec, k) for k in ("a_inputs", "b_inputs", "estimator", "images", "batch_size", "passes")},
@@ -54,9 +60,8 @@ def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
         inversion_id=spec.inversion_id,
         inverted=spec.inverted,
         seed=spec.seed,
-        device=str(ctx.device),
+        device=device,
     )
-    return record_unit(part, SIMILARITY_DIR, base, lambda: _measure(spec, ctx))
 
 
 def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:

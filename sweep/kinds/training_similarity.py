@@ -33,17 +33,22 @@ def run_training_similarity(spec: TrainingSimilaritySpec, ctx: RunContext) -> di
     part = ctx.sweep_dir.part(TRAINING_SIMILARITY_DIR, spec.unit_id)
     if part.exists():
         return {"status": "skipped"}
+    base = base_row(spec, ctx.sweep_dir.name, str(ctx.device))
+    return record_unit(part, TRAINING_SIMILARITY_DIR, base, lambda: _measure(spec, ctx))
+
+
+def base_row(spec: TrainingSimilaritySpec, sweep_name: str, device: str) -> dict:
+    """The columns every row of the unit's part shares: its settings, before what it measures."""
     settings = ("dataset", "donor", "donor_key", "arch", "inputs", "images", "batch_size", "passes", "seed")
     attack = ("attack_norm", "attack_eps", "attack_steps", "attack_step_size")
-    base = dict(
+    return dict(
         unit_id=spec.unit_id,
-        sweep=ctx.sweep_dir.name,
+        sweep=sweep_name,
         name=spec.name or None,
         final_epoch=spec.epochs[-1],
         **{k: getattr(spec, k) for k in settings + attack},
-        device=str(ctx.device),
+        device=device,
     )
-    return record_unit(part, TRAINING_SIMILARITY_DIR, base, lambda: _measure(spec, ctx))
 
 
 def epoch_weights(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[dict]:
