@@ -236,11 +236,13 @@ def epoch_curves(training: pd.DataFrame) -> pd.DataFrame:
 
 
 def epoch_curve_chart(curves: pd.DataFrame) -> alt.FacetChart:
-    """One line per layer, its band the interval over the group's units (labelled in the y title)."""
+    """One line per layer, its band the interval over the group's units (named on the y title's second line, so
+    that a long name does not run into the next row of panels)."""
     order = curves.sort_values("point_index")["point"].drop_duplicates().tolist()
     how = " / ".join(sorted(set(curves["interval"].dropna()) - {""})) if "interval" in curves else ""
     colour = alt.Color("point:N", sort=order, title="layer")
-    y = alt.Y("cka:Q", title=f"CKA with the final epoch (band: {how or 'one unit'})", scale=alt.Scale(domain=[0, 1]))
+    title = ["CKA with the final epoch", f"band: {how or 'one unit'}"]
+    y = alt.Y("cka:Q", title=title, scale=alt.Scale(domain=[0, 1]))
     tooltip = ["group:N", "point:N", "epoch_a:Q", alt.Tooltip("cka:Q", format=".3f"), "units:Q"]
     x = alt.X("epoch_a:Q", title="epoch")
     return banded_lines(curves, x, y, colour, tooltip, "group", columns=2, size=(320, 200), opacity=0.15)
