@@ -8,7 +8,6 @@ from the donors table; pairs are of two different donors.
 from __future__ import annotations
 
 import base64
-import io
 import struct
 import zlib
 
@@ -18,8 +17,8 @@ import pandas as pd
 
 from .intervals import banded_lines
 from .matrices import agreement_table
+from .store import inverted as stored
 from .store.storage import open_root
-from .store.units import INVERTED_DIR
 
 
 def levels(donors: pd.DataFrame) -> pd.DataFrame:
@@ -264,26 +263,28 @@ def across_levels_chart(rows: pd.DataFrame) -> alt.LayerChart:
 
 
 def inversion_images(results, inversions: pd.DataFrame, per_unit: int = 8) -> pd.DataFrame:
-    """The first `per_unit` images of each done inversion unit, as Jones et al. Fig. 2 shows them: the targets
-    as the first row, then per unit its seed images (the inversion's starting points; a row only where they
-    differ from the row of seeds above) and its inverted images. Columns row (a label), column, url (a PNG data
-    URL), read from `<results>/inverted/<unit_id>.npz`."""
+    """The first `per_unit` images (at most `inverted.PREVIEW`) of each done inversion unit, as Jones et al.
+    Fig. 2 shows them: the targets as the first row, then per unit its seed images (the inversion's starting
+    points; a row only where they differ from the row of seeds above) and its inverted images. Columns row (a
+    label), column, url (a PNG data URL), read from each unit's index (`analysis.store.inverted`), which keeps
+    those images in 8 bits: neither the dataset nor the shards are read."""
     if inversions.empty:
         return pd.DataFrame()
     done = inversions[inversions["status"] == "done"].drop_duplicates("unit_id").sort_values(["donor", "point"])
     out: list[dict] = []
     last_seeds = None
+    root = open_root(results)
     for r in done.itertuples(index=False):
-        loc = open_root(results) / INVERTED_DIR / f"{r.unit_id}.npz"
-        if not loc.exists():
+        try:
+            kept = stored.index(root, r.unit_id)
+        except FileNotFoundError:
             continue
-        with np.load(io.BytesIO(loc.read_bytes())) as npz:
-            rows = [] if out else [("targets", npz["targets"][:per_unit])]
-            seeds = npz["seeds"][:per_unit] if "seeds" in npz.files else None
-            if seeds is not None and (last_seeds is None or not np.array_equal(seeds, last_seeds)):
-                rows.append((f"seeds ({r.recipe}, seed {r.seed})", seeds))
-                last_seeds = seeds
-            rows.append((f"{r.donor} @{r.point} ({r.recipe})", npz["inverted"][:per_unit]))
+        rows = [] if out else [("targets", kept["preview_targets"][:per_unit])]
+        seeds = kept["preview_seeds"][:per_unit] if "preview_seeds" in kept else None
+        if seeds is not None and (last_seeds is None or not np.array_equal(seeds, last_seeds)):
+            rows.append((f"seeds ({r.recipe}, seed {r.seed})", seeds))
+            last_seeds = seeds
+        rows.append((f"{r.donor} @{r.point} ({r.recipe})", kept["preview_inverted"][:per_unit]))
         out += [dict(row=label, column=k, url=png_url(im)) for label, images in rows for k, im in enumerate(images)]
     return pd.DataFrame(out)
 

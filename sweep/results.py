@@ -92,9 +92,8 @@ class SweepDir:
         return self.path / STITCHERS_DIR / f"{trial_id}.pt"
 
     def inverted(self, unit_id: str) -> Loc:
-        """An inversion unit's images: `inverted`, `targets`, `seeds` (N x C x H x W, float32) and `image`
-        (the targets' test indices), as a NumPy .npz."""
-        return self.path / INVERTED_DIR / f"{unit_id}.npz"
+        """An inversion unit's images: a folder of shards and an index (`analysis.store.inverted`)."""
+        return self.path / INVERTED_DIR / unit_id
 
     def create(self) -> None:
         for name in TABLES:

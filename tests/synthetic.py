@@ -10,7 +10,6 @@ matches what a space produces finds no rows, or the wrong ones.
 
 from __future__ import annotations
 
-import io
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -18,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 
 from analysis.store.schema import schema, trial_schema
-from analysis.store.units import INVERTED_DIR
 from sweep.results import write_rows
 
 DEVICE = "cpu"
@@ -107,17 +105,17 @@ def _training_similarity(units, sweep_name: str) -> list[dict]:
 
 
 def _inversions(units, sweep_name: str, root: Path) -> list[dict]:
+    from analysis.store import inverted as stored
+    from analysis.store.storage import open_root
     from sweep.kinds.inversion import base_row
 
-    rows = []
+    rows, loc = [], open_root(root)
     for spec in units:
         n = min(spec.images, IMAGES)
         rows += [dict(base_row(spec, sweep_name, DEVICE), position=j, image=j, label=j % 2) for j in range(n)]
-        arrays = {k: np.full((n, 1, 8, 8), 0.5, np.float32) for k in ("inverted", "targets", "seeds")}
-        buf = io.BytesIO()
-        np.savez(buf, **arrays, image=np.arange(n))
-        (root / INVERTED_DIR).mkdir(parents=True, exist_ok=True)
-        (root / INVERTED_DIR / f"{spec.unit_id}.npz").write_bytes(buf.getvalue())
+        images = np.full((n, 1, 8, 8), 0.5, np.float32)
+        stored.write_shard(loc, spec.unit_id, 0, images, spec.dtype, loss=np.zeros(n), best_step=np.zeros(n, int))
+        stored.write_index(loc, spec.unit_id, np.arange(n), np.arange(n), spec.dtype, images, images, images)
     return rows
 
 

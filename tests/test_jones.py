@@ -10,8 +10,10 @@ import pytest
 import torch
 
 import analysis
+from analysis.store import inverted as stored
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
+from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext
 from sweep.kinds.donor import load_donor, run_donor
 from sweep.kinds.inversion import read_inverted, run_inversion
@@ -61,6 +63,11 @@ def zoo(tmp_path_factory):
     return space, sweep_dir
 
 
+def _test_images(spec) -> torch.Tensor:
+    """The test images of a unit's data, which its stored indices point into."""
+    return worker_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size, CPU).test_x
+
+
 def _parse(zoo, **sections):
     space = copy.deepcopy(zoo[0])
     del space["stitching"]
@@ -94,8 +101,8 @@ def test_inverting_a_networks_own_representation_reaches_a_small_relative_error(
     # the recorded loss is the stored image's relative error, recomputed here from the files
     arrays = read_inverted(zoo[1], spec.unit_id)
     g = split(load_donor(zoo[1], spec.donor_key, CPU), "penultimate")[0]
-    with torch.no_grad():
-        inv, tgt = torch.from_numpy(arrays["inverted"]), torch.from_numpy(arrays["targets"])
+    with torch.no_grad():  # the targets: stored as their indices among the test images
+        inv, tgt = torch.from_numpy(arrays["inverted"]), _test_images(spec)[torch.from_numpy(arrays["image"])]
         again = (g(inv) - g(tgt)).norm(dim=1) / g(tgt).norm(dim=1)
     np.testing.assert_allclose(again.numpy(), rows.sort_values("position")["loss"], rtol=1e-4)
     assert inv.min() >= 0 and inv.max() <= 1 and run_inversion(spec, ctx)["status"] == "skipped"
@@ -133,7 +140,9 @@ def test_engstrom_recipe_starts_from_grey_noise_with_its_defaults(zoo):
     (spec,) = sweep.units["inversion"]
     assert (spec.start, spec.step_size, spec.momentum, spec.eps) == ("grey_noise", 1.0, 0.0, 1000.0)
     assert run_inversion(spec, RunContext(zoo[1], CPU))["status"] == "done"
-    seeds = read_inverted(zoo[1], spec.unit_id)["seeds"]
+    kept = stored.index(zoo[1].path, spec.unit_id)  # grey-noise seeds: no indices, the first ones in 8 bits
+    seeds = kept["preview_seeds"]
+    assert "seed_image" not in kept and len(seeds) == 4
     assert abs(seeds.mean() - 0.5) < 0.01 and 0.03 < seeds.std() < 0.07  # 0.5 + N(0, 1) / 20
     with pytest.raises(SpecError, match=r"inversions.point"):
         _parse(zoo, inversions={"donors": ["zoo:plain_a"], "point": "layer9"})
@@ -354,8 +363,8 @@ def test_the_report_shows_inversions_cka_by_level_and_saliency(zoo, tmp_path):
         labels[0] == "targets" and labels[1].startswith("seeds (") and sum(x.startswith("seeds") for x in labels) >= 1
     )
     first = next(u for u in sweep.units["inversion"] if labels[2].startswith(u.donor))
-    seeds = read_inverted(zoo[1], first.unit_id)["seeds"]
-    assert images[images["row"] == labels[1]]["url"].tolist()[:2] == [robustness.png_url(x) for x in seeds[:2]]
+    seeds = _test_images(first)[torch.from_numpy(stored.index(zoo[1].path, first.unit_id)["seed_image"][:2])]
+    assert images[images["row"] == labels[1]]["url"].tolist()[:2] == [robustness.png_url(x) for x in seeds.numpy()]
 
 
 @pytest.mark.parametrize("arch", ["tv_resnet18", "tv_mobilenet_v2"])

@@ -234,6 +234,7 @@ BY_TABLE = {
     ("reptests", "donor"): "member B's donor",
     ("reptests", "name"): "the test's label in the search space",
     ("inversions", "momentum"): "L2 momentum (Dong et al. 2018); 0: none",
+    ("inversions", "dtype"): "how the unit's inverted images are stored: float32, float16 or uint8 (1/255 steps)",
     ("tsne", "point_index"): "the point's position among the unit's points, input to output",
     ("tsne", "images"): "the test images embedded (a fixed random sample)",
     ("tsne", "image"): "the image's index among the test images",

@@ -108,7 +108,7 @@ TRAINING_SIMILARITY_SCHEMA = pa.schema(
 )
 
 INVERSIONS_DIR = "inversions"
-INVERTED_DIR = "inverted"  # <unit_id>.npz: the inverted images, the targets and seeds (not a table)
+INVERTED_DIR = "inverted"  # <unit_id>/: the inverted images in shards, and their index (not a table)
 STITCHERS_DIR = "stitchers"  # <trial_id>.pt: a trial's fitted stitcher (not a table)
 
 # Representation inversion (Jones et al. 2022; Balogh & Jelasity 2023 Section 6): one part per unit (a donor and
@@ -128,6 +128,7 @@ INVERSION_SCHEMA = pa.schema(
         ("eps", pa.float64()),
         ("images", pa.int32()),
         ("batch_size", pa.int32()),
+        ("dtype", pa.string()),  # how its inverted images are stored: float32, float16 or uint8
         ("trial_id", pa.string()),  # a stitched network: the trial whose stitcher it uses
         ("stitcher_refitted", pa.bool_()),  # its stitcher was fitted again (the trial kept none)
         ("position", pa.int32()),

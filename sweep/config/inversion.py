@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from analysis.store.inverted import DTYPES
 from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.donors import DonorUnit, resolve_ref
 from sweep.config.errors import SpecError
@@ -43,6 +44,7 @@ OPTIONS = by_key(
         Option("images", "integer", 100, low=1, cap="test", doc="a fixed random sample of N test images"),
         Option("batch_size", "integer", 100, low=1, doc="images inverted at once (no effect on the result)"),
         Option("seed", "integer", 0, low=0, doc="draws the sample, the seed images and the noise"),
+        Option("dtype", "string", "float32", choices=DTYPES, doc="the stored images: float32 | float16 | uint8"),
     )
 )
 
@@ -61,6 +63,7 @@ class InversionSpec(DonorUnit):
     eps: float
     images: int
     seed: int = 0
+    dtype: str = "float32"  # how the inverted images are stored (`analysis.store.inverted`): the rows read them
     trial_id: str | None = None  # a stitched network: the trial whose stitcher it uses (donor_key: its end)
     batch_size: int = field(default=100, compare=False)
     donor: str = field(default="", compare=False)  # the donor's reference (or the stitched network's): a label
@@ -74,6 +77,8 @@ class InversionSpec(DonorUnit):
         fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in self.LABELS}
         if self.trial_id is None:  # a donor's inversion: the id it had before stitched networks could be inverted
             fields.pop("trial_id")
+        if self.dtype == "float32":  # the images' storage type, added later: unset, the old ids hold
+            fields.pop("dtype")
         return stable_hash({"kind": "inversion", "v": SCHEMA_VERSION, **fields})
 
     @property
@@ -117,6 +122,7 @@ def _parse_entry(entry: dict, path: str, donors: dict, used: set[str], trials: t
     if refs is not None and (not isinstance(refs, list) or not refs):
         raise SpecError(f"{path}.donors", "a non-empty list of donor references", refs)
     common = dict(recipe=recipe, **settings, seed=s.read(OPTIONS["seed"]), batch_size=s.read(OPTIONS["batch_size"]))
+    common["dtype"] = s.read(OPTIONS["dtype"])
     units = []
     for k, ref in enumerate(refs or []):
         donor = resolve_ref(check_value(ref, f"{path}.donors[{k}]", "string"), f"{path}.donors[{k}]", donors)

@@ -1,17 +1,17 @@
 """One inversion unit (Jones et al. 2022 3.2; Balogh & Jelasity 2023 Section 6): a donor's representation (or a
 stitched network's, from its trial's kept stitcher) at one point of a fixed random sample of test images,
 inverted by `sweep.measures.inversion.invert` from the recipe's seed images. Pure PyTorch, idempotent. Writes
-the images (`inverted/<unit_id>.npz`: the inverted images, their targets and seeds, the targets' test indices)
-first, then the unit's part (`inversions/`, one row per image), so a finished part always has its images.
+the images first (`analysis.store.inverted`: shards of 1,000 images in the space's `dtype`, each a resume
+point, then an index of the targets' and seeds' test indices), then the unit's part (`inversions/`, one row
+per image), so a finished part always has its images. Its rows are measured on the images as stored.
 """
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import torch
 
+from analysis.store import inverted as stored
 from analysis.store.schema import INVERSIONS_DIR
 from sweep.config.inversion import InversionSpec
 from sweep.data.core import worker_splits
@@ -20,7 +20,6 @@ from sweep.kinds.donor import load_donor
 from sweep.kinds.stitched import stitched_network
 from sweep.measures.inversion import grey_noise, invert, other_label_seeds
 from sweep.models.base import split
-from sweep.results import open_root
 from sweep.train.evaluate import predict
 
 CPU = torch.device("cpu")
@@ -43,7 +42,7 @@ def base_row(spec: InversionSpec, sweep_name: str, device: str) -> dict:
         sweep=sweep_name,
         name=spec.name or None,
         **{k: getattr(spec, k) for k in fields},
-        **{k: getattr(spec, k) for k in ("momentum", "eps", "images", "batch_size", "seed", "trial_id")},
+        **{k: getattr(spec, k) for k in ("momentum", "eps", "images", "batch_size", "seed", "trial_id", "dtype")},
         device=device,
     )
 
@@ -72,6 +71,47 @@ def _measure(spec: InversionSpec, ctx: RunContext) -> list[dict]:
     model, g, refitted = _network(spec, ctx)
     for p in model.parameters():
         p.requires_grad_(False)
+    root, uid = ctx.sweep_dir.path, spec.unit_id
+    for k, start in enumerate(range(0, len(x_t), stored.SHARD)):  # each shard a resume point
+        if stored.has_shard(root, uid, k):
+            ctx.report({"phase": "resumed", "shard": k + 1, "of": -(-len(x_t) // stored.SHARD)})
+            continue
+        got = _invert(spec, g, x_t[start : start + stored.SHARD], x_s[start : start + stored.SHARD], ctx, start)
+        stored.write_shard(root, uid, k, got.pop("inverted"), spec.dtype, **got)
+    rows = []
+    for k, start in enumerate(range(0, len(x_t), stored.SHARD)):  # what was stored: one shard in memory
+        shard = stored.read_shard(root, uid, k)
+        inv = torch.from_numpy(shard["inverted"])
+        t, s = x_t[start : start + len(inv)], x_s[start : start + len(inv)]
+        pred, pred_t = (predict(model, images, ctx.device).cpu() for images in (inv, t))
+        d_seed, d_target = (inv - s).flatten(1).norm(dim=1), (inv - t).flatten(1).norm(dim=1)
+        rows += [
+            dict(
+                position=start + j,
+                image=int(targets[start + j]),
+                label=int(y_t[start + j]),
+                seed_image=None if seed_idx is None else int(seed_idx[start + j]),
+                seed_label=None if seed_idx is None else int(y_all[seed_idx[start + j]]),
+                loss=float(shard["loss"][j]),
+                loss_start=float(shard["loss_start"][j]),
+                best_step=int(shard["best_step"][j]),
+                dist_seed=float(d_seed[j]),
+                dist_target=float(d_target[j]),
+                pred=int(pred[j]),
+                pred_target=int(pred_t[j]),
+                stitcher_refitted=refitted,
+            )
+            for j in range(len(inv))
+        ]
+        if k == 0:
+            first = inv.numpy()
+    preview = (x_t[: stored.PREVIEW].numpy(), x_s[: stored.PREVIEW].numpy(), first)
+    stored.write_index(root, uid, targets.numpy(), None if seed_idx is None else seed_idx.numpy(), spec.dtype, *preview)
+    return rows
+
+
+def _invert(spec: InversionSpec, g, x_t: torch.Tensor, x_s: torch.Tensor, ctx: RunContext, offset: int) -> dict:
+    """One shard's inversion, in batches: `inverted` (N x C x H x W, on the host) and its per-image losses."""
     out = {k: [] for k in ("images", "loss", "loss_start", "best_step")}
     for i in range(0, len(x_t), spec.batch_size):
         t, s = x_t[i : i + spec.batch_size].to(ctx.device), x_s[i : i + spec.batch_size].to(ctx.device)
@@ -81,31 +121,10 @@ def _measure(spec: InversionSpec, ctx: RunContext) -> list[dict]:
         got = invert(g, s, target_rep, **kw)
         for k in out:
             out[k].append(getattr(got, k).cpu())
-        ctx.report({"phase": "inverted", "images": min(i + spec.batch_size, len(x_t)), "of": len(x_t)})
-    inv = torch.cat(out["images"])
-    pred, pred_t = (predict(model, images, ctx.device).cpu() for images in (inv, x_t))
-    _write_images(ctx, spec, inv, x_t, x_s, targets)
-    loss, loss0, best = (torch.cat(out[k]) for k in ("loss", "loss_start", "best_step"))
-    d_seed = (inv - x_s).flatten(1).norm(dim=1)
-    d_target = (inv - x_t).flatten(1).norm(dim=1)
-    return [
-        dict(
-            position=j,
-            image=int(targets[j]),
-            label=int(y_t[j]),
-            seed_image=None if seed_idx is None else int(seed_idx[j]),
-            seed_label=None if seed_idx is None else int(y_all[seed_idx[j]]),
-            loss=float(loss[j]),
-            loss_start=float(loss0[j]),
-            best_step=int(best[j]),
-            dist_seed=float(d_seed[j]),
-            dist_target=float(d_target[j]),
-            pred=int(pred[j]),
-            pred_target=int(pred_t[j]),
-            stitcher_refitted=refitted,
-        )
-        for j in range(len(inv))
-    ]
+        done = offset + min(i + spec.batch_size, len(x_t))
+        ctx.report({"phase": "inverted", "images": done, "of": spec.images})
+    images, loss, loss0, best = (torch.cat(out[k]) for k in ("images", "loss", "loss_start", "best_step"))
+    return dict(inverted=images.numpy(), loss=loss.numpy(), loss_start=loss0.numpy(), best_step=best.numpy())
 
 
 def _network(spec: InversionSpec, ctx: RunContext):
@@ -120,17 +139,16 @@ def _network(spec: InversionSpec, ctx: RunContext):
     return st.upto(spec.trial.end_point), st.upto(spec.trial.end_point, spec.point), st.refitted
 
 
-def _write_images(ctx: RunContext, spec: InversionSpec, inv, targets_x, seeds_x, targets) -> None:
-    buf = io.BytesIO()
-    arrays = dict(inverted=inv, targets=targets_x, seeds=seeds_x)
-    np.savez_compressed(buf, **{k: v.float().numpy() for k, v in arrays.items()}, image=targets.numpy())
-    open_root(ctx.sweep_dir.inverted(spec.unit_id)).write_bytes(buf.getvalue())
+def inverted_index(sweep_dir, unit_id: str) -> np.ndarray:
+    """An inversion unit's target indices among the test images, in its order (its images are not read)."""
+    try:
+        return stored.index(sweep_dir.path, unit_id)["image"]
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{exc}: run the sweep's inversions first") from None
 
 
 def read_inverted(sweep_dir, unit_id: str) -> dict[str, np.ndarray]:
-    """An inversion unit's arrays (`inverted`, `targets`, `seeds`, `image`); raises when it has none."""
-    loc = open_root(sweep_dir.inverted(unit_id))
-    if not loc.exists():
-        raise FileNotFoundError(f"inversion unit {unit_id} has no images at {loc}: run the sweep's inversions first")
-    with np.load(io.BytesIO(loc.read_bytes())) as npz:
-        return {k: npz[k] for k in npz.files}
+    """An inversion unit's target indices (`image`) and its inverted images (`inverted`, float32, all in memory:
+    what a similarity unit on inverted data measures); raises when it has none."""
+    image = inverted_index(sweep_dir, unit_id)
+    return {"image": image, "inverted": stored.inverted(sweep_dir.path, unit_id)}

@@ -25,7 +25,7 @@ from sweep.config.similarity import SimilaritySpec
 from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
-from sweep.kinds.inversion import read_inverted
+from sweep.kinds.inversion import inverted_index, read_inverted
 from sweep.measures.cca import svcca
 from sweep.measures.saliency import saliency_cosines
 from sweep.measures.similarity import MinibatchCKA, StreamedCKA, gram, linear_cka, minibatches, opd
@@ -70,11 +70,12 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
     )
     x, y = splits.test_x[: spec.images], splits.test_y[: spec.images]
     inputs = {"benign": x}
-    if spec.inversion_id:  # the inversion's natural targets and their inverted images, in its order
-        arrays = read_inverted(ctx.sweep_dir, spec.inversion_id)
-        index = torch.from_numpy(arrays["image"])
+    if spec.inversion_id:  # the inversion's natural targets and (where a side reads them) its inverted images
+        index = torch.from_numpy(inverted_index(ctx.sweep_dir, spec.inversion_id))
         x, y = splits.test_x[index], splits.test_y[index]
-        inputs = {"benign": x, "inverted": torch.from_numpy(arrays["inverted"])}
+        inputs = {"benign": x}
+        if "inverted" in (spec.a_inputs, spec.b_inputs):
+            inputs["inverted"] = torch.from_numpy(read_inverted(ctx.sweep_dir, spec.inversion_id)["inverted"])
     keys = {spec.a_key, spec.b_key} | ({spec.attack_key} if spec.attack_key else set())
     models = {key: load_donor(ctx.sweep_dir, key, ctx.device) for key in keys}
     if spec.attack_key:
