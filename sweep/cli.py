@@ -72,7 +72,7 @@ def _open_results(path: str):
 def cmd_plan(args) -> int:
     """A summary of what the space holds (`--trials`: every unit; `--json`: both, machine-readable); with
     `--storage`, also what that results root has recorded and what a run would do."""
-    from sweep import memory
+    from sweep import disk, memory
     from sweep.estimate import load_profile, plan_estimate
     from sweep.registry import KINDS
     from sweep.results import SweepDir
@@ -88,11 +88,13 @@ def cmd_plan(args) -> int:
     if args.storage is not None:
         sweep_dir = SweepDir(_storage("--storage", args.storage), sweep.name)
         todo = planning.to_run(sweep, sweep_dir, retry_failed=False, dry=True) if sweep_dir.path.exists() else None
+        disk.check_room(sweep, todo, sweep_dir)
     if args.json:
         print(json.dumps(planning.plan_json(sweep, units, todo), indent=2))
         return 0
     print(f"sweep {sweep.name}: " + ", ".join(f"{len(u)} {KINDS[k].noun}" for k, u in units.items() if u))
     lines = [*sweep.generated, *planning.plan_lines(sweep, units, full=args.trials), *memory.plan_lines(sweep)]
+    lines += disk.plan_lines(sweep, todo)
     print("\n".join(f"  {line}" for line in lines))
     if args.storage is not None:
         for name, u in units.items():

@@ -138,3 +138,27 @@ def test_results_written_before_shards_are_still_read(tmp_path):
     grid = robustness.inversion_images(tmp_path, table, per_unit=2)
     assert grid["row"].drop_duplicates().tolist() == ["targets", "seeds (jones, seed 0)", "d @p (jones)"]
     assert grid["url"].iloc[0] == robustness.png_url(images[0] / 2)
+
+
+def test_plan_says_what_the_inverted_images_take_and_refuses_a_folder_without_room(zoo, tmp_path, monkeypatch, capsys):  # noqa: F811
+    import copy
+    from types import SimpleNamespace
+
+    import yaml
+
+    from sweep import disk
+    from sweep.cli import EXIT_BAD_INPUT, main
+
+    space = copy.deepcopy(zoo[0])
+    del space["stitching"]
+    space["inversions"] = dict(INVERSION, dtype="uint8")
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump(space))
+    assert main(["plan", str(path)]) == 0
+    # 10 digits of 1 x 28 x 28 pixels, a byte each, with 32 bytes of losses and indices each (8,160 bytes), and
+    # 3 x 8 previews of 784 bytes (18,816)
+    assert "1 inversion units (28 px, uint8) write up to 27.0 kB each" in capsys.readouterr().out
+    monkeypatch.setattr(disk.shutil, "disk_usage", lambda where: SimpleNamespace(free=1000))
+    assert main(["plan", str(path), "--storage", str(tmp_path / "results")]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "--storage" in err and "27.0 kB" in err and "1.0 kB free" in err

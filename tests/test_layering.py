@@ -21,7 +21,7 @@ import pytest
 from .conftest import REPO
 
 LAYERS = [
-    {"sweep", "sweep.registry", "sweep.config", "sweep.memory"},
+    {"sweep", "sweep.registry", "sweep.config", "sweep.memory", "sweep.disk"},
     {
         "sweep.data",
         "sweep.models",
