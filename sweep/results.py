@@ -93,7 +93,9 @@ class SweepDir:
 
     def inverted(self, unit_id: str) -> Loc:
         """An inversion unit's images: a folder of shards and an index (`analysis.store.inverted`)."""
-        return self.path / INVERTED_DIR / unit_id
+        from analysis.store.inverted import folder
+
+        return folder(self.path, unit_id)
 
     def create(self) -> None:
         for name in TABLES:

@@ -7,8 +7,9 @@ the seed), which 8-bit rounding may disturb more than a robust network's.
     PYTHONPATH=. .venv/bin/python tests/benchmarks/inverted_dtype.py --space search_spaces/jones_fmnist.yaml \\
         --storage /tmp/runs
 
-Prints one line per unit kind (the row donor plain or robust) and dtype: the largest and mean |CKA - CKA at
-float32| over the units, and their count.
+Prints how far the float32 values computed here are from the sweep's recorded CKA (the same measure), then one
+line per unit kind (the row donor plain or robust) and dtype: the largest and mean |CKA - CKA at float32| over
+the units, and their count.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import analysis  # noqa: E402
 from analysis.store import inverted as stored  # noqa: E402
 from sweep.config.space import load_space  # noqa: E402
 from sweep.data.core import worker_splits  # noqa: E402
@@ -45,6 +47,7 @@ def main() -> None:
     units = [u for u in sweep.units.get("similarity", ()) if "inverted" in (u.a_inputs, u.b_inputs)]
     gaps: dict[tuple[str, str], list[float]] = defaultdict(list)
     models = {}
+    recorded, agree = analysis.load_similarity(sweep_dir.path), []
     for u in units:
         splits = worker_splits(u.dataset, u.train_size, u.val_size, u.test_size, CPU)
         index = torch.from_numpy(stored.index(sweep_dir.path, u.inversion_id)["image"])
@@ -58,10 +61,14 @@ def main() -> None:
             inputs = {"benign": natural, "inverted": images}
             fa, fb = features(models[u.a_key], u.a_points), features(models[u.b_key], u.b_points)
             values[dtype] = full_matrix(fa, fb, inputs[u.a_inputs], inputs[u.b_inputs], CPU)[0].numpy()
+        mine = recorded[recorded["unit_id"] == u.unit_id]  # the sweep's own value: the same measure?
+        for r in mine.itertuples(index=False):
+            agree.append(abs(float(values["float32"][int(r.a_index) - 1, int(r.b_index) - 1]) - float(r.cka)))
         kind = "plain" if (donors[u.a_key].eps or 0) == 0 else "robust"
         for dtype in ("float16", "uint8"):
             gaps[(kind, dtype)].append(float(np.abs(values[dtype] - values["float32"]).max()))
     print(f"{len(units)} similarity units on inverted images ({args.space})")
+    print(f"  float32 here against the sweep's recorded CKA: |d| max {max(agree):.1e} over {len(agree)} values")
     for (kind, dtype), g in sorted(gaps.items()):
         print(f"  row donor {kind:6s} {dtype:8s} |dCKA| max {max(g):.2e}  mean {np.mean(g):.2e}  units {len(g)}")
 
