@@ -81,6 +81,11 @@ def item_anchor(it: Item) -> str:
     return re.sub(r"[^a-z0-9]+", "-", it.item.lower()).strip("-")
 
 
+def drawing_key(it: Item, name: str) -> tuple:
+    """What makes section `name`'s drawing in item `it`: two items with the same key draw the same thing."""
+    return (name, repr(sorted(it.where.items())), it.combine)
+
+
 def item_drawings(it: Item, datas: list[ReportData], short: str) -> list[tuple[str, str, str, object]]:
     """(section, source, label, drawing) for each drawing of item `it`: an Altair chart titled with the paper's
     item name (and, with several results folders, their names), or a table section's rows."""
@@ -105,13 +110,13 @@ def _item_html(it: Item, datas: list[ReportData], out: Path, short: str, drawn_a
         return head + f"<p><b>{html.escape(it.status)}</b>: {html.escape(it.reason)}</p>"
     parts, same = [], []
     for name in it.sections:
-        key = (name, repr(sorted(it.where.items())), it.combine)
+        key = drawing_key(it, name)
         if key in drawn_at:
             same.append(f"<a href='#{item_anchor(drawn_at[key])}'>{html.escape(drawn_at[key].item)}</a>")
     if same and len(same) == len(it.sections):  # every drawing is an earlier item's
         parts.append(f"<p>Drawn above with {', '.join(dict.fromkeys(same))}: the same rows of the same section.</p>")
     for name, source, label, drawn in [] if parts else item_drawings(it, datas, short):
-        drawn_at.setdefault((name, repr(sorted(it.where.items())), it.combine), it)
+        drawn_at.setdefault(drawing_key(it, name), it)
         if isinstance(drawn, pd.DataFrame):
             columns = section(name).columns or list(drawn.columns)
             parts.append(f"<h3>{html.escape(label)}</h3>" + table(drawn, columns))

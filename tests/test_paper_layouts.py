@@ -11,7 +11,7 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from analysis.paper_report import item_drawings, item_rows, ours
+from analysis.paper_report import drawing_key, item_drawings, item_rows, ours
 from analysis.papers import items, paper
 from analysis.report import report_data
 
@@ -104,7 +104,7 @@ def test_a_registered_item_draws_from_the_spaces_it_names(it, results):
     found = {(name, source): rows for name in it.sections for source, rows in item_rows(it, name, datas)}
     for name in it.sections:
         assert name in {n for n, _ in found}, f"{short} {it.item}: {name} finds no rows in {spaces} ({it.where})"
-    keys = {(n, source): (n, repr(sorted(it.where.items())), it.combine, source) for n, source in found}
+    keys = {(n, source): (*drawing_key(it, n), source) for n, source in found}
     if not set(keys.values()) <= CHECKED:  # several items may draw a section the same way: check it once
         with alt.data_transformers.disable_max_rows():
             for name, source, label, drawn in item_drawings(it, datas, short):
