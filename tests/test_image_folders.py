@@ -7,6 +7,7 @@ from PIL import Image
 
 from sweep.data import core as data
 from sweep.data.image_folders import SIZE, read_image_folder
+from sweep.data.stream import Images
 
 
 def _write(root, folder, per_class):
@@ -46,10 +47,10 @@ def test_a_folder_without_classes_is_refused(tmp_path):
         read_image_folder(tmp_path / "train")
 
 
-def test_imagenet_reads_ten_images_per_class_resized_to_256_and_cropped_to_224(tmp_path):
-    """ImageNet's folder layout with 3 classes and 12 images each: the first 10 of each class in sorted order,
-    Salman et al.'s evaluation transform (shorter side 256, centre 224): a 256 x 256 image with a 16-pixel red
-    border and a blue middle comes out all blue. Missing folders are an error (it is never downloaded)."""
+def test_imagenet_reads_every_image_resized_to_256_and_cropped_to_224(tmp_path):
+    """ImageNet's folder layout with 3 classes and 12 images each: every image (no cap per class), Salman et
+    al.'s evaluation transform (shorter side 256, centre 224): a 256 x 256 image with a 16-pixel red border and
+    a blue middle comes out all blue. Missing folders are an error (it is never downloaded)."""
     for split in ("train", "val"):
         for c in range(3):
             d = tmp_path / "imagenet" / split / f"n{c:08d}"
@@ -60,13 +61,14 @@ def test_imagenet_reads_ten_images_per_class_resized_to_256_and_cropped_to_224(t
                 img[16:240, 16:240] = (0, 0, 20 * k)  # image k: its blue level
                 Image.fromarray(img).save(d / f"img_{k:02d}.png")
     pool = data.load_pool("imagenet", str(tmp_path), download=False)
-    assert pool.train_x.shape == (30, 3, 224, 224) and pool.test_x.shape == (30, 3, 224, 224)
-    assert pool.train_y.tolist() == [c for c in range(3) for _ in range(10)]
+    assert isinstance(pool.train_x, Images) and isinstance(pool.test_x, Images)  # files, decoded when read
+    assert pool.train_x.shape == (36, 3, 224, 224) and pool.test_x.shape == (36, 3, 224, 224)
+    assert pool.train_y.tolist() == [c for c in range(3) for _ in range(12)]
     assert pool.train_x[:, 0].max() == 0  # no red: the border is cropped away
     # the test split in turns by class: its first images cover every class, each class keeps its sorted order
     assert pool.test_y.tolist()[:6] == [0, 1, 2, 0, 1, 2] and sorted(pool.test_y.tolist()) == pool.train_y.tolist()
     blues = (pool.test_x[pool.test_y == 1][:, 2].mean((1, 2)) * 255).round().tolist()
-    assert blues == [20 * k for k in range(10)]  # images 0..9 of the class, in sorted order
+    assert blues == [20 * k for k in range(12)]  # images 0..11 of the class, in sorted order
     with pytest.raises(FileNotFoundError, match="never downloaded"):
         data.load_pool("imagenet", str(tmp_path / "empty"), download=True)
 

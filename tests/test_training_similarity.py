@@ -113,3 +113,29 @@ def test_epoch_by_epoch_cka_of_a_trained_donor(tmp_path):
     assert donor_curves[(4, "val_acc")] == pytest.approx(val_right, abs=1e-6)
     curves = pd.read_csv(tmp_path / "report" / "cka_epochs.csv")
     assert set(curves["epoch_a"]) == {1, 2, 3, 4} and (curves.loc[curves["epoch_a"] == 4, "cka"] > 1 - 1e-9).all()
+
+
+def test_kept_epochs_in_float16_are_the_trained_weights_rounded(tmp_path):
+    """`keep_dtype: float16` stores each kept epoch's floating-point weights in float16 (the batch count stays an
+    integer) and joins the donor's key; training itself is unchanged, so the last kept epoch is the finished
+    donor's weights rounded to float16. Without kept epochs the field is refused."""
+    with pytest.raises(SpecError, match=r"^donors.plain_a.keep_dtype: expected checkpoint_every set beside it"):
+        parse_space(_space(ENTRY, epochs=2, keep_dtype="float16"))
+    plain = parse_space(_space(ENTRY, epochs=2, checkpoint_every=1))
+    assert parse_space(_space(ENTRY, epochs=2, checkpoint_every=1, keep_dtype="float32")).donors == plain.donors
+    sweep = parse_space(_space(ENTRY, epochs=2, checkpoint_every=1, keep_dtype="float16"))
+    donor = sweep.donors["plain_a"]
+    assert donor.donor_key != plain.donors["plain_a"].donor_key
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    assert run_donor(donor, sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))["status"] == "done"
+    (unit,) = sweep.units["training_similarity"]
+    ctx = RunContext(sweep_dir, torch.device("cpu"))
+    kept = epoch_weights(unit, ctx)[-1]
+    final = load_donor(sweep_dir, donor.donor_key, torch.device("cpu")).state_dict()
+    for name, value in final.items():
+        if value.is_floating_point():
+            assert kept[name].dtype == torch.float16 and torch.equal(kept[name], value.half()), name
+        else:
+            assert torch.equal(kept[name], value), name
+    assert run_training_similarity(unit, ctx)["status"] == "done"

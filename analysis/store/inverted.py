@@ -45,9 +45,12 @@ def shard(results: Loc, unit_id: str, k: int) -> Loc:
 
 
 def encode(images: np.ndarray, dtype: str) -> np.ndarray:
-    """Images in [0, 1] as stored: uint8 holds round(255 x), the float types the values."""
+    """Images in [0, 1] as stored: uint8 holds round(255 x), the float types the values. Images already in
+    `dtype` are returned as they are (a writer may encode batch by batch)."""
     if dtype not in DTYPES:
         raise ValueError(f"inverted images' dtype: one of {DTYPES}, found {dtype!r}")
+    if images.dtype == np.dtype(dtype):
+        return images
     if dtype == "uint8":
         return np.clip(np.rint(images * 255.0), 0, 255).astype(np.uint8)
     return images.astype(dtype)
@@ -89,10 +92,11 @@ def has_shard(results: Loc, unit_id: str, k: int) -> bool:
     return shard(results, unit_id, k).exists()
 
 
-def read_shard(results: Loc, unit_id: str, k: int) -> dict[str, np.ndarray]:
-    """Shard `k`, its images decoded to float32."""
+def read_shard(results: Loc, unit_id: str, k: int, as_stored: bool = False) -> dict[str, np.ndarray]:
+    """Shard `k`, its images decoded to float32 (`as_stored`: in the dtype they are stored in, for a reader that
+    decodes a batch at a time)."""
     arrays = _load(shard(results, unit_id, k))
-    return dict(arrays, inverted=decode(arrays["inverted"]))
+    return arrays if as_stored else dict(arrays, inverted=decode(arrays["inverted"]))
 
 
 def index(results: Loc, unit_id: str) -> dict[str, np.ndarray]:

@@ -81,9 +81,11 @@ def _trainable(config: dict, run, units: dict, root: Loc, sweep_name: str, env: 
     import torch
 
     from sweep.cache import configure
+    from sweep.data import stream
     from sweep.kinds.base import RunContext, resolve
 
     torch.set_num_threads(_threads(env["cpus"]))
+    stream.configure(stream.loader_workers(env["cpus"]))  # image folders' decoding processes, from its CPUs
     cache = configure(env["cache"])  # the driver's cache settings; a reused actor keeps what it cached
     ctx = RunContext(
         SweepDir(root, sweep_name),

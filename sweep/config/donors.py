@@ -32,6 +32,7 @@ DONOR_OPTIMISER = {"optimizer": "sgd_nesterov", "momentum": 0.9, "weight_decay":
 
 NOISE_FIELDS = ("noise_sigma", "noise_train_per_class", "noise_test_per_class", "noise_seed")
 DONOR_NUMERICS = {"precision": "fp32", "channels_last": False}  # a zoo donor's training step: the defaults
+KEEP_DTYPES = ("float32", "float16")  # the kept epochs' weights (float16: half the disk and host memory)
 
 # The version in every donor key. Kept apart from the results schema's version: a change of how trials or
 # rows are identified must not retrain the zoo. Bump it only when what shapes a donor's weights changes.
@@ -84,6 +85,8 @@ class DonorSpec:
     # zoo donors: keep the weights of every N-th epoch (and the last), for CKA across training epochs
     # (Cianfarani et al. 2022 Section 5); part of the key when set, since the cached donor must have them
     checkpoint_every: int | None = None
+    # zoo donors: the dtype the kept epochs' floating-point weights are stored in; None: float32 (the key holds)
+    keep_dtype: str | None = None
     # zoo donors: the optimiser and schedule (`OPTIMIZERS`, `SCHEDULES`); None = the default of DONOR_OPTIMISER,
     # so that the keys of donors that keep the defaults do not change
     optimizer: str | None = None
@@ -135,6 +138,7 @@ class DonorSpec:
         added_later = (
             "beta",
             "checkpoint_every",
+            "keep_dtype",
             *DONOR_OPTIMISER,
             *NOISE_FIELDS,
             "salman_id",
@@ -221,6 +225,7 @@ ZOO_OPTIONS = by_key(
         Option("augment", "string", (), many=True, choices=lambda: AUGMENTATIONS),
         Option("data", "mapping", None, nullable=True, fields=DATA_OPTIONS, doc="its own data section (cross-task)"),
         Option("checkpoint_every", "integer", None, low=1, nullable=True, doc="keep every N-th epoch's weights"),
+        Option("keep_dtype", "string", "float32", choices=KEEP_DTYPES, doc="the kept epochs' weights"),
         Option("precision", "string", "fp32", choices=("fp32", "bf16"), doc="bf16: the training step autocast"),
         Option("channels_last", "bool", False, doc="the training step in channels-last memory format"),
         Option("freeze", "mapping", None, nullable=True, many=True, fields=FREEZE_OPTIONS, doc="layer freezing"),
@@ -271,10 +276,19 @@ def parse_zoo_donor(name: str, raw: Any, data: DataSpec, evaluation: EvalSpec, r
         **_adversarial_fields(s, reads, data, evaluation, method.threat, path),
         augment=tuple(s.read(ZOO_OPTIONS["augment"])) if raw.get("augment") else (),
         checkpoint_every=s.read(ZOO_OPTIONS["checkpoint_every"]),
+        keep_dtype=_keep_dtype(s, path),
         **_optimiser_fields(s, path),
         **{k: None if (v := s.read(ZOO_OPTIONS[k])) == default else v for k, default in DONOR_NUMERICS.items()},
         freeze=_freeze(s, path),
     )
+
+
+def _keep_dtype(s: Section, path: str) -> str | None:
+    """The kept epochs' dtype, None for float32 (the donor keys that predate it hold); only with epochs kept."""
+    dtype = s.read(ZOO_OPTIONS["keep_dtype"])
+    if "keep_dtype" in s.raw and not s.raw.get("checkpoint_every"):
+        raise SpecError(f"{path}.keep_dtype", "checkpoint_every set beside it", s.raw["keep_dtype"], "no epochs kept")
+    return None if dtype == "float32" else dtype
 
 
 def _freeze(s: Section, path: str) -> tuple[tuple[str, int], ...] | None:

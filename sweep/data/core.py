@@ -32,6 +32,7 @@ from sweep.data.declared import (  # noqa: F401  (re-exported: where the data la
     missing_files,
     register_dataset,
 )
+from sweep.data.stream import chunks, is_stream
 from sweep.registry import DATASETS
 
 SPLIT_SEED = 0  # the split is part of the data, not of a trial: one fixed permutation per dataset
@@ -39,7 +40,8 @@ SPLIT_SEED = 0  # the split is part of the data, not of a trial: one fixed permu
 
 @dataclass(frozen=True)
 class Pool:
-    """A dataset before splitting: a training pool and the official test set."""
+    """A dataset before splitting: a training pool and the official test set (tensors, or streamed `Images`
+    for image folders: `sweep.data.stream`)."""
 
     train_x: torch.Tensor
     train_y: torch.Tensor
@@ -81,8 +83,9 @@ class Splits:
         trial moves them once instead of copying every batch (no DataLoader workers or pinned buffers)."""
         if device.type == "cpu":
             return self
-        moved = {f: getattr(self, f).to(device) for f in ("train_x", "train_y", "val_x", "val_y", "test_x", "test_y")}
-        return dataclasses.replace(self, **moved)
+        parts = ("train_x", "train_y", "val_x", "val_y", "test_x", "test_y")
+        moved = {f: getattr(self, f).to(device) for f in parts if not is_stream(getattr(self, f))}
+        return dataclasses.replace(self, **moved)  # streamed images stay files: their batches move
 
 
 def _read_idx(path: Path) -> np.ndarray:
@@ -246,6 +249,9 @@ def fingerprint(splits: Splits) -> str:
         x, y = getattr(splits, f"{part}_x"), getattr(splits, f"{part}_y")
         h.update(repr((tuple(x.shape), str(x.dtype))).encode())
         h.update(y.cpu().numpy().tobytes())
+        if is_stream(x):  # the files' names and sizes: reading every pixel of ImageNet is not cheap
+            h.update(x.source.fingerprint(x.index).encode())
+            continue
         flat = x.reshape(-1)
         h.update(flat[:: max(1, len(flat) // 4096)].cpu().numpy().tobytes())
     return h.hexdigest()[:16]
@@ -254,10 +260,7 @@ def fingerprint(splits: Splits) -> str:
 def batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.Generator | None = None):
     """Yield (x, y) mini-batches; shuffled when a generator is given. The order is drawn on the CPU (the same on
     every device) and moved to the data's device once per epoch, not once per batch: indexing a GPU tensor with a
-    CPU index copies the index first and waits for the device."""
-    n = len(y)
-    order = torch.randperm(n, generator=generator) if generator is not None else torch.arange(n)
-    on_x = order.to(x.device) if isinstance(x, torch.Tensor) else order
-    on_y = on_x if on_x.device == y.device else order.to(y.device)
-    for i in range(0, n, batch_size):
-        yield x[on_x[i : i + batch_size]], y[on_y[i : i + batch_size]]
+    CPU index copies the index first and waits for the device. Streamed images (`sweep.data.stream`) are decoded
+    by the loader's workers, in that order."""
+    order = torch.randperm(len(y), generator=generator) if generator is not None else None
+    yield from zip(chunks(x, batch_size, order), chunks(y, batch_size, order))

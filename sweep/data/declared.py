@@ -17,7 +17,7 @@ MNIST_THREAT = (0.3, 0.1)  # Balogh & Jelasity 2023 A.4: eps and PGD step for th
 CIFAR_THREAT = (8 / 255, 2 / 255)  # Balogh & Jelasity 2023 A.3: eps and PGD step for CIFAR-10 and SVHN
 IMAGENET_THREAT = (4 / 255, 1 / 255)  # Cianfarani et al. 2022 2.3: eps 4/255 on the ImageNet subsets
 IMAGE_FOLDER_SIZE = 160  # ImageNette and ImageWoof: fast.ai's 160-pixel release, centre crops of 160
-IMAGENET_PER_CLASS = 10  # images per class read from each split: 10,000 each (Jones et al. 2022 4.1's subset)
+IMAGENET_SIZES = (1_281_167, 50_000)  # ILSVRC 2012's training and validation images, every one streamed
 MNIST_FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 COLOUR_VARIANTS = ("correlated", "digit", "colour", "colour_only", "rgb")  # Smith & Marcu 2024's (colour_digits)
@@ -159,8 +159,8 @@ register_dataset("imagewoof", 9025, 3929, required=_folder_required("imagewoof2-
 )
 register_dataset(
     "imagenet",
-    train_pool=1000 * IMAGENET_PER_CLASS,
-    test=1000 * IMAGENET_PER_CLASS,
+    train_pool=IMAGENET_SIZES[0],
+    test=IMAGENET_SIZES[1],
     channels=3,
     image_size=224,
     required=_folder_required("imagenet"),
@@ -168,6 +168,27 @@ register_dataset(
     threat=IMAGENET_THREAT,
     downloadable=False,
 )("sweep.data.image_folders:imagenet")
+
+
+def register_image_folder(
+    name: str,
+    folder: str,
+    train_pool: int,
+    test: int,
+    image_size: int,
+    resize: int | None = None,
+    num_classes: int = 10,
+    threat: tuple[float, float] = IMAGENET_THREAT,
+) -> None:
+    """Register a dataset of your own in the image-folder layout, `ROOT/<folder>/{train,val}/<class>/*`:
+    streamed like ImageNet (`sweep.data.stream`), each image's shorter side resized to `resize` (default:
+    `image_size`) and its centre `image_size` square cropped. `train_pool` and `test` are the images a space is
+    checked against before any file is read."""
+    load = functools.partial(lazy("sweep.data.image_folders:folder_pool"), folder, image_size, resize)
+    register_dataset(
+        name, train_pool, test, channels=3, image_size=image_size, required=_folder_required(folder),
+        num_classes=num_classes, threat=threat,
+    )(load)  # fmt: skip
 
 
 def register_augmentation(name: str):

@@ -15,6 +15,7 @@ from analysis.store import inverted as stored
 from analysis.store.schema import INVERSIONS_DIR
 from sweep.config.inversion import InversionSpec
 from sweep.data.core import worker_splits
+from sweep.data.stream import chunks
 from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
 from sweep.kinds.stitched import stitched_network
@@ -78,13 +79,13 @@ def _measure(spec: InversionSpec, ctx: RunContext) -> list[dict]:
             continue
         got = _invert(spec, g, x_t[start : start + stored.SHARD], x_s[start : start + stored.SHARD], ctx, start)
         stored.write_shard(root, uid, k, got.pop("inverted"), spec.dtype, **got)
+        del got  # before the next shard is inverted: one shard in memory
     rows = []
     for k, start in enumerate(range(0, len(x_t), stored.SHARD)):  # what was stored: one shard in memory
-        shard = stored.read_shard(root, uid, k)
-        inv = torch.from_numpy(shard["inverted"])
-        t, s = x_t[start : start + len(inv)], x_s[start : start + len(inv)]
-        pred, pred_t = (predict(model, images, ctx.device).cpu() for images in (inv, t))
-        d_seed, d_target = (inv - s).flatten(1).norm(dim=1), (inv - t).flatten(1).norm(dim=1)
+        shard = stored.read_shard(root, uid, k, as_stored=True)
+        inv = shard["inverted"]  # as stored (uint8: a quarter of float32), decoded a batch at a time
+        t, s = (x[start : start + len(inv)] for x in (x_t, x_s))
+        pred, pred_t, d_seed, d_target = _compare(model, inv, t, s, spec, ctx)
         rows += [
             dict(
                 position=start + j,
@@ -104,27 +105,42 @@ def _measure(spec: InversionSpec, ctx: RunContext) -> list[dict]:
             for j in range(len(inv))
         ]
         if k == 0:
-            first = inv.numpy()
+            first = stored.decode(inv[: stored.PREVIEW])
+        del shard, inv  # before the next shard is read
     preview = (x_t[: stored.PREVIEW].numpy(), x_s[: stored.PREVIEW].numpy(), first)
     stored.write_index(root, uid, targets.numpy(), None if seed_idx is None else seed_idx.numpy(), spec.dtype, *preview)
     return rows
 
 
+def _compare(model, inv: np.ndarray, t, s, spec: InversionSpec, ctx: RunContext) -> tuple:
+    """Per image of a shard (`inv`: its images as stored): the network's class of the inverted image and of its
+    target, and the inverted image's distances to its seed and its target, a batch at a time."""
+    out = []
+    for i, tb, sb in zip(range(0, len(inv), spec.batch_size), chunks(t, spec.batch_size), chunks(s, spec.batch_size)):
+        ib = torch.from_numpy(stored.decode(inv[i : i + spec.batch_size]))
+        pred, pred_t = (predict(model, images, ctx.device).cpu() for images in (ib, tb))
+        out.append((pred, pred_t, (ib - sb).flatten(1).norm(dim=1), (ib - tb).flatten(1).norm(dim=1)))
+    return tuple(torch.cat(column) for column in zip(*out))
+
+
 def _invert(spec: InversionSpec, g, x_t: torch.Tensor, x_s: torch.Tensor, ctx: RunContext, offset: int) -> dict:
-    """One shard's inversion, in batches: `inverted` (N x C x H x W, on the host) and its per-image losses."""
+    """One shard's inversion, in batches: `inverted` (N x C x H x W, on the host, in the stored dtype) and its
+    per-image losses."""
     out = {k: [] for k in ("images", "loss", "loss_start", "best_step")}
-    for i in range(0, len(x_t), spec.batch_size):
-        t, s = x_t[i : i + spec.batch_size].to(ctx.device), x_s[i : i + spec.batch_size].to(ctx.device)
+    parts = zip(range(0, len(x_t), spec.batch_size), chunks(x_t, spec.batch_size), chunks(x_s, spec.batch_size))
+    for i, t, s in parts:
+        t, s = t.to(ctx.device), s.to(ctx.device)
         with torch.no_grad():
             target_rep = g(t)
         kw = dict(steps=spec.steps, step_size=spec.step_size, momentum=spec.momentum, eps=spec.eps)
         got = invert(g, s, target_rep, **kw)
         for k in out:
-            out[k].append(getattr(got, k).cpu())
+            out[k].append(getattr(got, k).cpu().numpy())
+        out["images"][-1] = stored.encode(out["images"][-1], spec.dtype)  # a shard is held as it is stored
         done = offset + min(i + spec.batch_size, len(x_t))
         ctx.report({"phase": "inverted", "images": done, "of": spec.images})
-    images, loss, loss0, best = (torch.cat(out[k]) for k in ("images", "loss", "loss_start", "best_step"))
-    return dict(inverted=images.numpy(), loss=loss.numpy(), loss_start=loss0.numpy(), best_step=best.numpy())
+    images, loss, loss0, best = (np.concatenate(out[k]) for k in ("images", "loss", "loss_start", "best_step"))
+    return dict(inverted=images, loss=loss, loss_start=loss0, best_step=best)
 
 
 def _network(spec: InversionSpec, ctx: RunContext):

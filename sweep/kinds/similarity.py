@@ -23,12 +23,13 @@ import torch
 from analysis.store.schema import SIMILARITY_DIR
 from sweep.config.similarity import SimilaritySpec
 from sweep.data.core import worker_splits
+from sweep.data.stream import chunks
 from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
 from sweep.kinds.inversion import inverted_index, read_inverted
 from sweep.measures.cca import svcca
 from sweep.measures.saliency import saliency_cosines
-from sweep.measures.similarity import MinibatchCKA, StreamedCKA, gram, linear_cka, minibatches, opd
+from sweep.measures.similarity import MinibatchCKA, StreamedCKA, gram, linear_cka, minibatch_images, opd
 from sweep.memory import CKA_BATCH, cka_streams
 from sweep.models.features import features, reduced_features
 from sweep.train.evaluate import accuracy, predict
@@ -145,10 +146,10 @@ def minibatch_matrix(ga, gb, xa: torch.Tensor, xb: torch.Tensor, spec, ctx: RunC
     """The P x Q minibatch CKA matrix over `spec.passes` passes in reshuffled order (`spec.batch_size`,
     `spec.seed`); `ga`, `gb` are `gram_reader`s, `gb` None: B is A (the matrix of A with itself)."""
     acc = MinibatchCKA()
-    for p, idx in minibatches(len(xa), spec.batch_size, spec.passes, spec.seed):
+    for p, (ba, *bb) in minibatch_images((xa,) if gb is None else (xa, xb), spec.batch_size, spec.passes, spec.seed):
         with torch.no_grad():
-            k = ga(xa[idx].to(ctx.device))
-            acc.update_grams(k, k if gb is None else gb(xb[idx].to(ctx.device)))
+            k = ga(ba.to(ctx.device))
+            acc.update_grams(k, k if gb is None else gb(bb[0].to(ctx.device)))
         ctx.report({"phase": "similarity", "pass": p + 1, "passes": spec.passes})
     return acc.value().cpu()
 
@@ -158,26 +159,33 @@ def full_matrix(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device
     (`StreamedCKA`) where `cka_streams` says its products are the smaller, else every activation of the images
     held (n x features each) and `linear_cka` on each pair. The same numbers either way. Returns the matrix and
     each pair's seconds from the held activations (None when accumulated: the cost is spread over the reads)."""
-    first = _read(fa, fb, xa, xb, device, 0)
+    reads = _reads(fa, fb, xa, xb, device)
+    first = next(reads)
     if cka_streams(len(xa), *([t.shape[1] for t in side] for side in first)):
         acc = StreamedCKA()
         acc.update(*first)
-        for i in range(CKA_BATCH, len(xa), CKA_BATCH):
-            acc.update(*_read(fa, fb, xa, xb, device, i))
+        for later in reads:
+            acc.update(*later)
         return acc.value().cpu(), None
-    return pairwise(linear_cka, *held_features(fa, fb, xa, xb, device, first))
+    return pairwise(linear_cka, *held_features(fa, fb, xa, xb, device, (first, reads)))
 
 
-def held_features(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device, first=None) -> tuple:
+def held_features(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device, started=None) -> tuple:
     """Every point's activations of all the images on both sides, flattened (n x features), on the CPU; read
-    in batches of `CKA_BATCH` (`first`: the first batch's, already read)."""
-    first = first or _read(fa, fb, xa, xb, device, 0)
-    parts = [first, *(_read(fa, fb, xa, xb, device, i) for i in range(CKA_BATCH, len(xa), CKA_BATCH))]
+    in batches of `CKA_BATCH` (`started`: the first batch's, already read, and the reader of the rest)."""
+    if started is None:
+        reads = _reads(fa, fb, xa, xb, device)
+        started = (next(reads), reads)
+    first, reads = started
+    parts = [first, *reads]
     return tuple(
         [torch.cat([part[side][k] for part in parts]).cpu() for k in range(len(first[side]))] for side in (0, 1)
     )
 
 
-def _read(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device, i: int) -> tuple[list, list]:
-    with torch.no_grad():
-        return tuple([t.flatten(1) for t in f(x[i : i + CKA_BATCH].to(device))] for f, x in ((fa, xa), (fb, xb)))
+def _reads(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device):
+    """Per batch of `CKA_BATCH` images, (A's flattened activations, B's), the images read in batches."""
+    for ba, bb in zip(chunks(xa, CKA_BATCH), chunks(xb, CKA_BATCH)):
+        with torch.no_grad():  # left before yielding: the caller's code never runs without gradients by accident
+            read = tuple([t.flatten(1) for t in f(x.to(device))] for f, x in ((fa, ba), (fb, bb)))
+        yield read

@@ -20,7 +20,7 @@ from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
 from sweep.kinds.similarity import gram_reader
-from sweep.measures.similarity import MinibatchCKA, minibatches
+from sweep.measures.similarity import MinibatchCKA, minibatch_images
 from sweep.results import load_torch
 from sweep.train.donors import epoch_checkpoint
 from sweep.train.threats import craft
@@ -74,9 +74,9 @@ def _measure(spec: TrainingSimilaritySpec, ctx: RunContext) -> list[dict]:
         x = craft(spec.attack_norm, model, x, y, *args)
     read = gram_reader(model, spec.points)  # reads whatever weights the model holds when called
     accumulators = [MinibatchCKA() for _ in spec.points]
-    for p, idx in minibatches(len(x), spec.batch_size, spec.passes, spec.seed):
+    for p, (batch,) in minibatch_images((x,), spec.batch_size, spec.passes, spec.seed):
         per_point: list[list[torch.Tensor]] = [[] for _ in spec.points]  # [point][epoch]: Grams only
-        batch = x[idx].to(ctx.device)
+        batch = batch.to(ctx.device)
         for state in states:
             model.load_state_dict(state)
             with torch.no_grad():

@@ -207,6 +207,7 @@ def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_featur
     largest."""
     import torch
 
+    from sweep.data.stream import chunks
     from sweep.measures.similarity import numerical_rank
 
     first = next((m for m in end.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))), None)
@@ -226,9 +227,9 @@ def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_featur
     end.eval()
     try:
         with torch.no_grad():
-            for i in range(0, len(x), 250):
+            for xb in chunks(x, 250):
                 try:
-                    end(sender(x[i : i + 250].to(device)))
+                    end(sender(xb.to(device)))
                 except _Stop:
                     pass
     finally:

@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import torch
 
+from sweep.data.stream import chunks
+
 
 def saliency(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """d logit_y / d x for each image (put the model in eval mode first); the model's parameters get no grad."""
@@ -23,9 +25,9 @@ def saliency_cosines(
     """Per image, the cosine similarity of A's saliency map on `xa` and B's on `xb` (float64, on the CPU), in
     batches of `batch` (a backward pass through an ImageNet network holds every activation of the batch)."""
     out = []
-    for i in range(0, len(y), batch):
-        yy = y[i : i + batch].to(device)
-        ga = saliency(model_a, xa[i : i + batch].to(device), yy).flatten(1).double()
-        gb = saliency(model_b, xb[i : i + batch].to(device), yy).flatten(1).double()
+    for ba, bb, yy in zip(chunks(xa, batch), chunks(xb, batch), chunks(y, batch)):
+        yy = yy.to(device)
+        ga = saliency(model_a, ba.to(device), yy).flatten(1).double()
+        gb = saliency(model_b, bb.to(device), yy).flatten(1).double()
         out.append(torch.nn.functional.cosine_similarity(ga, gb, dim=1, eps=1e-30).cpu())
     return torch.cat(out)

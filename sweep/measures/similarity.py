@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 import torch
 
+from sweep.data.stream import chunks
 from sweep.measures import matrices
 from sweep.measures.cca import cca, pwcca
 from sweep.measures.matrices import (
@@ -231,10 +232,24 @@ def minibatches(n: int, batch_size: int, passes: int, seed: int):
     """The image indices of every batch, pass by pass: each pass a new order drawn from `seed`; a final batch
     of 3 images or fewer is left out (HSIC_1 needs 4). Yields (pass, indices)."""
     for p in range(passes):
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1000 + p))
+        order = pass_order(n, seed, p)
         for i in range(0, n, batch_size):
             if len(order[i : i + batch_size]) > 3:
                 yield p, order[i : i + batch_size]
+
+
+def pass_order(n: int, seed: int, p: int) -> torch.Tensor:
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1000 + p))
+
+
+def minibatch_images(xs: tuple, batch_size: int, passes: int, seed: int):
+    """The batches of `minibatches` as the images themselves: (pass, a batch of each of `xs`), each read in the
+    pass's order (streamed images decoded by the loader's workers, `sweep.data.stream.chunks`)."""
+    for p in range(passes):
+        order = pass_order(len(xs[0]), seed, p)
+        for batch in zip(*(chunks(x, batch_size, order) for x in xs)):
+            if len(batch[0]) > 3:
+                yield p, batch
 
 
 def gram(x) -> torch.Tensor:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import torch
 
+from sweep.data.stream import chunks
 from sweep.models.base import StagedNet
 
 
@@ -31,7 +32,7 @@ def flat_features(read: Callable, x: torch.Tensor, device: torch.device, batch: 
     """Every point's activations of the images `x` through `read` (a `features` function), in batches of
     `batch` on `device`, flattened to N x features and gathered on the CPU, in the order of the points."""
     with torch.no_grad():
-        per_batch = (read(x[i : i + batch].to(device)) for i in range(0, len(x), batch))
+        per_batch = (read(xb.to(device)) for xb in chunks(x, batch))
         return [torch.cat(t).flatten(1).cpu() for t in zip(*per_batch)]
 
 

@@ -11,6 +11,8 @@ import logging
 import torch
 from torch import nn
 
+from sweep.data.stream import in_pieces
+
 STANDARD = "standard"
 
 
@@ -160,6 +162,9 @@ def build_autoattack(
     return adversary
 
 
+PIECE = 1000  # streamed images AutoAttack is given at once (an in-memory tensor is given whole)
+
+
 def autoattack_accuracy(
     model: nn.Module,
     x: torch.Tensor,
@@ -182,12 +187,15 @@ def autoattack_accuracy(
     adversary = build_autoattack(
         model, eps=eps, attacks=attacks, iterations=iterations, restarts=restarts, seed=seed, device=device
     )
-    x_adv, _ = adversary.run_standard_evaluation(x.to(device), y.to(device), batch_size=batch_size)
-    correct = 0
-    with torch.no_grad():
-        for i in range(0, len(y), batch_size):
-            pred = model(x_adv[i : i + batch_size].to(device)).argmax(1).cpu()
-            correct += (pred == y[i : i + batch_size].cpu()).sum().item()
+    correct, start = 0, 0
+    for piece in in_pieces(x, PIECE):  # streamed images: AutoAttack holds a piece at a time, not the split
+        yy = y[start : start + len(piece)]
+        start += len(piece)
+        x_adv, _ = adversary.run_standard_evaluation(piece.to(device), yy.to(device), batch_size=batch_size)
+        with torch.no_grad():
+            for i in range(0, len(yy), batch_size):
+                pred = model(x_adv[i : i + batch_size].to(device)).argmax(1).cpu()
+                correct += (pred == yy[i : i + batch_size].cpu()).sum().item()
     return correct / len(y)
 
 

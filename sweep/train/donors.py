@@ -16,6 +16,7 @@ from torch import nn
 
 from sweep.data.augment import augment
 from sweep.data.core import Splits, batches
+from sweep.data.stream import chunks
 from sweep.models.base import StagedNet, build, split
 from sweep.registry import TRAINING_METHODS
 from sweep.results import Loc, load_torch, save_torch
@@ -162,17 +163,26 @@ def validation(model, splits: Splits, donor, method: TrainingMethod, device: tor
 def _loss_and_accuracy(model, x: torch.Tensor, y: torch.Tensor, device: torch.device, prefix: str) -> dict:
     loss, right = 0.0, 0
     with torch.no_grad():
-        for i in range(0, len(x), 500):
-            logits = model(x[i : i + 500].to(device))
-            target = y[i : i + 500].to(device)
+        for xb, yb in zip(chunks(x, 500), chunks(y, 500)):
+            logits, target = model(xb.to(device)), yb.to(device)
             loss += float(nn.functional.cross_entropy(logits, target, reduction="sum"))
             right += int((logits.argmax(1) == target).sum())
     return {f"{prefix}_loss": float32_value(loss / len(y)), f"{prefix}_acc": right / len(y)}
 
 
+def kept_weights(state: dict, dtype: str | None) -> dict:
+    """A state dict as a kept epoch stores it: floating-point tensors in `dtype` (None: float32, as trained);
+    integer buffers (BatchNorm's batch count) as they are. Loading it into a model casts back to float32."""
+    if dtype is None:
+        return state
+    to = getattr(torch, dtype)
+    return {k: v.to(to) if v.is_floating_point() else v for k, v in state.items()}
+
+
 def _keep(workdir: Loc, donor, epoch: int, model, opt, sched, gen: torch.Generator, history: list) -> None:
     if epoch in donor.kept_epochs:
-        save_torch(epoch_checkpoint(workdir, epoch), {"epoch": epoch, "state_dict": model.state_dict()})
+        kept = kept_weights(model.state_dict(), donor.keep_dtype)
+        save_torch(epoch_checkpoint(workdir, epoch), {"epoch": epoch, "state_dict": kept})
     state = {
         "donor_key": donor.donor_key,
         "epoch": epoch,

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from sweep.data.core import batches
+from sweep.data.stream import chunks
 from sweep.train.attacks import autoattack_accuracy
 from sweep.train.loops import autocast, to_device
 
@@ -108,8 +109,8 @@ def activations(
     out = None
     try:
         with torch.no_grad(), autocast(device, precision):
-            for i in range(0, len(x), batch_size):
-                a = module(to_device(x[i : i + batch_size], device, channels_last))
+            for i, xb in zip(range(0, len(x), batch_size), chunks(x, batch_size)):
+                a = module(to_device(xb, device, channels_last))
                 a = a.float() if precision == "fp32" else a
                 if out is None:
                     fmt = torch.channels_last if channels_last and a.dim() == 4 else torch.contiguous_format

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from sweep.data.stream import chunks
 from sweep.registry import THREATS
 from sweep.train.declared import Threat, register_threat  # noqa: F401  (re-exported)
 
@@ -36,7 +37,7 @@ def craft(
     drawn from `seed`; returned on the CPU."""
     gen = torch.Generator().manual_seed(seed)
     out = []
-    for i in range(0, len(x), batch):
-        xb, yb = x[i : i + batch].to(device), y[i : i + batch].to(device)
+    for xb, yb in zip(chunks(x, batch), chunks(y, batch)):
+        xb, yb = xb.to(device), yb.to(device)
         out.append(attack(threat, model, xb, yb, eps, step_size, steps, generator=gen).cpu())
     return torch.cat(out)
