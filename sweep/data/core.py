@@ -79,8 +79,8 @@ class Splits:
         return int(self.train_x.shape[-1])
 
     def to(self, device: torch.device) -> Splits:
-        """The same splits on `device`. On a GPU the papers' datasets fit in memory (CIFAR-10: 0.6 GB), so a
-        trial moves them once instead of copying every batch (no DataLoader workers or pinned buffers)."""
+        """The same splits on `device`. On a GPU the in-memory datasets fit (CIFAR-10: 0.6 GB), so a trial moves
+        them once instead of copying every batch; streamed images stay files, decoded and moved batch by batch."""
         if device.type == "cpu":
             return self
         parts = ("train_x", "train_y", "val_x", "val_y", "test_x", "test_y")

@@ -191,11 +191,6 @@ def is_stream(x) -> bool:
     return isinstance(x, Images)
 
 
-def solid(x) -> torch.Tensor:
-    """`x` as a tensor: streamed images decoded (within `LIMIT_BYTES`), a tensor as it is."""
-    return x.materialise() if is_stream(x) else x
-
-
 def chunks(x, batch: int, order: torch.Tensor | None = None) -> Iterator[torch.Tensor]:
     """`x` (a tensor, or streamed `Images`) in batches of `batch` images, in `order` when given (indices into
     `x`), else from the first. A tensor is sliced (indexed by the order moved once to its device); streamed
