@@ -178,6 +178,10 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
         if args.address is None:  # an embedded Ray's workers read the driver's data root
             planning.check_data(sweep)
         _cluster_auth(args.address)
+        if args.address is None:
+            from sweep.backends.node import begin_lean
+
+            begin_lean(args.num_cpus)  # the embedded node starts while Tune is imported
         from sweep.backends import ray as ray_backend  # the only Ray import, only where work is scheduled
 
         ray_backend.run_stages(

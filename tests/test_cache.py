@@ -4,6 +4,7 @@ the LRU keeps to its byte budget, the node's folder is shared and survives torn 
 import copy
 import dataclasses
 import shutil
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -293,3 +294,29 @@ def test_donors_keep_their_test_predictions_and_trials_read_them_instead_of_comp
     shutil.copytree(str(kept.donors), str(wrong.donors), dirs_exist_ok=True)
     save_torch(stitch.predictions_loc(wrong, trial.front_key, trial.dataset, len(splits.test_y)), logits.argmin(1))
     assert _rows(sweep, wrong, [trial])["head_agreement"].iloc[0] < rows["head_agreement"].iloc[0]
+
+
+def test_the_fronts_pass_over_the_test_images_counts_as_clean_evaluation(zoo, settings, tmp_path, monkeypatch):
+    """The stitched network's clean evaluation starts with the front's activations of the test images (computed
+    or read from the cache): their time is in `time_eval_clean_s`, not lost between the columns."""
+    import sweep.activations as activations
+
+    sweep, sweep_dir = zoo
+    settings()
+    spec = next(t for t in sweep.trials if t.objective == "dm")
+    slow = activations.Frozen.on
+
+    def on(self, part, *args, **kwargs):
+        if part == "test":
+            time.sleep(1.0)
+        return slow(self, part, *args, **kwargs)
+
+    monkeypatch.setattr(activations.Frozen, "on", on)
+    d = SweepDir(tmp_path / "timed", sweep.name)
+    d.create()
+    shutil.copytree(str(sweep_dir.root / "zoo"), str(d.root / "zoo"))
+    row = run_trial(spec, d, device=torch.device("cpu"))
+    assert row["status"] == "done", row.get("error")
+    assert row["time_eval_clean_s"] >= 1.0
+    parts = ("time_setup_s", "time_fit_s", "time_eval_clean_s", "time_eval_robust_s", "time_similarity_s")
+    assert sum(row.get(c) or 0.0 for c in parts) <= row["time_total_s"]

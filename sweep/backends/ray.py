@@ -1,4 +1,5 @@
-"""With `checks.py`, the only module that imports Ray: it schedules the units of every kind of work as Tune trials.
+"""The module that schedules the units of every kind of work as Tune trials (with `checks.py` and `node.py`, the
+only modules that import Ray).
 
 One stage per registered kind with work to do (`sweep.kinds`: the zoo stage of donors first, then the kinds
 that read them: stitching trials, representation-test units), each as Tune experiments whose trials are the
@@ -33,6 +34,7 @@ from sweep.backends.checks import (  # noqa: E402
     check_resources,
     check_storage_shared,
 )
+from sweep.backends.node import start_lean, stop_lean  # noqa: E402
 from sweep.config.errors import SpecError  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
 from sweep.planning import blocked_note, runnable  # noqa: E402
@@ -292,10 +294,7 @@ def start_ray(address: str | None, num_cpus: int | None) -> bool:
             )
             raise SpecError("--address", "a running Ray cluster", address, str(exc).splitlines()[0] + hint) from None
     else:
-        # An embedded Ray lives and dies with this process, on this machine: its warning that token
-        # authentication is on (Ray 2.60's default) says nothing the user can act on.
-        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        start_lean(num_cpus)
     return True
 
 
@@ -366,5 +365,5 @@ def run_stages(
         return summaries
     finally:
         if started:
-            ray.shutdown()
+            stop_lean()
         sys.stdout.flush()

@@ -205,9 +205,10 @@ def _stitch_and_evaluate(
     report({"phase": "fit_done", "time_fit_s": out["time_fit_s"]})
     if not ctx.front_is_frozen:  # the fit moved the front's BatchNorm statistics: its cached activations are stale
         p.front_acts = dataclasses.replace(p.front_acts, identity=None)
+    t2 = time.perf_counter()  # the front's pass over the test images is part of the clean evaluation
     sent = p.front_acts.on("test", precision=spec.precision) if p.front_acts.fits("test", spec.precision) else None
     stitched, ref = StitchedNet(p.front, p.stitcher, p.end).eval(), out.pop("_ref_acc")
-    out.update(_evaluate(spec, stitched, splits, device, ref, sent, out.pop("_body_head", None)))
+    out.update(_evaluate(spec, stitched, splits, device, ref, sent, out.pop("_body_head", None), t2))
     t4 = time.perf_counter()
     after_fit = [INDICES[name] for name in spec.indices if INDICES[name].after_fit]
     if after_fit:  # indices of the stitched network, after the fit
@@ -278,12 +279,20 @@ def _noise(spec: TrialSpec, p: _Parts, images: Splits, device: torch.device) -> 
 
 
 def _evaluate(
-    spec: TrialSpec, stitched: StitchedNet, splits: Splits, device: torch.device, ref_acc, sent=None, body_head=None
+    spec: TrialSpec,
+    stitched: StitchedNet,
+    splits: Splits,
+    device: torch.device,
+    ref_acc,
+    sent=None,
+    body_head=None,
+    t2: float | None = None,
 ) -> dict:
     """Clean accuracy (and what the stitched network predicts most), relative and robust accuracy, agreement
     with the end network (`body_head`: the donors' own test predictions). `sent`: the front's cached
-    activations of the test images (the clean pass then starts after the front)."""
-    t2 = time.perf_counter()
+    activations of the test images (the clean pass then starts after the front); `t2`: when the clean
+    evaluation began (before `sent` was read or computed)."""
+    t2 = time.perf_counter() if t2 is None else t2
     net, x = (lambda a: stitched.end(stitched.stitcher(a)), sent) if sent is not None else (stitched, splits.test_x)
     pred = predict(net, x, device, precision=spec.precision, channels_last=spec.channels_last)
     out = {"clean_acc": accuracy(pred, splits.test_y), "num_classes": splits.num_classes}

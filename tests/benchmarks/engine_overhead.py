@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,11 +65,19 @@ def _cli(space: Path, storage: Path, env: dict) -> tuple[float, str]:
         env=env,
         capture_output=True,
         text=True,
+        cwd=_checkout(),  # `-m sweep` imports the package of the current folder first
     )
     wall = time.perf_counter() - t0
     if out.returncode != 0:
         raise SystemExit(f"stitchsweep run failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     return wall, out.stdout
+
+
+def _checkout() -> Path:
+    """The folder of the `sweep` package this script imports (this checkout, or PYTHONPATH's)."""
+    import sweep
+
+    return Path(sweep.__file__).resolve().parent.parent
 
 
 def _own_times(sweep_path: Path) -> tuple[int, float, float]:
@@ -113,10 +122,17 @@ def main() -> None:
     ap.add_argument("--storage", default=None, help="results root (default: a new temporary folder)")
     ap.add_argument("--space", default=None, help="a space of your own (default: the 12 cheap trials above)")
     ap.add_argument("--seeds", type=int, default=1, help="stitching seeds of the default space (12 trials each)")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (medians are reported)")
     ap.add_argument("--no-loop", action="store_true", help="skip the bare loop")
     ap.add_argument("--from", dest="source", default=None, help="start from a copy of this results root (its zoo)")
     ap.add_argument("--compare", default=None, help="check the rows equal those of this results root's sweep")
+    ap.add_argument("--loop-only", action="store_true", help=argparse.SUPPRESS)  # the bare loop as a process
     args = ap.parse_args()
+    if args.loop_only:
+        from sweep.config.space import load_space
+
+        _bare_loop(Path(args.storage), load_space(args.space))
+        return
     storage = Path(args.storage or tempfile.mkdtemp(prefix="bench_overhead_"))
     storage.mkdir(parents=True, exist_ok=True)
     space = Path(args.space) if args.space else storage / "bench_overhead.yaml"
@@ -126,7 +142,6 @@ def main() -> None:
 
     import sweep
     from sweep.config.space import load_space
-    from sweep.results import SweepDir
 
     print(f"sweep package: {Path(sweep.__file__).parent}", flush=True)
     loaded = load_space(str(space))
@@ -137,32 +152,51 @@ def main() -> None:
         wall, _ = _cli(space, storage, env)  # zoo (and trials): untimed
         print(f"first run (zoo + trials): {wall:.1f} s", flush=True)
 
-    _remove_trials(sweep_path)
-    wall, _ = _cli(space, storage, env)
-    n, own, span = _own_times(sweep_path)
-    print(f"stitchsweep run, donors in the zoo: {n} trials, wall {wall:.1f} s, sum of time_total_s {own:.1f} s")
-    print(f"  engine wall / own: {wall / own:.2f}; first trial start to last trial end {span:.1f} s", flush=True)
-    print(f"  (span / own: {span / own:.2f}; fixed start-up and shut-down: {wall - span:.1f} s)", flush=True)
-    if args.compare:
-        _compare(sweep_path, Path(args.compare) / loaded.name)
-    if args.no_loop:
-        return
+    walls, loops, processes = [], [], []
+    for r in range(args.rounds):  # interleaved: the machine's noise falls on every side alike
+        _remove_trials(sweep_path)
+        wall, _ = _cli(space, storage, env)
+        walls.append(wall)
+        n, own, span = _own_times(sweep_path)
+        print(f"round {r + 1}: stitchsweep run, donors in the zoo: {n} trials, wall {wall:.1f} s,", end=" ")
+        print(f"sum of time_total_s {own:.1f} s, first trial start to last trial end {span:.1f} s", end=" ")
+        print(f"(fixed start-up and shut-down: {wall - span:.1f} s)", flush=True)
+        if args.compare and r == 0:
+            _compare(sweep_path, Path(args.compare) / loaded.name)
+        if args.no_loop:
+            continue
+        _remove_trials(sweep_path)
+        loop, _ = _bare_loop(storage, loaded)
+        loops.append(loop)
+        # the same loop as a whole process, as the command is timed: Python's start and PyTorch's import included
+        _remove_trials(sweep_path)
+        t0 = time.perf_counter()
+        cmd = [sys.executable, __file__, "--storage", str(storage), "--space", str(space), "--loop-only"]
+        subprocess.run(cmd, env=env, check=True, capture_output=True, cwd=_checkout())
+        processes.append(time.perf_counter() - t0)
+        print(f"round {r + 1}: bare loop: wall {loop:.1f} s; as a process: {processes[-1]:.1f} s", flush=True)
+    wall = statistics.median(walls)
+    print(f"stitchsweep run: median wall {wall:.1f} s over {len(walls)} round(s)")
+    if loops:
+        loop, process = statistics.median(loops), statistics.median(processes)
+        print(f"bare loop in this process: median {loop:.1f} s; stitchsweep run / bare loop: {wall / loop:.2f}x")
+        print(f"bare loop as a process: median {process:.1f} s; stitchsweep run / it: {wall / process:.2f}x")
 
+
+def _bare_loop(storage: Path, loaded) -> tuple[float, int]:
+    """The trials through `run_trial`, one after the other in this process: (wall seconds, trials)."""
     import torch
 
     from sweep.kinds.stitch import run_trial
+    from sweep.results import SweepDir
 
     torch.set_num_threads(2)
-    _remove_trials(sweep_path)
     sweep_dir = SweepDir(str(storage), loaded.name)
     t0 = time.perf_counter()
     for spec in loaded.trials:
         row = run_trial(spec, sweep_dir, device=torch.device("cpu"))
         assert row["status"] == "done", row.get("error")
-    loop = time.perf_counter() - t0
-    _, loop_own, _ = _own_times(sweep_path)
-    print(f"bare loop: wall {loop:.1f} s, sum of time_total_s {loop_own:.1f} s")
-    print(f"  stitchsweep run / bare loop: {wall / loop:.2f}x", flush=True)
+    return time.perf_counter() - t0, len(loaded.trials)
 
 
 if __name__ == "__main__":
