@@ -101,6 +101,7 @@ class Frozen:
         for start in range(0 if have is None else len(have), end, CHUNK):
             make = lambda s=start: compute(self.module, x[s : s + CHUNK], self.device, precision, self.channels_last)  # noqa: E731
             pieces.append(cache.on_disk((*key, "chunk", start), make, device=self.device))
+        cache.flush()  # each chunk's file was written while the next one was computed
         prefix = pieces[0] if len(pieces) == 1 else torch.cat(pieces)
         cache.keep(key, prefix)
         return prefix[:n]

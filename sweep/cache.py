@@ -25,6 +25,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,8 @@ class WorkerCache:
         self._entries: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.RLock()
+        self._writer: ThreadPoolExecutor | None = None  # `on_disk`'s files, one at a time, in order
+        self._writes: list[Future] = []
 
     @property
     def bytes(self) -> int:
@@ -156,7 +159,9 @@ class WorkerCache:
 
     def on_disk(self, key: tuple, compute: Callable[[], Any], device=None) -> Any:
         """A tensor from the node's shared folder, computed and written there on a miss; not kept in memory
-        (its caller keeps what it assembles from such pieces)."""
+        (its caller keeps what it assembles from such pieces). The file is written by a background thread
+        while the caller computes its next piece (the value must not change afterwards: cached values never
+        do); `flush()` waits for the writes."""
         path = self._disk_path(key) if self.settings.enabled else None
         value = _read_tensor(path) if path is not None else None
         if value is not None:
@@ -165,8 +170,18 @@ class WorkerCache:
         self.stats.misses += 1
         value = compute()
         if path is not None:
-            _write_tensor(path, value, self.settings.disk_budget)
+            with self._lock:
+                if self._writer is None:
+                    self._writer = ThreadPoolExecutor(1, thread_name_prefix="cache-writer")
+                self._writes.append(self._writer.submit(_write_tensor, path, value, self.settings.disk_budget))
         return value
+
+    def flush(self) -> None:
+        """Wait until every file `on_disk` began writing is written (or given up)."""
+        with self._lock:
+            writes, self._writes = self._writes, []
+        for w in writes:
+            w.result()
 
     def _keep(self, key: tuple, value: Any) -> None:
         size = nbytes(value)

@@ -4,6 +4,7 @@ the LRU keeps to its byte budget, the node's folder is shared and survives torn 
 import copy
 import dataclasses
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -125,6 +126,30 @@ def zoo(tmp_path_factory):
     row = run_donor(sweep.donors["plain_a"], sweep.donor_evals["plain_a"], sweep_dir, torch.device("cpu"))
     assert row["status"] == "done", row.get("error")
     return sweep, sweep_dir
+
+
+def test_chunk_files_are_written_while_the_next_chunk_is_computed(settings, tmp_path, monkeypatch):
+    """`on_disk` returns as soon as its value is computed; the file follows from a background thread, and
+    `flush()` waits for it (a writer held up never holds up the computing)."""
+    c = settings(STITCHSWEEP_CACHE_DIR=str(tmp_path / "node"))
+    release, written = threading.Event(), []
+    write = cache._write_tensor
+
+    def held_write(path, value, budget):
+        assert release.wait(30)
+        write(path, value, budget)
+        written.append(path)
+
+    monkeypatch.setattr(cache, "_write_tensor", held_write)
+    values = [torch.full((4,), float(i)) for i in range(3)]
+    got = [c.on_disk(("chunk", i), lambda i=i: values[i]) for i in range(3)]  # returns with every write held
+    assert all(torch.equal(a, b) for a, b in zip(got, values)) and written == []
+    release.set()
+    c.flush()
+    assert len(written) == 3 and all(p.is_file() for p in written)
+    other = cache.WorkerCache(cache.Settings.from_env({cache.DIR_ENV: str(tmp_path / "node")}))
+    again = other.on_disk(("chunk", 1), lambda: pytest.fail("recomputed what the node has"))
+    assert torch.equal(again, values[1])
 
 
 def test_an_unwritable_node_folder_costs_only_the_sharing(settings, tmp_path):
