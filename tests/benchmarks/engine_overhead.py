@@ -8,12 +8,16 @@ a second of work each. Steps:
   1. `stitchsweep run` once (trains the two donors; untimed);
   2. the trials' parts removed, `stitchsweep run` again, timed: the command's wall time, the stitch stage's
      wall time and the sum of the trials' own `time_total_s`;
-  3. the parts removed again, the same trials through `run_trial` in this process, timed.
+  3. the parts removed again, the same trials through `run_trial` in this process, timed (Python's start and
+     PyTorch's import excluded), then once more as a whole process of its own (included, as in step 2).
 
-Run it against any checkout (the baseline of a change: a worktree of the commit before it):
+With `--rounds N` steps 2-3 repeat, interleaved, and medians are reported. `--baseline CHECKOUT` also times,
+in each round, the `stitchsweep run` of another checkout (a worktree of the commit before a change) on the
+same trials and zoo:
 
-    PYTHONPATH=. .venv/bin/python tests/benchmarks/engine_overhead.py --storage /tmp/bench_overhead
-    PYTHONPATH=/tmp/wt_base .venv/bin/python tests/benchmarks/engine_overhead.py --storage /tmp/bench_base
+    git worktree add /tmp/wt_base BASE_COMMIT
+    PYTHONPATH=. .venv/bin/python tests/benchmarks/engine_overhead.py --storage /tmp/bench_overhead \
+        --rounds 5 --baseline /tmp/wt_base
 
 Pass `--space FILE` to time another space's stitching stage the same way (e.g. the reduced seed 004 space).
 """
@@ -58,14 +62,17 @@ def _remove_trials(sweep_path: Path) -> None:
             part.unlink()
 
 
-def _cli(space: Path, storage: Path, env: dict) -> tuple[float, str]:
+def _cli(space: Path, storage: Path, env: dict, checkout: Path | None = None) -> tuple[float, str]:
+    """One `stitchsweep run` of this checkout (or of `checkout`), as a whole process: (wall seconds, stdout)."""
+    if checkout is not None:
+        env = dict(env, PYTHONPATH=str(checkout))
     t0 = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-m", "sweep", "run", str(space), "--storage", str(storage), "--num-cpus", "2"],
         env=env,
         capture_output=True,
         text=True,
-        cwd=_checkout(),  # `-m sweep` imports the package of the current folder first
+        cwd=checkout or _checkout(),  # `-m sweep` imports the package of the current folder first
     )
     wall = time.perf_counter() - t0
     if out.returncode != 0:
@@ -126,6 +133,7 @@ def main() -> None:
     ap.add_argument("--no-loop", action="store_true", help="skip the bare loop")
     ap.add_argument("--from", dest="source", default=None, help="start from a copy of this results root (its zoo)")
     ap.add_argument("--compare", default=None, help="check the rows equal those of this results root's sweep")
+    ap.add_argument("--baseline", default=None, help="a checkout whose `stitchsweep run` is timed in each round too")
     ap.add_argument("--loop-only", action="store_true", help=argparse.SUPPRESS)  # the bare loop as a process
     args = ap.parse_args()
     if args.loop_only:
@@ -152,7 +160,7 @@ def main() -> None:
         wall, _ = _cli(space, storage, env)  # zoo (and trials): untimed
         print(f"first run (zoo + trials): {wall:.1f} s", flush=True)
 
-    walls, loops, processes = [], [], []
+    walls, loops, processes, bases = [], [], [], []
     for r in range(args.rounds):  # interleaved: the machine's noise falls on every side alike
         _remove_trials(sweep_path)
         wall, _ = _cli(space, storage, env)
@@ -161,6 +169,10 @@ def main() -> None:
         print(f"round {r + 1}: stitchsweep run, donors in the zoo: {n} trials, wall {wall:.1f} s,", end=" ")
         print(f"sum of time_total_s {own:.1f} s, first trial start to last trial end {span:.1f} s", end=" ")
         print(f"(fixed start-up and shut-down: {wall - span:.1f} s)", flush=True)
+        if args.baseline:  # the same command from another checkout, the same trials (their parts removed)
+            _remove_trials(sweep_path)
+            bases.append(_cli(space, storage, env, Path(args.baseline).resolve())[0])
+            print(f"round {r + 1}: stitchsweep run of {args.baseline}: wall {bases[-1]:.1f} s", flush=True)
         if args.compare and r == 0:
             _compare(sweep_path, Path(args.compare) / loaded.name)
         if args.no_loop:
@@ -177,6 +189,9 @@ def main() -> None:
         print(f"round {r + 1}: bare loop: wall {loop:.1f} s; as a process: {processes[-1]:.1f} s", flush=True)
     wall = statistics.median(walls)
     print(f"stitchsweep run: median wall {wall:.1f} s over {len(walls)} round(s)")
+    if bases:
+        base = statistics.median(bases)
+        print(f"stitchsweep run of {args.baseline}: median wall {base:.1f} s; this checkout / it: {wall / base:.2f}")
     if loops:
         loop, process = statistics.median(loops), statistics.median(processes)
         print(f"bare loop in this process: median {loop:.1f} s; stitchsweep run / bare loop: {wall / loop:.2f}x")
