@@ -182,7 +182,7 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
             from sweep.backends.node import begin_lean
 
             begin_lean(args.num_cpus)  # the embedded node starts while Tune is imported
-        from sweep.backends import ray as ray_backend  # the only Ray import, only where work is scheduled
+        from sweep.backends import ray as ray_backend  # Ray and Tune are imported only where work is scheduled
 
         ray_backend.run_stages(
             sweep, sweep_dir, plan, address=args.address, num_cpus=args.num_cpus, max_concurrent=args.max_concurrent

@@ -59,8 +59,12 @@ class _Started:
         self.stopped.wait()
 
     def stop(self) -> None:
-        if not self.node.done() or self.node.exception() is None:
-            _kill(self.node.result())
+        try:
+            node = self.node.result()  # a node still starting is waited for, then stopped
+        except BaseException:  # it never started: nothing to stop
+            node = None
+        if node is not None:
+            _kill(node)
         self.stopped.set()
 
 
