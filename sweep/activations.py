@@ -11,7 +11,8 @@ Same rows with the cache on or off: the activations are always computed the same
 chunk, then cut; a part is filled chunk by chunk as units ask for more of it), and whether a fit trains on
 them does not depend on the cache: the cache only decides whether they are kept. (A convolution's output
 for one image can differ in the last bit between a batch of one and a larger batch, so the chunk grid, not
-the batching of the caller, fixes the arithmetic.) A part whose activations would exceed the memory budget
+the batching of the caller, fixes the arithmetic; on the CPU each chunk goes in passes of
+`sweep.train.evaluate.CPU_BATCH` images from its start.) A part whose activations would exceed the memory budget
 is never materialised: the fit then recomputes the front per batch, as without this module.
 """
 
@@ -26,7 +27,7 @@ import torch
 
 from sweep.cache import worker_cache
 from sweep.data.core import Splits, fingerprint
-from sweep.train.evaluate import activations
+from sweep.train.evaluate import CPU_BATCH, activations
 
 CHUNK = 250
 
@@ -46,7 +47,7 @@ def code_version() -> str:
     if _CODE is None:
         from sweep import __version__
 
-        h = hashlib.sha256(f"{torch.__version__} {__version__}".encode())
+        h = hashlib.sha256(f"{torch.__version__} {__version__} cpu_batch={CPU_BATCH}".encode())
         for path in sorted((Path(__file__).parent / "models").glob("*.py")):
             h.update(path.read_bytes())
         _CODE = h.hexdigest()[:12]

@@ -108,6 +108,7 @@ class WorkerCache:
         self._lock = threading.RLock()
         self._writer: ThreadPoolExecutor | None = None  # `on_disk`'s files, one at a time, in order
         self._writes: list[Future] = []
+        self.write_node = True  # whether `on_disk` writes the node's files (`configure`)
 
     @property
     def bytes(self) -> int:
@@ -161,7 +162,7 @@ class WorkerCache:
         """A tensor from the node's shared folder, computed and written there on a miss; not kept in memory
         (its caller keeps what it assembles from such pieces). The file is written by a background thread
         while the caller computes its next piece (the value must not change afterwards: cached values never
-        do); `flush()` waits for the writes."""
+        do); `flush()` waits for the writes. With `write_node` False, files are read but none is written."""
         path = self._disk_path(key) if self.settings.enabled else None
         value = _read_tensor(path) if path is not None else None
         if value is not None:
@@ -169,7 +170,7 @@ class WorkerCache:
             return value.to(device) if device is not None else value
         self.stats.misses += 1
         value = compute()
-        if path is not None:
+        if path is not None and self.write_node:
             with self._lock:
                 if self._writer is None:
                     self._writer = ThreadPoolExecutor(1, thread_name_prefix="cache-writer")
@@ -267,11 +268,14 @@ def worker_cache() -> WorkerCache:
     return _CACHE
 
 
-def configure(env: dict | None = None) -> WorkerCache:
+def configure(env: dict | None = None, write_node: bool = True) -> WorkerCache:
     """Reset this process's settings from `env` (default: the environment); entries are kept when the
-    settings are unchanged, so a worker that runs unit after unit keeps what it computed."""
+    settings are unchanged, so a worker that runs unit after unit keeps what it computed. `write_node`: whether
+    the node's cache files are written (the backend's `Kind.shares_halves` of the stage); they are read
+    either way."""
     global _CACHE
     settings = Settings.from_env(env)
     if _CACHE is None or _CACHE.settings != settings:
         _CACHE = WorkerCache(settings)
+    _CACHE.write_node = write_node
     return _CACHE

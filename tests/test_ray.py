@@ -43,7 +43,8 @@ def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_sp
     space = write_space(tiny_space)
     storage = tmp_path / "results"
     results = storage / "tiny"
-    first = _cli("run", space, "--storage", storage, "--num-cpus", 2)
+    node = tmp_path / "node"  # the node's cache folder
+    first = _cli("run", space, "--storage", storage, "--num-cpus", 2, env={"STITCHSWEEP_CACHE_DIR": str(node)})
     out = first.stdout
     planned = {t.trial_id for t in parse_space(tiny_space).trials}
     assert set(_parts(results)) == planned
@@ -55,6 +56,7 @@ def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_sp
     # trials after their first: the donor, the splits and the shared fronts' activations
     workers = re.search(r"\[stitch\] 4 trial units ran in (\d+) worker process\(es\); worker cache: (\d+) hits", out)
     assert workers and int(workers.group(1)) <= 2 and int(workers.group(2)) > 0, out
+    assert list(node.glob("*.pt")), "two trials read each point's halves: their activations are the node's files"
     # none of Ray's lines that contradict or repeat ours
     for noise in ("Token authentication is enabled", "Connecting to existing", "Wrote the latest", "Tuner.restore"):
         assert noise not in first.stdout + first.stderr, noise
@@ -117,14 +119,16 @@ def test_grown_space_runs_only_the_new_trials(tiny_space, write_space, tmp_path)
         storage,
         "--num-cpus",
         2,
-        env={"STITCHSWEEP_TRIALS_PER_EXPERIMENT": "1"},
+        env={"STITCHSWEEP_TRIALS_PER_EXPERIMENT": "1", "STITCHSWEEP_CACHE_DIR": str(tmp_path / "node")},
     ).stdout
     assert "[stitch 1/2" in first and "[stitch 2/2" in first and "2 done, 0 failed, 0 pending" in first
     assert not list((storage / "tiny" / "_ray").glob("stitch-*")), "records of clean experiments are removed"
     tiny_space["stitching"]["stitch_points"] = ["layer1.0", "layer2.0", "layer3.1"]
-    out = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2).stdout
+    env = {"STITCHSWEEP_CACHE_DIR": str(tmp_path / "node")}
+    out = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2, env=env).stdout
     assert "3 trials, 2 already recorded, 1 to run" in out
     assert len(_parts(storage / "tiny")) == 3
+    assert not list((tmp_path / "node").glob("*.pt")), "no half is read by two trials of a run: no node files"
 
 
 def _kill_tree(procs: list[psutil.Process]) -> None:

@@ -88,7 +88,7 @@ def _trainable(config: dict, run, units: dict, root: Loc, sweep_name: str, env: 
 
     torch.set_num_threads(_threads(env["cpus"]))
     stream.configure(stream.loader_workers(env["cpus"]))  # image folders' decoding processes, from its CPUs
-    cache = configure(env["cache"])  # the driver's cache settings; a reused actor keeps what it cached
+    cache = configure(env["cache"], env["share"])  # the driver's settings; a reused actor keeps what it cached
     ctx = RunContext(
         SweepDir(root, sweep_name),
         torch.device("cuda" if env["gpu"] and torch.cuda.is_available() else "cpu"),
@@ -307,6 +307,18 @@ def trial_resources(sweep: Sweep) -> dict:
     return resources
 
 
+def _worker_env(sweep: Sweep) -> dict:
+    """What a worker needs besides its unit: CPUs, GPU, data, the driver's cache settings."""
+    return dict(
+        cpus=sweep.cpus_per_trial,
+        gpu=sweep.gpus_per_trial > 0,
+        data_root=sweep.data_root,
+        download=sweep.download,
+        cache={k: v for k, v in os.environ.items() if k.startswith("STITCHSWEEP_CACHE")},
+        share=True,
+    )
+
+
 def run_stages(
     sweep: Sweep,
     sweep_dir: SweepDir,
@@ -329,13 +341,7 @@ def run_stages(
         if not started:  # a cluster: its workers' data root, seen from a worker (the driver checked an embedded one)
             check_data_on_a_worker(sweep)
         resources = trial_resources(sweep)
-        env = dict(
-            cpus=sweep.cpus_per_trial,
-            gpu=sweep.gpus_per_trial > 0,
-            data_root=sweep.data_root,
-            download=sweep.download,
-            cache={k: v for k, v in os.environ.items() if k.startswith("STITCHSWEEP_CACHE")},
-        )
+        env = _worker_env(sweep)
         summaries = []
         names = [k for k in KINDS if plan.get(k)]
         sweep_progress = SweepProgress({k: (KINDS[k].noun, len(plan[k])) for k in names})
@@ -352,6 +358,7 @@ def run_stages(
             # (`Kind.locality`), so a worker's cached activations serve them.
             order = sorted(ready, key=lambda uid: kind.locality(everything[uid])) if kind.locality else ready
             units = {uid: everything[uid] for uid in order}
+            env["share"] = kind.shares_halves(units.values())  # are the node's cache files worth writing?
             trainable = tune.with_parameters(
                 _trainable, run=kind.run, units=units, root=sweep_dir.root, sweep_name=sweep.name, env=env
             )

@@ -71,7 +71,25 @@ class Kind:
     after: tuple[str, ...] = ()
     # A sort key of units that share expensive state (a donor, a point): the backend runs them consecutively.
     locality: Callable[[Any], tuple] | None = None
+    # The frozen halves (donor, point) whose activations a unit computes through the worker cache: a stage
+    # writes them to the node's cache folder only when two of its units read one (`shares_halves`).
+    halves: Callable[[Any], tuple[tuple, ...]] | None = None
     rerun_failed: bool = False  # a failed unit is tried again by every run (else only with --failed)
+
+    def shares_halves(self, units) -> bool:
+        """Whether two of `units` read the same frozen half: only then are its activations worth the node's
+        cache files (other workers, and later commands, may read them); a half no other unit of the stage
+        reads is computed and kept in the worker's memory, not written (a kind that declares no `halves`:
+        always written)."""
+        if self.halves is None:
+            return True
+        seen: set = set()
+        for unit in units:
+            for half in dict.fromkeys(self.halves(unit)):
+                if half in seen:
+                    return True
+                seen.add(half)
+        return False
 
     def units(self, sweep: Sweep) -> dict[str, Any]:
         """Unit id -> unit, in the order the space lists them (a unit listed twice is one unit)."""

@@ -91,6 +91,7 @@ register_kind(
         donors=lambda spec: (spec.front, spec.end),
         after=("donor",),
         locality=lambda spec: (spec.front_key, spec.front_point, spec.end_key, spec.end_point),
+        halves=lambda spec: ((spec.front_key, spec.front_point), (spec.end_key, spec.end_point)),
     )
 )
 register_kind(

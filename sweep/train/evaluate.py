@@ -12,6 +12,18 @@ from sweep.data.stream import chunks
 from sweep.train.attacks import autoattack_accuracy
 from sweep.train.loops import autocast, to_device
 
+CPU_BATCH = 50
+"""Images per forward pass of inference on the CPU. A ResNet-18 over 1,000 28x28 or 32x32 images runs in about
+0.7x the time of batches of 250-500 (smaller tensors stay in the processor's caches), with the same outputs
+bit for bit on the CPUs measured (tests/benchmarks/cpu_batch.py; docs/performance.md). GPUs keep the
+caller's batch. Training batches are a hyperparameter and never change."""
+
+
+def inference_batch(batch_size: int, device: torch.device | str) -> int:
+    """The images per forward pass of inference on `device`: `batch_size`, at most `CPU_BATCH` on the CPU. The
+    batches start at the caller's first image, so the arithmetic stays a function of the caller's grid."""
+    return min(batch_size, CPU_BATCH) if torch.device(device).type == "cpu" else batch_size
+
 
 def predict(
     model: Callable[[torch.Tensor], torch.Tensor],
@@ -21,10 +33,11 @@ def predict(
     precision: str = "fp32",
     channels_last: bool = False,
 ) -> torch.Tensor:
-    """Predicted classes of `x`, on the device `x` is on (the model must be in eval mode)."""
+    """Predicted classes of `x`, on the device `x` is on (the model must be in eval mode), in batches of
+    `batch_size` images (at most `CPU_BATCH` on the CPU)."""
     out = []
     with torch.no_grad(), autocast(device, precision):
-        for xb, _ in batches(x, torch.zeros(len(x)), batch_size):
+        for xb, _ in batches(x, torch.zeros(len(x)), inference_batch(batch_size, device)):
             logits = model(to_device(xb, device, channels_last))
             if not torch.isfinite(logits).all():
                 raise FloatingPointError("the network produced non-finite logits")
@@ -101,8 +114,9 @@ def activations(
     channels_last: bool = False,
 ) -> torch.Tensor:
     """module(x) in eval mode (the module's mode is restored after), without gradients, in batches of
-    `batch_size` images from the first, under the precision's autocast (fp32 outputs as float32), into one
-    preallocated tensor."""
+    `batch_size` images (at most `CPU_BATCH` on the CPU) from the first, under the precision's autocast (fp32
+    outputs as float32), into one preallocated tensor."""
+    batch_size = inference_batch(batch_size, device)
     was = getattr(module, "training", None)
     if was is not None:
         module.eval()
