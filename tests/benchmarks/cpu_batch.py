@@ -1,7 +1,8 @@
 """Images per forward pass of inference on the CPU: how long a ResNet-18 takes over the same images in passes
 of different sizes, and whether the outputs change, for the choice of `sweep.train.evaluate.CPU_BATCH`.
 
-A ResNet-18 (`sweep.models`, seeded random weights, eval mode) over `--images` images of each shape, in passes
+A ResNet-18 and the tests' `resnet_tiny` (`sweep.models`, seeded random weights, eval mode) over `--images`
+images of each shape, in passes
 of each size, interleaved rounds, medians; then, for each size, the largest difference of the logits from
 passes of 250 (the activations' chunk) and how many predictions differ.
 
@@ -19,7 +20,11 @@ import torch
 from sweep.models.base import build
 from sweep.train.evaluate import CPU_BATCH
 
-SHAPES = {"fashion_mnist 1x28x28": (1, 28), "cifar 3x32x32": (3, 32)}
+CASES = {  # name: (architecture, channels, side)
+    "resnet18 fashion_mnist 1x28x28": ("resnet18", 1, 28),
+    "resnet18 cifar 3x32x32": ("resnet18", 3, 32),
+    "resnet_tiny fashion_mnist 1x28x28": ("resnet_tiny", 1, 28),
+}
 
 
 def forward(model, x: torch.Tensor, batch: int) -> tuple[torch.Tensor, float]:
@@ -39,9 +44,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     sizes = [int(b) for b in args.batches.split(",")]
     print(f"torch {torch.__version__}, {args.threads} threads, {args.images} images, CPU_BATCH = {CPU_BATCH}")
-    for name, (channels, side) in SHAPES.items():
+    for name, (arch, channels, side) in CASES.items():
         torch.manual_seed(0)
-        model = build("resnet18", channels, 10, [0.5] * channels, [0.25] * channels, image_size=side).eval()
+        model = build(arch, channels, 10, [0.5] * channels, [0.25] * channels, image_size=side).eval()
         x = torch.rand(args.images, channels, side, side)
         forward(model, x[:64], 64)  # warm-up
         times: dict[int, list[float]] = {b: [] for b in sizes}
