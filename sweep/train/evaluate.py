@@ -15,8 +15,8 @@ from sweep.train.loops import autocast, to_device
 CPU_BATCH = 50
 """Images per forward pass of inference on the CPU. A ResNet-18 over 1,000 28x28 or 32x32 images runs in about
 0.7x the time of batches of 250-500 (smaller tensors stay in the processor's caches), with the same outputs
-bit for bit on the CPUs measured (tests/benchmarks/cpu_batch.py; docs/performance.md). GPUs keep the
-caller's batch. Training batches are a hyperparameter and never change."""
+bit for bit on the CPU measured, an AMD EPYC (tests/benchmarks/cpu_batch.py; docs/performance.md). GPUs keep
+the caller's batch. Training batches are a hyperparameter and never change."""
 
 
 def inference_batch(batch_size: int, device: torch.device | str) -> int:
