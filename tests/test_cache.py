@@ -94,7 +94,9 @@ def test_bad_settings_name_the_variable(name, value, expected):
 def test_front_activations_do_not_depend_on_how_images_are_batched():
     """Why a trial that trains on the front's activations records the row the engine recorded when it
     recomputed the front per batch (CPU fp32): f<=i of an image is the same in a shuffled training batch as
-    in the fixed chunks (batches of one image excepted, which the design does not rely on)."""
+    in the fixed chunks (batches of one image excepted, which the design does not rely on). Bit for bit on
+    the CPUs measured; asserted to float rounding, which a convolution's kernel choice may move on another
+    CPU, while an image in the wrong place or a front in training mode moves far more."""
     torch.manual_seed(0)
     model = resnet_tiny(in_channels=1, num_classes=10, mean=(0.5,), std=(0.5,), image_size=16).eval()
     x = torch.rand(300, 1, 16, 16)
@@ -107,7 +109,7 @@ def test_front_activations_do_not_depend_on_how_images_are_batched():
             shuffled = torch.empty_like(whole)
             for i in range(0, 300, 64):
                 shuffled[perm[i : i + 64]] = front(x[perm[i : i + 64]])
-        assert torch.equal(whole, shuffled), point
+        torch.testing.assert_close(shuffled, whole, rtol=1e-5, atol=1e-6, msg=point)
 
 
 @pytest.fixture(scope="module")
@@ -273,7 +275,10 @@ def test_run_refuses_bad_cache_settings_before_ray_starts(
 def test_training_on_the_fronts_activations_reproduces_training_on_images(zoo, settings, tmp_path):
     """A budget of 0 MB keeps nothing and sends every fit back to recomputing the front per batch (the engine
     before the cache); at sizes where no batch holds a single image, its rows equal those of the fits that
-    train on the front's activations, bit for bit."""
+    train on the front's activations: bit for bit on the CPUs measured, asserted to a tolerance that float
+    rounding of the convolutions (another CPU's kernels for another batch size) stays well inside. An accuracy
+    would move by a whole image only where two logits tie to within that rounding, which the suite's digits
+    donors do not come near (`tests/ties.py`: smallest top-two margin measured 3e-3)."""
     sweep, sweep_dir = zoo
     trials = [dataclasses.replace(t, n_eval_robust=8) for t in sweep.trials]
     rows = {}
@@ -284,7 +289,7 @@ def test_training_on_the_fronts_activations_reproduces_training_on_images(zoo, s
         shutil.copytree(str(sweep_dir.root / "zoo"), str(d.root / "zoo"))
         shutil.copytree(str(sweep_dir.donors), str(d.donors), dirs_exist_ok=True)
         rows[budget] = _rows(sweep, d, trials)
-    pd.testing.assert_frame_equal(rows["0"], rows["2048"], check_exact=True)
+    pd.testing.assert_frame_equal(rows["0"], rows["2048"], check_exact=False, rtol=1e-4, atol=1e-6)
 
 
 def test_donors_keep_their_test_predictions_and_trials_read_them_instead_of_computing(zoo, settings, tmp_path):
