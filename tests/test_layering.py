@@ -21,7 +21,7 @@ import pytest
 from .conftest import REPO
 
 LAYERS = [
-    {"sweep", "sweep.registry", "sweep.config", "sweep.memory", "sweep.disk"},
+    {"sweep", "sweep.registry", "sweep.config", "sweep.memory", "sweep.index_costs", "sweep.disk"},
     {
         "sweep.data",
         "sweep.models",
@@ -42,6 +42,8 @@ LAYERS = [
         "sweep.planning",
         "sweep.status",
         "sweep.estimate",
+        "sweep.prices",
+        "sweep.calibration",
         "sweep.__main__",
     },
 ]

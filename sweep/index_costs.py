@@ -1,0 +1,135 @@
+"""What a similarity index's float64 algebra costs, before it runs: each index's work on its matrices, counted
+along the paths `sweep.measures.similarity` takes (the same paths `sweep.memory` sizes), in a few kinds of
+operation that a cost profile prices from timings on its device (its `algebra` entry, measured by
+`sweep.calibration.algebra`):
+
+- `mac`: multiply-adds of float64 matrix products (Grams, covariances, projections, the DM map);
+- `decomp`: an eigendecomposition or SVD with its vectors, m p^2 for an m x p matrix (m >= p; n^3 for n x n);
+- `values`: singular values or eigenvalues only (`svdvals`, `eigvalsh`), m p^2 likewise;
+- `elem`: float64 elements that elementwise passes read (the float32 -> float64 copy, centring, the
+  finiteness check, squared sums, resizing);
+- `calls`: the fixed cost of one index on small inputs (Python, small kernels, reading a scalar back).
+
+Torch-free: planning reads it. `tests/benchmarks/index_time.py` times each index on the shapes of a space's
+trials against this model (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from sweep.config.shapes import channels, positions
+from sweep.memory import ROW_CHUNK, SIZED, ShapePair, matrix
+from sweep.registry import INDICES
+
+RATES = ("mac_s", "decomp_s", "values_s", "elem_s", "calls_s")  # a profile's `algebra`: seconds per operation
+
+
+@dataclass
+class Work:
+    """Operations of one computation, by kind (see the module)."""
+
+    mac: float = 0.0
+    decomp: float = 0.0
+    values: float = 0.0
+    elem: float = 0.0
+    calls: float = 0.0
+
+    def __add__(self, other: Work) -> Work:
+        return Work(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def __mul__(self, k: float) -> Work:
+        return Work(*(getattr(self, f.name) * k for f in fields(self)))
+
+    def seconds(self, algebra: dict) -> float:
+        """Seconds on the device whose `algebra` timings (a profile's) are given."""
+        return sum(getattr(self, f.name) * algebra[f"{f.name}_s"] for f in fields(self))
+
+
+def _mp2(m: int, p: int) -> float:
+    """A decomposition's work on an m x p matrix: the longer side times the shorter one squared."""
+    return max(m, p) * min(m, p) ** 2
+
+
+def _gram(m: int, p: int) -> Work:
+    """`centred_gram`: chunks of features to float64, checked, centred, and their m x m product."""
+    return Work(mac=m * m * p, elem=4 * m * p)
+
+
+def _covariances(m: int, pa: int, pb: int) -> Work:
+    """`covariances`: chunks of rows to float64, checked, centred, and the three p x p products."""
+    return Work(mac=m * (pa * pa + pb * pb + pa * pb), elem=4 * m * (pa + pb))
+
+
+def index_work(name: str, rows: int, pa: int, pb: int) -> Work:
+    """One index (`cka`, `opd`, `pwcca`, `rank` of one side: `pb` unused) on (rows x pa, rows x pb) matrices."""
+    wide, tall = rows < max(pa, pb), rows > ROW_CHUNK
+    one = Work(calls=1)
+    if name == "rank":
+        small = min(rows, pa)
+        return one + Work(mac=small * small * max(rows, pa), elem=4 * rows * pa, values=small**3)
+    if name == "cka":
+        if wide:  # two n x n Grams, then their elementwise sums
+            return one + _gram(rows, pa) + _gram(rows, pb) + Work(elem=3 * rows * rows)
+        return one + _covariances(rows, pa, pb)  # the feature-space form: the same three products
+    if name == "opd":
+        if wide:  # each side's Gram and its eigendecomposition, the n x n cross product, its singular values
+            grams = _gram(rows, pa) + _gram(rows, pb)
+            return one + grams + Work(decomp=2 * rows**3, mac=rows**3, values=rows**3, elem=4 * rows * rows)
+        if tall:
+            return one + _covariances(rows, pa, pb) + Work(values=_mp2(pa, pb))
+        return one + Work(elem=6 * rows * (pa + pb), mac=rows * pa * pb, values=_mp2(pa, pb))
+    if name == "pwcca":
+        if tall:  # covariances, each side's eigendecomposition, the whitened cross-covariance's SVD
+            cross = Work(decomp=pa**3 + pb**3 + _mp2(pa, pb), mac=pa * pa * pb + pa * pb * pb + 2 * pa**3)
+            return one + _covariances(rows, pa, pb) + cross
+        ra, rb = min(rows, pa), min(rows, pb)  # the bases' widths, at most
+        bases = Work(decomp=_mp2(rows, pa) + _mp2(rows, pb) + _mp2(ra, rb), elem=6 * rows * (pa + pb))
+        return one + bases + Work(mac=rows * ra * rb + rows * ra * ra + ra * rows * pa)
+    raise ValueError(f"no work model for index {name!r}")
+
+
+def dm_work(pair: ShapePair, n: int, k: int) -> Work:
+    """The DM distance (`_dm_score`): the pseudo-inverse fit on K images' per-position rows, then the test
+    images' rows through the map, the sender resized to the target's positions when they differ."""
+    rows = positions(pair.target)
+    pa, pb = channels(pair.sender), channels(pair.target)
+    fit_rows, test_rows = k * rows, n * rows
+    # the pseudo-inverse: a thin SVD and V S^-1 U^T; then theta = pinv @ B
+    fit = Work(decomp=_mp2(fit_rows, pa + 1), mac=fit_rows * (pa + 1) ** 2 + fit_rows * (pa + 1) * pb)
+    resized = 2 * (n + k) * rows * pa if positions(pair.sender) != rows else 0  # interpolation's reads and writes
+    test = Work(mac=test_rows * pa * pb, elem=4 * test_rows * (pa + pb) + resized)
+    return Work(calls=1) + fit + test
+
+
+def direct_match_work(pair: ShapePair, k: int) -> Work:
+    """Direct matching's own fit (`sweep.stitching.objectives.direct_match`): the normal equations of K images'
+    per-position rows accumulated over chunks, their solution and the condition number (decompositions of
+    the sender's p x p moment: one eigendecomposition), then a second pass over the rows for the residual."""
+    rows = k * positions(pair.target)
+    pa, pb = channels(pair.sender), channels(pair.target)
+    resized = 2 * rows * pa if positions(pair.sender) != positions(pair.target) else 0
+    sums = Work(mac=rows * (pa * pa + pa * pb), elem=4 * rows * (pa + pb) + resized)  # A^T A, A^T B
+    return Work(calls=1) + sums + Work(decomp=pa**3, mac=rows * pa * pb, elem=2 * rows * (pa + pb))
+
+
+def pair_work(pair: ShapePair, indices, n: int, k: int, permutations: int = 0) -> Work:
+    """The algebra of a unit's `indices` on n images (the DM distance's fit on k): the indices this model
+    counts (`sweep.memory.SIZED`); a permutation null repeats a similarity or distance `permutations` times."""
+    total = Work()
+    for name in indices:
+        if name not in SIZED:
+            continue
+        if name == "dm":
+            work = dm_work(pair, n, k)
+        else:
+            layout = pair.layouts.get(name) or INDICES[name].layout
+            if name == "rank":  # each side on its own
+                sides = [matrix(s, layout, n) for s in (pair.sender, pair.target)]
+                work = sum((index_work("rank", rows, p, p) for rows, p in sides), Work())
+            else:
+                rows, pa = matrix(pair.sender, layout, n)
+                work = index_work(name, rows, pa, matrix(pair.target, layout, n)[1])
+        repeats = 1 + (permutations if INDICES[name].kind in ("similarity", "distance") else 0)
+        total = total + work * repeats
+    return total
