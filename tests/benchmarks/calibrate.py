@@ -1,7 +1,9 @@
 """Measure a cost profile for `stitchsweep plan --estimate` on this machine: per architecture and input
-shape of the shipped search spaces (or those given), forward and training-step seconds per image and the
-forward share up to each stitch point (`sweep.estimate.calibrate`), plus the fixed cost of a unit on a warm
-worker (`--unit-s`, from `tests/benchmarks/engine_overhead.py`).
+shape of the shipped search spaces (or those given), forward and training-step seconds per image, the
+forward share up to each stitch point and the OOD detector's step and forward there
+(`sweep.calibration.calibrate`); the device's float64 algebra rates (`sweep.calibration.algebra`); plus the
+fixed cost of a unit on a warm worker (`--unit-s`, from `tests/benchmarks/engine_overhead.py`). With
+`--missing`, only what --out lacks is measured (new shapes, a shape's detector timings, the algebra rates).
 
     .venv/bin/python tests/benchmarks/calibrate.py --name cpu-2core --hardware "2-core CPU" \
         --out sweep/profiles/cpu-2core.json
@@ -56,12 +58,19 @@ def main() -> None:
         " setup, measured by tests/benchmarks/engine_overhead.py on the 2-core machine)",
     )
     ap.add_argument("--out", required=True)
-    ap.add_argument("--missing", action="store_true", help="measure only the shapes --out lacks; keep the others")
+    ap.add_argument("--missing", action="store_true", help="measure only what --out lacks; keep the rest")
+    ap.add_argument(
+        "--detectors",
+        default="small",
+        help="the OOD detector kinds to time, comma-separated (small, paper; default small: `paper` is a ResNet-18 or"
+        " ViT-Ti on each point's activations, slow to time on a CPU)",
+    )
     args = ap.parse_args()
 
     import torch
 
-    from sweep.estimate import calibrate
+    from sweep.calibration import algebra, calibrate
+    from sweep.prices import shape_key
 
     torch.set_num_threads(args.threads)
     spaces = [Path(s) for s in args.spaces] or sorted((REPO / "search_spaces").glob("*.yaml"))
@@ -69,22 +78,15 @@ def main() -> None:
     t0 = time.perf_counter()
     archs, kept = {}, None
     if args.missing and Path(args.out).is_file():
-        from sweep.estimate import shape_key
-
         kept = json.loads(Path(args.out).read_text())
         archs = dict(kept["archs"])
-        shapes = [s for s in shapes if shape_key(*s) not in archs]
-    if kept is not None and not shapes:
-        print(f"{args.out} already has every shape")
+        kinds = args.detectors.split(",")
+        shapes = [s for s in shapes if any(k not in archs.get(shape_key(*s), {}).get("detector", {}) for k in kinds)]
+    if kept is not None and not shapes and "algebra" in kept:
+        print(f"{args.out} already has every shape and the algebra rates")
         return
-    for shape in shapes:
-        # a GPU is timed at batches it runs trials at (small ones leave it idle between kernels)
-        gpu = args.device.startswith("cuda")
-        batch = (
-            (512 if gpu else 128) if shape[2] <= 64 else (128 if gpu else 16) if shape[2] <= 160 else (64 if gpu else 4)
-        )
-        archs.update(calibrate([shape], args.device, batch=batch))
-        print(f"{shape}: {archs[next(reversed(archs))]['forward_s'] * 1e3:.3f} ms/image forward", flush=True)
+    rates = kept["algebra"] if kept is not None and "algebra" in kept else algebra(args.device)
+    print("float64 algebra: " + ", ".join(f"{k} {v:.3g}" for k, v in rates.items()), flush=True)
     # the command as run from the repository root, whatever the paths it was given (no machine's paths kept)
     words = [str(Path(w).resolve().relative_to(REPO)) if Path(w).exists() and Path(w).resolve().is_relative_to(REPO)
              else w for w in sys.argv]  # fmt: skip
@@ -96,8 +98,25 @@ def main() -> None:
         "measured": datetime.date.today().isoformat(),
         "command": command if kept is None else f"{kept['command']}; then {command}",
         "unit_s": args.unit_s,
+        "algebra": rates,
         "archs": archs,
     }
+    for shape in shapes:
+        # a GPU is timed at batches it runs trials at (small ones leave it idle between kernels)
+        gpu = args.device.startswith("cuda")
+        batch = (
+            (512 if gpu else 128) if shape[2] <= 64 else (128 if gpu else 16) if shape[2] <= 160 else (64 if gpu else 4)
+        )
+        key = shape_key(*shape)
+        kinds = tuple(args.detectors.split(","))
+        new = calibrate([shape], args.device, batch=batch, passes=key not in archs, detectors=kinds)
+        if key in archs:  # a shape measured before: only its detector timings are added, its passes kept
+            archs[key] = {**archs[key], "detector": {**archs[key].get("detector", {}), **new[key]["detector"]}}
+        else:
+            archs.update(new)
+        print(f"{shape}: {archs[key]['forward_s'] * 1e3:.3f} ms/image forward", flush=True)
+        profile["archs"] = dict(sorted(archs.items()))
+        Path(args.out).write_text(json.dumps(profile, indent=1) + "\n")  # after every shape: a stop loses one
     Path(args.out).write_text(json.dumps(profile, indent=1) + "\n")
     print(f"{len(archs)} shapes in {time.perf_counter() - t0:.0f} s -> {args.out}")
 
