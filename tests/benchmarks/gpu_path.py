@@ -1,7 +1,8 @@
 """The GPU path in one script, for a short lease of a GPU machine (under ten minutes; the machine is offline
 and bare), in order of value: the GPU tests; Balogh & Jelasity 2023's h_N4 donor at the paper's recipe through
 the engine when `--fmnist` names Fashion-MNIST's files (`paper_donor.py`, stopping itself at its budget); a
-cost profile of the card for every shipped space's shapes; the peak device memory of every-layer CKA of two
+cost profile of the card for every shipped space's shapes, checked against measured DM and TLM trials
+(`cost_check.py`); the peak device memory of every-layer CKA of two
 WRN-28-10s at batches of 1,024 (`cka_modules_memory.py`); DM and TLM trials of the ResNet-18 space of Balogh &
 Jelasity 2025 Table 1 (`search_spaces/tlm_vs_dm_cifar10.yaml`) on CIFAR-10-shaped data, fp32 against bf16 +
 channels-last; and four DM trials sharing the card as four workers (what `gpus_per_trial: 0.25` schedules)
@@ -245,6 +246,17 @@ def main() -> None:
     write_cifar(Path(data_root), 500 if args.quick else 50000, 200 if args.quick else 10000)
     write_svhn(Path(data_root), 300 if args.quick else 10000, 10)
     trust_files()
+    # the cost model against measured trials: the profile just measured prices DM and TLM trials of the space,
+    # run one after the other (`cost_check.py`; the issue's target: each within 1.5x)
+    profile = out / "profile.json"
+    if not args.sharing_only and profile.is_file() and left("the cost model against measured trials", 60):
+        check = [sys.executable, str(REPO / "tests/benchmarks/cost_check.py"), "--device", args.device, "--costs",
+                 str(profile), "--work", str(work), "--epochs", str(args.epochs or 2)]  # fmt: skip
+        done = subprocess.run(
+            check + (["--quick"] if args.quick else []), capture_output=True, text=True, env=with_repo()
+        )
+        failed = done.stderr.strip()[-2000:] if done.returncode else ""
+        log(out, f"cost check (exit {done.returncode}):\n{done.stdout.strip()}\n{failed}".rstrip())
     sweep = load_space(str(SPACE))
     root = work / "results"
     sweep_dir = SweepDir(str(root), sweep.name)
