@@ -96,7 +96,8 @@ def arch_matrices(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFram
     """Figs 3-4's per-pair heatmaps: at each robustness level, the penultimate CKA between an architecture's
     donor (row: on natural images, or its own inversions) and another's (column), the mean over the pairs of
     different donors of those two architectures. Natural data is symmetric, so a pair measured one way fills
-    both cells; inverted data is not (the row's inversions)."""
+    both cells; inverted data is not (the row's inversions). `across`: a cell of two different architectures
+    (the paper's numbers beside these figures are the mean of those cells of the drawn heatmap)."""
     s = _cka_units(similarity, donors)
     if s.empty:
         return s
@@ -109,7 +110,8 @@ def arch_matrices(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFram
     )
     s = pd.concat([both, s[s["data"] == "inverted"]]).assign(eps=lambda d: d["a_eps"])
     g = s.groupby(["eps", "data", "a_arch", "b_arch"])
-    return g.agg(cka=("cka", "mean"), pairs=("cka", "size")).reset_index()
+    cells = g.agg(cka=("cka", "mean"), pairs=("cka", "size")).reset_index()
+    return cells.assign(across=cells["a_arch"] != cells["b_arch"])
 
 
 def arch_matrix_chart(rows: pd.DataFrame) -> alt.FacetChart:

@@ -564,3 +564,38 @@ def test_each_figure_averages_one_stated_population_of_architectures():
         "rect",
         "text",
     ]
+
+
+@pytest.fixture(scope="module")
+def imagenet(tmp_path_factory):
+    """Made-up results of every unit the paper-scale space `jones_imagenet.yaml` plans (`tests/synthetic.py`)."""
+    from analysis.report import report_data
+
+    from .conftest import REPO
+    from .synthetic import synthetic_results
+
+    root = tmp_path_factory.mktemp("synthetic") / "jones_imagenet"
+    return report_data(synthetic_results(REPO / "search_spaces" / "jones_imagenet.yaml", root))[0]
+
+
+def test_figs_3_4_numbers_are_the_means_of_the_drawn_heatmaps(imagenet):
+    """Jones et al. Figs 3-4 (issue 52, 1.2): the paper's 0.67 / 0.09 / 0.83 / 0.80 are means over its
+    9-architecture heatmaps, so ours is the mean of the distinct-architecture cells of the heatmap the page
+    draws at that level and data: 9 architectures, 72 cells of one pair each at the paper's scale."""
+    from analysis.paper_report import item_rows, ours
+    from analysis.papers import items
+
+    checked = 0
+    for it in items("jones-2022"):
+        if it.item not in ("Fig. 3", "Fig. 4"):
+            continue
+        for n in it.numbers:
+            eps, data = n.ours.where["eps"], n.ours.where["data"]
+            [(_, drawn)] = item_rows(it, "arch_matrices", [imagenet])
+            heat = drawn[(drawn["eps"] == eps) & (drawn["data"] == data)]
+            off = heat[heat["a_arch"] != heat["b_arch"]]
+            assert heat["a_arch"].nunique() == 9 and heat["b_arch"].nunique() == 9, (it.item, n.row)
+            assert len(off) == 72 and (off["pairs"] == 1).all(), (it.item, n.row)
+            assert ours(n, imagenet) == pytest.approx(off["cka"].mean(), rel=1e-12), (it.item, n.row)
+            checked += 1
+    assert checked == 4
