@@ -48,9 +48,10 @@ def _population(rows: pd.DataFrame, donors: pd.DataFrame, per_cell: bool = False
     architectures (Jones et al.: Fig. 1 "averaged across every pair of architectures", Figs 5, 7-8 "every pair of
     models" within each level). A curve over levels (Figs 1, 3-5, 7-8): the architectures with donors at every
     level the rows hold. A cell of two levels (Fig. 6, `per_cell`): the architectures with donors at both. All
-    pairs of two different donors of those architectures are kept; column `archs` says how many architectures."""
+    pairs of two different donors of those architectures are kept (`_counted` says how many architectures the
+    kept pairs hold)."""
     if rows.empty:
-        return rows.assign(archs=pd.Series(dtype=int))
+        return rows
     lv = levels(donors)
     present = lv.groupby("eps")["arch"].agg(lambda a: frozenset(a))
     if per_cell:
@@ -62,7 +63,17 @@ def _population(rows: pd.DataFrame, donors: pd.DataFrame, per_cell: bool = False
         one = frozenset.intersection(*(present.get(e, frozenset()) for e in shown))
         common = [one] * len(rows)
     keep = [x in c and y in c for x, y, c in zip(rows["a_arch"], rows["b_arch"], common)]
-    return rows[keep].assign(archs=[len(c) for c, k in zip(common, keep) if k])
+    return rows[keep]
+
+
+def _counted(rows: pd.DataFrame, keys: list[str], value: str, **more) -> pd.DataFrame:
+    """Per group of `keys`: the mean of `value` (and `more` aggregations), `pairs` (the pairs averaged) and `archs`
+    (the architectures those pairs hold: what was measured, not which donors exist, Jones et al. 2022 Fig. 1)."""
+    g = rows.groupby(keys)
+    out = g.agg(**{value: (value, "mean")}, **more, pairs=(value, "size"))
+    sides = [rows[[*keys, side]].rename(columns={side: "arch"}) for side in ("a_arch", "b_arch")]
+    archs = pd.concat(sides).groupby(keys)["arch"].nunique()
+    return out.assign(archs=archs.astype(int)).reset_index()
 
 
 def _cka_units(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
@@ -88,8 +99,7 @@ def cka_by_level(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame
     if s.empty:
         return s
     s = _population(s[s["a_eps"] == s["b_eps"]], donors).assign(eps=lambda d: d["a_eps"])
-    g = s.groupby(["eps", "data", "across"])
-    return g.agg(cka=("cka", "mean"), std=("cka", "std"), pairs=("cka", "size"), archs=("archs", "first")).reset_index()
+    return _counted(s, ["eps", "data", "across"], "cka", std=("cka", "std"))
 
 
 def arch_matrices(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
@@ -139,8 +149,7 @@ def cka_across_levels(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.Data
     if s.empty:
         return s
     s = _population(s[s["data"] == "inverted"], donors, per_cell=True)
-    g = s.groupby(["a_eps", "b_eps"])
-    return g.agg(cka=("cka", "mean"), pairs=("cka", "size"), archs=("archs", "first")).reset_index()
+    return _counted(s, ["a_eps", "b_eps"], "cka")
 
 
 def across_levels_by_arch(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
@@ -178,13 +187,8 @@ def saliency_by_level(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.Data
     s = _population(s[s["a_eps"] == s["b_eps"]], donors).assign(eps=lambda d: d["a_eps"])
     if s.empty:
         return s
-    g = s.groupby("eps")
-    return g.agg(
-        cosine=("saliency_cosine", "mean"),
-        std=("saliency_cosine", "std"),
-        pairs=("saliency_cosine", "size"),
-        archs=("archs", "first"),
-    ).reset_index()
+    out = _counted(s, ["eps"], "saliency_cosine", std=("saliency_cosine", "std"))
+    return out.rename(columns={"saliency_cosine": "cosine"})
 
 
 def agreement_by_level(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:

@@ -599,3 +599,60 @@ def test_figs_3_4_numbers_are_the_means_of_the_drawn_heatmaps(imagenet):
             assert ours(n, imagenet) == pytest.approx(off["cka"].mean(), rel=1e-12), (it.item, n.row)
             checked += 1
     assert checked == 4
+
+
+def test_fig_1_cells_count_the_pairs_and_architectures_measured(imagenet):
+    """Jones et al. Fig. 1 (issue 52, 1.3): each cell of `cka_across_levels` averages every ordered pair of two
+    different architectures present at both its levels (Section 4.3: "Average comparisons between all
+    architectures are shown in Figure 1"), and `archs` counts the architectures in the pairs it averages,
+    worked out here from the similarity table itself."""
+    from analysis import robustness
+
+    lv = robustness.levels(imagenet.donors)
+    s = imagenet.similarity
+    s = s[(s["status"] == "done") & (s["a_inputs"] == "inverted") & (s["b_inputs"] == "inverted")]
+    s = s[s["a"].isin(lv.index) & s["b"].isin(lv.index)]
+    a_eps, b_eps = s["a"].map(lv["eps"]), s["b"].map(lv["eps"])
+    cells = robustness.cka_across_levels(imagenet.similarity, imagenet.donors).set_index(["a_eps", "b_eps"])
+    assert len(cells) == 100  # ten levels each way
+    for (x, y), row in cells.iterrows():
+        present = set(lv[lv["eps"] == x]["arch"]) & set(lv[lv["eps"] == y]["arch"])
+        cell = s[(a_eps == x) & (b_eps == y)]
+        cell = cell[cell["a"].map(lv["arch"]).isin(present) & cell["b"].map(lv["arch"]).isin(present)]
+        measured = set(cell["a"].map(lv["arch"])) | set(cell["b"].map(lv["arch"]))
+        assert measured == present, (x, y)  # every architecture present at both levels is measured
+        assert row["archs"] == len(measured) and row["pairs"] == len(present) * (len(present) - 1), (x, y)
+        assert row["cka"] == pytest.approx(cell["cka"].mean(), rel=1e-12), (x, y)
+    assert cells.loc[(0.0, 0.0), ["pairs", "archs"]].tolist() == [72, 9]
+    assert cells.loc[(0.0, 3.0), ["pairs", "archs"]].tolist() == [72, 9]
+    assert cells.loc[(0.0, 0.01), ["pairs", "archs"]].tolist() == [12, 4]
+    # Fig. 6's grid (the registry's layout note): 72 blocks of two different architectures, full (10 x 10 levels)
+    # only between two ResNets
+    grid = robustness.across_levels_by_arch(imagenet.similarity, imagenet.donors)
+    assert (grid["a_arch"] != grid["b_arch"]).all()
+    assert grid.groupby(["a_arch", "b_arch"]).size().value_counts().to_dict() == {100: 12, 20: 40, 4: 20}
+
+
+def test_a_cells_architecture_count_is_of_the_pairs_it_averages():
+    """Three architectures have donors at both levels but the cell (1, 0) holds one pair: it counts the two
+    architectures of that pair, not the three whose donors exist (issue 52, 1.3)."""
+    import pandas as pd
+
+    from analysis import robustness
+
+    donors = pd.DataFrame(
+        {"ref": ["r0", "v0", "w0", "r1", "v1", "w1"], "arch": ["r", "v", "w"] * 2,
+         "training": ["plain"] * 3 + ["pgd"] * 3, "train_eps": [None] * 3 + [1.0] * 3}
+    )  # fmt: skip
+    sim = pd.DataFrame(
+        [
+            dict(a=a, b=b, a_inputs="inverted", b_inputs="inverted", cka=c, status="done", measure="cka")
+            | dict(a_point="penultimate", b_point="penultimate")
+            for a, b, c in [("r1", "v0", 0.4), ("r0", "v0", 0.2), ("v0", "w0", 0.6)]
+        ]
+    )
+    cells = robustness.cka_across_levels(sim, donors).set_index(["a_eps", "b_eps"])
+    assert cells.loc[(1.0, 0.0), ["pairs", "archs"]].tolist() == [1, 2]
+    assert cells.loc[(0.0, 0.0), ["pairs", "archs"]].tolist() == [2, 3]
+    by = robustness.cka_by_level(sim, donors).set_index("eps")
+    assert by.loc[0.0, ["pairs", "archs"]].tolist() == [2, 3]
