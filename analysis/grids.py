@@ -1,6 +1,7 @@
 """Two of Cianfarani et al. 2022's grids of layer x layer CKA maps in the paper's layout. Fig. 7: a row per
 reference network (the L-inf one, the Snow one), its own map first, then its map against each other threat
-model's network, the columns in the paper's order of threat models (L-inf, L2, JPEG, Gabor, Snow). Fig. 3: each
+model's network at that threat model's main budget, the columns in the paper's order of threat models (L-inf,
+L2, JPEG, Gabor, Snow); other budgets are Appendix E's and Fig. 30's. Fig. 3: each
 network with itself, a row per training budget (plain first) and a column per width."""
 
 from __future__ import annotations
