@@ -1,6 +1,7 @@
 """Two of Cianfarani et al. 2022's grids of layer x layer CKA maps in the paper's layout. Fig. 7: a row per
 reference network (the L-inf one, the Snow one), its own map first, then its map against each other threat
-model's network, the columns in the paper's order of threat models (L-inf, L2, JPEG, Gabor, Snow). Fig. 3: each
+model's network at that threat model's main budget, the columns in the paper's order of threat models (L-inf,
+L2, JPEG, Gabor, Snow); other budgets are Appendix E's and Fig. 30's. Fig. 3: each
 network with itself, a row per training budget (plain first) and a column per width."""
 
 from __future__ import annotations
@@ -16,12 +17,29 @@ THREAT_ORDER = ("pgd", "pgd_l2", "adv_jpeg", "adv_gabor", "adv_snow")  # L-inf, 
 _SWAP = {"a": "b", "b": "a", "a_point": "b_point", "b_point": "a_point", "a_index": "b_index", "b_index": "a_index"}
 
 
+def main_budget_networks(cross: pd.DataFrame, training: pd.Series) -> set[str]:
+    """Per threat model, the network at its main budget: of its networks, the one compared (on either side of
+    a unit in `cross`, benign units of networks of two threat models) with the networks of the most other
+    threat models, then with the most other networks. A design like the paper's compares the main budget with
+    every threat model (Fig. 7) and varies budgets around it against one or two (Appendix E, Fig. 30), so the
+    main budget is the one that the comparison across threat models is built around. Read from which pairs
+    were measured rather than from budgets or entry names: no budget is "main" by value (the paper gives none
+    for four of the five threat models), and a space may name its entries as it likes. Ties keep every tied
+    network (the layout then shows them side by side rather than choosing silently)."""
+    sides = pd.concat([cross[["a", "b"]], cross[["b", "a"]].set_axis(["a", "b"], axis=1)]).drop_duplicates()
+    sides = sides.assign(threat=sides["a"].map(training), other=sides["b"].map(training))
+    reach = sides.groupby("a").agg(threats=("other", "nunique"), networks=("b", "nunique"), threat=("threat", "first"))
+    best = reach.groupby("threat")[["threats", "networks"]].transform("max")
+    return set(reach.index[(reach["threats"] == best["threats"]) & (reach["networks"] == best["networks"])])
+
+
 def threat_rows(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
-    """The benign units of networks trained against a threat model, with themselves or with another threat
-    model's network, arranged: `row` (the reference
-    network: one that is side A of two or more units with other networks), `column` (the position of the other
-    side's threat model; its own map first, column 0). A unit whose reference is its side B is transposed, so
-    the reference's layers are always the map's rows."""
+    """Fig. 7's units: networks trained against a threat model, each at its threat model's main budget
+    (`main_budget_networks`), with themselves or with another threat model's, on benign images, arranged:
+    `row` (the reference network: one that is side A of two or more units with other networks), `column` (the
+    position of the other side's threat model; its own map first, column 0). Two budgets of one threat model
+    (Fig. 30) and a budget neighbour against another threat model (Appendix E) are left out. A unit whose
+    reference is its side B is transposed, so the reference's layers are always the map's rows."""
     d = done(similarity)
     if d.empty or donors.empty:
         return pd.DataFrame()
@@ -30,6 +48,8 @@ def threat_rows(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:
     d = d[d["a"].map(training).isin(THREAT_ORDER) & d["b"].map(training).isin(THREAT_ORDER)]
     # a network with itself, or with another threat model's (two budgets of one threat model: Fig. 30's tables)
     d = d[(d["a"] == d["b"]) | (d["a"].map(training) != d["b"].map(training))]
+    main = main_budget_networks(d[d["a"] != d["b"]].drop_duplicates("unit_id"), training)
+    d = d[d["a"].isin(main) & d["b"].isin(main)]
     cross = d[d["a"] != d["b"]].drop_duplicates("unit_id")
     counts = cross["a"].value_counts()
     references = sorted(counts[counts >= 2].index, key=lambda r: (THREAT_ORDER.index(training[r]), r))

@@ -53,8 +53,8 @@ CHARTS = [
     ),
     ChartSection(
         "Threat models against each other (Cianfarani et al. 2022 Fig. 7): a row per reference network (L-inf,"
-        " Snow), its own map first, then against each other threat model's network in the order L-inf, L2, JPEG,"
-        " Gabor, Snow",
+        " Snow), its own map first, then against each other threat model's network at its main budget in the order"
+        " L-inf, L2, JPEG, Gabor, Snow",
         lambda d: grids.threat_rows(d.similarity, d.donors),
         grids.threat_grid,
         "threat_grid.png",

@@ -283,14 +283,16 @@ def test_threat_grid_puts_each_reference_network_in_a_row_in_the_papers_order():
     """Fig. 7's 2 x 5 layout from hand-made units: the networks that are side A of two or more units with other
     threat models are the rows (L-inf, then Snow), their own map first, then one per threat model in the order
     L-inf, L2, JPEG, Gabor, Snow; a unit whose reference is side B is transposed (its layers become the rows);
-    two budgets of one threat model are left to Fig. 30's table."""
+    two budgets of one threat model are left to Fig. 30's table, and a budget neighbour against another threat
+    model (Appendix E: `linf` against `jpeg_large`, `linf_large` against Snow and JPEG) to its own, in the
+    sweep's report (every entry's units) as on the paper's page (the `threats` entry's)."""
     from analysis import grids
 
-    def unit(uid, a, b, xy=0.5, yx=0.5):
+    def unit(uid, a, b, xy=0.5, yx=0.5, name="threats"):
         values = {("x", "x"): 1.0, ("x", "y"): xy, ("y", "x"): yx, ("y", "y"): 1.0}
         return [
             dict(unit_id=uid, status="done", a=a, b=b, a_inputs="benign", b_inputs="benign", a_point=p, b_point=q,
-                 a_index=i, b_index=j, cka=values[p, q], name="threats")
+                 a_index=i, b_index=j, cka=values[p, q], name=name)
             for i, p in enumerate(["x", "y"]) for j, q in enumerate(["x", "y"])
         ]  # fmt: skip
 
@@ -299,11 +301,15 @@ def test_threat_grid_puts_each_reference_network_in_a_row_in_the_papers_order():
         + unit("c2", "zoo:linf", "zoo:l2") + unit("c3", "zoo:snow", "zoo:l2") + unit("c4", "zoo:snow", "zoo:jpeg")
         + unit("s2", "zoo:snow", "zoo:snow")
         + unit("b1", "zoo:linf", "zoo:linf_large") + unit("b2", "zoo:linf", "zoo:linf_x")
+        + unit("e1", "zoo:linf", "zoo:jpeg_large", name="budgets") + unit("e2", "zoo:linf_large", "zoo:snow",
+        name="budgets") + unit("e3", "zoo:linf_large", "zoo:jpeg", name="budgets")
     )  # fmt: skip
     donors = pd.DataFrame(
         [dict(ref=f"zoo:{n}", training=t) for n, t in [("linf", "pgd"), ("snow", "adv_snow"), ("l2", "pgd_l2"),
-         ("jpeg", "adv_jpeg"), ("linf_large", "pgd"), ("linf_x", "pgd")]]
+         ("jpeg", "adv_jpeg"), ("linf_large", "pgd"), ("linf_x", "pgd"), ("jpeg_large", "adv_jpeg")]]
     )  # fmt: skip
+    page = grids.threat_rows(sim[sim["name"] == "threats"], donors)  # the registry's Fig. 7: `where: threats`
+    assert [len(line["hconcat"]) for line in grids.threat_grid(page).to_dict()["vconcat"]] == [3, 4]
     rows = grids.threat_rows(sim, donors)
     layout = rows.drop_duplicates(["row", "unit_id"]).groupby("row", sort=False)["unit_id"].apply(list)
     assert list(layout.index) == ["zoo:linf", "zoo:snow"]
