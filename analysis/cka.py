@@ -8,6 +8,7 @@ import altair as alt
 import pandas as pd
 
 from .intervals import banded_lines, with_interval
+from .svcca_null import svcca_null
 
 
 def unit_title(rows: pd.DataFrame) -> str:
@@ -277,7 +278,9 @@ COMPARED = ("cka", "opd", "svcca")  # the measures of Cianfarani et al. B.1
 def measures_compared(similarity: pd.DataFrame) -> pd.DataFrame:
     """Cianfarani et al. B.1: each pair of points under full CKA, OPD and SVCCA on the same images (units that
     agree on donors, inputs and images), each measure's value and the seconds it took on the held activations
-    (`time_<measure>_s`, and OPD's and SVCCA's as multiples of CKA's); pairs measured under at least two."""
+    (`time_<measure>_s`, and OPD's and SVCCA's as multiples of CKA's); pairs measured under at least two.
+    Beside SVCCA: the directions each side kept (`svcca_k_a`, `svcca_k_b`) and `svcca_null`, the score of
+    independent data at those k and n (`svcca_null.svcca_null`; empty for parts written before k was kept)."""
     if not len(similarity) or "time_measure_s" not in similarity:
         return pd.DataFrame()
     d = similarity[(similarity["status"] == "done") & similarity["time_measure_s"].notna()]
@@ -287,14 +290,36 @@ def measures_compared(similarity: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     d = d.assign(value=d.apply(lambda row: row[row["measure"]], axis=1))  # each row's own measure's column
     keys = ["a", "b", "a_inputs", "b_inputs", "images", "a_index", "b_index", "a_point", "b_point"]
-    wide = d.pivot_table(index=keys, columns="measure", values=["value", "time_measure_s"], aggfunc="mean")
+    ks = [c for c in SVCCA_K if c in d and d[c].notna().any()]
+    wide = d.pivot_table(index=keys, columns="measure", values=["value", "time_measure_s", *ks], aggfunc="mean")
     out = pd.DataFrame(index=wide.index)
     for m in COMPARED:
         if ("value", m) in wide:
             out[m], out[f"time_{m}_s"] = wide[("value", m)], wide[("time_measure_s", m)]
+        if m == "svcca" and "svcca" in out:
+            out = _svcca_null_beside(out, wide)
     for m in ("opd", "svcca"):  # the main text: CKA "10x and 30x faster than Procrustes and SVCCA"
         if m in out and "cka" in out:
             out[f"{m}_time_x_cka"] = out[f"time_{m}_s"] / out["time_cka_s"]
     out = out.reset_index()
     measured = [m for m in COMPARED if m in out]
     return out[out[measured].notna().sum(axis=1) >= 2].sort_values(keys).reset_index(drop=True)
+
+
+SVCCA_K = ("svcca_k_a", "svcca_k_b")  # the directions each side's reduction kept (parts since they were kept)
+
+
+def _svcca_null(images, k_a, k_b) -> float | None:
+    if pd.isna(k_a) or pd.isna(k_b):
+        return None
+    return svcca_null(int(images), int(k_a), int(k_b))
+
+
+def _svcca_null_beside(out: pd.DataFrame, wide: pd.DataFrame) -> pd.DataFrame:
+    """SVCCA's k per side and its null score (independent data at those k and the unit's images) as columns."""
+    for c in SVCCA_K:
+        out[c] = wide[(c, "svcca")] if (c, "svcca") in wide else float("nan")
+    images = out.index.get_level_values("images")
+    out["svcca_null"] = [_svcca_null(n, ka, kb) for n, ka, kb in zip(images, out["svcca_k_a"], out["svcca_k_b"])]
+    out["svcca_null"] = out["svcca_null"].astype(float)
+    return out

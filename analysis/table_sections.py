@@ -124,7 +124,9 @@ TABLES = [
         lambda d: cka.measures_compared(d.similarity),
         "Each pair of points under full-batch linear CKA, the orthogonal Procrustes distance (OPD: 0 for the same"
         " representation, lower is more similar) and SVCCA (mean canonical correlation of the 99%-variance"
-        " reductions), on the same images; time_*_s: the seconds each took on the held activations.",
+        " reductions, at most svcca_max_k directions each), on the same images; svcca_k_a, svcca_k_b: the"
+        " directions each side kept; svcca_null: the SVCCA of independent data at those k and images (what"
+        " SVCCA must exceed); time_*_s: the seconds each took on the held activations.",
         csv="measures_compared.csv",
         md="measures_compared.md",
     ),

@@ -492,33 +492,55 @@ def test_the_full_estimator_streams_where_the_products_are_smaller_and_gives_the
     assert not streamed and torch.allclose(few, want_few, rtol=1e-9, atol=1e-12)
 
 
+def _svcca_reference(a, b, keep=0.99, max_k=None):
+    """SVCCA in numpy: numpy's SVD for the 99%-variance reductions (at most `max_k` directions), canonical
+    correlations as the singular values of C_aa^-1/2 C_ab C_bb^-1/2. Returns (value, k_A, k_B)."""
+
+    def reduce(x):
+        x = x - x.mean(0)
+        _, s, vt = np.linalg.svd(x, full_matrices=False)
+        k = int(np.searchsorted(np.cumsum(s**2) / (s**2).sum(), keep)) + 1
+        return x @ vt[: k if max_k is None else min(k, max_k)].T
+
+    ra, rb = reduce(a), reduce(b)
+
+    def inv_sqrt(c):
+        w, v = np.linalg.eigh(c)
+        return v @ np.diag(w**-0.5) @ v.T
+
+    rho = np.linalg.svd(inv_sqrt(ra.T @ ra) @ (ra.T @ rb) @ inv_sqrt(rb.T @ rb), compute_uv=False)
+    return rho[: min(ra.shape[1], rb.shape[1])].mean(), ra.shape[1], rb.shape[1]
+
+
 def test_svcca_against_whitened_covariances_in_numpy():
-    """SVCCA (Raghu et al. 2017) against an independent formulation: numpy's SVD for the 99%-variance
-    reductions, canonical correlations as the singular values of C_aa^-1/2 C_ab C_bb^-1/2; and its invariances
+    """SVCCA (Raghu et al. 2017) against an independent formulation (`_svcca_reference`); and its invariances
     (an orthogonal map and a scale of one side give 1)."""
     from sweep.measures.cca import svcca
-
-    def reference(a, b, keep=0.99):
-        def reduce(x):
-            x = x - x.mean(0)
-            _, s, vt = np.linalg.svd(x, full_matrices=False)
-            k = int(np.searchsorted(np.cumsum(s**2) / (s**2).sum(), keep)) + 1
-            return x @ vt[:k].T
-
-        ra, rb = reduce(a), reduce(b)
-
-        def inv_sqrt(c):
-            w, v = np.linalg.eigh(c)
-            return v @ np.diag(w**-0.5) @ v.T
-
-        rho = np.linalg.svd(inv_sqrt(ra.T @ ra) @ (ra.T @ rb) @ inv_sqrt(rb.T @ rb), compute_uv=False)
-        return rho[: min(ra.shape[1], rb.shape[1])].mean()
 
     g = torch.Generator().manual_seed(3)
     a = torch.randn(400, 20, generator=g) @ torch.diag(torch.linspace(3, 0.05, 20))  # a spectrum the 99% cuts
     b = a[:, :12] @ torch.randn(12, 9, generator=g) + 3 * torch.randn(400, 9, generator=g)
     got = svcca(a, b)
-    assert got == pytest.approx(reference(a.double().numpy(), b.double().numpy()), rel=1e-9)
+    assert got == pytest.approx(_svcca_reference(a.double().numpy(), b.double().numpy())[0], rel=1e-9)
     assert 0.2 < got < 0.99
     q, _ = torch.linalg.qr(torch.randn(20, 20, generator=g))
     assert svcca(a, 3 * a @ q + 7) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_svcca_caps_the_directions_each_side_keeps_and_reports_them():
+    """The unit's protocol: each side keeps the fewest directions reaching 99% of the variance, at most
+    `max_k`; `svcca_k` returns both k with the value, as the numpy formulation counts them. Independent data
+    score lower with fewer directions (the overfitting the cap bounds)."""
+    from sweep.measures.cca import svcca, svcca_k
+
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(300, 40, generator=g) @ torch.diag(torch.linspace(3, 0.5, 40))  # 99% needs most of the 40
+    b = a[:, :25] @ torch.randn(25, 30, generator=g) + torch.randn(300, 30, generator=g)
+    for max_k in (None, 6, 15):
+        value, k_a, k_b = svcca_k(a, b, max_k=max_k)
+        want, want_a, want_b = _svcca_reference(a.double().numpy(), b.double().numpy(), max_k=max_k)
+        assert (k_a, k_b) == (want_a, want_b) and value == pytest.approx(want, rel=1e-9)
+        assert value == svcca(a, b, max_k=max_k)
+    assert svcca_k(a, b, max_k=6)[1:] == (6, 6) and min(svcca_k(a, b)[1:]) > 15
+    x, y = torch.randn(300, 60, generator=g), torch.randn(300, 60, generator=g)
+    assert svcca(x, y, max_k=10) < svcca(x, y) - 0.2  # 60 kept of 300 examples vs 10: the null grows with k/n

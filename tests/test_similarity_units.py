@@ -20,6 +20,7 @@ from sweep.models.features import features
 from sweep.results import SweepDir
 
 from .conftest import TINY_SPACE
+from .test_similarity import _svcca_reference
 
 
 def _space(entries) -> dict:
@@ -174,15 +175,23 @@ def test_procrustes_and_svcca_units_measure_each_pair_on_the_held_activations_an
     points = ["layer1.1", "layer2.1", "layer3.1"]
     entry = dict(WITHIN, pairs=[{"a": "zoo:plain_a", "b": "zoo:plain_b"}], points=points, measure=measure, images=80)
     unit, rows = _run(space, sweep_dir, entry)
-    assert unit.estimator is None and f"({measure})" in unit.label
+    assert unit.estimator is None and f"({measure}" in unit.label
     assert rows[measure].notna().all() and rows["cka"].isna().all() and (rows["time_measure_s"] > 0).all()
+    if measure == "svcca":  # the protocol and the directions each side kept, per pair
+        assert unit.svcca_max_k == 4 and (rows["svcca_max_k"] == 4).all()  # 80 images // 20
+        assert rows["svcca_k_a"].between(1, 4).all() and rows["svcca_k_b"].between(1, 4).all()
     a, b = (load_donor(sweep_dir, key, torch.device("cpu")) for key in (unit.a_key, unit.b_key))
     donor = parse_space(space).donors["plain_a"]
     x = make_splits(donor.data.dataset, donor.data.train_size, donor.data.val_size, donor.data.test_size).test_x
     with torch.no_grad():
         fa, fb = (features(m, unit.a_points)(x[: unit.images]) for m in (a, b))
     for row in rows.itertuples():
-        want = PAIRWISE[measure](fa[row.a_index - 1].flatten(1), fb[row.b_index - 1].flatten(1))
+        pa, pb = fa[row.a_index - 1].flatten(1), fb[row.b_index - 1].flatten(1)
+        if measure == "svcca":  # against numpy's formulation: the value and both k
+            want, k_a, k_b = _svcca_reference(pa.double().numpy(), pb.double().numpy(), max_k=unit.svcca_max_k)
+            assert (row.svcca_k_a, row.svcca_k_b) == (k_a, k_b)
+        else:
+            want = PAIRWISE[measure](pa, pb)
         assert getattr(row, measure) == pytest.approx(want, abs=1e-6)
     _, itself = _run(space, sweep_dir, dict(entry, pairs=[{"a": "zoo:plain_a", "b": "zoo:plain_a"}]))
     diagonal = itself[itself["a_index"] == itself["b_index"]][measure]

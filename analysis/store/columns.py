@@ -164,7 +164,11 @@ DESCRIPTIONS = {
     "b_inputs": "what side B saw: 'benign', 'adversarial' or 'inverted' (A's inverted images)",
     "measure": "'cka', 'opd' or 'svcca' (a row per pair of points) or 'saliency' (one row)",
     "opd": "measure 'opd': the orthogonal Procrustes distance of the pair in [0, 2] (0: the same representation)",
-    "svcca": "measure 'svcca': the mean canonical correlation of the pair's 99%-variance SVD reductions",
+    "svcca": "measure 'svcca': the mean canonical correlation of the pair's 99%-variance SVD reductions, each at"
+    " most svcca_max_k directions",
+    "svcca_max_k": "measure 'svcca': the directions each side's reduction keeps at most (images // 20 by default)",
+    "svcca_k_a": "measure 'svcca': the directions side A's reduction kept (99% of the variance, at most svcca_max_k)",
+    "svcca_k_b": "measure 'svcca': the directions side B's reduction kept",
     "time_measure_s": "seconds of the pair's measure on the held activations (OPD, SVCCA, full CKA held)",
     "inversion_id": "the inversion unit whose images both sides saw (benign: its natural targets)",
     "inverted": "the inversions entry's name",

@@ -14,6 +14,8 @@ from .catalogue import INDEX_CATALOGUE
 from .columns import describe
 
 SCHEMA_VERSION = 2  # 2: trial and donor identities changed (see docs: a results folder of version 1 reruns)
+# Within version 2, SVCCA similarity units (`measure: svcca`) hash their protocol (`svcca_max_k`): their ids
+# changed and their earlier parts rerun; every other unit's id is as before (docs/operations.md).
 
 TRIALS_DIR = "trials"
 DONORS_DIR = "donors"

@@ -64,6 +64,9 @@ SIMILARITY_SCHEMA = pa.schema(
         ("saliency_cosine_std", pa.float64()),
         ("opd", pa.float64()),  # measure "opd": the orthogonal Procrustes distance of the pair, in [0, 2]
         ("svcca", pa.float64()),  # measure "svcca": the mean canonical correlation of the 99%-variance reductions
+        ("svcca_max_k", pa.int32()),  # measure "svcca": the directions each side keeps at most (the protocol)
+        ("svcca_k_a", pa.int32()),  # the directions side A kept (its null depends on them and on `images`)
+        ("svcca_k_b", pa.int32()),
         ("time_measure_s", pa.float64()),  # seconds of this pair's measure on the held activations (B.1)
     ]
     + _UNIT_TAIL

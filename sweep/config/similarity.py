@@ -54,9 +54,20 @@ OPTIONS = by_key(
         Option("batch_size", "integer", 1024, low=4, doc="minibatch CKA: images per batch"),
         Option("passes", "integer", 3, low=1, doc="minibatch CKA: passes over the images, each reshuffled"),
         Option("attack", "mapping", None, fields=ATTACK_OPTIONS, doc="the adversarial inputs"),
+        Option(
+            "svcca_max_k",
+            "integer",
+            None,
+            low=1,
+            nullable=True,
+            derived=True,
+            doc="svcca: directions each side keeps at most; null: images // 20 (at most images // 10)",
+        ),
         Option("seed", "integer", 0, low=0),
     )
 )
+SVCCA_IMAGES_PER_K = 20  # the default cap: k <= n / 20, where independent data score 0.19 (n = 1,000)
+SVCCA_MAX_RATIO = 0.1  # k / n above this and SVCCA reads overfitting (independent data: 0.27 at 0.1)
 PAIR_FIELDS = {"a", "b", "a_inputs", "b_inputs"}
 
 
@@ -90,6 +101,7 @@ class SimilaritySpec:
     seed: int = 0
     measure: str = "cka"
     inversion_id: str | None = None  # the inversion unit whose images (inverted, and their targets) both see
+    svcca_max_k: int | None = None  # measure svcca: the directions each side keeps at most (the protocol)
     a: str = field(default="", compare=False)  # the donors' references: labels
     b: str = field(default="", compare=False)
     attack_source: str | None = field(default=None, compare=False)
@@ -97,7 +109,8 @@ class SimilaritySpec:
     name: str = field(default="", compare=False)
 
     LABELS = ("a", "b", "attack_source", "inverted", "name")
-    NEW = {"measure": "cka", "inversion_id": None}  # fields a unit id leaves out at these values (older ids)
+    # fields a unit id leaves out at these values (older ids: units without SVCCA keep theirs)
+    NEW = {"measure": "cka", "inversion_id": None, "svcca_max_k": None}
 
     @property
     def unit_id(self) -> str:
@@ -110,7 +123,8 @@ class SimilaritySpec:
         sides = f"{self.a} ({self.a_inputs}) ~ {self.b} ({self.b_inputs})"
         attack = f" against {self.attack_source}" if self.attack_source else ""
         points = f"{len(self.a_points)}x{len(self.b_points)} points" if self.a_points else "saliency"
-        points += f" ({self.measure})" if self.measure in ("opd", "svcca") else ""
+        points += f" ({self.measure})" if self.measure == "opd" else ""
+        points += f" (svcca, k <= {self.svcca_max_k})" if self.measure == "svcca" else ""
         inverted = f" (inverted by {self.inverted})" if self.inverted else ""
         return f"{self.name + ': ' if self.name else ''}{sides}{attack}{inverted}, {points}, {self.images} images"
 
@@ -154,6 +168,7 @@ def _parse_entry(entry: dict, path: str, data, evaluation, donors, used, inversi
             common.update(_inversion(inverted, a, f"{path}.inverted", inversions))
         elif "inverted" in inputs.values():
             raise SpecError(f"{path}.inverted", "an inversions entry's name (a pair sees inverted inputs)", None)
+        common["svcca_max_k"] = _svcca_cap(s, path, measure, common["images"])  # after `images` is final
         attack = _attack(s, path, a, b, donors, evaluation) if "adversarial" in inputs.values() else {}
         used.update(d.name for d in (a, b))
         if attack:
@@ -220,6 +235,17 @@ def _settings(s: Section, path: str, data) -> dict:
         seed=s.read(OPTIONS["seed"]),
         name=name,
     )
+
+
+def _svcca_cap(s: Section, path: str, measure: str, images: int) -> int | None:
+    """SVCCA's cap on the directions each side keeps (Raghu et al. 2017 keep 99% of the variance; with 1,000
+    flattened images that can be most of the images, and the score then measures k / n): k / n at most 0.1."""
+    cap = s.read(OPTIONS["svcca_max_k"], high=max(1, int(SVCCA_MAX_RATIO * images)))
+    if measure != "svcca":
+        if cap is not None:
+            raise SpecError(f"{path}.svcca_max_k", "null (it applies to measure: svcca)", cap, f"measure: {measure}")
+        return None
+    return max(1, images // SVCCA_IMAGES_PER_K) if cap is None else cap
 
 
 def _attack(s: Section, path: str, a: DonorSpec, b: DonorSpec, donors: dict, evaluation) -> dict:

@@ -17,6 +17,7 @@ steps by default), and both sides then read the same images in the same order.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import torch
 
@@ -27,7 +28,7 @@ from sweep.data.stream import chunks
 from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.donor import load_donor
 from sweep.kinds.inversion import inverted_index, read_inverted
-from sweep.measures.cca import svcca
+from sweep.measures.cca import svcca_k
 from sweep.measures.saliency import saliency_cosines
 from sweep.measures.similarity import MinibatchCKA, StreamedCKA, gram, linear_cka, minibatch_images, opd
 from sweep.memory import CKA_BATCH, cka_streams
@@ -58,6 +59,7 @@ def base_row(spec: SimilaritySpec, sweep_name: str, device: str) -> dict:
         **{k: getattr(spec, k) for k in ("attack_source", "attack_norm", "attack_eps", "attack_steps")},
         attack_step_size=spec.attack_step_size,
         measure=spec.measure,
+        svcca_max_k=spec.svcca_max_k,
         inversion_id=spec.inversion_id,
         inverted=spec.inverted,
         seed=spec.seed,
@@ -93,10 +95,13 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
         stats = dict(saliency_cosine=float(cos.mean()), saliency_cosine_std=float(cos.std()))
         return [dict(stats, a_acc=acc["a"], b_acc=acc["b"])]
     same = spec.a_key == spec.b_key and spec.a_points == spec.b_points and spec.a_inputs == spec.b_inputs
-    times = None
+    times, extra = None, {}
     if spec.measure in PAIRWISE:  # Cianfarani et al. B.1: OPD and SVCCA on the same held representations
         fa, fb = features(models[spec.a_key], spec.a_points), features(models[spec.b_key], spec.b_points)
-        matrix, times = pairwise(PAIRWISE[spec.measure], *held_features(fa, fb, xa, xb, ctx.device))
+        measure = PAIRWISE[spec.measure]
+        if spec.measure == "svcca":  # the unit's protocol: each side keeps at most svcca_max_k directions
+            measure = partial(measure, max_k=spec.svcca_max_k)
+        matrix, times, extra = pairwise(measure, *held_features(fa, fb, xa, xb, ctx.device))
     elif spec.estimator == "minibatch":
         ga = gram_reader(models[spec.a_key], spec.a_points)
         gb = None if same else gram_reader(models[spec.b_key], spec.b_points)
@@ -114,25 +119,35 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
             "time_measure_s": None if times is None else float(times[i, j]),
             "a_acc": acc["a"],
             "b_acc": acc["b"],
+            **extra.get((i, j), {}),
         }
         for i, pa in enumerate(spec.a_points)
         for j, pb in enumerate(spec.b_points)
     ]
 
 
-PAIRWISE = {"opd": opd, "svcca": svcca}  # measures of one pair of whole matrices, beside CKA
+def _svcca(a, b, max_k: int | None = None) -> tuple[float, dict]:
+    """SVCCA and the directions each side kept (`svcca_k_a`, `svcca_k_b`: its null depends on them)."""
+    value, k_a, k_b = svcca_k(a, b, max_k=max_k)
+    return value, {"svcca_k_a": k_a, "svcca_k_b": k_b}
 
 
-def pairwise(measure, a: list, b: list) -> tuple[torch.Tensor, torch.Tensor]:
-    """`measure` of every pair of A's and B's held matrices, and the seconds each took (Cianfarani et al.
-    B.1 compare the measures' compute time on the same representations)."""
+PAIRWISE = {"opd": opd, "svcca": _svcca}  # measures of one pair of whole matrices, beside CKA
+
+
+def pairwise(measure, a: list, b: list) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """`measure` of every pair of A's and B's held matrices, the seconds each took (Cianfarani et al. B.1
+    compare the measures' compute time on the same representations) and, where `measure` returns (value,
+    columns), each pair's further columns by (i, j)."""
     values, times = torch.zeros(len(a), len(b), dtype=torch.float64), torch.zeros(len(a), len(b), dtype=torch.float64)
+    extra = {}
     for i, p in enumerate(a):
         for j, q in enumerate(b):
             t0 = time.perf_counter()
-            values[i, j] = measure(p, q)
+            out = measure(p, q)
             times[i, j] = time.perf_counter() - t0
-    return values, times
+            values[i, j], extra[i, j] = out if isinstance(out, tuple) else (out, {})
+    return values, times, extra
 
 
 def gram_reader(model: torch.nn.Module, points: tuple[str, ...]):
@@ -167,7 +182,7 @@ def full_matrix(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device
         for later in reads:
             acc.update(*later)
         return acc.value().cpu(), None
-    return pairwise(linear_cka, *held_features(fa, fb, xa, xb, device, (first, reads)))
+    return pairwise(linear_cka, *held_features(fa, fb, xa, xb, device, (first, reads)))[:2]
 
 
 def held_features(fa, fb, xa: torch.Tensor, xb: torch.Tensor, device: torch.device, started=None) -> tuple:
