@@ -2,7 +2,9 @@
 metric."""
 
 import copy
+import struct
 
+import pandas as pd
 import pytest
 import torch
 
@@ -98,8 +100,24 @@ def test_a_trial_records_the_energies_its_auroc_comes_from_and_the_report_draws_
     stitched = energies.query("kind == 'stitched'")["energy"].to_numpy()
     wins = (stitched[:, None] > target[None, :]).sum() + 0.5 * (stitched[:, None] == target[None, :]).sum()
     assert row["ood_auroc"] == pytest.approx(wins / (len(target) * len(stitched)))
+    # the chart holds, per panel and series, exactly the recorded energies of its kind
+    from analysis.energies import energy_density_chart, energy_rows
+
+    data = analysis.load(sweep_dir.path)
+    spec = energy_density_chart(energy_rows(data["trials"], energies)).to_dict()
+    drawn = pd.DataFrame(next(iter(spec["datasets"].values())))
+    assert drawn["panel"].nunique() == 2 and spec["facet"]["row"]["field"] == "panel"
+    series = drawn.groupby("series")["energy"].apply(sorted).to_dict()
+    outlier = energies.query("kind == 'outlier'")["energy"]
+    want = {"layer2.0, in-distribution": target, "layer2.0, outliers (OOD)": outlier}
+    want[f"from {row['front_point']}"] = stitched
+    assert set(series) == set(want)
+    for name, values in want.items():
+        assert series[name] == pytest.approx(sorted(values)), name
     write_report(sweep_dir.path, tmp_path / "report")
-    assert (tmp_path / "report" / "energy_densities.png").stat().st_size > 1000
+    png = (tmp_path / "report" / "energy_densities.png").read_bytes()
+    width, height = struct.unpack(">II", png[16:24])  # the PNG's IHDR: at least the spec's panel and two rows
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and width >= 520 and height >= 2 * 150
 
 
 def test_the_papers_detectors_read_activations_and_survive_the_cache(tmp_path):

@@ -91,6 +91,18 @@ class Number:
     value: float
     unit: str = ""
     ours: Ours | None = None
+    # the number as the paper prints it ("99.97", "0.80", "one-third"): the registry's JSON holds floats, which
+    # drop trailing zeros; given where they differ from the value's shortest form
+    printed: str = ""
+    # where the paper prints another value for the same quantity (the other place and its value): the page
+    # then flags the number instead of comparing ours with it
+    contradiction: str = ""
+
+    @property
+    def decimals(self) -> int | None:
+        """The decimals the paper printed (None when it printed words, e.g. "one-third")."""
+        digits = self.printed.replace(".", "", 1)
+        return (len(self.printed.partition(".")[2]) if "." in self.printed else 0) if digits.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -108,6 +120,10 @@ class Item:
     paper_scale: bool = False  # whether it has run at the paper's scale
     numbers: tuple[Number, ...] = ()
     layout: str = ""  # where the report's drawing differs from the paper's layout
+    # what the caption says that our copy of the paper does not state (an inference of ours)
+    reading: str = ""
+    # where the paper contradicts itself about this item (captions against the text, one cell printed twice)
+    contradictions: tuple[str, ...] = ()
     # the rows of its sections that draw it (column -> value), where a section draws several items (the
     # examples chart's panels: {"name": "fig_1a"})
     where: dict = field(default_factory=dict)
@@ -132,11 +148,24 @@ def _ours(doc: dict) -> Ours:
 def _number(doc: dict, where: str) -> Number:
     ours = doc.get("ours")
     try:
-        return Number(
-            str(doc["row"]), str(doc["col"]), float(doc["value"]), doc.get("unit", ""), _ours(ours) if ours else None
+        value = doc["value"]
+        printed = str(doc.get("printed") or (value if isinstance(value, int) else repr(float(value))))
+        number = Number(
+            str(doc["row"]),
+            str(doc["col"]),
+            float(value),
+            doc.get("unit", ""),
+            _ours(ours) if ours else None,
+            printed,
+            str(doc.get("contradiction", "")),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise RegistryError(f"{where}: a number needs row, col, value (and optional unit, ours): {exc}") from None
+        raise RegistryError(
+            f"{where}: a number needs row, col, value (and optional unit, ours, printed, contradiction): {exc}"
+        ) from None
+    if number.decimals is not None and abs(float(printed) - number.value) > 1e-9 * max(1.0, abs(number.value)):
+        raise RegistryError(f"{where}: field 'printed' must spell the value {number.value!r}, found {printed!r}")
+    return number
 
 
 def _item(paper: str, doc: dict, where: str) -> Item:

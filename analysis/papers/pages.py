@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from . import Item, items, paper
+from . import Item, Number, items, paper
 
 DEPARTURES = "../design.md#departures-from-the-papers"
 
@@ -26,6 +26,23 @@ def _value(v: float | None, unit: str) -> str:
     return f"{v:.3g}{unit}" if abs(v) < 1 else f"{v:.1f}{unit}" if unit == "%" else f"{v:.4g}{unit}"
 
 
+def _ours(v: float | None, n: Number) -> str:
+    """Our value of number `n`, rounded to the decimals the paper printed for it (where it printed digits)."""
+    if v is None or n.decimals is None:
+        return _value(v, n.unit)
+    return f"{v:.{n.decimals}f}{n.unit}"
+
+
+def _number_row(n: Number, v: float | None) -> str:
+    """A row of the numbers' table: the paper's number as printed, ours beside it; where the paper prints
+    another value for the same quantity, both are named and ours is compared with neither."""
+    paper, mine = f"{n.printed}{n.unit}", _ours(v, n) if n.ours else "no counterpart in the report"
+    if n.contradiction:
+        paper += f" (the paper contradicts itself: {n.contradiction})"
+        mine += " (not compared: the paper prints two values)" if n.ours else ""
+    return f"| {_cell(n.row)} | {_cell(n.col)} | {_cell(paper)} | {_cell(mine)} |"
+
+
 def _space_lines(it: Item, estimates: dict[str, str], reduced: list[str], slug: str) -> list[str]:
     lines = []
     for space in it.spaces:
@@ -41,6 +58,10 @@ def _space_lines(it: Item, estimates: dict[str, str], reduced: list[str], slug: 
 
 def _item_section(it: Item, measured: dict, slug: str) -> list[str]:
     out = [f"### {it.item}", "", it.caption + ("" if it.caption.endswith(".") else "."), ""]
+    if it.reading:
+        out += [f"Our reading: {it.reading}", ""]
+    out += [f"**The paper contradicts itself**: {c}{'' if c.endswith('.') else '.'}" for c in it.contradictions]
+    out += [""] if it.contradictions else []
     if it.status != "runs":
         out += [f"**{it.status}**: {it.reason}", ""]
     out += _space_lines(it, measured.get("estimates", {}), measured.get("reduced", []), slug)
@@ -58,9 +79,7 @@ def _item_section(it: Item, measured: dict, slug: str) -> list[str]:
         header = "| row | quantity | the paper's | ours" + (f" ({source})" if source else "") + " |"
         out += ["", header, "|---|---|---|---|"]
         values = ours.get("values", [None] * len(it.numbers))
-        for n, v in zip(it.numbers, values, strict=False):
-            mine = _value(v, n.unit) if n.ours else "no counterpart in the report"
-            out.append(f"| {_cell(n.row)} | {_cell(n.col)} | {_value(n.value, n.unit)} | {mine} |")
+        out += [_number_row(n, v) for n, v in zip(it.numbers, values, strict=False)]
     return [*out, ""]
 
 
