@@ -17,12 +17,30 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 
 
+ALIASES: dict[str, list[str]] = {}  # another name a user may write (`_plain`) -> registered names (`Registry.alias`)
+
+
+def _plain(name: str) -> str:
+    """`name` without case, '_', '-' or spaces: 'FashionMNIST' and 'fashion-mnist' read as 'fashion_mnist'."""
+    return "".join(c for c in name.lower() if c not in "_- ")
+
+
 def did_you_mean(name: object, names) -> str:
-    """'did you mean X?' for the registered name closest to `name`, or '' when none is close."""
-    if not isinstance(name, str):
+    """'did you mean X?' for the name `name` most likely meant, or '' when none is close: an alias of a name
+    ('fmnist' for 'fashion_mnist'), the same name written otherwise ('FashionMNIST'), a close spelling, or the
+    names that contain it ('tiny': 'resnet_tiny', 'vit_tiny_cpu')."""
+    if not isinstance(name, str) or not name:
         return ""
-    close = difflib.get_close_matches(name, [str(n) for n in names], n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}?" if close else ""
+    names = [str(n) for n in names]
+    plain = {_plain(n): n for n in names}
+    meant = next((n for n in ALIASES.get(_plain(name), ()) if n in plain.values()), plain.get(_plain(name)))
+    if meant in names and meant != name:
+        return f"did you mean {meant!r}?"
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    within = sorted((n for n in names if len(_plain(name)) >= 3 and _plain(name) in _plain(n)), key=len)[:3]
+    return f"did you mean {' or '.join(map(repr, within))}?" if within else ""
 
 
 class UnknownName(KeyError, ValueError):
@@ -53,6 +71,11 @@ class Registry(Mapping[str, T], Generic[T]):
             raise ValueError(f"{self.kind} {name!r} is registered twice")
         self._entries[name] = entry
         return entry
+
+    def alias(self, name: str, *aliases: str) -> None:
+        """Other names users write for `name` (`did_you_mean` suggests `name` for them; they are not valid)."""
+        for other in aliases:
+            ALIASES.setdefault(_plain(other), []).append(name)
 
     def register(self, name: str, make: Callable[[Callable], T] | None = None) -> Callable[[Callable], Callable]:
         """Decorator: register the function (or `make(function)`, an entry built around it) under `name`."""

@@ -363,12 +363,21 @@ def resolve_ref(ref: str, path: str, donors: dict[str, DonorSpec]) -> DonorSpec:
     kind, _, name = ref.partition(":")
     if kind not in DONOR_SOURCES or not name:
         forms = ", ".join(f"'{k}:<name>'" for k in DONOR_SOURCES)
-        raise SpecError(path, f"a donor reference {forms}", ref, did_you_mean(kind, DONOR_SOURCES) if name else "")
+        raise SpecError(path, f"a donor reference {forms}", ref, _ref_hint(kind, name, donors))
     if name not in donors:
         raise SpecError(path, f"a donor defined under donors: one of {sorted(donors)}", ref, did_you_mean(name, donors))
     if donors[name].source != kind:
         raise SpecError(path, f"'{donors[name].source}:{name}' (donors.{name} is a {donors[name].source} donor)", ref)
     return donors[name]
+
+
+def _ref_hint(kind: str, name: str, donors: dict[str, DonorSpec]) -> str:
+    """The REF meant: a donor's name without its source ('net_s0': 'zoo:net_s0'), or a misspelt source."""
+    if name:
+        return did_you_mean(kind, DONOR_SOURCES)
+    if kind in donors:
+        return f"did you mean '{donors[kind].source}:{kind}'?"
+    return did_you_mean(kind, [f"{d.source}:{n}" for n, d in donors.items()])
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -90,11 +90,9 @@ class Section:
         self.raw, self.path = raw, path
         unknown = sorted(set(raw) - allowed, key=str)
         if unknown:
+            hint = did_you_mean(unknown[0], allowed) or "misspelt?"
             raise SpecError(
-                self.name(str(unknown[0])),
-                f"one of the fields {sorted(allowed)}",
-                unknown[0],
-                "unknown field: misspelt?",
+                self.name(str(unknown[0])), f"one of the fields {sorted(allowed)}", unknown[0], f"unknown field: {hint}"
             )
 
     def name(self, key: str) -> str:

@@ -97,18 +97,21 @@ def _own_tags(raw: Any, where: str) -> dict:
     return tags
 
 
-def expand_donors(raw: Any) -> tuple[Any, dict, list[str]]:
-    """(the donors mapping with families written out and tags removed, name -> tags, plan lines)."""
+def expand_donors(raw: Any) -> tuple[Any, dict, list[str], dict[str, str]]:
+    """(the donors mapping with families written out and tags removed, name -> tags, plan lines, the name of
+    each family member -> its family's key)."""
     if not isinstance(raw, dict):
-        return raw, {}, []
+        return raw, {}, [], {}
     donors: dict[str, Any] = {}
     tags: dict[str, dict] = {}
     origin: dict[str, str] = {}
+    families: dict[str, str] = {}
     lines = []
     for name, draw in raw.items():
         where = f"donors.{name}"
         if isinstance(draw, dict) and "vary" in draw:
             members = _family(name, draw, where)
+            families |= {member: name for member, _, _ in members}
             lines.append(f"{where}: a family of {len(members)} donors over {_vary_names(draw['vary'])}")
         else:
             plain = {k: v for k, v in draw.items() if k != "tags"} if isinstance(draw, dict) else draw
@@ -118,7 +121,18 @@ def expand_donors(raw: Any) -> tuple[Any, dict, list[str]]:
                 raise SpecError(where, "donor names that no other donor or family member has", member,
                                 f"{origin[member]} has it too: change the name pattern")  # fmt: skip
             donors[member], tags[member], origin[member] = mraw, mtags, where
-    return donors, tags, lines
+    return donors, tags, lines, families
+
+
+def in_family(err: SpecError, member: str, families: dict[str, str]) -> SpecError:
+    """`err` about donor `member` named at its family's position in the file (the generated name is in no
+    file): donors.net_s0.arch -> donors.net.donor.arch (family 'net', generated donor 'net_s0')."""
+    family, own = families.get(member), f"donors.{member}"
+    if family is None or not (err.field == own or err.field.startswith((own + ".", own + "["))):
+        return err
+    rest = err.field[len(own) :]
+    field = f"donors.{family}{'.donor' + rest if rest else ''} (family {family!r}, generated donor {member!r})"
+    return SpecError(field, err.expected, err.found, err.hint)
 
 
 def _vary_names(vary: Any) -> str:
@@ -257,18 +271,25 @@ def _entries(value: Any) -> tuple[list, bool]:
     return (value, True) if isinstance(value, list) else ([value], False)
 
 
-def expand_space(raw: dict, spec_of: Callable[[str, Any], Any]) -> tuple[dict, list[str]]:
-    """(the plain space, plan lines): families, selections and pair generators written out. `spec_of(name,
-    donor mapping)` parses a donor (for selections by field)."""
+def expand_space(raw: dict, spec_of: Callable[[str, Any], Any]) -> tuple[dict, list[str], dict[str, str]]:
+    """(the plain space, plan lines, family member -> family): families, selections and pair generators
+    written out. `spec_of(name, donor mapping)` parses a donor (for selections by field)."""
     from sweep.registry import KINDS
 
-    donors, tags, lines = expand_donors(raw.get("donors"))
+    donors, tags, lines, families = expand_donors(raw.get("donors"))
     out = {k: v for k, v in raw.items() if not str(k).startswith(SHARED)}  # shared blocks: anchors only
     out |= {"donors": donors} if "donors" in raw else {}
     if not isinstance(donors, dict):
-        return out, lines
+        return out, lines, families
     specs: dict[str, Any] = {}
-    pool = Pool(donors, tags, lambda n: specs[n] if n in specs else specs.setdefault(n, spec_of(n, donors[n])))
+
+    def spec(name: str) -> Any:
+        try:
+            return specs[name] if name in specs else specs.setdefault(name, spec_of(name, donors[name]))
+        except SpecError as err:
+            raise in_family(err, name, families) from None
+
+    pool = Pool(donors, tags, spec)
     for kind in KINDS.values():
         if kind.section not in raw or not kind.options:
             continue
@@ -278,7 +299,7 @@ def expand_space(raw: dict, spec_of: Callable[[str, Any], Any]) -> tuple[dict, l
             where = f"{kind.section}[{i}]" if listed else kind.section
             new.append(_expand_entry(entry, kind.options, pool, where, lines))
         out[kind.section] = new if listed else new[0]
-    return out, lines
+    return out, lines, families
 
 
 def _expand_entry(entry: Any, options: dict, pool: Pool, where: str, lines: list[str]) -> Any:

@@ -4,6 +4,8 @@ includes), then the including file's own, which override them; mappings merge ke
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,20 @@ def read_yaml(path: Path, label: str | None = None) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(label, "valid YAML", f"{problem}{where}") from None
+        raise SpecError(label, "valid YAML", _yaml_problem(exc)) from None
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong, and where: an unclosed bracket or brace is reported by YAML where the file ends or the
+    next key starts, so the line where the flow collection opened comes first."""
+    mark, opened = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = (getattr(exc, "problem", None) or str(exc).splitlines()[0]) + where
+    context = getattr(exc, "context", None) or ""
+    if opened is not None and "flow" in context:
+        what = context.removeprefix("while parsing a ")
+        return f"a {what} opened at line {opened.line + 1}, column {opened.column + 1} is not closed: {problem}"
+    return problem
 
 
 def merge(base: Any, over: Any) -> Any:
@@ -38,8 +50,9 @@ def merge(base: Any, over: Any) -> Any:
     return over
 
 
-def resolve_includes(raw: Any, base: Path, label: str, chain: tuple[Path, ...] = ()) -> Any:
-    """`raw` (read from `label`, whose includes are relative to `base`) with its includes merged under it."""
+def resolve_includes(raw: Any, base: Path, label: str, chain: tuple[Path, ...] = (), read: list | None = None) -> Any:
+    """`raw` (read from `label`, whose includes are relative to `base`) with its includes merged under it.
+    `read` gets (name, path) of every included file, those whose fields the others override first."""
     if not isinstance(raw, dict) or "include" not in raw:
         return raw
     files = raw["include"]
@@ -57,5 +70,45 @@ def resolve_includes(raw: Any, base: Path, label: str, chain: tuple[Path, ...] =
         inner = read_yaml(path, f"{label}: include {f}")
         if not isinstance(inner, dict):
             raise SpecError(f"{label}: include {f}", "a mapping of search-space fields", inner)
-        merged = merge(merged, resolve_includes(inner, path.parent, str(path), (*chain, path)))
+        merged = merge(merged, resolve_includes(inner, path.parent, str(path), (*chain, path), read))
+        if read is not None:
+            read.append((os.path.relpath(path, chain[0].parent if chain else base), path))
     return merge(merged, {k: v for k, v in raw.items() if k != "include"})
+
+
+def in_file(err: SpecError, files: list[tuple[str, Path]]) -> SpecError:
+    """`err` with the included file (and line) its field comes from: `files` are (name, path) of the space's
+    file and what it includes, the file whose fields win first. An error of the space's own file is kept."""
+    path = tuple(int(t[1:-1]) if t[0] == "[" else t for t in re.findall(r"\[\d+\]|[^.\[\]]+", err.field.split(" ")[0]))
+    best = None  # (length of the prefix found, name, line)
+    for name, file in files:
+        lines = _lines(file)
+        found = max((k for k in range(1, len(path) + 1) if path[:k] in lines), default=0)
+        if found and (best is None or found > best[0]):
+            best = (found, name, lines[path[:found]][0])
+        if found == len(path) or found and not lines[path[:found]][1]:
+            break  # this file sets the field, or replaces the whole list or value the field is in
+    if best is None or best[1] == files[0][0] or ": " in err.field:
+        return err
+    return SpecError(f"{best[1]}, line {best[2]}: {err.field}", err.expected, err.found, err.hint)
+
+
+def _lines(file: Path) -> dict[tuple, tuple[int, bool]]:
+    """Each key path of a YAML file -> (its line, whether its value is a mapping)."""
+    out: dict[tuple, tuple[int, bool]] = {}
+
+    def walk(node, at: tuple) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                out[(*at, key.value)] = (key.start_mark.line + 1, isinstance(value, yaml.MappingNode))
+                walk(value, (*at, key.value))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, value in enumerate(node.value):
+                out[(*at, i)] = (value.start_mark.line + 1, isinstance(value, yaml.MappingNode))
+                walk(value, (*at, i))
+
+    try:
+        walk(yaml.compose(file.read_text()), ())
+    except (OSError, yaml.YAMLError):
+        pass
+    return out

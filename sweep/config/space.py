@@ -18,8 +18,8 @@ from sweep.config.donors import DonorEval, DonorSpec, parse_donor
 from sweep.config.errors import SpecError
 from sweep.config.evaluation import EvalSpec, parse_evaluation
 from sweep.config.fields import NAME_RE, Option, Section, by_key
-from sweep.config.generators import SHARED, expand_space
-from sweep.config.includes import read_yaml, resolve_includes
+from sweep.config.generators import SHARED, expand_space, in_family
+from sweep.config.includes import in_file, read_yaml, resolve_includes
 from sweep.config.stitching import expand_block
 from sweep.config.trial import TrialSpec
 from sweep.registry import DATASETS
@@ -84,9 +84,14 @@ def load_space(path: str | Path | Loc) -> Sweep:
             "a mapping of search-space fields (name, data, donors, ...)",
             raw if raw is not None else "an empty file",
         )
-    if isinstance(p, Path):
-        raw = resolve_includes(raw, p.parent, str(path), (p.resolve(),))
-    return parse_space(raw)
+    if not isinstance(p, Path) or "include" not in raw:
+        return parse_space(raw)
+    read: list[tuple[str, Path]] = []
+    raw = resolve_includes(raw, p.parent, str(path), (p.resolve(),), read)
+    try:
+        return parse_space(raw)
+    except SpecError as err:  # named in the included file it comes from
+        raise in_file(err, [(str(path), p), *read[::-1]]) from None
 
 
 RESOURCE_OPTIONS = by_key(
@@ -120,9 +125,9 @@ def parse_space(raw: Any) -> Sweep:
         raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
     data, root, download = _read_data(top.get("data", "mapping"))
     evaluation = parse_evaluation(top.raw.get("evaluation", {}), DATASETS[data.dataset].threat[0], data.sizes()[1])
-    raw, generated = expand_space(raw, lambda n, d: parse_donor(n, d, data, evaluation, root, download))
+    raw, generated, families = expand_space(raw, lambda n, d: parse_donor(n, d, data, evaluation, root, download))
     top = Section(raw, "", set(top.raw))
-    donors = _read_donors(top.get("donors", "mapping"), data, evaluation, root, download)
+    donors = _read_donors(top.get("donors", "mapping"), families, data, evaluation, root, download)
     ctx = SpaceContext(data, evaluation, donors, set())
     if not set(sections) & set(raw):  # a donors-only sweep (Balogh & Jelasity 2023 Table 1): every donor
         ctx.used.update(name for name, d in donors.items() if d.network)
@@ -169,19 +174,28 @@ def _read_data(d: Any) -> tuple[DataSpec, str | None, bool]:
     return parse_data(d, "data", root, download, extra=set(SOURCE_OPTIONS)), root, download
 
 
-def _read_donors(raw: dict, data: DataSpec, evaluation: EvalSpec, root: str | None, download: bool) -> dict:
+def _donor(name: str, raw: Any, families: dict[str, str], *args) -> DonorSpec:
+    """`parse_donor`, its errors about a family's member named at the family's position."""
+    try:
+        return parse_donor(name, raw, *args)
+    except SpecError as err:
+        raise in_family(err, name, families) from None
+
+
+def _read_donors(raw: dict, families: dict, data: DataSpec, evaluation: EvalSpec, root: str | None, download: bool):
     if not raw:
         raise SpecError("donors", "a non-empty mapping of donor name -> training config", raw)
-    donors = {dname: parse_donor(dname, draw, data, evaluation, root, download) for dname, draw in raw.items()}
+    donors = {dname: _donor(dname, draw, families, data, evaluation, root, download) for dname, draw in raw.items()}
     seen: dict[str, str] = {}
     for dname, donor in donors.items():
         if donor.donor_key in seen:
-            raise SpecError(
+            same = SpecError(
                 f"donors.{dname}",
                 "donors that differ in what shapes their weights",
                 f"the same donor as donors.{seen[donor.donor_key]}",
                 f"use one name for it: {seen[donor.donor_key]} or {dname}",
             )
+            raise in_family(same, dname, families)
         seen[donor.donor_key] = dname
         if donor.data.sizes()[1] < evaluation.n_eval_robust:
             raise SpecError(

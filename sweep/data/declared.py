@@ -75,9 +75,12 @@ def register_dataset(
     threat: tuple[float, float] = MNIST_THREAT,
     downloadable: bool = True,
     palette: tuple | None = None,
+    aliases: tuple[str, ...] = (),
 ):
     """Decorator: register a loader `fn(root, download) -> Pool` (or its "module:function" name, imported
-    when first called) with what validation needs to know."""
+    when first called) with what validation needs to know; `aliases`: other names users write for it (a
+    misspelt dataset gets the suggestion)."""
+    DATASETS.alias(name, *aliases)
 
     def make(fn):
         load = lazy(fn) if isinstance(fn, str) else fn
@@ -128,10 +131,10 @@ def _folder_required(folder: str):
     return lambda root: [root / folder / "train", root / folder / "val"]
 
 
-register_dataset("fashion_mnist", train_pool=60000, test=10000, required=_fashion_required)(
+register_dataset("fashion_mnist", 60000, 10000, required=_fashion_required, aliases=("fmnist",))(
     "sweep.data.core:fashion_mnist"
 )
-register_dataset("digits", train_pool=1797 - 1797 // 5, test=1797 // 5)("sweep.data.core:digits")
+register_dataset("digits", 1797 - 1797 // 5, 1797 // 5, aliases=("sklearn_digits",))("sweep.data.core:digits")
 _COLOUR = dict(channels=3, image_size=32, threat=CIFAR_THREAT)
 register_dataset("cifar10", 50000, 10000, required=_cifar_required, **_COLOUR)("sweep.data.torchvision_sets:cifar10")
 register_dataset("svhn", 73257, 26032, required=_svhn_required, **_COLOUR)("sweep.data.torchvision_sets:svhn")
@@ -167,6 +170,7 @@ register_dataset(
     num_classes=1000,
     threat=IMAGENET_THREAT,
     downloadable=False,
+    aliases=("ilsvrc", "ilsvrc2012", "imagenet1k"),
 )("sweep.data.image_folders:imagenet")
 
 
