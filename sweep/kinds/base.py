@@ -78,10 +78,11 @@ class Kind:
     # Optional hooks: everything else the engine and the analysis know of a kind. Each may be the callable or
     # its name, "package.module:name" (`resolve`), imported when used, so that declaring a kind imports
     # neither PyTorch nor the report's plotting.
-    # its table: `schema()`, the pyarrow schema of its rows (`analysis.store.schema` reads it; None: a table
-    # the store declares itself), `key`, the column naming a row's unit, `timing`, the column of a unit's
-    # recorded seconds (`plan --estimate` scales its prediction by them; None: not used)
-    schema: Callable[[], Any] | str | None = None
+    # its table: `schema`, the pyarrow schema of its rows or a function returning it (`analysis.store.schema`
+    # reads it; None: the kind's table is not one of the results tables), `key`, the column naming a row's
+    # unit, `timing`, the column of a unit's recorded seconds (`plan --estimate` scales its prediction by
+    # them; None: not used)
+    schema: Any = None
     key: str = "unit_id"
     timing: str | None = "time_unit_s"
     # `memory(unit, sweep)`: the unit's memory need (`sweep.memory.Need`, or None: nothing sized), that `plan`
