@@ -258,11 +258,14 @@ def test_a_registered_kind_is_in_the_json_schema_the_estimate_the_reader_and_the
     """The kind's declaration alone gives it a JSON Schema entry (a bad value refused), `plan`'s memory line,
     a priced `plan --estimate` line, its table's folder, reader (its rows, a foreign part refused naming its
     key column) and its report section, drawn from its rows."""
+    import dataclasses
+
     import jsonschema
 
     from sweep import estimate
     from sweep.cli import main
     from sweep.config.schema import space_schema
+    from sweep.registry import KINDS
 
     space = dict(copy.deepcopy(TINY_SPACE), echo={"count": 3})
     validator = jsonschema.Draft202012Validator(space_schema())
@@ -276,6 +279,12 @@ def test_a_registered_kind_is_in_the_json_schema_the_estimate_the_reader_and_the
     sweep, profile = parse_space(space), estimate.load_profile(None)
     est = estimate.estimate(sweep, {"echo": ["echo-0", "echo-1", "echo-2"]}, profile)
     assert est.seconds["echo"] == pytest.approx((1 + 2 + 3) * profile["unit_s"]) and not est.uncalibrated
+    KINDS.remove("echo")  # the same kind without a price: said, not counted as free
+    KINDS.add("echo", dataclasses.replace(echo_kind, price=None))
+    unpriced = estimate.estimate(sweep, {"echo": ["echo-0"]}, profile)
+    assert unpriced.uncalibrated == {"echo units (the kind declares no price)"}
+    KINDS.remove("echo")
+    KINDS.add("echo", echo_kind)
 
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
