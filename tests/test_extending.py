@@ -19,7 +19,7 @@ from analysis.matrices import available_measures
 from analysis.report import write_report
 from analysis.stats import rank_correlations
 from analysis.store.catalogue import INDEX_CATALOGUE, IndexEntry
-from analysis.store.schema import reptest_schema, trial_schema
+from analysis.store.schema import reptest_schema, schema, trial_schema
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
@@ -145,7 +145,14 @@ def _echo_parts(sweep_dir, unit):
     return [sweep_dir.path / "echo" / f"echo-{unit}.parquet"]
 
 
-ECHO_SCHEMA = pa.schema([("unit", pa.int64()), ("status", pa.string()), ("error", pa.string()), ("value", pa.int64())])
+ECHO_SCHEMA = pa.schema(
+    [
+        ("unit", pa.int64()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        pa.field("value", pa.int64(), metadata={"description": "the unit's number, doubled"}),
+    ]
+)
 
 
 def _echo_run(unit, ctx):
@@ -289,6 +296,7 @@ def test_a_registered_kind_is_in_the_json_schema_the_estimate_the_reader_and_the
     sweep_dir = SweepDir(tmp_path, sweep.name)
     sweep_dir.create()
     assert (sweep_dir.path / "echo").is_dir()  # its table's folder, beside the shipped kinds'
+    assert schema("echo").field("value").metadata[b"description"] == b"the unit's number, doubled"
     for unit in sweep.units["echo"]:
         _echo_run(unit, SimpleNamespace(sweep_dir=sweep_dir))
     echo = analysis.load(sweep_dir.path)["echo"].set_index("unit")

@@ -278,10 +278,10 @@ def _index_columns(reptest: bool) -> list[tuple[str, pa.DataType]]:
 
 def schema(table: str) -> pa.Schema:
     """The Parquet schema of `table` (one of `tables()`), with the columns of every index registered in the
-    catalogue now, each field carrying its description (`columns.py`, else the one a kind's own schema gives
-    the field in its metadata) in its metadata."""
+    catalogue now, each field carrying its description in its metadata: the one a kind's own schema gives the
+    field, else `columns.py`'s."""
     bare = _bare_schema(table)
-    return pa.schema([f.with_metadata({"description": _description(table, f.name) or _own(f)}) for f in bare])
+    return pa.schema([f.with_metadata({"description": _own(f) or _description(table, f.name)}) for f in bare])
 
 
 def _own(field: pa.Field) -> str:
