@@ -9,8 +9,9 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from .report import CHARTS, TABLES, ReportData
+from .report import TABLES, ReportData
 from .report import report_data as _report_data
+from .sections import chart_sections
 
 
 def _stem(filename: str | None) -> str | None:
@@ -19,7 +20,7 @@ def _stem(filename: str | None) -> str | None:
 
 def figures() -> list[str]:
     """The names of the report's figures, in report order."""
-    return [_stem(s.png) for s in CHARTS]
+    return [_stem(s.png) for s in chart_sections()]
 
 
 def tables() -> list[str]:
@@ -34,7 +35,7 @@ def report_data(results) -> ReportData:
 
 def figure(name: str, data: ReportData) -> alt.TopLevelMixin:
     """The report's figure `name` drawn from `data`; a ValueError when `data` has nothing for it."""
-    section = _find(name, CHARTS, "png", figures())
+    section = _find(name, chart_sections(), "png", figures())
     rows = section.data(data)
     if not len(rows):
         raise ValueError(f"figure {name!r}: no rows in this data for it ({section.title})")
@@ -48,7 +49,7 @@ def table(name: str, data: ReportData) -> pd.DataFrame:
 
 def section(name: str):
     """The report's chart or table section whose file stem is `name` (a ValueError naming the known ones)."""
-    for sections, attr in ((CHARTS, "png"), (TABLES, "csv")):
+    for sections, attr in ((chart_sections(), "png"), (TABLES, "csv")):
         for s in sections:
             if _stem(getattr(s, attr)) == name:
                 return s

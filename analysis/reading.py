@@ -19,37 +19,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from .store.schema import (
-    CURVES_DIR,
-    DONOR_CURVES_DIR,
-    DONORS_DIR,
-    ENERGIES_DIR,
-    EXAMPLES_DIR,
-    INVERSIONS_DIR,
-    REPTESTS_DIR,
-    SIMILARITY_DIR,
-    TABLES,
-    TRAINING_SIMILARITY_DIR,
-    TRIALS_DIR,
-    TSNE_DIR,
-    schema,
-)
+from .store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SIMILARITY_DIR, TRIALS_DIR, key_column, schema, tables
 from .store.storage import Loc, open_root
 
 READ_THREADS = 16
-KEY_COLUMN = {
-    TRIALS_DIR: "trial_id",
-    DONORS_DIR: "donor",
-    CURVES_DIR: "trial_id",
-    REPTESTS_DIR: "unit_id",
-    SIMILARITY_DIR: "unit_id",
-    TRAINING_SIMILARITY_DIR: "unit_id",
-    DONOR_CURVES_DIR: "donor_key",
-    INVERSIONS_DIR: "unit_id",
-    TSNE_DIR: "unit_id",
-    ENERGIES_DIR: "trial_id",
-    EXAMPLES_DIR: "unit_id",
-}
 
 
 def _parts(directory: Loc) -> list[Loc]:
@@ -60,8 +33,9 @@ def _read_part(part: Loc, kind: str, expected: pa.Schema) -> pa.Table:
     t = part.read_parquet()
     if t.schema.equals(expected):  # written by this version: nothing to add or cast
         return t
-    if KEY_COLUMN[kind] not in t.column_names:
-        raise ValueError(f"not a stitchsweep {kind} part: it has no {KEY_COLUMN[kind]!r} column")
+    key = key_column(kind)
+    if key not in t.column_names:
+        raise ValueError(f"not a stitchsweep {kind} part: it has no {key!r} column")
     return _to_schema(t, expected)
 
 
@@ -103,7 +77,7 @@ def write_snapshot(results: str | os.PathLike | Loc) -> int:
     a few requests instead of one per part. Returns how many parts it covers."""
     root = open_root(results)
     covered = 0
-    for kind in TABLES:
+    for kind in tables():
         stamps = (root / kind).file_stamps(".parquet")
         table = read_table(root, kind, with_parts=True)
         (root / SNAPSHOT_DIR / f"{kind}.parquet").write_parquet(table)
@@ -193,12 +167,12 @@ def load_similarity(results: str | os.PathLike | Loc) -> pd.DataFrame:
 
 
 def load(results: str | os.PathLike | Loc) -> dict[str, pd.DataFrame]:
-    """Every table of a results directory (`TABLES`: trials, donors, curves, reptests, similarity,
-    training_similarity, donor_curves, inversions, tsne, energies, examples), plus "problems": the parts that could not
-    be read (path, kind, error), empty when every part is fine."""
+    """Every table of a results directory (`tables()`: each registered kind's, then curves, donor_curves and
+    energies), plus "problems": the parts that could not be read (path, kind, error), empty when every part is
+    fine."""
     problems: list[dict] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported through "problems" instead
-        tables = {name: read_table(results, name, problems).to_pandas() for name in TABLES}
-    tables["donors"] = _latest_donors(tables["donors"])
-    return {**tables, "problems": pd.DataFrame(problems, columns=["path", "kind", "error"])}
+        read = {name: read_table(results, name, problems).to_pandas() for name in tables()}
+    read["donors"] = _latest_donors(read["donors"])
+    return {**read, "problems": pd.DataFrame(problems, columns=["path", "kind", "error"])}

@@ -15,7 +15,7 @@ from .charts import is_cross_task, setting_label, stitching_grid
 from .matrices import layer_identification, long_matrices
 from .page import MANIFEST, claim_folder, markdown_table, page, table, write_manifest
 from .reading import load
-from .sections import CHARTS
+from .sections import chart_sections
 from .stats import correlation_table, rank_correlations
 from .store.storage import Loc, open_root
 from .table_sections import TABLES
@@ -44,19 +44,27 @@ class ReportData:
     energies: pd.DataFrame = field(default_factory=pd.DataFrame)
     examples: pd.DataFrame = field(default_factory=pd.DataFrame)
     root: Loc | None = None  # the results folder (files beside the tables: inverted images)
+    # every table by name (`analysis.store.schema.tables()`), a registered kind's too: `table(name)`
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The results table `name` (empty when the results hold none)."""
+        return self.tables.get(name, pd.DataFrame())
 
     def where(self, **settings) -> ReportData:
         """The same data restricted to rows whose columns equal `settings` (a list: any of its values), in every
         table that has those columns: e.g. `data.where(objective="tlm", front="zoo:plain_a")`."""
-        tables = {}
-        for f in dataclasses.fields(self):
-            df = getattr(self, f.name)
+
+        def narrow(df):
             if isinstance(df, pd.DataFrame):
                 for column, value in settings.items():
                     if column in df.columns:
                         df = df[df[column].isin(value if isinstance(value, (list, tuple, set)) else [value])]
-            tables[f.name] = df
-        return ReportData(**tables)
+            return df
+
+        fields = {f.name: narrow(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        fields["tables"] = {name: narrow(df) for name, df in self.tables.items()}
+        return ReportData(**fields)
 
     @functools.cached_property
     def done(self) -> pd.DataFrame:
@@ -97,7 +105,8 @@ class ReportData:
 
 
 def write_report(results: str | Path | Loc, out: str | Path, expected: dict | None = None) -> Path:
-    """Write into `out`: `index.html` and the files of every section of CHARTS and TABLES that has data
+    """Write into `out`: `index.html` and the files of every chart (`chart_sections()`: the shared ones, then
+    the kinds') and table section that has data
     (`stitching.png` with one `stitching_<front>__<end>.png` per pair, `most_frequent_class.png`,
     `cross_task.png`, `layer_matrices.png`/`.csv`, `layer_identification.csv`/`.md`, `rank_correlations*`,
     `problems.csv`), plus `trials.csv` and `donors.csv`. Returns the HTML path.
@@ -117,7 +126,7 @@ def _write_report(results: str | Path | Loc, out: str | Path, expected: dict | N
     data, stale = report_data(results, expected)
     data.trials.to_csv(out / "trials.csv", index=False)
     charts = []
-    for section in CHARTS:
+    for section in chart_sections():
         rows = section.data(data)
         if len(rows):
             chart = section.chart(rows)
@@ -162,19 +171,9 @@ def report_data(results, expected: dict | None = None) -> tuple[ReportData, pd.D
     tables = load(results)
     trials, stale = _split_stale(tables["trials"], expected)
     trials = trials.assign(setting=setting_label(trials))
-    names = (
-        "donors",
-        "problems",
-        "reptests",
-        "similarity",
-        "training_similarity",
-        "donor_curves",
-        "inversions",
-        "tsne",
-        "energies",
-        "examples",
-    )
-    return ReportData(results.name, trials, *(tables[n] for n in names), root=results), stale
+    tables["trials"] = trials
+    named = {f.name: tables[f.name] for f in dataclasses.fields(ReportData) if f.name in tables}
+    return ReportData(results.name, **named, root=results, tables=tables), stale
 
 
 STALE_COLUMNS = ["trial_id", "front", "end", "front_point", "end_point", "objective", "seed", "status"]

@@ -211,3 +211,16 @@ CHARTS = [
         csv="layer_matrices.csv",
     ),
 ]
+
+
+def chart_sections() -> list[ChartSection]:
+    """The report's charts: `CHARTS`, then those each registered kind of work declares for its table
+    (`Kind.report`: sections, or the "package.module:name" of a list of them), in registration order."""
+    from sweep.registry import KINDS, resolve
+
+    out = list(CHARTS)
+    for kind in KINDS.values():
+        if kind.report is not None:
+            declared = resolve(kind.report) if isinstance(kind.report, str) else kind.report
+            out += list(declared() if callable(declared) else declared)
+    return out

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweep.index_costs import RATES
-from sweep.prices import Pricer, donor_seconds, trial_seconds, unit_seconds
+from sweep.prices import Pricer
 
 PROFILES = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = PROFILES / "cpu-2core.json"
@@ -80,25 +80,20 @@ def load_profile(path: str | Path | None = None) -> dict:
 
 def estimate(sweep, plan: dict[str, list[str]], profile: dict, cache: bool = True) -> Estimate:
     """Device-seconds of the units of `plan` (kind -> unit ids) under `profile`."""
-    from sweep.registry import KINDS
+    from sweep.registry import KINDS, resolve
 
     out = Estimate()
-    p = Pricer(profile, out.uncalibrated)
     arch_of = {d.donor_key: d.arch for d in sweep.donors.values() if d.noise_sigma is None}
-    fills: dict | None = {} if cache else None
-    detectors: set = set()
+    p = Pricer(profile, out.uncalibrated, arch_of, cache)
     for name, ids in plan.items():
-        units = KINDS[name].units(sweep)
-        total = 0.0
-        for uid in ids:
-            unit = units[uid]
-            if name == "donor":
-                total += donor_seconds(unit, p)
-            elif name == "trial":
-                total += trial_seconds(unit, p, arch_of, fills, detectors)
-            else:
-                total += unit_seconds(name, unit, p)
-        out.seconds[name], out.units[name] = total, len(ids)
+        kind = KINDS[name]
+        if kind.price is None:  # a kind that declares no price
+            if ids:
+                out.uncalibrated.add(f"{kind.noun} (the kind declares no price)")
+            out.seconds[name], out.units[name] = 0.0, len(ids)
+            continue
+        price, units = resolve(kind.price), kind.units(sweep)
+        out.seconds[name], out.units[name] = sum(price(units[uid], p) for uid in ids), len(ids)
     return out
 
 
@@ -122,25 +117,24 @@ def refine(est: Estimate, sweep, sweep_dir, profile: dict, cache: bool = True) -
 
 
 def _recorded_seconds(sweep_dir) -> dict[str, dict[str, float]]:
-    """Kind -> unit id -> its recorded seconds: trials' `time_total_s`, the other units' `time_unit_s` (their
-    rows share it). Donors are not used: their table records training and each evaluation apart."""
-    import analysis
+    """Kind -> unit id -> its recorded seconds: each kind's `timing` column in its table, keyed by its `key`
+    (trials' `time_total_s`, the other units' `time_unit_s`, which their rows share). Kinds without one are not
+    used (donors: their table records training and each evaluation apart)."""
+    from analysis.reading import read_table
+    from sweep.registry import KINDS
 
     out: dict[str, dict[str, float]] = {}
-    tables = {
-        "trial": (analysis.load_trials, "trial_id", "time_total_s"),
-        "reptest": (analysis.load_reptests, "unit_id", "time_unit_s"),
-        "similarity": (analysis.load_similarity, "unit_id", "time_unit_s"),
-        "inversion": (lambda path: analysis.load(path)["inversions"], "unit_id", "time_unit_s"),
-    }
-    for kind, (load, key, col) in tables.items():
+    for name, kind in KINDS.items():
+        if kind.timing is None:
+            continue
         try:
-            table = load(sweep_dir.path)
+            table = read_table(sweep_dir.path, kind.table).to_pandas()
         except Exception:  # nothing recorded yet
             continue
+        key, col = kind.key, kind.timing
         if col in table and key in table and len(table):
             done = table[table["status"] == "done"].drop_duplicates(key)
-            out[kind] = dict(zip(done[key], done[col].astype(float)))
+            out[name] = dict(zip(done[key], done[col].astype(float)))
     return out
 
 

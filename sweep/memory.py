@@ -5,18 +5,12 @@ change and the largest value of it that fits.
 What is sized: the similarity indices of stitching trials (`indices:` on `similarity_samples` test images) and
 of representation tests (`samples`; their linear probes on `probe_train_size` training images too). Each
 holds both sides' activations of its images (float32) and, per index, a float64 workspace that follows from
-how `sweep.measures.similarity` computes it:
-
-- `cka` and `opd` on wide matrices (more features than rows, the `flatten` layout of early layers): n x n
-  Grams accumulated over chunks of features (CKA: 3 n x n at once; OPD: 7, its eigendecompositions);
-- `cka`, `opd`, `pwcca` on tall matrices (more than 65,536 rows: per-position rows, 1,024 per image of a
-  32 x 32 layer) and `rank`: p x p covariances accumulated over chunks of rows, whatever the rows;
-- the DM distance: its fit, the pseudo-inverse of K images' per-position rows (4 copies of that matrix), then
-  its test pass in chunks of rows;
-- anything else (`pwcca` on pooled rows, `cka`/`opd` with fewer features than rows): float64 copies of the
-  whole matrix (PWCCA: 6 per side);
-- SVCCA (the similarity kind's `measure: svcca`): each side's thin SVD (3 float64 copies of its matrix), then
-  PWCCA's form on the at most min(rows, p) leading directions.
+how `sweep.measures.similarity` computes it (`cka_numbers`, `opd_numbers`, `pwcca_numbers`, `rank_numbers`,
+`dm_bytes`; `svcca_numbers`: the similarity kind's SVCCA): n x n Grams over chunks of features on wide
+matrices, p x p covariances over chunks of rows on tall ones (more than 65,536 rows: per-position rows), else
+float64 copies of the whole matrix. Each registered index names its model (`Index.memory`); one that names
+none gets the generic model of its kind (two float64 copies of each side and the p x p products; a rank
+index, each side alone). Each kind of work names its units' need (`Kind.memory`).
 
 The CKA units of the similarity kinds (`similarity`, `training_similarity`) are sized too: the minibatch
 estimator holds one batch's live activations of one network (`LIVE` of its largest activation, measured), a
@@ -45,7 +39,6 @@ F32, F64 = 4, 8
 FEATURE_CHUNK = 16384  # `centred_gram`'s chunk of features
 ROW_CHUNK = 65536  # `similarity.ROWS`
 ALLOCATOR = 1.3  # the allocator's own overhead on a workspace, measured (tests/benchmarks/index_memory.py)
-SIZED = ("cka", "pwcca", "opd", "dm", "rank")  # the indices this model sizes (others: measured after the fit)
 CKA_BATCH = 250  # images per forward of full CKA (`sweep.kinds.similarity`)
 LIVE = 4  # a network's live float32 activations in a no-grad forward, in its largest activation (measured)
 
@@ -75,24 +68,50 @@ def _covariances(rows: int, pa: int, pb: int) -> int:
     return 3 * ROW_CHUNK * (pa + pb) + 4 * (pa + pb) ** 2
 
 
-def index_numbers(name: str, rows: int, pa: int, pb: int) -> int:
-    """Float64 numbers of one index's workspace on (rows x pa, rows x pb) matrices (see the module)."""
-    wide, tall = rows < max(pa, pb), rows > ROW_CHUNK
-    if name in ("cka", "opd", "pwcca") and tall and not wide:
+def _grams_or_copies(rows: int, pa: int, pb: int, grams: int, copies: int) -> int:
+    """Per-position rows beyond a chunk: p x p covariances over chunks of rows; wide: `grams` n x n matrices
+    and a chunk of features; else `copies` of each side."""
+    if rows > ROW_CHUNK and rows >= max(pa, pb):
         return _covariances(rows, pa, pb)
-    if name == "cka":
-        return 3 * rows**2 + _gram_chunk(rows, max(pa, pb)) if wide else _whole(rows, pa, pb, 2)
-    if name == "opd":
-        return 7 * rows**2 + _gram_chunk(rows, max(pa, pb)) if wide else _whole(rows, pa, pb, 3)
-    if name == "pwcca":
-        return _whole(rows, pa, pb, 6) + 2 * rows * min(rows, pa)
-    if name == "svcca":  # each side's SVD (a float64 copy, its centring, the thin SVD's factors), then CCA on
-        # the leading directions, at most min(rows, p) of them: never a p x p matrix
-        return 3 * rows * (pa + pb) + _whole(rows, min(rows, pa), min(rows, pb), 6)
-    if name == "rank":
-        p = max(pa, pb)
-        return 3 * rows**2 + _gram_chunk(rows, p) if rows < p else 3 * min(rows, ROW_CHUNK) * p + 2 * p * p
-    raise ValueError(f"no memory model for index {name!r}")
+    wide = rows < max(pa, pb)
+    return grams * rows**2 + _gram_chunk(rows, max(pa, pb)) if wide else _whole(rows, pa, pb, copies)
+
+
+def cka_numbers(rows: int, pa: int, pb: int) -> int:
+    """Linear CKA: 3 n x n Grams (wide), covariances (tall), else 2 copies of each side."""
+    return _grams_or_copies(rows, pa, pb, 3, 2)
+
+
+def opd_numbers(rows: int, pa: int, pb: int) -> int:
+    """The orthogonal Procrustes distance: as CKA, with 7 n x n matrices (its eigendecompositions), 3 copies."""
+    return _grams_or_copies(rows, pa, pb, 7, 3)
+
+
+def pwcca_numbers(rows: int, pa: int, pb: int) -> int:
+    """PWCCA: covariances on tall matrices, else 6 float64 copies per side and its bases."""
+    if rows > ROW_CHUNK and rows >= max(pa, pb):
+        return _covariances(rows, pa, pb)
+    return _whole(rows, pa, pb, 6) + 2 * rows * min(rows, pa)
+
+
+def svcca_numbers(rows: int, pa: int, pb: int) -> int:
+    """SVCCA: each side's thin SVD (3 copies), then CCA on at most min(rows, p) directions: never p x p."""
+    return 3 * rows * (pa + pb) + _whole(rows, min(rows, pa), min(rows, pb), 6)
+
+
+def rank_numbers(rows: int, pa: int, pb: int) -> int:
+    """The numerical rank of one side (`pb` unused): Grams when wide, covariances over chunks of rows."""
+    return 3 * rows**2 + _gram_chunk(rows, pa) if rows < pa else 3 * min(rows, ROW_CHUNK) * pa + 2 * pa * pa
+
+
+def generic_numbers(rows: int, pa: int, pb: int) -> int:
+    """An index that declares no model of its own: two float64 copies of each side and its p x p products."""
+    return _whole(rows, pa, pb, 2)
+
+
+# The shipped measures' numbers by name (the similarity kind's `measure:` cka, opd, svcca read them; an index
+# names its own model, `Index.memory`).
+NUMBERS = {"cka": cka_numbers, "opd": opd_numbers, "pwcca": pwcca_numbers, "svcca": svcca_numbers, "rank": rank_numbers}
 
 
 def dm_numbers(fit_rows: int, test_rows: int, pa: int, pb: int) -> int:
@@ -110,24 +129,12 @@ class ShapePair:
     layouts: dict  # index -> layout (the unit's own, or the registered one)
 
     def index_bytes(self, name: str, n: int, k: int = 0) -> int:
-        """Bytes of `name`'s workspace on n images (and, for the DM distance, its fit on k)."""
-        layout = self.layouts.get(name) or INDICES[name].layout  # the registry's, unless the unit sets one
-        if name == "dm":  # over the target's positions, the sender resized to them
-            rows, pb = matrix(self.target, "positions", 1)
-            batch = min(n, max(1, ROW_CHUNK // rows))  # the test images go by batches of about ROW_CHUNK rows
-            resized = k + batch if positions(self.sender) != rows else 0  # resized senders: the fit's, a batch's
-            work = F64 * dm_numbers(k * rows, n * rows, channels(self.sender), pb)
-            work += F32 * resized * rows * channels(self.sender)
-            return int(ALLOCATOR * (work + _copies("positions", (self.target,), k + batch)))
-        if name == "rank":  # each side alone
-            work = max(
-                F64 * index_numbers("rank", *_one(matrix(s, layout, n))) + _copies(layout, (s,), n)
-                for s in (self.sender, self.target)
-            )
-            return int(ALLOCATOR * work)
-        rows, pa = matrix(self.sender, layout, n)
-        work = F64 * index_numbers(name, rows, pa, matrix(self.target, layout, n)[1])
-        return int(ALLOCATOR * (work + _copies(layout, (self.sender, self.target), n)))
+        """Bytes of registered index `name`'s workspace on n images (and k fit images, for an index that reads
+        them): its own model (`Index.memory`), or the generic one of its kind."""
+        index = INDICES[name]
+        layout = self.layouts.get(name) or index.layout  # the registry's, unless the unit sets one
+        model = index.memory or (each_side(generic_numbers) if index.kind == "rank" else on_matrices(generic_numbers))
+        return model(self, layout, n, k)
 
     def held_bytes(self, n: int, k: int = 0, permutations: bool = False) -> int:
         """The float32 activations held: both sides on n images (and k fit images), the target's shuffle."""
@@ -135,15 +142,48 @@ class ShapePair:
         return F32 * ((n + k) * (a + b) + (n * b if permutations else 0))
 
 
+def on_matrices(numbers: Callable[[int, int, int], int]) -> Callable[[ShapePair, str, int, int], int]:
+    """An index's memory model (`Index.memory`: pair, layout, n, k -> bytes) from its float64 numbers on the
+    (rows x pa, rows x pb) matrices of both sides in its layout."""
+
+    def model(pair: ShapePair, layout: str, n: int, k: int = 0) -> int:
+        rows, pa = matrix(pair.sender, layout, n)
+        work = F64 * numbers(rows, pa, matrix(pair.target, layout, n)[1])
+        return int(ALLOCATOR * (work + _copies(layout, (pair.sender, pair.target), n)))
+
+    return model
+
+
+def each_side(numbers: Callable[[int, int, int], int]) -> Callable[[ShapePair, str, int, int], int]:
+    """The memory model of an index of one side (a rank): the larger side's workspace, each computed alone."""
+
+    def model(pair: ShapePair, layout: str, n: int, k: int = 0) -> int:
+        sides = [(matrix(s, layout, n), s) for s in (pair.sender, pair.target)]
+        return int(ALLOCATOR * max(F64 * numbers(r, p, p) + _copies(layout, (s,), n) for (r, p), s in sides))
+
+    return model
+
+
+def dm_bytes(pair: ShapePair, layout: str, n: int, k: int = 0) -> int:
+    """The DM distance over the target's positions, the sender resized to them: its fit on k images, its test
+    images by batches of about ROW_CHUNK rows (`dm_numbers`)."""
+    rows, pb = matrix(pair.target, "positions", 1)
+    batch = min(n, max(1, ROW_CHUNK // rows))
+    resized = k + batch if positions(pair.sender) != rows else 0  # resized senders: the fit's, a batch's
+    work = F64 * dm_numbers(k * rows, n * rows, channels(pair.sender), pb)
+    work += F32 * resized * rows * channels(pair.sender)
+    return int(ALLOCATOR * (work + _copies("positions", (pair.target,), k + batch)))
+
+
+# The shipped indices' models, named by their `register_index` calls (`sweep.measures.indices`).
+cka_bytes, opd_bytes, pwcca_bytes = (on_matrices(f) for f in (cka_numbers, opd_numbers, pwcca_numbers))
+rank_bytes = each_side(rank_numbers)
+
+
 def _copies(layout: str, shapes, n: int) -> int:
     """Bytes of the float32 copies `to_2d` makes: per-position rows of (C, H, W) maps are a permuted copy (a
     flattened or token matrix is a view)."""
     return sum(F32 * n * math.prod(s) for s in shapes if layout == "positions" and len(s) == 3)
-
-
-def _one(rows_cols: tuple[int, int]) -> tuple[int, int, int]:
-    rows, cols = rows_cols
-    return rows, cols, cols
 
 
 @dataclass(frozen=True)
@@ -174,23 +214,22 @@ class Need:
 def _need(
     kind: str, label: str, field: str, n: int, pair: ShapePair, indices, k: int, permutations: bool
 ) -> Need | None:
-    sized = [i for i in indices if i in SIZED]
+    sized = [i for i in indices if INDICES[i].after_fit is None]  # after the fit: on the stitched network
     if not sized:
         return None
+    fit = k if any(INDICES[i].fit_images for i in sized) else 0
 
     def at(m: int) -> int:
-        return pair.held_bytes(m, k if "dm" in sized else 0, permutations) + max(
-            pair.index_bytes(i, m, k) for i in sized
-        )
+        return pair.held_bytes(m, fit, permutations) + max(pair.index_bytes(i, m, k) for i in sized)
 
     largest = max(sized, key=lambda i: pair.index_bytes(i, n, k))
     return Need(kind, label, field, n, at, largest)
 
 
-def trial_need(spec, donors: dict) -> Need | None:
+def trial_need(spec, sweep) -> Need | None:
     """A stitching trial's need, or None when it measures no sized index (a noise sender's indices are
     measured after the fit, on sampled features)."""
-    front, end = (donors.get(ref.partition(":")[2]) for ref in (spec.front, spec.end))  # refs: "zoo:NAME"
+    front, end = (sweep.donors.get(ref.partition(":")[2]) for ref in (spec.front, spec.end))  # refs: "zoo:NAME"
     if not spec.indices or front is None or end is None or not front.network:
         return None
     pair = ShapePair(
@@ -202,7 +241,7 @@ def trial_need(spec, donors: dict) -> Need | None:
     return _need("trial", spec.label, "similarity_samples", n, pair, spec.indices, k, bool(spec.permutations))
 
 
-def reptest_need(spec) -> Need | None:
+def reptest_need(spec, sweep=None) -> Need | None:
     """A representation test's need: its largest pair of members (they share one architecture), or its linear
     probes where they hold more (each member's features of `probe_train_size` training and `samples` test
     images, their standardised copies and a temporary: `sweep.measures.probing`)."""
@@ -223,7 +262,7 @@ def reptest_need(spec) -> Need | None:
     return max((x for x in needs if x), key=lambda x: x.bytes)
 
 
-def embedding_need(spec) -> Need:
+def embedding_need(spec, sweep=None) -> Need:
     """A t-SNE unit: every point's activations of its images (float32), and scikit-learn's float64 copy and
     PCA initialisation of one point's (3 copies), after a forward of 250 images at a time."""
     largest, sizes = _network(spec.arch, spec.dataset, spec.points)
@@ -262,9 +301,9 @@ def _products(a: list[int], b: list[int]) -> int:
     return sum(p * p for p in a + b) + sum(a) * sum(b)
 
 
-def similarity_need(spec) -> Need | None:
+def similarity_need(spec, sweep=None) -> Need | None:
     """A similarity unit's CKA (minibatch on `batch_size` images at a time, or full on all `images`), or its
-    OPD or SVCCA (every point's activations held, and the widest pair's workspace: `index_numbers`)."""
+    OPD or SVCCA (every point's activations held, and the widest pair's workspace: `NUMBERS`)."""
     if spec.measure not in ("cka", "opd", "svcca"):
         return None
     big_a, sizes_a = _network(spec.a_arch, spec.dataset, spec.a_points)
@@ -282,13 +321,13 @@ def similarity_need(spec) -> Need | None:
     def whole(n: int) -> int:  # a forward of a batch, and the products or every point's activations held
         forward = int(ALLOCATOR * F32 * LIVE * min(n, CKA_BATCH) * max(big_a, big_b))
         if spec.measure != "cka":
-            name = spec.measure
-            pair = ShapePair((max(sizes_a),), (max(sizes_b),), {name: "flatten"})
-            return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + pair.index_bytes(name, n)
+            pair = ShapePair((max(sizes_a),), (max(sizes_b),), {})
+            held = on_matrices(NUMBERS[spec.measure])(pair, "flatten", n)
+            return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + held
         if cka_streams(n, sizes_a, sizes_b):
             return forward + int(ALLOCATOR * F64 * _products(sizes_a, sizes_b))
-        pair = ShapePair((max(sizes_a),), (max(sizes_b),), {"cka": "flatten"})
-        return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + pair.index_bytes("cka", n)
+        pair = ShapePair((max(sizes_a),), (max(sizes_b),), {})
+        return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + cka_bytes(pair, "flatten", n)
 
     if spec.measure != "cka":
         return Need("similarity", spec.label, "images", spec.images, whole, spec.measure, "or read fewer points")
@@ -296,7 +335,7 @@ def similarity_need(spec) -> Need | None:
     return Need("similarity", label, "images", spec.images, whole, "cka", instead)
 
 
-def training_similarity_need(spec) -> Need:
+def training_similarity_need(spec, sweep=None) -> Need:
     """CKA across epochs: per batch, the Grams of every kept epoch at every point (and one point's stacked over
     the epochs), one model's forward at a time."""
     largest, _ = _network(spec.arch, spec.dataset, spec.points)
@@ -309,12 +348,14 @@ def training_similarity_need(spec) -> Need:
 
 
 def needs(sweep) -> list[Need]:
-    """Every sized unit's need, in the space's order."""
-    out = [trial_need(t, sweep.donors) for t in sweep.trials]
-    out += [reptest_need(r) for r in sweep.reptests]
-    out += [similarity_need(u) for u in sweep.units.get("similarity", ())]
-    out += [training_similarity_need(u) for u in sweep.units.get("training_similarity", ())]
-    out += [embedding_need(u) for u in sweep.units.get("tsne", ())]
+    """Every sized unit's need (each kind's `Kind.memory`), kind by kind in registration order."""
+    from sweep.registry import KINDS, resolve
+
+    out = []
+    for kind in KINDS.values():
+        if kind.memory is not None and kind.section is not None:
+            need = resolve(kind.memory)
+            out += [need(unit, sweep) for unit in sweep.units.get(kind.name, ())]
     return [x for x in out if x]
 
 
@@ -324,17 +365,15 @@ def gib(n: int) -> str:
 
 def plan_lines(sweep) -> list[str]:
     """`plan`'s memory lines: the largest need of each kind, against `resources.memory_per_trial` if set."""
-    lines = []
     by_kind: dict[str, Need] = {}
     for need in needs(sweep):
         if need.kind not in by_kind or need.bytes > by_kind[need.kind].bytes:
             by_kind[need.kind] = need
-    for need in by_kind.values():
-        lines.append(
-            f"memory: the largest {need.kind} unit's measures need {gib(need.bytes)} ({need.largest} on"
-            f" {need.field} = {need.n:,}: {need.label})"
-        )
-    return lines
+    return [
+        f"memory: the largest {need.kind} unit's measures need {gib(need.bytes)} ({need.largest} on"
+        f" {need.field} = {need.n:,}: {need.label})"
+        for need in by_kind.values()
+    ]
 
 
 def check(sweep) -> None:

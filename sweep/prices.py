@@ -14,11 +14,16 @@ def shape_key(arch: str, channels: int, image_size: int) -> str:
 class Pricer:
     """Prices image passes of one architecture on one input shape with a profile's timings."""
 
-    def __init__(self, profile: dict, missing: set[str]) -> None:
+    def __init__(self, profile: dict, missing: set[str], arch_of: dict | None = None, cache: bool = True) -> None:
         self.archs = profile["archs"]
         self.unit_s = float(profile.get("unit_s", 0.0))
         self.rates = profile.get("algebra")  # float64 algebra, seconds per operation (`sweep.index_costs`)
         self.missing = missing
+        # what one estimate's units share (`trial_price`): the donors' architectures by key, the worker
+        # cache's fills (None: no cache), the OOD detectors already trained
+        self.arch_of = arch_of or {}
+        self.fills: dict | None = {} if cache else None
+        self.detectors: set = set()
 
     def _entry(self, arch: str, dataset: str) -> dict | None:
         key = shape_key(arch, *_shape(dataset))
@@ -237,31 +242,52 @@ def _ood_seconds(spec, p: Pricer, end_arch: str, h: _Halves, detectors: set | No
     return secs + p.detector(end_arch, ds, point, kind, 0, (2 + sets) * n)
 
 
-def unit_seconds(name: str, unit, p: Pricer) -> float:
-    """CKA, saliency, training-similarity, representation-test and inversion units: their images through each
-    model they read (an inversion: a forward and a backward through the donor up to its point per step)."""
+def trial_price(spec, p: Pricer) -> float:
+    """A stitching trial's `Kind.price`: `trial_seconds` with what the estimate's trials share (`Pricer`)."""
+    return trial_seconds(spec, p, p.arch_of, p.fills, p.detectors)
+
+
+# The other kinds' `Kind.price`: their images through each model they read.
+def similarity_seconds(unit, p: Pricer) -> float:
+    """A similarity unit: its images (x passes) through A and B, adversarial inputs as PGD steps; saliency,
+    one step per image and model."""
     ds = unit.dataset
-    if name == "similarity" and unit.measure == "saliency":
+    if unit.measure == "saliency":
         return p.unit_s + p.step(unit.a_arch, ds, unit.images) + p.step(unit.b_arch, ds, unit.images)
-    if name == "tsne":  # the forward passes; t-SNE itself (scikit-learn, on the CPU) is not priced
-        return p.unit_s + p.forward(unit.arch, ds, unit.images)
-    if name == "inversion":
-        return p.unit_s + p.step(unit.arch, ds, unit.images * (unit.steps + 1), upto=unit.point)
-    if name == "similarity":
-        images = unit.images * (unit.passes or 1)
-        adv = (unit.attack_steps or 0) if "adversarial" in (unit.a_inputs, unit.b_inputs) else 0
-        return (
-            p.unit_s
-            + p.forward(unit.a_arch, ds, images)
-            + p.forward(unit.b_arch, ds, images)
-            + (p.step(unit.a_arch, ds, images * adv) if adv else 0.0)
-        )
-    if name == "training_similarity":
-        images = unit.images * unit.passes * len(unit.epochs)
-        adv = unit.attack_steps or 0 if unit.inputs == "adversarial" else 0
-        return p.unit_s + p.forward(unit.arch, ds, images) + p.step(unit.arch, ds, images * adv)
-    if name == "reptest":
-        return p.unit_s + sum(_member_seconds(unit, member, p) for member in unit.members)
+    images = unit.images * (unit.passes or 1)
+    adv = (unit.attack_steps or 0) if "adversarial" in (unit.a_inputs, unit.b_inputs) else 0
+    return (
+        p.unit_s
+        + p.forward(unit.a_arch, ds, images)
+        + p.forward(unit.b_arch, ds, images)
+        + (p.step(unit.a_arch, ds, images * adv) if adv else 0.0)
+    )
+
+
+def tsne_seconds(unit, p: Pricer) -> float:
+    """A t-SNE unit: the forward passes; t-SNE itself (scikit-learn, on the CPU) is not priced."""
+    return p.unit_s + p.forward(unit.arch, unit.dataset, unit.images)
+
+
+def inversion_seconds(unit, p: Pricer) -> float:
+    """An inversion unit: a forward and a backward through the donor up to its point per step."""
+    return p.unit_s + p.step(unit.arch, unit.dataset, unit.images * (unit.steps + 1), upto=unit.point)
+
+
+def training_similarity_seconds(unit, p: Pricer) -> float:
+    """CKA across epochs: the images (x passes) through each kept epoch's model."""
+    images = unit.images * unit.passes * len(unit.epochs)
+    adv = unit.attack_steps or 0 if unit.inputs == "adversarial" else 0
+    return p.unit_s + p.forward(unit.arch, unit.dataset, images) + p.step(unit.arch, unit.dataset, images * adv)
+
+
+def reptest_seconds(unit, p: Pricer) -> float:
+    """A representation-test unit: each member (`_member_seconds`)."""
+    return p.unit_s + sum(_member_seconds(unit, member, p) for member in unit.members)
+
+
+def overhead_seconds(unit, p: Pricer) -> float:
+    """A unit priced by the profile's fixed cost alone (its passes are few: the examples kind's)."""
     return p.unit_s
 
 

@@ -132,6 +132,14 @@ def lazy(target: str) -> Callable:
     return call
 
 
+def resolve(target: Callable | str) -> Callable:
+    """A declared function: the callable itself, or the one "package.module:name" names (imported now)."""
+    if callable(target):
+        return target
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 # The registries. Each is filled by the module named here, imported the first time the registry is read.
 ARCHITECTURES: Registry = Registry("architecture", populate="sweep.models.declared")
 DATASETS: Registry = Registry("dataset", populate="sweep.data.declared")

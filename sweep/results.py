@@ -7,7 +7,7 @@ Layout under the storage root:
     <root>/<sweep>/trials/<trial_id>.parquet   one row per trial (done or failed)
     <root>/<sweep>/curves/<trial_id>.parquet   long format: trial_id, epoch, metric, value
     <root>/<sweep>/donors/<name>-<eval_id>.parquet   one row per donor and evaluation setting
-    <root>/<sweep>/<table>/<unit_id>.parquet   the other kinds of work (`analysis.store.schema.TABLES`)
+    <root>/<sweep>/<table>/<unit_id>.parquet   the other kinds of work (`analysis.store.schema.tables()`)
     <root>/<sweep>/inverted/<unit_id>.npz   an inversion unit's images (written before its part)
     <root>/<sweep>/stitchers/<trial_id>.pt  a trial's fitted stitcher (written before its part)
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from analysis.store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TABLES, TRIALS_DIR
+from analysis.store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TRIALS_DIR, tables
 from analysis.store.storage import TMP_PREFIX, Loc, StorageError, child_uri, open_root
 from analysis.store.units import INVERTED_DIR, STITCHERS_DIR
 
@@ -81,7 +81,7 @@ class SweepDir:
         return self.trials / f"{trial_id}.parquet"
 
     def table(self, name: str) -> Loc:
-        """The folder of results table `name` (`analysis.store.schema.TABLES`)."""
+        """The folder of results table `name` (`analysis.store.schema.tables()`)."""
         return self.path / name
 
     def part(self, table: str, unit_id: str) -> Loc:
@@ -98,7 +98,7 @@ class SweepDir:
         return folder(self.path, unit_id)
 
     def create(self) -> None:
-        for name in TABLES:
+        for name in tables():
             self.table(name).mkdir()
 
 
@@ -145,7 +145,7 @@ def remove_stale_tmp(sweep: SweepDir) -> int:
     """Delete temporary files left by writers that died mid-write. Call only when no trial is running."""
     n = 0
     files = (sweep.path / INVERTED_DIR, sweep.path / STITCHERS_DIR, sweep.root / "zoo")
-    for d in (*(sweep.table(name) for name in TABLES), *files):
+    for d in (*(sweep.table(name) for name in tables()), *files):
         for p in d.rglob(f"{TMP_PREFIX}*"):
             p.unlink(missing_ok=True)
             n += 1

@@ -28,6 +28,7 @@ def test_a_constant_donor_is_flagged_warned_about_and_its_trials_marked(tmp_path
     """A checkpoint whose classifier is all zeros predicts class 0 for every image: chance by construction (the
     share of 0s among the digits' test images, about 10%), while the trained donor (89-90% measured) is not."""
     from sweep.backends.ray import _chance_warnings
+    from sweep.registry import KINDS, resolve
 
     dead = build("resnet_tiny", 1, 10, (0.5,), (0.5,), image_size=28)
     state = {k: (torch.zeros_like(v) if k.startswith("stages.head") else v) for k, v in dead.state_dict().items()}
@@ -44,7 +45,8 @@ def test_a_constant_donor_is_flagged_warned_about_and_its_trials_marked(tmp_path
     assert rows["dead"]["status"] == "done" and rows["dead"]["at_chance"] is True and rows["dead"]["num_classes"] == 10
     assert rows["plain_a"]["at_chance"] is False
     donors = analysis.load_donors(sweep_dir.path)
-    (line,) = _chance_warnings(sweep, sweep_dir)
+    (line,) = resolve(KINDS["donor"].after_stage)(sweep, sweep_dir)  # what the zoo stage prints at its end
+    assert resolve(KINDS["donor"].after_stage) is _chance_warnings
     assert line.startswith("warning: donor file:dead ended training at chance accuracy") and "donor_at_chance" in line
     trials = pd.DataFrame(
         [

@@ -1,9 +1,12 @@
-"""Extending the engine the way a user's own module would: an index and an objective registered in-process
-(through the registries alone, in a fixture, no Ray) are validated, hashed into the ids, computed, written
-with the columns their catalogue entry declares, and reported, without an edit to any other file."""
+"""Extending the engine the way a user's own module would: an index, an objective and a kind of work registered
+in-process (through the registries alone, in a fixture) are validated, hashed into the ids, planned (memory and
+cost estimates), computed, written with the columns they declare, read and reported, without an edit to any
+other file."""
 
 import copy
+import math
 import sys
+from types import SimpleNamespace
 
 import pandas as pd
 import pyarrow as pa
@@ -16,7 +19,7 @@ from analysis.matrices import available_measures
 from analysis.report import write_report
 from analysis.stats import rank_correlations
 from analysis.store.catalogue import INDEX_CATALOGUE, IndexEntry
-from analysis.store.schema import reptest_schema, trial_schema
+from analysis.store.schema import reptest_schema, schema, trial_schema
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
@@ -126,14 +129,30 @@ def test_a_registered_index_takes_part_in_representation_tests(tmp_path, dummy):
 
 # A kind of work registered by a test: its section `echo: {count: N}` makes N units, each of which writes one
 # row with its number doubled.
-def _echo_parse(raw, ctx):
-    from sweep.config.fields import Option, Section
+def _echo_count():
+    from sweep.config.fields import Option
 
-    return tuple(range(Section(raw, "echo", {"count"}).read(Option("count", "integer", low=1))))
+    return Option("count", "integer", low=1, doc="how many units")
+
+
+def _echo_parse(raw, ctx):
+    from sweep.config.fields import Section
+
+    return tuple(range(Section(raw, "echo", {"count"}).read(_echo_count())))
 
 
 def _echo_parts(sweep_dir, unit):
     return [sweep_dir.path / "echo" / f"echo-{unit}.parquet"]
+
+
+ECHO_SCHEMA = pa.schema(
+    [
+        ("unit", pa.int64()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        pa.field("value", pa.int64(), metadata={"description": "the unit's number, doubled"}),
+    ]
+)
 
 
 def _echo_run(unit, ctx):
@@ -144,9 +163,30 @@ def _echo_run(unit, ctx):
         row = {"unit": unit, "status": "failed", "error": "RuntimeError: echo 2 fails until fixed", "value": None}
     else:
         row = {"unit": unit, "status": "done", "error": None, "value": 2 * unit}
-    schema = pa.schema([("unit", pa.int64()), ("status", pa.string()), ("error", pa.string()), ("value", pa.int64())])
-    write_rows(part, [row], schema)
+    write_rows(part, [row], ECHO_SCHEMA)
     return row
+
+
+def _echo_need(unit, sweep):
+    """Its memory need: a MiB per count (`plan` prints the largest; `memory_per_trial` bounds it)."""
+    from sweep.memory import Need
+
+    count = len(sweep.units["echo"])
+    return Need("echo", f"echo {unit}", "count", count, lambda n: n * 2**20, "echo", "or echo less")
+
+
+def _echo_sections():
+    """Its report section: each done unit's value, as a bar chart and a CSV."""
+    import altair as alt
+
+    from analysis.sections import ChartSection
+
+    def rows(data):
+        echo = data.table("echo")
+        return echo[echo["status"] == "done"] if len(echo) else echo
+
+    chart = lambda df: alt.Chart(df).mark_bar().encode(x="unit:O", y="value:Q")  # noqa: E731
+    return [ChartSection("Echo: each unit's value, doubled", rows, chart, "echo.png", csv="echo.csv")]
 
 
 @pytest.fixture
@@ -170,6 +210,13 @@ def echo_kind(registered):
             parse=_echo_parse,
             unit_id=lambda u: f"echo-{u}",
             after=("donor",),
+            options={"count": _echo_count()},  # the JSON Schema's entry for its section
+            schema=ECHO_SCHEMA,
+            key="unit",
+            timing=None,
+            memory=_echo_need,
+            price=lambda unit, pricer: pricer.unit_s * (1 + unit),  # a unit's fixed cost, once more per number
+            report=_echo_sections,
         ),
     )
 
@@ -210,6 +257,114 @@ def test_a_registered_kind_is_planned_scheduled_by_ray_and_reported_by_status(tm
     assert again == ["echo-2"]
     run_stages(sweep, sweep_dir, {"echo": again}, num_cpus=2)
     assert planning.progress(sweep, sweep_dir)["echo"].done == ["echo-0", "echo-1", "echo-2"]
+
+
+def test_a_registered_kind_is_in_the_json_schema_the_estimate_the_reader_and_the_report(
+    tmp_path, echo_kind, write_space, capsys
+):
+    """The kind's declaration alone gives it a JSON Schema entry (a bad value refused), `plan`'s memory line,
+    a priced `plan --estimate` line, its table's folder, reader (its rows, a foreign part refused naming its
+    key column) and its report section, drawn from its rows."""
+    import dataclasses
+
+    import jsonschema
+
+    from sweep import estimate
+    from sweep.cli import main
+    from sweep.config.schema import space_schema
+    from sweep.registry import KINDS
+
+    space = dict(copy.deepcopy(TINY_SPACE), echo={"count": 3})
+    validator = jsonschema.Draft202012Validator(space_schema())
+    assert validator.is_valid(space) and not validator.is_valid(dict(space, echo={"count": 0}))
+
+    path = write_space(space)
+    assert main(["plan", str(path), "--estimate"]) == 0
+    out = capsys.readouterr().out
+    assert "memory: the largest echo unit's measures need 0.0 GiB (echo on count = 3: echo 0)" in out
+    assert "  3 echo units: " in out and "not priced" not in out  # every kind of this space is priced
+    sweep, profile = parse_space(space), estimate.load_profile(None)
+    est = estimate.estimate(sweep, {"echo": ["echo-0", "echo-1", "echo-2"]}, profile)
+    assert est.seconds["echo"] == pytest.approx((1 + 2 + 3) * profile["unit_s"]) and not est.uncalibrated
+    KINDS.remove("echo")  # the same kind without a price: said, not counted as free
+    KINDS.add("echo", dataclasses.replace(echo_kind, price=None))
+    unpriced = estimate.estimate(sweep, {"echo": ["echo-0"]}, profile)
+    assert unpriced.uncalibrated == {"echo units (the kind declares no price)"}
+    KINDS.remove("echo")
+    KINDS.add("echo", echo_kind)
+
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    assert (sweep_dir.path / "echo").is_dir()  # its table's folder, beside the shipped kinds'
+    assert schema("echo").field("value").metadata[b"description"] == b"the unit's number, doubled"
+    for unit in sweep.units["echo"]:
+        _echo_run(unit, SimpleNamespace(sweep_dir=sweep_dir))
+    echo = analysis.load(sweep_dir.path)["echo"].set_index("unit")
+    assert echo.loc[[0, 1], "value"].tolist() == [0, 2] and echo.loc[2, "status"] == "failed"
+
+    write_report(sweep_dir.path, tmp_path / "report")
+    drawn = pd.read_csv(tmp_path / "report" / "echo.csv")
+    assert drawn["unit"].tolist() == [0, 1] and drawn["value"].tolist() == [0, 2]  # the done units
+    assert (tmp_path / "report" / "echo.png").stat().st_size > 0
+    assert "Echo: each unit" in (tmp_path / "report" / "index.html").read_text()
+    assert "echo" in analysis.figures()
+
+    pq.write_table(pa.table({"x": [1]}), sweep_dir.path / "echo" / "foreign.parquet")
+    problems = analysis.load(sweep_dir.path)["problems"]
+    assert problems["error"].str.contains("no 'unit' column").tolist() == [True]
+
+
+def test_a_registered_index_is_sized_and_priced_before_it_runs(dummy, registered):
+    """An index registered without a model of its own is in the memory and cost estimates with the generic
+    model of its kind (not left out); one that declares its `memory` and `work` is charged those, and a space
+    it does not fit is refused naming it."""
+    from sweep import memory
+    from sweep.config.shapes import activation_shape
+    from sweep.estimate import estimate, load_profile
+    from sweep.index_costs import Work, pair_work
+
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"].update(indices=["dummy"], stitch_points=["layer3.1"], objectives=["dm"])
+    space["evaluation"]["n_eval_robust"] = 0
+    sweep = parse_space(space)
+    (trial,) = sweep.trials
+    need = memory.trial_need(trial, sweep)
+    assert need is not None and need.largest == "dummy" and [x.bytes for x in memory.needs(sweep)] == [need.bytes]
+    n, p = trial.similarity_samples, math.prod(activation_shape("resnet_tiny", "digits", "layer3.1"))
+    # the generic model, by hand: both sides held (float32), two float64 copies of each, the p x p products
+    workspace = 8 * (2 * n * (p + p) + 2 * (p * p + p * p))
+    assert need.bytes == 4 * n * 2 * p + int(memory.ALLOCATOR * workspace)
+    pair = memory.ShapePair((p,), (p,), {})
+    assert pair_work(pair, ["dummy"], n, 0) == Work(calls=1, mac=n * 3 * p * p, elem=4 * n * 2 * p)
+
+    profile = load_profile(None)
+    with_cka = parse_space(dict(space, stitching=dict(space["stitching"], indices=["cka", "dummy"])))
+    only_cka = parse_space(dict(space, stitching=dict(space["stitching"], indices=["cka"])))
+    seconds = [estimate(s, {"trial": [s.trials[0].trial_id]}, profile).seconds["trial"] for s in (with_cka, only_cka)]
+    dummy_s = pair_work(pair, ["dummy"], n, 0).seconds(profile["algebra"])
+    assert seconds[0] - seconds[1] == pytest.approx(dummy_s, rel=1e-6) and dummy_s > 0
+
+    entry = IndexEntry("heavy", ("sim_heavy",), "heavy", "similarity")
+    registered(INDEX_CATALOGUE, "heavy", entry)
+    heavy = Index(entry, _first_minus_last, "flatten", memory=lambda *a: 3 * 2**30, work=lambda *a: Work(mac=1e12))
+    registered(INDICES, "heavy", heavy)
+    heavy_space = dict(space, stitching=dict(space["stitching"], indices=["dummy", "heavy"]))
+    need = memory.trial_need(parse_space(heavy_space).trials[0], parse_space(heavy_space))
+    assert need.largest == "heavy" and need.bytes == 4 * n * 2 * p + 3 * 2**30
+    assert pair_work(pair, ["heavy"], n, 0) == Work(mac=1e12)
+    with pytest.raises(SpecError, match=r"^resources.memory_per_trial: .*or drop heavy"):
+        parse_space(dict(heavy_space, resources={"memory_per_trial": 1}))
+
+
+def test_a_kind_in_a_module_of_its_own_is_found_by_its_register_kind_call(tmp_path):
+    """A module of `sweep/kinds/` that registers a kind at its top level is imported with the shipped kinds;
+    one that only mentions the call (inside a function, say) is not, so the work modules stay unloaded."""
+    from sweep.kinds import _declares_a_kind
+
+    declares, mentions = tmp_path / "declares.py", tmp_path / "mentions.py"
+    declares.write_text('"""A kind."""\nfrom sweep.kinds.base import Kind, register_kind\n\nregister_kind(Kind())\n')
+    mentions.write_text("def later():\n    register_kind(None)\n")
+    assert _declares_a_kind(declares) and not _declares_a_kind(mentions)
 
 
 def test_an_objective_with_its_own_parameter_is_one_registry_entry(tmp_path, registered):

@@ -70,6 +70,14 @@ def test_import_analysis_imports_neither_torch_nor_ray():
     assert "torch" not in mods and "ray" not in mods
 
 
+def test_reading_results_and_their_report_sections_imports_neither_torch_nor_ray(tmp_path):
+    """The analysis learns each kind's table (schema, key column) and report sections from the kinds'
+    declarations, which the registry reads without PyTorch."""
+    code = f"import analysis; analysis.load({str(tmp_path)!r}); from analysis.sections import chart_sections as c; c()"
+    mods = _modules_after(code)
+    assert "sweep.kinds.declared" in mods and "torch" not in mods and "ray" not in mods
+
+
 def test_the_store_layout_and_the_kinds_declarations_load_no_torch_pandas_or_altair():
     """What checking a space reads of results and of the kinds of work (their sections, units and parts) is
     declared apart from their work: pandas, Altair and PyTorch load only when something is read or run."""

@@ -25,7 +25,7 @@ def test_matrix_shapes_are_those_the_indices_see(layout, shape):
 def test_the_streamed_forms_do_not_grow_with_the_rows():
     """Per-position rows: the covariance forms' workspace is the same for 1,000 and 10,000 images."""
     for name in ("cka", "opd", "pwcca", "rank"):
-        assert memory.index_numbers(name, 1_024_000, 64, 64) == memory.index_numbers(name, 10_240_000, 64, 64)
+        assert memory.NUMBERS[name](1_024_000, 64, 64) == memory.NUMBERS[name](10_240_000, 64, 64)
 
 
 def test_a_space_whose_indices_do_not_fit_memory_per_trial_is_refused_with_what_fits(tmp_path):
@@ -140,6 +140,6 @@ def test_representation_tests_size_their_probes_and_tsne_its_points():
 def test_svcca_on_wide_matrices_grows_with_the_features_not_their_square():
     """SVCCA works on each side's thin SVD: with more features than images, doubling the features about doubles
     its workspace (a p x p form, as PWCCA's, would quadruple it; measured: tests/benchmarks/svcca_memory.py)."""
-    one, two = (memory.index_numbers("svcca", 1_000, p, p) for p in (50_000, 100_000))
+    one, two = (memory.NUMBERS["svcca"](1_000, p, p) for p in (50_000, 100_000))
     assert 1.9 * one < two < 2.1 * one
-    assert memory.index_numbers("pwcca", 1_000, 100_000, 100_000) > 10 * two
+    assert memory.NUMBERS["pwcca"](1_000, 100_000, 100_000) > 10 * two

@@ -199,10 +199,10 @@ def test_every_results_column_describes_itself_in_the_parquet_schema(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from analysis.store.schema import TABLES, schema
+    from analysis.store.schema import schema, tables
     from sweep.results import open_root, write_rows
 
-    for table in TABLES:
+    for table in tables():
         for field in schema(table):
             text = (field.metadata or {}).get(b"description", b"").decode()
             assert len(text) > 10, f"{table}.{field.name} has no description"

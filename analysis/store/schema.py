@@ -223,7 +223,7 @@ CURVE_SCHEMA = pa.schema(
     ]
 )
 
-from .units import (  # noqa: E402  (the measuring kinds' tables)
+from .units import (  # noqa: E402, F401  (the measuring kinds' tables, read by their `Kind` declarations)
     DONOR_CURVES_DIR,
     DONOR_CURVES_SCHEMA,
     ENERGIES_DIR,
@@ -240,19 +240,29 @@ from .units import (  # noqa: E402  (the measuring kinds' tables)
     TSNE_SCHEMA,
 )
 
-TABLES = (
-    TRIALS_DIR,
-    DONORS_DIR,
-    CURVES_DIR,
-    REPTESTS_DIR,
-    SIMILARITY_DIR,
-    TRAINING_SIMILARITY_DIR,
-    DONOR_CURVES_DIR,
-    INVERSIONS_DIR,
-    TSNE_DIR,
-    ENERGIES_DIR,
-    EXAMPLES_DIR,
-)
+# The tables the store declares itself, beside those of the kinds of work (each kind's `table`, with its
+# `Kind.schema`): the trials' training curves and energies, the donors' curves.
+STORE_TABLES = {CURVES_DIR: CURVE_SCHEMA, DONOR_CURVES_DIR: DONOR_CURVES_SCHEMA, ENERGIES_DIR: ENERGIES_SCHEMA}
+_STORE_KEYS = {CURVES_DIR: "trial_id", DONOR_CURVES_DIR: "donor_key", ENERGIES_DIR: "trial_id"}
+
+
+def _kinds() -> list:
+    """The registered kinds of work that declare their table's schema (read lazily: the registry fills itself
+    from declarations that import no PyTorch)."""
+    from sweep.registry import KINDS
+
+    return [k for k in KINDS.values() if k.schema is not None]
+
+
+def tables() -> tuple[str, ...]:
+    """Every results table: each kind's (registration order), then the store's own (`STORE_TABLES`)."""
+    return tuple(dict.fromkeys([k.table for k in _kinds()] + list(STORE_TABLES)))
+
+
+def key_column(table: str) -> str:
+    """The column naming a row's unit in `table` (every part has it)."""
+    owner = next((k for k in _kinds() if k.table == table), None)
+    return owner.key if owner else _STORE_KEYS[table]
 
 
 def _index_columns(reptest: bool) -> list[tuple[str, pa.DataType]]:
@@ -269,10 +279,15 @@ def _index_columns(reptest: bool) -> list[tuple[str, pa.DataType]]:
 
 
 def schema(table: str) -> pa.Schema:
-    """The Parquet schema of `table` (one of `TABLES`), with the columns of every index registered in the
-    catalogue now, each field carrying its description (`columns.py`) in its metadata."""
+    """The Parquet schema of `table` (one of `tables()`), with the columns of every index registered in the
+    catalogue now, each field carrying its description in its metadata: the one a kind's own schema gives the
+    field, else `columns.py`'s."""
     bare = _bare_schema(table)
-    return pa.schema([f.with_metadata({"description": _description(table, f.name)}) for f in bare])
+    return pa.schema([f.with_metadata({"description": _own(f) or _description(table, f.name)}) for f in bare])
+
+
+def _own(field: pa.Field) -> str:
+    return (field.metadata or {}).get(b"description", b"").decode()
 
 
 def column_names(table: str) -> list[str]:
@@ -293,30 +308,26 @@ def _description(table: str, column: str) -> str:
     return describe(table, column) or ""
 
 
+def trials_schema() -> pa.Schema:
+    """The trials table without descriptions: the trial kind's `Kind.schema`."""
+    return pa.schema(_TRIAL_HEAD + _index_columns(reptest=False) + _TRIAL_TAIL)
+
+
+def reptests_schema() -> pa.Schema:
+    """The representation-test table without descriptions: the reptest kind's `Kind.schema`."""
+    return pa.schema(_REPTEST_HEAD + _index_columns(reptest=True) + _REPTEST_TAIL)
+
+
 def _bare_schema(table: str) -> pa.Schema:
-    if table == TRIALS_DIR:
-        return pa.schema(_TRIAL_HEAD + _index_columns(reptest=False) + _TRIAL_TAIL)
-    if table == REPTESTS_DIR:
-        return pa.schema(_REPTEST_HEAD + _index_columns(reptest=True) + _REPTEST_TAIL)
-    if table == DONORS_DIR:
-        return DONOR_SCHEMA
-    if table == CURVES_DIR:
-        return CURVE_SCHEMA
-    if table == SIMILARITY_DIR:
-        return SIMILARITY_SCHEMA
-    if table == TRAINING_SIMILARITY_DIR:
-        return TRAINING_SIMILARITY_SCHEMA
-    if table == DONOR_CURVES_DIR:
-        return DONOR_CURVES_SCHEMA
-    if table == INVERSIONS_DIR:
-        return INVERSION_SCHEMA
-    if table == TSNE_DIR:
-        return TSNE_SCHEMA
-    if table == ENERGIES_DIR:
-        return ENERGIES_SCHEMA
-    if table == EXAMPLES_DIR:
-        return EXAMPLES_SCHEMA
-    raise KeyError(f"unknown results table {table!r}; the tables are {list(TABLES)}")
+    if table in STORE_TABLES:
+        return STORE_TABLES[table]
+    from sweep.registry import resolve
+
+    for kind in _kinds():
+        if kind.table == table:
+            declared = resolve(kind.schema) if isinstance(kind.schema, str) else kind.schema
+            return declared if isinstance(declared, pa.Schema) else declared()
+    raise KeyError(f"unknown results table {table!r}; the tables are {list(tables())}")
 
 
 def trial_schema() -> pa.Schema:

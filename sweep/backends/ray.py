@@ -331,6 +331,7 @@ def run_stages(
     """Run every kind's units of `plan` (kind name -> unit ids) as Ray Tune trials, one stage per kind, in
     registration order (a kind registers after the kinds it reads: `Kind.after`). Every kind goes through the
     same machinery: resources, retries on node loss, progress, chunking into bounded experiments."""
+    from sweep.kinds.base import resolve
     from sweep.registry import KINDS
 
     started = start_ray(address, num_cpus)
@@ -365,8 +366,8 @@ def run_stages(
             label = lambda c, units=units, kind=kind: kind.label(units[c["unit"]])  # noqa: E731
             progress = _Progress(kind.stage, name, len(units), label, sweep_progress)
             summaries.append(_fit(kind.stage, trainable, list(units), resources, sweep_dir, progress, max_concurrent))
-            if name == "donor":  # the end of the zoo stage: donors that learned nothing are named
-                for line in _chance_warnings(sweep, sweep_dir):
+            if kind.after_stage is not None:  # e.g. the end of the zoo stage: donors that learned nothing
+                for line in resolve(kind.after_stage)(sweep, sweep_dir):
                     print(f"[{kind.stage}] {line}", flush=True)
         sweep_progress.close()
         return summaries

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sweep.registry import KINDS
+from sweep.registry import KINDS, resolve  # noqa: F401  (resolve: a kind's `run` and hooks)
 
 if TYPE_CHECKING:
     import torch
@@ -75,6 +75,27 @@ class Kind:
     # writes them to the node's cache folder only when two of its units read one (`shares_halves`).
     halves: Callable[[Any], tuple[tuple, ...]] | None = None
     rerun_failed: bool = False  # a failed unit is tried again by every run (else only with --failed)
+    # Optional hooks: everything else the engine and the analysis know of a kind. Each may be the callable or
+    # its name, "package.module:name" (`resolve`), imported when used, so that declaring a kind imports
+    # neither PyTorch nor the report's plotting.
+    # its table: `schema`, the pyarrow schema of its rows or a function returning it (`analysis.store.schema`
+    # reads it; None: the kind's table is not one of the results tables), `key`, the column naming a row's
+    # unit, `timing`, the column of a unit's recorded seconds (`plan --estimate` scales its prediction by
+    # them; None: not used)
+    schema: Any = None
+    key: str = "unit_id"
+    timing: str | None = "time_unit_s"
+    # `memory(unit, sweep)`: the unit's memory need (`sweep.memory.Need`, or None: nothing sized), that `plan`
+    # prints and `resources.memory_per_trial` bounds
+    memory: Callable[[Any, Any], Any] | str | None = None
+    # `price(unit, pricer)`: its device-seconds under a cost profile (`sweep.prices.Pricer`); None: listed as
+    # not priced by `plan --estimate`
+    price: Callable[[Any, Any], float] | str | None = None
+    # `report()`: the report's chart sections of its table (`analysis.sections.ChartSection`s), drawn after
+    # the shared ones; their `data(report_data)` reads the table as `report_data.table(kind.table)`
+    report: Callable[[], list] | str | None = None
+    # `after_stage(sweep, sweep_dir)`: lines the backend prints when its stage has run (e.g. donors at chance)
+    after_stage: Callable[[Any, Any], list[str]] | str | None = None
 
     def shares_halves(self, units) -> bool:
         """Whether two of `units` read the same frozen half: only then are its activations worth the node's
@@ -99,16 +120,6 @@ class Kind:
 
     def line(self, unit) -> str:
         return self.describe(unit) if self.describe else f"{self.unit_id(unit)}  {self.label(unit)}"
-
-
-def resolve(run: Callable | str) -> Callable:
-    """A kind's `run`: the callable itself, or the function a "module:function" string names."""
-    if callable(run):
-        return run
-    import importlib
-
-    module, _, name = run.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def register_kind(kind: Kind) -> Kind:

@@ -8,7 +8,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.store.schema import EXAMPLES_DIR, INVERSIONS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR, TSNE_DIR
+from analysis.store.schema import (
+    DONOR_SCHEMA,
+    EXAMPLES_DIR,
+    EXAMPLES_SCHEMA,
+    INVERSION_SCHEMA,
+    INVERSIONS_DIR,
+    SIMILARITY_DIR,
+    SIMILARITY_SCHEMA,
+    TRAINING_SIMILARITY_DIR,
+    TRAINING_SIMILARITY_SCHEMA,
+    TSNE_DIR,
+    TSNE_SCHEMA,
+    reptests_schema,
+    trials_schema,
+)
 from sweep.config.block import OPTIONS as BLOCK_OPTIONS
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.config.embedding import OPTIONS as TSNE_OPTIONS
@@ -24,6 +38,10 @@ from sweep.config.similarity import TRAINING_OPTIONS, parse_similarity, parse_tr
 from sweep.config.space import read_stitching
 from sweep.kinds.base import Kind, register_kind
 from sweep.registry import DONOR_SOURCES
+
+# What planning and the backend read of a kind beyond its units (memory, price, the end of its stage): named,
+# imported when used, so that declaring the kinds imports no planning model.
+_MEMORY, _PRICES = "sweep.memory", "sweep.prices"
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,11 @@ register_kind(
         table="donors",
         find_units=_donor_units,
         parts=lambda sweep_dir, work: [donor_part(sweep_dir, work.donor, ev) for ev in work.evaluations],
+        schema=DONOR_SCHEMA,
+        key="donor",
+        timing=None,  # its table records training and each evaluation apart
+        price=f"{_PRICES}:donor_seconds",
+        after_stage="sweep.backends.ray:_chance_warnings",
         run="sweep.kinds.donor:run_unit",
         label=lambda work: f"donor {work.donor.name}",
         describe=_describe_donor,
@@ -85,6 +108,11 @@ register_kind(
         parse=read_stitching,
         unit_id=lambda spec: spec.trial_id,
         parts=lambda sweep_dir, spec: [sweep_dir.trial_part(spec.trial_id)],
+        schema=trials_schema,
+        key="trial_id",
+        timing="time_total_s",
+        memory=f"{_MEMORY}:trial_need",
+        price=f"{_PRICES}:trial_price",
         run="sweep.kinds.stitch:run_unit",
         label=lambda spec: spec.label,
         group=lambda spec: spec.group,
@@ -105,6 +133,9 @@ register_kind(
         parse=lambda raw, ctx: _by_id(parse_reptests(raw, ctx.data, ctx.donors, ctx.used)),
         unit_id=lambda spec: spec.unit_id,
         parts=lambda sweep_dir, spec: [sweep_dir.reptest_part(spec.unit_id)],
+        schema=reptests_schema,
+        memory=f"{_MEMORY}:reptest_need",
+        price=f"{_PRICES}:reptest_seconds",
         run="sweep.kinds.reptest:run_unit",
         label=lambda spec: spec.label,
         donors=lambda spec: tuple(dict.fromkeys(m[0] for m in spec.members)),
@@ -122,6 +153,8 @@ register_kind(  # before similarity: it reads inverted images
         parse=lambda raw, ctx: parse_inversions(raw, ctx.donors, ctx.used, ctx.units.get("trial", ())),
         unit_id=lambda spec: spec.unit_id,
         parts=lambda sweep_dir, spec: [sweep_dir.part(INVERSIONS_DIR, spec.unit_id)],
+        schema=INVERSION_SCHEMA,
+        price=f"{_PRICES}:inversion_seconds",
         run="sweep.kinds.inversion:run_inversion",
         label=lambda spec: spec.label,
         donors=lambda spec: (spec.trial.front, spec.trial.end) if spec.trial else (spec.donor,),
@@ -142,6 +175,9 @@ register_kind(
         ),
         unit_id=lambda spec: spec.unit_id,
         parts=lambda sweep_dir, spec: [sweep_dir.part(SIMILARITY_DIR, spec.unit_id)],
+        schema=SIMILARITY_SCHEMA,
+        memory=f"{_MEMORY}:similarity_need",
+        price=f"{_PRICES}:similarity_seconds",
         run="sweep.kinds.similarity:run_similarity",
         label=lambda spec: spec.label,
         donors=lambda spec: tuple(r for r in dict.fromkeys((spec.a, spec.b, spec.attack_source)) if r),
@@ -159,6 +195,9 @@ register_kind(
         parse=lambda raw, ctx: parse_training_similarity(raw, ctx.data, ctx.evaluation, ctx.donors, ctx.used),
         unit_id=lambda spec: spec.unit_id,
         parts=lambda sweep_dir, spec: [sweep_dir.part(TRAINING_SIMILARITY_DIR, spec.unit_id)],
+        schema=TRAINING_SIMILARITY_SCHEMA,
+        memory=f"{_MEMORY}:training_similarity_need",
+        price=f"{_PRICES}:training_similarity_seconds",
         run="sweep.kinds.training_similarity:run_training_similarity",
         label=lambda spec: spec.label,
         donors=lambda spec: (spec.donor,),
@@ -176,6 +215,9 @@ register_kind(
         parse=lambda raw, ctx: parse_embeddings(raw, ctx.donors, ctx.used),
         unit_id=lambda spec: spec.unit_id,
         parts=lambda sweep_dir, spec: [sweep_dir.part(TSNE_DIR, spec.unit_id)],
+        schema=TSNE_SCHEMA,
+        memory=f"{_MEMORY}:embedding_need",
+        price=f"{_PRICES}:tsne_seconds",
         run="sweep.kinds.embedding:run_embedding",
         label=lambda spec: spec.label,
         donors=lambda spec: (spec.donor,),
@@ -194,6 +236,8 @@ register_kind(
         parse=lambda raw, ctx: parse_examples(raw, ctx.donors, ctx.used),
         unit_id=lambda spec: spec.unit_id,
         parts=lambda sweep_dir, spec: [sweep_dir.part(EXAMPLES_DIR, spec.unit_id)],
+        schema=EXAMPLES_SCHEMA,
+        price=f"{_PRICES}:overhead_seconds",
         run="sweep.kinds.examples:run_examples",
         label=lambda spec: spec.label,
         donors=lambda spec: (spec.donor,) if spec.show == "attacks" else (),

@@ -107,6 +107,13 @@ class Index:
     after_fit: Callable[[Network], dict] | None = None
     # representation tests: Ding et al. score d(A, B) with A, the reference (the pair's target), first
     target_first_in_reptests: bool = False
+    # What planning charges it, before it runs (torch-free): `memory(pair, layout, n, k)`, the bytes of its
+    # workspace on n images of a `sweep.memory.ShapePair` (k: the fit images); `work(pair, layout, n, k)`, its
+    # float64 algebra (`sweep.index_costs.Work`). None: the generic model of its kind (two float64 copies of each
+    # side and the p x p products; priced as the covariance form).
+    memory: Callable | None = None
+    work: Callable | None = None
+    fit_images: bool = False  # it reads the pair's fit images too (the DM distance): they are held with the rest
 
     @property
     def name(self) -> str:
@@ -181,23 +188,38 @@ def register_index(
     symmetric: bool = True,
     after_fit: Callable[[Network], dict] | None = None,
     target_first_in_reptests: bool = False,
+    memory: Callable | None = None,
+    work: Callable | None = None,
+    fit_images: bool = False,
 ) -> Index:
     """Register an index: `entry` is its catalogue entry (a new index: added to the catalogue, so its Parquet
-    columns and its place in the reports follow) or the name of an entry the catalogue already holds."""
+    columns and its place in the reports follow) or the name of an entry the catalogue already holds; `memory`
+    and `work`, what planning charges it (see `Index`)."""
     if isinstance(entry, str):
         entry = INDEX_CATALOGUE[entry]
     elif INDEX_CATALOGUE.get(entry.index) != entry:
         add_entry(entry)
-    return INDICES.add(entry.index, Index(entry, fn, layout, score, symmetric, after_fit, target_first_in_reptests))
+    index = Index(entry, fn, layout, score, symmetric, after_fit, target_first_in_reptests, memory, work, fit_images)
+    return INDICES.add(entry.index, index)
 
 
-register_index("cka", lazy(f"{_SIM}:linear_cka"), "flatten")  # Eq. 4
+# Their memory and work models (`sweep.memory`, `sweep.index_costs`, torch-free) are named, read when planned.
+_MEM, _COST = "sweep.memory", "sweep.index_costs"
+
+
+def _models(name: str) -> dict:
+    return {"memory": lazy(f"{_MEM}:{name}_bytes"), "work": lazy(f"{_COST}:{name}_index_work")}
+
+
+register_index("cka", lazy(f"{_SIM}:linear_cka"), "flatten", **_models("cka"))  # Eq. 4
 register_index(
-    "pwcca", lazy(f"{_SIM}:pwcca"), "pooled", symmetric=False, target_first_in_reptests=True
+    "pwcca", lazy(f"{_SIM}:pwcca"), "pooled", symmetric=False, target_first_in_reptests=True, **_models("pwcca")
 )  # Eq. 5-6, weights: A
-register_index("opd", lazy(f"{_SIM}:opd"), "flatten")  # Eq. 8
-register_index("dm", lazy(f"{_SIM}:dm_distance"), "positions", score=_dm_score, symmetric=False)  # 2.3, out of sample
-register_index("rank", lazy(f"{_SIM}:numerical_rank"), "positions")  # B.2.1, each donor side
+register_index("opd", lazy(f"{_SIM}:opd"), "flatten", **_models("opd"))  # Eq. 8
+register_index(
+    "dm", lazy(f"{_SIM}:dm_distance"), "positions", score=_dm_score, symmetric=False, fit_images=True, **_models("dm")
+)  # 2.3, out of sample
+register_index("rank", lazy(f"{_SIM}:numerical_rank"), "positions", **_models("rank"))  # B.2.1, each donor side
 
 
 def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_features: int = 8000) -> int:

@@ -1,5 +1,5 @@
 """SVCCA's peak host memory on wide matrices (more features than images, as early layers are) against the
-planner's model (`sweep.memory.index_numbers("svcca", ...)`), one process per size.
+planner's model (`sweep.memory.NUMBERS["svcca"](...)`), one process per size.
 
     .venv/bin/python tests/benchmarks/svcca_memory.py 500 40000
     .venv/bin/python tests/benchmarks/svcca_memory.py 1000 60000
@@ -26,7 +26,7 @@ def main() -> None:
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     value = svcca(a, b)
     measured = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024
-    model = memory.F64 * memory.index_numbers("svcca", n, p, p) / 2**20
+    model = memory.F64 * memory.NUMBERS["svcca"](n, p, p) / 2**20
     print(f"{n} x {p} per side: SVCCA {value:.4f}; peak above the inputs {measured:,.0f} MB, model {model:,.0f} MB")
 
 
