@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .intervals import with_interval
-from .store.catalogue import Measure, measures
+from analysis.charts.intervals import with_interval
+from sweep.store.catalogue import Measure, measures
 
 # objectives in the order the papers discuss them; others follow in alphabetical order
 _OBJECTIVE_ORDER = ["tlm", "dm", "dm+tlm", "adv", "adv_mix", "trades"]
@@ -103,7 +103,7 @@ def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:
     """Balogh & Jelasity 2025 Table 1: per measure, the share of front layers whose most similar end layer (by that
     measure, over every end layer tried) is the architecturally corresponding one. One row per (measure,
     kind: intra | inter), averaged over donor pairs, with its interval over pairs (`lo`, `hi`, `interval`:
-    `analysis.intervals`); only layers whose whole row was measured count."""
+    `analysis.charts.intervals`); only layers whose whole row was measured count."""
     done = trials[trials["status"] == "done"]
     results = []
     for pair in done[["front", "end"]].drop_duplicates().itertuples(index=False):

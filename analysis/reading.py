@@ -1,8 +1,8 @@
-"""Read a results directory into pandas with the explicit schemas of `analysis.store.schema`.
+"""Read a results directory into pandas with the explicit schemas of `sweep.store.schema`.
 
 Every part is cast to the known schema (columns a part lacks come back as nulls); columns a part has beyond
 the schema are kept too, so nothing written is dropped silently. Temporary files (".tmp-*") are ignored.
-`results` is a local folder or a pyarrow.fs URI (`s3://bucket/prefix/<sweep>`; see `analysis.store.storage`).
+`results` is a local folder or a pyarrow.fs URI (`s3://bucket/prefix/<sweep>`; see `sweep.store.storage`).
 A part that cannot be read (truncated, not Parquet, not one of ours, types that do not cast) is skipped with a
 warning naming its path, and listed in `load(...)["problems"]`: it never crashes a reader.
 """
@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from .store.schema import (
+from sweep.store.schema import (
     CURVES_DIR,
     DONOR_CURVES_DIR,
     DONORS_DIR,
@@ -34,7 +34,7 @@ from .store.schema import (
     TSNE_DIR,
     schema,
 )
-from .store.storage import Loc, open_root
+from sweep.store.storage import Loc, open_root
 
 READ_THREADS = 16
 KEY_COLUMN = {

@@ -10,11 +10,10 @@ from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
-from sweep.results import SweepDir
 from sweep.stitching.stitcher import Stitcher
-
-from .conftest import TINY_SPACE
-from .ties import assert_reproduces, end_logits
+from sweep.store.results import SweepDir
+from tests.conftest import TINY_SPACE
+from tests.ties import assert_reproduces, end_logits
 
 
 def test_stitcher_resizes_source_maps_bilinearly_to_the_target_size():

@@ -5,10 +5,10 @@ below it.
 Layers, bottom to top (a package may import its own layer and those below):
   sweep.registry, sweep.config                     search spaces to frozen specs (no torch at import)
   sweep.data, sweep.models, sweep.stitching,
-  sweep.measures, sweep.train, sweep.results       the PyTorch building blocks
+  sweep.measures, sweep.train, sweep.store.results       the PyTorch building blocks
   sweep.kinds                                      kinds of work: one unit each, idempotent
-  sweep.backends, sweep.cli, sweep.planning,
-  sweep.status                                     scheduling and the command line
+  sweep.backends, sweep.cli, sweep.plan.planning,
+  sweep.plan.status                                     scheduling and the command line
 """
 
 import ast
@@ -18,32 +18,32 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from tests.conftest import REPO
 
 LAYERS = [
-    {"sweep", "sweep.registry", "sweep.config", "sweep.memory", "sweep.index_costs", "sweep.disk"},
+    {"sweep", "sweep.registry", "sweep.config", "sweep.plan.memory", "sweep.plan.index_costs", "sweep.plan.disk"},
     {
         "sweep.data",
         "sweep.models",
         "sweep.stitching",
         "sweep.measures",
         "sweep.train",
-        "sweep.results",
-        "sweep.progress",
-        "sweep.lease",
-        "sweep.cache",
-        "sweep.activations",
+        "sweep.store.results",
+        "sweep.backends.progress",
+        "sweep.backends.lease",
+        "sweep.worker.cache",
+        "sweep.worker.activations",
     },
     {"sweep.kinds"},
     {
         "sweep.backends",
         "sweep.cli",
-        "sweep.paper_commands",
-        "sweep.planning",
-        "sweep.status",
-        "sweep.estimate",
-        "sweep.prices",
-        "sweep.calibration",
+        "sweep.cli.papers",
+        "sweep.plan.planning",
+        "sweep.plan.status",
+        "sweep.plan.estimate",
+        "sweep.plan.prices",
+        "sweep.plan.calibration",
         "sweep.__main__",
     },
 ]
@@ -66,7 +66,7 @@ def test_import_config_does_not_import_torch():
 
 
 def test_import_analysis_imports_neither_torch_nor_ray():
-    mods = _modules_after("import analysis, analysis.charts, analysis.report")
+    mods = _modules_after("import analysis, analysis.charts.stitching, analysis.report.write")
     assert "torch" not in mods and "ray" not in mods
 
 
@@ -74,7 +74,7 @@ def test_the_store_layout_and_the_kinds_declarations_load_no_torch_pandas_or_alt
     """What checking a space reads of results and of the kinds of work (their sections, units and parts) is
     declared apart from their work: pandas, Altair and PyTorch load only when something is read or run."""
     mods = _modules_after(
-        "import analysis, analysis.store.schema, sweep.lease; from sweep.registry import KINDS; list(KINDS)"
+        "import analysis, sweep.store.schema, sweep.backends.lease; from sweep.registry import KINDS; list(KINDS)"
     )
     assert not {"torch", "pandas", "altair"} & mods, {"torch", "pandas", "altair"} & mods
 

@@ -1,14 +1,14 @@
-"""The memory model of the indices (`sweep.memory`): its shapes against the layouts the engine computes, the
+"""The memory model of the indices (`sweep.plan.memory`): its shapes against the layouts the engine computes, the
 refusal of a space that a trial's memory cannot hold, and `plan`'s line."""
 
 import pytest
 import torch
 
-from sweep import memory
 from sweep.cli import main
 from sweep.config.errors import SpecError
 from sweep.config.space import load_space
 from sweep.measures.similarity import to_2d
+from sweep.plan import memory
 
 SPACE = "search_spaces/tlm_vs_dm_fmnist.yaml"
 

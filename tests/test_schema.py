@@ -16,8 +16,7 @@ from sweep.config.schema import space_schema
 from sweep.config.sources import DonorSource
 from sweep.config.space import parse_space
 from sweep.registry import DONOR_SOURCES
-
-from .conftest import REPO, TINY_SPACE
+from tests.conftest import REPO, TINY_SPACE
 
 SPACES = sorted((REPO / "search_spaces").glob("**/*.yaml"))
 

@@ -13,11 +13,10 @@ from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
-from sweep.results import SweepDir
 from sweep.stitching import objectives
-
-from .conftest import TINY_SPACE
-from .ties import assert_reproduces, count, end_logits, near_ties
+from sweep.store.results import SweepDir
+from tests.conftest import TINY_SPACE
+from tests.ties import assert_reproduces, count, end_logits, near_ties
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .robustness import png_url
+from analysis.charts.robustness import png_url
 
 
 def pictures(examples: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,7 @@ import re
 import altair as alt
 import pandas as pd
 
-from .cka import cka_heatmap, done, within_networks
+from analysis.charts.cka import cka_heatmap, done, within_networks
 
 THREAT_ORDER = ("pgd", "pgd_l2", "adv_jpeg", "adv_gabor", "adv_snow")  # L-inf, L2, JPEG, Gabor, Snow
 _SWAP = {"a": "b", "b": "a", "a_point": "b_point", "b_point": "a_point", "a_index": "b_index", "b_index": "a_index"}

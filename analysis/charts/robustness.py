@@ -15,10 +15,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .intervals import banded_lines
-from .matrices import agreement_table
-from .store import inverted as stored
-from .store.storage import open_root
+from analysis.charts.intervals import banded_lines
+from analysis.matrices import agreement_table
+from sweep.store import inverted as stored
+from sweep.store.storage import open_root
 
 
 def levels(donors: pd.DataFrame) -> pd.DataFrame:
@@ -266,7 +266,7 @@ def inversion_images(results, inversions: pd.DataFrame, per_unit: int = 8) -> pd
     """The first `per_unit` images (at most `inverted.PREVIEW`) of each done inversion unit, as Jones et al.
     Fig. 2 shows them: the targets as the first row, then per unit its seed images (the inversion's starting
     points; a row only where they differ from the row of seeds above) and its inverted images. Columns row (a
-    label), column, url (a PNG data URL), read from each unit's index (`analysis.store.inverted`), which keeps
+    label), column, url (a PNG data URL), read from each unit's index (`sweep.store.inverted`), which keeps
     those images in 8 bits: neither the dataset nor the shards are read."""
     if inversions.empty:
         return pd.DataFrame()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from .donors import at_chance
+from analysis.donors import at_chance
 
 WHOLE = "whole"  # the x position of the uncut receiver on its own test set (Fig. C6a's 'Whole')
 

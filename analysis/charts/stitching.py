@@ -51,7 +51,7 @@ NOT_A_SETTING = {
 
 def _config_columns(trials: pd.DataFrame) -> list[str]:
     """The configuration columns of the trials table (everything before the first metric)."""
-    from .store.schema import trial_schema
+    from sweep.store.schema import trial_schema
 
     names = trial_schema().names
     config = names[: names.index("clean_acc")]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from .report import CHARTS, TABLES, ReportData
-from .report import report_data as _report_data
+from analysis.report.write import CHARTS, TABLES, ReportData
+from analysis.report.write import report_data as _report_data
 
 
 def _stem(filename: str | None) -> str | None:

@@ -12,10 +12,10 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from .notebook import section
-from .page import MANIFEST, STYLE, TABLE_SCRIPT, claim_folder, table, write_manifest
-from .papers import Item, Number, items, paper
-from .report import ReportData, _png, report_data
+from analysis.papers import Item, Number, items, paper
+from analysis.report.notebook import section
+from analysis.report.page import MANIFEST, STYLE, TABLE_SCRIPT, claim_folder, table, write_manifest
+from analysis.report.write import ReportData, _png, report_data
 
 
 def section_rows(name: str, data: ReportData) -> pd.DataFrame:

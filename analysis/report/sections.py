@@ -1,5 +1,5 @@
 """The report's charts, in order: each is one entry of `CHARTS` (title, which rows of the report's data, how to
-draw them, the files to write); the tables are `analysis.table_sections.TABLES`. `analysis.report` draws
+draw them, the files to write); the tables are `analysis.table_sections.TABLES`. `analysis.report.write` draws
 both."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 import altair as alt
 import pandas as pd
 
-from . import cka, curves, examples, grids, robustness, senders
-from .charts import (
+from analysis.charts import cka, curves, examples, grids, robustness, senders
+from analysis.charts.energies import energy_density_chart, energy_rows
+from analysis.charts.stitching import (
     class_collapse_grid,
     cross_task_grid,
     donor_curves_chart,
@@ -20,10 +21,9 @@ from .charts import (
     stitching_grid,
     tsne_chart,
 )
-from .energies import energy_density_chart, energy_rows
 
 if TYPE_CHECKING:
-    from .report import ReportData
+    from analysis.report.write import ReportData
 
 
 @dataclass(frozen=True)

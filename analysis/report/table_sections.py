@@ -1,5 +1,5 @@
 """The report's tables, in order: each is one entry of `TABLES` (title, which rows of the report's data, an
-introduction, the columns shown, the files to write). `analysis.report` draws them after `sections.CHARTS`."""
+introduction, the columns shown, the files to write). `analysis.report.write` draws them after `sections.CHARTS`."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from . import cka, robustness, senders
-from .donors import mark_trials
-from .matrices import agreement_table, generalisation
+from analysis.charts import cka, robustness, senders
+from analysis.donors import mark_trials
+from analysis.matrices import agreement_table, generalisation
 
 if TYPE_CHECKING:
-    from .report import ReportData
+    from analysis.report.write import ReportData
 
 TRIAL_COLUMNS = [
     "trial_id",

@@ -11,14 +11,14 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from .charts import is_cross_task, setting_label, stitching_grid
-from .matrices import layer_identification, long_matrices
-from .page import MANIFEST, claim_folder, markdown_table, page, table, write_manifest
-from .reading import load
-from .sections import CHARTS
-from .stats import correlation_table, rank_correlations
-from .store.storage import Loc, open_root
-from .table_sections import TABLES
+from analysis.charts.stitching import is_cross_task, setting_label, stitching_grid
+from analysis.matrices import layer_identification, long_matrices
+from analysis.reading import load
+from analysis.report.page import MANIFEST, claim_folder, markdown_table, page, table, write_manifest
+from analysis.report.sections import CHARTS
+from analysis.report.table_sections import TABLES
+from analysis.stats import correlation_table, rank_correlations
+from sweep.store.storage import Loc, open_root
 
 
 def _png(chart, path: Path) -> None:

@@ -20,7 +20,7 @@ import time
 from datetime import datetime, timezone
 
 from sweep.config.errors import SpecError
-from sweep.results import Loc, SweepDir
+from sweep.store.results import Loc, SweepDir
 
 LEASE_FILE = "driver.lease"
 HEARTBEAT_S = 20.0

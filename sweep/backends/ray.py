@@ -35,11 +35,11 @@ from sweep.backends.checks import (  # noqa: E402
     check_storage_shared,
 )
 from sweep.backends.node import start_lean, stop_lean  # noqa: E402
+from sweep.backends.progress import SweepProgress  # noqa: E402
 from sweep.config.errors import SpecError  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
-from sweep.planning import blocked_note, runnable  # noqa: E402
-from sweep.progress import SweepProgress  # noqa: E402
-from sweep.results import Loc, SweepDir  # noqa: E402
+from sweep.plan.planning import blocked_note, runnable  # noqa: E402
+from sweep.store.results import Loc, SweepDir  # noqa: E402
 
 # With the logger callbacks off, Tune's result grid warns once per trial that it found no result.json:
 # expected, and our record is the Parquet parts.
@@ -82,9 +82,9 @@ def _trainable(config: dict, run, units: dict, root: Loc, sweep_name: str, env: 
     imported here), its progress forwarded to Tune."""
     import torch
 
-    from sweep.cache import configure
     from sweep.data import stream
     from sweep.kinds.base import RunContext, resolve
+    from sweep.worker.cache import configure
 
     torch.set_num_threads(_threads(env["cpus"]))
     stream.configure(stream.loader_workers(env["cpus"]))  # image folders' decoding processes, from its CPUs
@@ -232,7 +232,7 @@ def _fit_chunk(
             tune_config=tune.TuneConfig(
                 max_concurrent_trials=max_concurrent,
                 # One actor runs trial after trial (they all ask for the same resources), so its donors,
-                # splits and cached activations (`sweep.cache`) serve every trial it runs.
+                # splits and cached activations (`sweep.worker.cache`) serve every trial it runs.
                 reuse_actors=True,
                 trial_name_creator=lambda t: str(t.config["unit"]),
                 trial_dirname_creator=lambda t: str(t.config["unit"]),

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import yaml
 
-from sweep import planning
+from sweep.backends.lease import Lease
 from sweep.config.errors import SpecError
 from sweep.config.generators import dump_space
-from sweep.lease import Lease
-from sweep.status import print_status, status_json
+from sweep.plan import planning
+from sweep.plan.status import print_status, status_json
 
 EXIT_INCOMPLETE = 1  # run/resume ended with failed or pending trials (all recorded; see `status`)
 EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT): stopped after the running trials were handed back
@@ -33,7 +33,7 @@ def _load_space(path: str):
 
 def _storage(field: str, where: str):
     """Open a local folder or pyarrow.fs URI, turning a bad one into a SpecError naming `field`."""
-    from analysis.store.storage import StorageError, open_root
+    from sweep.store.storage import StorageError, open_root
 
     try:
         return open_root(where)
@@ -45,7 +45,7 @@ def _storage(field: str, where: str):
 
 def _check_results(p, path: str, marker: str, expected: str) -> None:
     """Refuse a RESULTS argument without `marker` inside, suggesting the sweep folders below it."""
-    from analysis.store.schema import SPACE_FILE
+    from sweep.store.schema import SPACE_FILE
 
     try:
         ok = (p / marker).exists()
@@ -59,9 +59,9 @@ def _check_results(p, path: str, marker: str, expected: str) -> None:
 
 def _open_results(path: str):
     """A results directory is `<root>/<sweep>` holding the `space.yaml` that `run` copied there."""
-    from analysis.store.schema import SPACE_FILE
     from sweep.config.space import load_space
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
+    from sweep.store.schema import SPACE_FILE
 
     p = _storage("RESULTS", path)
     _check_results(p, path, SPACE_FILE, f"a results directory holding {SPACE_FILE} (made by `stitchsweep run`)")
@@ -72,10 +72,10 @@ def _open_results(path: str):
 def cmd_plan(args) -> int:
     """A summary of what the space holds (`--trials`: every unit; `--json`: both, machine-readable); with
     `--storage`, also what that results root has recorded and what a run would do."""
-    from sweep import disk, memory
-    from sweep.estimate import load_profile, plan_estimate
+    from sweep.plan import disk, memory
+    from sweep.plan.estimate import load_profile, plan_estimate
     from sweep.registry import KINDS
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
 
     if args.estimate:  # a wrong --costs is said before the space is read
         load_profile(args.costs)
@@ -120,7 +120,7 @@ def _cluster_auth(address: str | None) -> None:
 
 def _prepare(sweep_dir) -> None:
     """Refuse storage this user cannot write, then make the sweep's folders."""
-    from sweep.results import writable_or_error
+    from sweep.store.results import writable_or_error
 
     problem = writable_or_error(sweep_dir.path)
     if problem:
@@ -136,9 +136,9 @@ def _check_counts(args) -> None:
 
 
 def _cache_settings(args) -> None:
-    """--cache / --cache-mb set the workers' cache (`sweep.cache`) through its environment variables, which
+    """--cache / --cache-mb set the workers' cache (`sweep.worker.cache`) through its environment variables, which
     the backend hands to every worker; a bad variable is refused here, before Ray starts."""
-    from sweep import cache
+    from sweep.worker import cache
 
     if args.cache is not None:
         os.environ[cache.SWITCH_ENV] = args.cache
@@ -159,7 +159,7 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
 
 def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
     from sweep.registry import KINDS
-    from sweep.results import remove_stale_tmp
+    from sweep.store.results import remove_stale_tmp
 
     stale = remove_stale_tmp(sweep_dir)
     if stale:
@@ -201,8 +201,8 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
 
 
 def cmd_run(args) -> int:
-    from analysis.store.schema import SPACE_FILE
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
+    from sweep.store.schema import SPACE_FILE
 
     if Path(args.space).is_dir() and (Path(args.space) / SPACE_FILE).is_file():
         raise SpecError(
@@ -244,12 +244,12 @@ def cmd_status(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from analysis.report import write_report
-    from analysis.store.schema import SPACE_FILE
+    from analysis.report.write import write_report
     from sweep.registry import KINDS
+    from sweep.store.schema import SPACE_FILE
 
     if args.paper:  # one page of a paper's items, from every results folder given
-        from sweep.paper_commands import paper_report
+        from sweep.cli.papers import paper_report
 
         roots = [_storage("RESULTS", path) for path in args.results]
         for p, path in zip(roots, args.results, strict=True):
@@ -273,7 +273,7 @@ def cmd_report(args) -> int:
 
 def _write_report(out: Path, write, previous: str) -> int:
     """`write(out)` a report into `out`, refused (exit 2, naming --out) when the folder holds something else."""
-    from analysis.page import ReportFolderError
+    from analysis.report.page import ReportFolderError
 
     try:
         index = write(out)
@@ -318,7 +318,7 @@ RESULTS = ("results", "RESULTS directory, e.g. results/quickstart")
 
 def build_parser() -> argparse.ArgumentParser:
     from sweep import __version__
-    from sweep.paper_commands import add_figures
+    from sweep.cli.papers import add_figures
 
     parser = argparse.ArgumentParser(prog="stitchsweep", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"stitchsweep {__version__}")

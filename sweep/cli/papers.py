@@ -38,7 +38,7 @@ def cmd_figures(args) -> int:
 def paper_report(name: str, roots: list, out: str | None) -> tuple[Path, object]:
     """`report RESULTS... --paper P`: the folder of paper P's page and the function that writes it there from
     the (checked) results folders `roots` (the report command writes it as it writes a sweep's report)."""
-    from analysis.paper_report import write_paper_report
+    from analysis.report.paper import write_paper_report
 
     slug = _slug(name)
     return (Path(out) if out else Path("report") / slug), lambda folder: write_paper_report(slug, roots, folder)

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.store.storage import Loc
-from sweep import memory
 from sweep.config.data import OPTIONS as DATA_OPTIONS
 from sweep.config.data import SOURCE_OPTIONS, DataSpec, parse_data
 from sweep.config.donors import DonorEval, DonorSpec, parse_donor
@@ -22,7 +20,9 @@ from sweep.config.generators import SHARED, expand_space
 from sweep.config.includes import read_yaml, resolve_includes
 from sweep.config.stitching import expand_block
 from sweep.config.trial import TrialSpec
+from sweep.plan import memory
 from sweep.registry import DATASETS
+from sweep.store.storage import Loc
 
 __all__ = ["Sweep", "TrialSpec", "EvalSpec", "load_space", "parse_space"]
 
@@ -38,7 +38,7 @@ class Sweep:
     cpus_per_trial: float
     gpus_per_trial: float
     raw: dict
-    memory_per_trial: float | None = None  # GiB (`sweep.memory` sizes the units against it)
+    memory_per_trial: float | None = None  # GiB (`sweep.plan.memory` sizes the units against it)
     data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
     download: bool = True
     # donor name -> the evaluations the zoo stage records for it: its own test set first, then those of the

@@ -3,7 +3,7 @@
 A kind (donors, stitching trials, representation-test units, ...) says how a validated sweep expands into its
 units (frozen, hashed specs, keyed by a stable id), which Parquet parts record a unit (a unit is done when all
 of them say "done"), and how one unit runs: pure PyTorch, idempotent (a unit whose parts exist is skipped),
-writing its parts last. The planner (`sweep.planning`) and the Ray backend read only these entries, so adding
+writing its parts last. The planner (`sweep.plan.planning`) and the Ray backend read only these entries, so adding
 a kind is one new module here that calls `register_kind`, and no existing kind or backend changes.
 """
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import torch
 
     from sweep.config.space import Sweep
-    from sweep.results import Loc, SweepDir
+    from sweep.store.results import Loc, SweepDir
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Kind:
     name: str  # "donor", "trial", ...
     stage: str  # the name of its stage in progress lines and Ray's run records
     noun: str  # plural, for counts: "donors", "trials", ...
-    table: str  # the results table its parts feed (`analysis.store.schema`)
+    table: str  # the results table its parts feed (`sweep.store.schema`)
     parts: Callable[[SweepDir, Any], list[Loc]]
     # the function that runs a unit, or its name "package.module:function", imported when a unit runs (so
     # that planning never imports a kind's work: PyTorch and the rest)
@@ -127,9 +127,9 @@ def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[di
     import time
     from datetime import datetime, timezone
 
-    from analysis.store.schema import SCHEMA_VERSION, schema
     from sweep import __version__
-    from sweep.results import write_rows
+    from sweep.store.results import write_rows
+    from sweep.store.schema import SCHEMA_VERSION, schema
 
     base = dict(base, stitchsweep_version=__version__, schema_version=SCHEMA_VERSION)
     t0 = time.perf_counter()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.store.schema import EXAMPLES_DIR, INVERSIONS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR, TSNE_DIR
 from sweep.config.block import OPTIONS as BLOCK_OPTIONS
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.config.embedding import OPTIONS as TSNE_OPTIONS
@@ -24,6 +23,7 @@ from sweep.config.similarity import TRAINING_OPTIONS, parse_similarity, parse_tr
 from sweep.config.space import read_stitching
 from sweep.kinds.base import Kind, register_kind
 from sweep.registry import DONOR_SOURCES
+from sweep.store.schema import EXAMPLES_DIR, INVERSIONS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR, TSNE_DIR
 
 
 @dataclass(frozen=True)

@@ -20,19 +20,19 @@ import pyarrow.fs as pafs
 import torch
 
 from analysis.donors import at_chance
-from analysis.store.schema import DONOR_CURVES_DIR, DONORS_DIR, SCHEMA_VERSION, schema
 from sweep import __version__
-from sweep.activations import compute
-from sweep.cache import worker_cache
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.data.core import Splits, test_images, worker_splits
 from sweep.kinds.base import RunContext
 from sweep.kinds.declared import DonorWork, donor_part
 from sweep.models.base import StagedNet, build
 from sweep.registry import DONOR_SOURCES
-from sweep.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
+from sweep.store.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
+from sweep.store.schema import DONOR_CURVES_DIR, DONORS_DIR, SCHEMA_VERSION, schema
 from sweep.train.donors import TRAIN_STATE
 from sweep.train.evaluate import accuracy, predict, robust_accuracy
+from sweep.worker.activations import compute
+from sweep.worker.cache import worker_cache
 
 CHECKPOINT = "model.pt"
 
@@ -193,7 +193,7 @@ def _keep_predictions(sweep: SweepDir, donor_key: str, model, ev: DonorEval, dev
 
 def test_predictions(model, x: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A donor's predicted classes on `x` (int64, on the host), from logits computed on the fixed chunk
-    grid, as a trial's cached logits are (`sweep.activations`): the same values either way."""
+    grid, as a trial's cached logits are (`sweep.worker.activations`): the same values either way."""
     return compute(model, x, device).argmax(1).cpu()
 
 

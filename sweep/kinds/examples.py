@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import torch
 
-from analysis.store.schema import EXAMPLES_DIR
 from sweep.config.examples import ExamplesSpec
 from sweep.config.shapes import activation_shape
 from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext, record_unit
 from sweep.registry import DATASETS
+from sweep.store.schema import EXAMPLES_DIR
 
 CPU = torch.device("cpu")
 GRID = 8  # noise: feature maps per grid row

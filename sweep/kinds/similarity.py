@@ -20,7 +20,6 @@ import time
 
 import torch
 
-from analysis.store.schema import SIMILARITY_DIR
 from sweep.config.similarity import SimilaritySpec
 from sweep.data.core import worker_splits
 from sweep.data.stream import chunks
@@ -30,8 +29,9 @@ from sweep.kinds.inversion import inverted_index, read_inverted
 from sweep.measures.cca import svcca
 from sweep.measures.saliency import saliency_cosines
 from sweep.measures.similarity import MinibatchCKA, StreamedCKA, gram, linear_cka, minibatch_images, opd
-from sweep.memory import CKA_BATCH, cka_streams
 from sweep.models.features import features, reduced_features
+from sweep.plan.memory import CKA_BATCH, cka_streams
+from sweep.store.schema import SIMILARITY_DIR
 from sweep.train.evaluate import accuracy, predict
 from sweep.train.threats import craft
 

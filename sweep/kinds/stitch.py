@@ -16,10 +16,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from analysis.store.schema import CURVES_DIR, SCHEMA_VERSION, TRIALS_DIR, column_names, schema, trial_schema
 from sweep import __version__
-from sweep.activations import Frozen
-from sweep.cache import worker_cache
 from sweep.config.donors import DonorEval
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits, worker_splits
@@ -29,11 +26,14 @@ from sweep.kinds.trial_measures import ood_auroc, similarities
 from sweep.measures.indices import Network
 from sweep.models.base import split
 from sweep.registry import INDICES
-from sweep.results import SweepDir, load_torch, save_torch, write_rows
 from sweep.stitching.noise import noise_seed, noise_splits
 from sweep.stitching.objectives import OBJECTIVES, FitContext, eval_mode
 from sweep.stitching.stitcher import StitchedNet, Stitcher
+from sweep.store.results import SweepDir, load_torch, save_torch, write_rows
+from sweep.store.schema import CURVES_DIR, SCHEMA_VERSION, TRIALS_DIR, column_names, schema, trial_schema
 from sweep.train.evaluate import accuracy, agreement, most_frequent_class, predict, robust_accuracy
+from sweep.worker.activations import Frozen
+from sweep.worker.cache import worker_cache
 
 Report = Callable[[dict], None]
 

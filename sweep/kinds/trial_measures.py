@@ -8,14 +8,14 @@ from pathlib import Path
 
 import torch
 
-from analysis.store.schema import ENERGIES_DIR, schema
-from sweep.activations import Frozen
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits
 from sweep.registry import INDICES
-from sweep.results import SweepDir, write_rows
 from sweep.stitching.stitcher import Stitcher
+from sweep.store.results import SweepDir, write_rows
+from sweep.store.schema import ENERGIES_DIR, schema
 from sweep.train.evaluate import activations
+from sweep.worker.activations import Frozen
 
 
 def outlier_images(

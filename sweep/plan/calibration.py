@@ -1,4 +1,4 @@
-"""Measuring a cost profile (`sweep.estimate`) on the machine this runs on: per architecture and input shape,
+"""Measuring a cost profile (`sweep.plan.estimate`) on the machine this runs on: per architecture and input shape,
 forward and training-step seconds per image, the forward share up to each stage and the OOD detector's step
 and forward at each stitch point (`calibrate`); the device's float64 algebra rates (`algebra`). Best of a few
 repeats after a warm-up, the device synchronised around each timing. `tests/benchmarks/calibrate.py` writes
@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from sweep.prices import shape_key
+from sweep.plan.prices import shape_key
 
 
 def _timer(dev: torch.device):
@@ -129,7 +129,7 @@ def detector(shape: tuple[int, ...], kind: str, dev: torch.device, best, batch: 
 
 
 def algebra(device: str = "cpu", repeats: int = 5) -> dict:
-    """Seconds per operation of float64 algebra on `device` (the rates of `sweep.index_costs`), each the
+    """Seconds per operation of float64 algebra on `device` (the rates of `sweep.plan.index_costs`), each the
     geometric mean over the shapes the indices meet:
     - `mac_s`: a wide Gram (n x p times its transpose) and a tall covariance (p x m times m x p);
     - `decomp_s`: a symmetric eigendecomposition with vectors, and a thin SVD with vectors of a tall matrix;

@@ -13,8 +13,8 @@ import shutil
 from collections import defaultdict
 from pathlib import Path
 
-from analysis.store.inverted import PREVIEW
 from sweep.config.errors import SpecError
+from sweep.store.inverted import PREVIEW
 
 ITEMSIZE = {"float32": 4, "float16": 2, "uint8": 1}
 PER_IMAGE = 8 * 4  # an image's losses and best step in its shard, its indices in the index

@@ -4,8 +4,8 @@ hardware (a *profile*), refined by the timings a sweep has already recorded. `st
 A profile holds, per architecture and input shape, the seconds per image of a forward pass (eval, no
 gradients), of a training step (forward, backward, update), the cumulative share of the forward pass up to
 each stitch point and the OOD detector's step and forward at each point; the device's float64 algebra
-rates (`sweep.index_costs`); and a fixed cost per unit on a warm worker. `sweep.calibration` measures one on
-the machine it runs on (`tests/benchmarks/calibrate.py` writes it); `sweep/profiles/cpu-2core.json`, measured
+rates (`sweep.plan.index_costs`); and a fixed cost per unit on a warm worker. `sweep.plan.calibration` measures one on
+the machine it runs on (`tests/benchmarks/calibrate.py` writes it); `sweep/plan/profiles/cpu-2core.json`, measured
 on the project's 2-core CPU machine, ships as the default, and `nvidia-h200.json` beside it (`--costs
 nvidia-h200`: a shipped profile is named without its folder and suffix).
 
@@ -16,7 +16,7 @@ The model counts image passes and prices them:
   f<=i and g<=j; gradient objectives, epochs x images through g>j as steps (the front as a forward pass, once
   per (front, point, split) when the worker's cache serves it, else every epoch); adversarial objectives,
   (1 + PGD steps) steps through the whole stitched network; then evaluation as for donors; the indices'
-  float64 algebra, counted by `sweep.index_costs` and priced by the profile's `algebra` timings; the OOD
+  float64 algebra, counted by `sweep.plan.index_costs` and priced by the profile's `algebra` timings; the OOD
   detector's training, once per (end donor, point, OOD setting) (its steps and forwards per image, timed per
   stitch point: the profile's `detector`), and each trial's energies (forward passes through the detector);
 - CKA and representation-test units: their images through every model they read (adversarial inputs as
@@ -36,8 +36,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sweep.index_costs import RATES
-from sweep.prices import Pricer, donor_seconds, trial_seconds, unit_seconds
+from sweep.plan.index_costs import RATES
+from sweep.plan.prices import Pricer, donor_seconds, trial_seconds, unit_seconds
 
 PROFILES = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = PROFILES / "cpu-2core.json"
@@ -105,7 +105,7 @@ def estimate(sweep, plan: dict[str, list[str]], profile: dict, cache: bool = Tru
 def refine(est: Estimate, sweep, sweep_dir, profile: dict, cache: bool = True) -> Estimate:
     """Scale each kind's prediction by measured / predicted over the units the sweep has recorded (their
     own `time_total_s` / `time_unit_s`): the model's constants meet this sweep's hardware and settings."""
-    from sweep.planning import progress
+    from sweep.plan.planning import progress
 
     done = {k: prog.done for k, prog in progress(sweep, sweep_dir).items() if prog.done}
     measured = _recorded_seconds(sweep_dir)

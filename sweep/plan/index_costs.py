@@ -1,5 +1,5 @@
 """What a similarity index's float64 algebra costs, before it runs: each index's work on its matrices, counted
-along the paths `sweep.measures.similarity` takes (the same paths `sweep.memory` sizes), in a few kinds of
+along the paths `sweep.measures.similarity` takes (the same paths `sweep.plan.memory` sizes), in a few kinds of
 operation that a cost profile prices from timings on its device (its `algebra` entry, measured by
 `sweep.calibration.algebra`):
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from sweep.config.shapes import channels, positions
-from sweep.memory import ROW_CHUNK, SIZED, ShapePair, matrix
+from sweep.plan.memory import ROW_CHUNK, SIZED, ShapePair, matrix
 from sweep.registry import INDICES
 
 RATES = ("mac_s", "decomp_s", "values_s", "elem_s", "calls_s")  # a profile's `algebra`: seconds per operation

@@ -21,7 +21,7 @@ def statuses(parts: list, known: dict | None = None, seen: dict | None = None, r
     `seen`, when given, receives path -> [size, mtime_ns, status] of every part found (the next manifest)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sweep.results import read_status, set_aside
+    from sweep.store.results import read_status, set_aside
 
     if not parts:
         return {}

@@ -1,6 +1,6 @@
-"""What each unit of work costs under a cost profile (`sweep.estimate`): image passes through the networks
-priced per architecture and input shape (`Pricer`), the indices' float64 algebra (`sweep.index_costs`), OOD
-detectors and linear probes. The model and what it leaves out are described in `sweep.estimate`."""
+"""What each unit of work costs under a cost profile (`sweep.plan.estimate`): image passes through the networks
+priced per architecture and input shape (`Pricer`), the indices' float64 algebra (`sweep.plan.index_costs`), OOD
+detectors and linear probes. The model and what it leaves out are described in `sweep.plan.estimate`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class Pricer:
     def __init__(self, profile: dict, missing: set[str]) -> None:
         self.archs = profile["archs"]
         self.unit_s = float(profile.get("unit_s", 0.0))
-        self.rates = profile.get("algebra")  # float64 algebra, seconds per operation (`sweep.index_costs`)
+        self.rates = profile.get("algebra")  # float64 algebra, seconds per operation (`sweep.plan.index_costs`)
         self.missing = missing
 
     def _entry(self, arch: str, dataset: str) -> dict | None:
@@ -207,8 +207,8 @@ def _work(spec, front_arch: str | None, end_arch: str, what: str, k: int):
     """The float64 work of a trial's `indices` or of its `direct_match` fit, with K = `k` fit images (a noise
     sender: its samples, shaped as the target)."""
     from sweep.config.shapes import activation_shape
-    from sweep.index_costs import direct_match_work, pair_work
-    from sweep.memory import ShapePair
+    from sweep.plan.index_costs import direct_match_work, pair_work
+    from sweep.plan.memory import ShapePair
 
     target = activation_shape(end_arch, spec.dataset, spec.end_point)
     sender = activation_shape(front_arch, spec.dataset, spec.front_point) if front_arch else target
@@ -271,8 +271,8 @@ def _member_seconds(unit, member, p: Pricer) -> float:
     classes multiply-adds, forward and backward: 3, priced at the float64 rate, an upper bound); its indices
     against the reference (taken of the member's own shape: the reference is chosen as the unit runs)."""
     from sweep.config.shapes import activation_shape
-    from sweep.index_costs import Work, pair_work
-    from sweep.memory import ShapePair
+    from sweep.plan.index_costs import Work, pair_work
+    from sweep.plan.memory import ShapePair
     from sweep.registry import DATASETS
 
     layer, ds = member[2], unit.dataset

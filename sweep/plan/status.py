@@ -3,7 +3,7 @@ as lines or as JSON (which `report` reads for its header)."""
 
 from __future__ import annotations
 
-from sweep.planning import progress, read_error
+from sweep.plan.planning import progress, read_error
 
 
 def print_status(sweep, sweep_dir) -> bool:

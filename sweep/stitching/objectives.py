@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from sweep.activations import Frozen, chunks
 from sweep.data.core import Splits, batches
 from sweep.measures.least_squares import NormalEquations
 from sweep.registry import OBJECTIVES
@@ -43,6 +42,7 @@ from sweep.train.loops import (
     to_device,
 )
 from sweep.train.optimizers import make_optimizer, make_schedule
+from sweep.worker.activations import Frozen, chunks
 
 __all__ = [
     "OBJECTIVES",

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .storage import Loc
-from .units import INVERTED_DIR
+from sweep.store.storage import Loc
+from sweep.store.units import INVERTED_DIR
 
 DTYPES = ("float32", "float16", "uint8")
 SHARD = 1000  # images per shard: at 224 px, 150 MB in uint8, 600 MB in float32

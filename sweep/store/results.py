@@ -1,5 +1,5 @@
 """The layout of a sweep's results and how parts are written (atomically). Reading is `analysis.load`'s job;
-the filesystem (local folder or pyarrow.fs URI) is `analysis.store.storage`'s.
+the filesystem (local folder or pyarrow.fs URI) is `sweep.store.storage`'s.
 
 Layout under the storage root:
     <root>/zoo/<donor_key>/model.pt        cached donor checkpoints, shared by every sweep under this root
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from analysis.store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TABLES, TRIALS_DIR
-from analysis.store.storage import TMP_PREFIX, Loc, StorageError, child_uri, open_root
-from analysis.store.units import INVERTED_DIR, STITCHERS_DIR
+from sweep.store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TABLES, TRIALS_DIR
+from sweep.store.storage import TMP_PREFIX, Loc, StorageError, child_uri, open_root
+from sweep.store.units import INVERTED_DIR, STITCHERS_DIR
 
 __all__ = [
     "SweepDir",
@@ -92,8 +92,8 @@ class SweepDir:
         return self.path / STITCHERS_DIR / f"{trial_id}.pt"
 
     def inverted(self, unit_id: str) -> Loc:
-        """An inversion unit's images: a folder of shards and an index (`analysis.store.inverted`)."""
-        from analysis.store.inverted import folder
+        """An inversion unit's images: a folder of shards and an index (`sweep.store.inverted`)."""
+        from sweep.store.inverted import folder
 
         return folder(self.path, unit_id)
 

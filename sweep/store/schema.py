@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from .catalogue import INDEX_CATALOGUE
-from .columns import describe
+from sweep.store.catalogue import INDEX_CATALOGUE
+from sweep.store.columns import describe
 
 SCHEMA_VERSION = 2  # 2: trial and donor identities changed (see docs: a results folder of version 1 reruns)
 
@@ -221,7 +221,7 @@ CURVE_SCHEMA = pa.schema(
     ]
 )
 
-from .units import (  # noqa: E402  (the measuring kinds' tables)
+from sweep.store.units import (  # noqa: E402  (the measuring kinds' tables)
     DONOR_CURVES_DIR,
     DONOR_CURVES_SCHEMA,
     ENERGIES_DIR,

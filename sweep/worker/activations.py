@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from sweep.cache import worker_cache
 from sweep.data.core import Splits, fingerprint
 from sweep.train.evaluate import CPU_BATCH, activations
+from sweep.worker.cache import worker_cache
 
 CHUNK = 250
 

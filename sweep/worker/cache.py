@@ -3,7 +3,7 @@ activations, and a node-local folder of activation files that the workers of one
 
 Every entry is a pure function of its key: a donor of its checkpoint file (path, size, modification time),
 splits of their dataset, sizes, data root and device, activations of (checkpoint, point, the split's content
-fingerprint, part, precision, memory layout, device kind, code version: `sweep.activations`). So a cached
+fingerprint, part, precision, memory layout, device kind, code version: `sweep.worker.activations`). So a cached
 run records the same rows as an uncached one; `STITCHSWEEP_CACHE=off` (or `stitchsweep run --cache off`)
 turns every level off. None of these settings is part of a unit's identity.
 

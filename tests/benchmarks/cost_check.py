@@ -60,12 +60,12 @@ def main() -> None:
     import yaml
 
     from sweep.config.space import parse_space
-    from sweep.estimate import load_profile
     from sweep.kinds.donor import run_donor
     from sweep.kinds.stitch import run_trial
-    from sweep.prices import Pricer, trial_phases
+    from sweep.plan.estimate import load_profile
+    from sweep.plan.prices import Pricer, trial_phases
     from sweep.registry import KINDS
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
 
     torch.set_num_threads(args.threads)
     work = Path(args.work)

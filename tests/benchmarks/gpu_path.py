@@ -148,7 +148,7 @@ def _one_trial(spec, root: str, data_root: str, device: str) -> float:
     import torch
 
     from sweep.kinds.stitch import run_trial
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
 
     trust_files()
     name = json.loads((Path(root) / "name").read_text())
@@ -239,7 +239,7 @@ def main() -> None:
         log(out, f"every-layer CKA: {done.stdout.strip() or done.stderr.strip()[-2000:]}")
 
     from sweep.config.space import load_space
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
 
     work = Path(args.work or out)
     data_root = str(work / "data")

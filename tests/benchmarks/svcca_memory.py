@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from sweep import memory  # noqa: E402
 from sweep.measures.cca import svcca  # noqa: E402
+from sweep.plan import memory  # noqa: E402
 
 
 def main() -> None:
