@@ -1,5 +1,5 @@
 """The report's charts, in order: each is one entry of `CHARTS` (title, which rows of the report's data, how to
-draw them, the files to write); the tables are `analysis.table_sections.TABLES`. `analysis.report.write` draws
+draw them, the files to write); the tables are `analysis.report.table_sections.TABLES`. `analysis.report.write` draws
 both."""
 
 from __future__ import annotations

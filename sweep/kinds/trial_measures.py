@@ -1,6 +1,6 @@
 """What a stitching trial measures besides accuracy: the similarity indices between f<=i and g<=j, and the
 energy-OOD AUROC of the stitched representation. Both read the frozen halves' activations through
-`sweep.activations.Frozen`, so they come from the worker's cache when it is on."""
+`sweep.worker.activations.Frozen`, so they come from the worker's cache when it is on."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What a similarity index's float64 algebra costs, before it runs: each index's work on its matrices, counted
 along the paths `sweep.measures.similarity` takes (the same paths `sweep.plan.memory` sizes), in a few kinds of
 operation that a cost profile prices from timings on its device (its `algebra` entry, measured by
-`sweep.calibration.algebra`):
+`sweep.plan.calibration.algebra`):
 
 - `mac`: multiply-adds of float64 matrix products (Grams, covariances, projections, the DM map);
 - `decomp`: an eigendecomposition or SVD with its vectors, m p^2 for an m x p matrix (m >= p; n^3 for n x n);
@@ -115,7 +115,7 @@ def direct_match_work(pair: ShapePair, k: int) -> Work:
 
 def pair_work(pair: ShapePair, indices, n: int, k: int, permutations: int = 0) -> Work:
     """The algebra of a unit's `indices` on n images (the DM distance's fit on k): the indices this model
-    counts (`sweep.memory.SIZED`); a permutation null repeats a similarity or distance `permutations` times."""
+    counts (`sweep.plan.memory.SIZED`); a permutation null repeats a similarity or distance `permutations` times."""
     total = Work()
     for name in indices:
         if name not in SIZED:

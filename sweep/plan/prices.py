@@ -44,7 +44,7 @@ class Pricer:
         return images * e["step_s"] * _share(e, upto, after)
 
     def algebra(self, work) -> float:
-        """Seconds of float64 algebra (`sweep.index_costs.Work`) at the profile's rates."""
+        """Seconds of float64 algebra (`sweep.plan.index_costs.Work`) at the profile's rates."""
         if self.rates is None:
             self.missing.add("the indices' algebra (no `algebra` timings)")
             return 0.0
@@ -126,13 +126,13 @@ def trial_seconds(spec, p: Pricer, arch_of: dict, fills: dict | None = None, det
     return sum(trial_phases(spec, p, arch_of, fills, detectors).values())
 
 
-CHUNK = 250  # `sweep.activations.CHUNK`: the frozen halves are computed and kept in chunks of this many images
+CHUNK = 250  # `sweep.worker.activations.CHUNK`: the frozen halves are computed and kept in chunks of this many images
 
 
 class _Halves:
     """The frozen halves' activations a trial reads, f<=i (`front`) and g<=j (`end`). With the worker's cache
     (`fills`: (donor, point, split) -> images computed so far in this sweep) each is computed once, chunk by
-    chunk as far as the units read it (`sweep.activations.Frozen`); without it (None), or when the fit moves
+    chunk as far as the units read it (`sweep.worker.activations.Frozen`); without it (None), or when the fit moves
     the donors' statistics, every read is a forward pass."""
 
     def __init__(self, spec, p: Pricer, arch_of: dict, fills: dict | None) -> None:

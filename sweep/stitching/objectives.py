@@ -69,7 +69,7 @@ class FitContext:
     end_front: nn.Module | None = None  # g<=j: the end model's own front half (needed by direct matching)
     curves: list[tuple[int, str, float]] = field(default_factory=list)
     report: Callable[[dict], None] | None = None  # a heartbeat per epoch (the sweep's progress display)
-    # the frozen halves' activations on the splits (`sweep.activations.Frozen`); None: computed per batch
+    # the frozen halves' activations on the splits (`sweep.worker.activations.Frozen`); None: computed per batch
     front_acts: Frozen | None = None
     end_acts: Frozen | None = None
 

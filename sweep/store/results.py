@@ -7,7 +7,7 @@ Layout under the storage root:
     <root>/<sweep>/trials/<trial_id>.parquet   one row per trial (done or failed)
     <root>/<sweep>/curves/<trial_id>.parquet   long format: trial_id, epoch, metric, value
     <root>/<sweep>/donors/<name>-<eval_id>.parquet   one row per donor and evaluation setting
-    <root>/<sweep>/<table>/<unit_id>.parquet   the other kinds of work (`analysis.store.schema.TABLES`)
+    <root>/<sweep>/<table>/<unit_id>.parquet   the other kinds of work (`sweep.store.schema.TABLES`)
     <root>/<sweep>/inverted/<unit_id>.npz   an inversion unit's images (written before its part)
     <root>/<sweep>/stitchers/<trial_id>.pt  a trial's fitted stitcher (written before its part)
 """
@@ -81,7 +81,7 @@ class SweepDir:
         return self.trials / f"{trial_id}.parquet"
 
     def table(self, name: str) -> Loc:
-        """The folder of results table `name` (`analysis.store.schema.TABLES`)."""
+        """The folder of results table `name` (`sweep.store.schema.TABLES`)."""
         return self.path / name
 
     def part(self, table: str, unit_id: str) -> Loc:

@@ -1,7 +1,7 @@
 """Measure a cost profile for `stitchsweep plan --estimate` on this machine: per architecture and input
 shape of the shipped search spaces (or those given), forward and training-step seconds per image, the
 forward share up to each stitch point and the OOD detector's step and forward there
-(`sweep.calibration.calibrate`); the device's float64 algebra rates (`sweep.calibration.algebra`); plus the
+(`sweep.plan.calibration.calibrate`); the device's float64 algebra rates (`sweep.plan.calibration.algebra`); plus the
 fixed cost of a unit on a warm worker (`--unit-s`, from `tests/benchmarks/engine_overhead.py`). With
 `--missing`, only what --out lacks is measured (new shapes, a shape's detector timings, the algebra rates).
 

@@ -1,7 +1,7 @@
 """The cost model against measured trials: a sample of a space's stitching trials run one after the other in
 this process (as one worker runs them: its activation cache filled by the first trial at a front, each OOD
 detector trained by the first trial at its end point and kept in the zoo), each trial's phases as recorded
-(`time_*_s`) next to what `sweep.prices.trial_phases` predicts for it from a cost profile, in the same order.
+(`time_*_s`) next to what `sweep.plan.prices.trial_phases` predicts for it from a cost profile, in the same order.
 The issue's target: every trial's total within 1.5x either way.
 
 Speed does not depend on pixel values or on training, so, as `gpu_path.py`, the data are random images in

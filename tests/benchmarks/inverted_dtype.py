@@ -1,6 +1,6 @@
 """What storing inverted images at a lower precision does to CKA: every similarity unit of a finished sweep that
 reads inverted images, measured again (linear CKA, the full estimator, on the unit's points) on the same
-inverted images stored as float32, float16 and uint8 (`analysis.store.inverted.encode` then `decode`), against
+inverted images stored as float32, float16 and uint8 (`sweep.store.inverted.encode` then `decode`), against
 the float32 value. Non-robust networks' inversions are adversarial-like (small, structured perturbations of
 the seed), which 8-bit rounding may disturb more than a robust network's.
 

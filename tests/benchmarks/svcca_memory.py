@@ -1,5 +1,5 @@
 """SVCCA's peak host memory on wide matrices (more features than images, as early layers are) against the
-planner's model (`sweep.memory.index_numbers("svcca", ...)`), one process per size.
+planner's model (`sweep.plan.memory.index_numbers("svcca", ...)`), one process per size.
 
     .venv/bin/python tests/benchmarks/svcca_memory.py 500 40000
     .venv/bin/python tests/benchmarks/svcca_memory.py 1000 60000
