@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from sweep.store.schema import (
+from sweep.store.layout import (
     CURVES_DIR,
     DONOR_CURVES_DIR,
     DONORS_DIR,
@@ -28,12 +28,13 @@ from sweep.store.schema import (
     INVERSIONS_DIR,
     REPTESTS_DIR,
     SIMILARITY_DIR,
+    SNAPSHOT_DIR,
     TABLES,
     TRAINING_SIMILARITY_DIR,
     TRIALS_DIR,
     TSNE_DIR,
-    schema,
 )
+from sweep.store.schema import schema
 from sweep.store.storage import Loc, open_root
 
 READ_THREADS = 16
@@ -77,7 +78,6 @@ def _to_schema(t: pa.Table, expected: pa.Schema) -> pa.Table:
     return t.select(known + extra).cast(pa.schema(list(expected) + [t.schema.field(c) for c in extra]))
 
 
-SNAPSHOT_DIR = "_snapshot"  # <kind>.parquet: every part's rows at the last snapshot, each with its part's name
 PART = "_part"  # the snapshot's column naming the part a row came from
 
 

@@ -16,7 +16,7 @@ import analysis
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
 from sweep.kinds import stitch
-from sweep.kinds.donor import load_donor, run_donor
+from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
 from sweep.models.base import split
 from sweep.models.resnet import resnet_tiny
@@ -24,6 +24,7 @@ from sweep.registry import KINDS
 from sweep.store.results import SweepDir, load_torch, save_torch
 from sweep.worker import cache
 from sweep.worker.activations import Frozen, compute
+from sweep.worker.zoo import load_donor
 from tests.conftest import TINY_SPACE
 
 # Columns that may differ between two runs of one trial: timings, where and when it ran.

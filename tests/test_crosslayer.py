@@ -136,8 +136,8 @@ def test_requested_similarity_indices_are_recorded_per_trial(tmp_path):
     import numpy as np
 
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import load_donor
     from sweep.models.base import split
+    from sweep.worker.zoo import load_donor
 
     (spec,) = [t for t in sweep.trials if t.end_point == "layer3.1"]
     splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size)

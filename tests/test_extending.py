@@ -18,7 +18,7 @@ from analysis.stats import rank_correlations
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
-from sweep.kinds.donor import load_donor, run_donor
+from sweep.kinds.donor import run_donor
 from sweep.kinds.reptest import run_reptest
 from sweep.kinds.stitch import run_trial
 from sweep.measures.indices import Index
@@ -28,6 +28,7 @@ from sweep.stitching.objectives import Objective, direct_match
 from sweep.store.catalogue import INDEX_CATALOGUE, IndexEntry
 from sweep.store.results import SweepDir
 from sweep.store.schema import reptest_schema, trial_schema
+from sweep.worker.zoo import load_donor
 from tests.conftest import TINY_SPACE
 
 

@@ -14,7 +14,7 @@ from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import load_donor, run_donor
+from sweep.kinds.donor import run_donor
 from sweep.kinds.inversion import read_inverted, run_inversion
 from sweep.kinds.similarity import run_similarity
 from sweep.kinds.stitch import run_trial
@@ -23,6 +23,7 @@ from sweep.measures.saliency import saliency_cosines
 from sweep.models.base import ARCHITECTURES, build, split
 from sweep.store import inverted as stored
 from sweep.store.results import SweepDir
+from sweep.worker.zoo import load_donor
 from tests.conftest import TINY_SPACE
 from tests.ties import assert_reproduces, count, end_logits, near_ties
 

@@ -136,9 +136,9 @@ def _reference_logits(unit_results, sweep_dir, layer):
     """The logits of the sensitivity reference A's own network (its front, low-rank when A is a low-rank member,
     and its end) on the unit's test images, computed here from the donor and the spec's sizes."""
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import load_donor
     from sweep.models.base import split
     from sweep.train.evaluate import activations
+    from sweep.worker.zoo import load_donor
 
     (spec,) = [
         u for u in parse_space(_space([SENS, SPEC])).reptests if u.test == "sensitivity" and u.members[0][2] == layer

@@ -13,11 +13,12 @@ from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import load_donor, run_donor
+from sweep.kinds.donor import run_donor
 from sweep.kinds.similarity import run_similarity
 from sweep.measures.similarity import MinibatchCKA, minibatches
 from sweep.models.features import features
 from sweep.store.results import SweepDir
+from sweep.worker.zoo import load_donor
 from tests.conftest import TINY_SPACE
 
 

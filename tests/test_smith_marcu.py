@@ -309,10 +309,11 @@ def test_noise_into_a_receiver_trained_on_other_data_uses_the_receivers_accuracy
 
     from sweep.config.space import parse_space
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import load_donor, run_donor
+    from sweep.kinds.donor import run_donor
     from sweep.kinds.stitch import run_trial
     from sweep.store.results import SweepDir
     from sweep.train.evaluate import predict
+    from sweep.worker.zoo import load_donor
     from tests.conftest import TINY_SPACE
 
     space = copy.deepcopy(TINY_SPACE)

@@ -199,8 +199,9 @@ def test_every_results_column_describes_itself_in_the_parquet_schema(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from sweep.store.layout import TABLES
     from sweep.store.results import open_root, write_rows
-    from sweep.store.schema import TABLES, schema
+    from sweep.store.schema import schema
 
     for table in TABLES:
         for field in schema(table):

@@ -23,7 +23,7 @@ from sweep.config.similarity import TRAINING_OPTIONS, parse_similarity, parse_tr
 from sweep.config.space import read_stitching
 from sweep.kinds.base import Kind, register_kind
 from sweep.registry import DONOR_SOURCES
-from sweep.store.schema import EXAMPLES_DIR, INVERSIONS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR, TSNE_DIR
+from sweep.store.layout import EXAMPLES_DIR, INVERSIONS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR, TSNE_DIR
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class DonorWork:
 
 def donor_part(sweep_dir, donor: DonorSpec, ev: DonorEval):
     """The part that records one evaluation of a donor."""
-    return sweep_dir.donors / f"{donor.name}-{ev.eval_id(donor.donor_key)}.parquet"
+    return sweep_dir.donor_part(donor.name, ev.eval_id(donor.donor_key))
 
 
 def _describe_donor(work: DonorWork) -> str:

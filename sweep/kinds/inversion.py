@@ -15,13 +15,13 @@ from sweep.config.inversion import InversionSpec
 from sweep.data.core import worker_splits
 from sweep.data.stream import chunks
 from sweep.kinds.base import RunContext, record_unit
-from sweep.kinds.donor import load_donor
 from sweep.kinds.stitched import stitched_network
 from sweep.measures.inversion import grey_noise, invert, other_label_seeds
 from sweep.models.base import split
 from sweep.store import inverted as stored
-from sweep.store.schema import INVERSIONS_DIR
+from sweep.store.layout import INVERSIONS_DIR
 from sweep.train.evaluate import predict
+from sweep.worker.zoo import load_donor
 
 CPU = torch.device("cpu")
 

@@ -12,8 +12,9 @@ from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits
 from sweep.registry import INDICES
 from sweep.stitching.stitcher import Stitcher
+from sweep.store.layout import ENERGIES_DIR
 from sweep.store.results import SweepDir, write_rows
-from sweep.store.schema import ENERGIES_DIR, schema
+from sweep.store.schema import schema
 from sweep.train.evaluate import activations
 from sweep.worker.activations import Frozen
 

@@ -124,23 +124,23 @@ def refine(est: Estimate, sweep, sweep_dir, profile: dict, cache: bool = True) -
 def _recorded_seconds(sweep_dir) -> dict[str, dict[str, float]]:
     """Kind -> unit id -> its recorded seconds: trials' `time_total_s`, the other units' `time_unit_s` (their
     rows share it). Donors are not used: their table records training and each evaluation apart."""
-    import analysis
+    from sweep.store.layout import INVERSIONS_DIR, REPTESTS_DIR, SIMILARITY_DIR, TRIALS_DIR
+    from sweep.store.results import part_rows
 
     out: dict[str, dict[str, float]] = {}
     tables = {
-        "trial": (analysis.load_trials, "trial_id", "time_total_s"),
-        "reptest": (analysis.load_reptests, "unit_id", "time_unit_s"),
-        "similarity": (analysis.load_similarity, "unit_id", "time_unit_s"),
-        "inversion": (lambda path: analysis.load(path)["inversions"], "unit_id", "time_unit_s"),
+        "trial": (TRIALS_DIR, "trial_id", "time_total_s"),
+        "reptest": (REPTESTS_DIR, "unit_id", "time_unit_s"),
+        "similarity": (SIMILARITY_DIR, "unit_id", "time_unit_s"),
+        "inversion": (INVERSIONS_DIR, "unit_id", "time_unit_s"),
     }
-    for kind, (load, key, col) in tables.items():
-        try:
-            table = load(sweep_dir.path)
-        except Exception:  # nothing recorded yet
-            continue
-        if col in table and key in table and len(table):
-            done = table[table["status"] == "done"].drop_duplicates(key)
-            out[kind] = dict(zip(done[key], done[col].astype(float)))
+    for kind, (table, key, col) in tables.items():
+        seconds: dict[str, float] = {}
+        for row in part_rows(sweep_dir.table(table)):
+            if row.get("status") == "done" and row.get(key) is not None and row[key] not in seconds:
+                seconds[row[key]] = float("nan") if row.get(col) is None else float(row[col])
+        if seconds:
+            out[kind] = seconds
     return out
 
 

@@ -22,26 +22,15 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from sweep.store.layout import INVERTED_INDEX as INDEX
+from sweep.store.layout import inverted_folder as folder
+from sweep.store.layout import inverted_legacy as legacy
+from sweep.store.layout import inverted_shard as shard
 from sweep.store.storage import Loc
-from sweep.store.units import INVERTED_DIR
 
 DTYPES = ("float32", "float16", "uint8")
 SHARD = 1000  # images per shard: at 224 px, 150 MB in uint8, 600 MB in float32
 PREVIEW = 8  # images of each kind kept in the index for the report
-INDEX = "index.npz"
-
-
-def folder(results: Loc, unit_id: str) -> Loc:
-    return results / INVERTED_DIR / unit_id
-
-
-def legacy(results: Loc, unit_id: str) -> Loc:
-    """Where results written before shards keep a unit's images."""
-    return results / INVERTED_DIR / f"{unit_id}.npz"
-
-
-def shard(results: Loc, unit_id: str, k: int) -> Loc:
-    return folder(results, unit_id) / f"shard-{k:05d}.npz"
 
 
 def encode(images: np.ndarray, dtype: str) -> np.ndarray:

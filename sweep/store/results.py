@@ -1,27 +1,16 @@
-"""The layout of a sweep's results and how parts are written (atomically). Reading is `analysis.load`'s job;
-the filesystem (local folder or pyarrow.fs URI) is `sweep.store.storage`'s.
-
-Layout under the storage root:
-    <root>/zoo/<donor_key>/model.pt        cached donor checkpoints, shared by every sweep under this root
-    <root>/<sweep>/space.yaml              the search space the sweep was started with
-    <root>/<sweep>/trials/<trial_id>.parquet   one row per trial (done or failed)
-    <root>/<sweep>/curves/<trial_id>.parquet   long format: trial_id, epoch, metric, value
-    <root>/<sweep>/donors/<name>-<eval_id>.parquet   one row per donor and evaluation setting
-    <root>/<sweep>/<table>/<unit_id>.parquet   the other kinds of work (`sweep.store.schema.TABLES`)
-    <root>/<sweep>/inverted/<unit_id>.npz   an inversion unit's images (written before its part)
-    <root>/<sweep>/stitchers/<trial_id>.pt  a trial's fitted stitcher (written before its part)
+"""How a sweep's parts are written (atomically) and checked. Where they go is `sweep.store.layout`'s (`SweepDir`);
+reading is `analysis.load`'s job; the filesystem (local folder or pyarrow.fs URI) is `sweep.store.storage`'s.
 """
 
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
+from collections.abc import Iterator
 
 import pyarrow as pa
 
-from sweep.store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SPACE_FILE, TABLES, TRIALS_DIR
-from sweep.store.storage import TMP_PREFIX, Loc, StorageError, child_uri, open_root
-from sweep.store.units import INVERTED_DIR, STITCHERS_DIR
+from sweep.store.layout import SweepDir
+from sweep.store.storage import TMP_PREFIX, Loc, StorageError, open_root
 
 __all__ = [
     "SweepDir",
@@ -30,76 +19,12 @@ __all__ = [
     "open_root",
     "write_rows",
     "read_status",
+    "part_rows",
     "set_aside",
     "writable_or_error",
     "remove_stale_tmp",
     "TMP_PREFIX",
 ]
-
-
-class SweepDir:
-    """Locations of one sweep's results (`<root>/<sweep>`); `root` is a local folder or a pyarrow.fs URI."""
-
-    def __init__(self, root: str | Path | Loc, name: str, uri: str | None = None) -> None:
-        self.root = open_root(root)
-        self.name = name
-        self.path = self.root / name
-        # What a user types to reach this sweep (`stitchsweep resume URI`): a URI keeps its query options.
-        self.uri = uri or (child_uri(root, name) if isinstance(root, str) else str(self.path))
-
-    @property
-    def trials(self) -> Loc:
-        return self.path / TRIALS_DIR
-
-    @property
-    def curves(self) -> Loc:
-        return self.path / CURVES_DIR
-
-    @property
-    def donors(self) -> Loc:
-        return self.path / DONORS_DIR
-
-    @property
-    def reptests(self) -> Loc:
-        return self.path / REPTESTS_DIR
-
-    def reptest_part(self, unit_id: str) -> Loc:
-        return self.reptests / f"{unit_id}.parquet"
-
-    @property
-    def space(self) -> Loc:
-        return self.path / SPACE_FILE
-
-    @property
-    def ray(self) -> Loc:
-        return self.path / "_ray"
-
-    def zoo(self, donor_key: str) -> Loc:
-        return self.root / "zoo" / donor_key
-
-    def trial_part(self, trial_id: str) -> Loc:
-        return self.trials / f"{trial_id}.parquet"
-
-    def table(self, name: str) -> Loc:
-        """The folder of results table `name` (`sweep.store.schema.TABLES`)."""
-        return self.path / name
-
-    def part(self, table: str, unit_id: str) -> Loc:
-        return self.table(table) / f"{unit_id}.parquet"
-
-    def stitcher(self, trial_id: str) -> Loc:
-        """A trial's fitted stitcher (and the donors' moved BatchNorm statistics), written before its part."""
-        return self.path / STITCHERS_DIR / f"{trial_id}.pt"
-
-    def inverted(self, unit_id: str) -> Loc:
-        """An inversion unit's images: a folder of shards and an index (`sweep.store.inverted`)."""
-        from sweep.store.inverted import folder
-
-        return folder(self.path, unit_id)
-
-    def create(self) -> None:
-        for name in TABLES:
-            self.table(name).mkdir()
 
 
 def write_rows(path: Loc, rows: list[dict], schema: pa.Schema) -> None:
@@ -127,6 +52,19 @@ def set_aside(part: Loc) -> Loc:
     return part.rename(part.with_name(part.name + CORRUPT_SUFFIX))
 
 
+def part_rows(folder: Loc) -> Iterator[dict]:
+    """The rows of every readable part in a table's folder, in the parts' name order (none when it is missing):
+    what the engine reads back of its own records without pandas (`analysis.reading` is the full reader)."""
+    if not folder.exists():
+        return
+    for part in folder.files(".parquet"):
+        try:
+            rows = part.read_parquet().to_pylist()
+        except Exception:  # truncated or not Parquet: not a record (`status` lists such parts)
+            continue
+        yield from rows
+
+
 def writable_or_error(path: Loc) -> str | None:
     """None if files can be created under `path` (made if missing), else the reason they cannot."""
     try:
@@ -144,8 +82,7 @@ def writable_or_error(path: Loc) -> str | None:
 def remove_stale_tmp(sweep: SweepDir) -> int:
     """Delete temporary files left by writers that died mid-write. Call only when no trial is running."""
     n = 0
-    files = (sweep.path / INVERTED_DIR, sweep.path / STITCHERS_DIR, sweep.root / "zoo")
-    for d in (*(sweep.table(name) for name in TABLES), *files):
+    for d in sweep.temporary_folders():
         for p in d.rglob(f"{TMP_PREFIX}*"):
             p.unlink(missing_ok=True)
             n += 1

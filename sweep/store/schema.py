@@ -12,13 +12,22 @@ import pyarrow as pa
 
 from sweep.store.catalogue import INDEX_CATALOGUE
 from sweep.store.columns import describe
+from sweep.store.layout import (
+    CURVES_DIR,
+    DONOR_CURVES_DIR,
+    DONORS_DIR,
+    ENERGIES_DIR,
+    EXAMPLES_DIR,
+    INVERSIONS_DIR,
+    REPTESTS_DIR,
+    SIMILARITY_DIR,
+    TABLES,
+    TRAINING_SIMILARITY_DIR,
+    TRIALS_DIR,
+    TSNE_DIR,
+)
 
 SCHEMA_VERSION = 2  # 2: trial and donor identities changed (see docs: a results folder of version 1 reruns)
-
-TRIALS_DIR = "trials"
-DONORS_DIR = "donors"
-CURVES_DIR = "curves"
-SPACE_FILE = "space.yaml"
 
 _TRIAL_HEAD = [
     ("trial_id", pa.string()),
@@ -177,8 +186,6 @@ DONOR_SCHEMA = pa.schema(
     ]
 )
 
-REPTESTS_DIR = "reptests"
-
 # Representation tests (Balogh & Jelasity 2025 Section 5): one part per unit, one row per member B of its set S.
 _REPTEST_HEAD = [
     ("unit_id", pa.string()),
@@ -222,34 +229,13 @@ CURVE_SCHEMA = pa.schema(
 )
 
 from sweep.store.units import (  # noqa: E402  (the measuring kinds' tables)
-    DONOR_CURVES_DIR,
     DONOR_CURVES_SCHEMA,
-    ENERGIES_DIR,
     ENERGIES_SCHEMA,
-    EXAMPLES_DIR,
     EXAMPLES_SCHEMA,
     INVERSION_SCHEMA,
-    INVERSIONS_DIR,
-    SIMILARITY_DIR,
     SIMILARITY_SCHEMA,
-    TRAINING_SIMILARITY_DIR,
     TRAINING_SIMILARITY_SCHEMA,
-    TSNE_DIR,
     TSNE_SCHEMA,
-)
-
-TABLES = (
-    TRIALS_DIR,
-    DONORS_DIR,
-    CURVES_DIR,
-    REPTESTS_DIR,
-    SIMILARITY_DIR,
-    TRAINING_SIMILARITY_DIR,
-    DONOR_CURVES_DIR,
-    INVERSIONS_DIR,
-    TSNE_DIR,
-    ENERGIES_DIR,
-    EXAMPLES_DIR,
 )
 
 

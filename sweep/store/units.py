@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SIMILARITY_DIR = "similarity"
-
 # Similarity without stitching (Cianfarani et al. 2022): one part per unit, one row per (A point, B point).
 # Columns every unit of a measuring kind (similarity, training similarity) records first, and last.
 _UNIT_HEAD = [
@@ -69,7 +67,6 @@ SIMILARITY_SCHEMA = pa.schema(
     + _UNIT_TAIL
 )
 
-DONOR_CURVES_DIR = "donor_curves"
 
 # A trained donor's curves, one part per donor: per epoch its training loss and its validation loss and
 # accuracy, benign and (adversarial methods) on the method's own attack: `val_adv_loss`, `val_adv_acc`.
@@ -84,7 +81,6 @@ DONOR_CURVES_SCHEMA = pa.schema(
     ]
 )
 
-TRAINING_SIMILARITY_DIR = "training_similarity"
 
 # CKA across training epochs (Cianfarani et al. 2022 Figs 6, 25): one part per unit (a donor), one row per
 # (point, epoch, epoch).
@@ -107,9 +103,6 @@ TRAINING_SIMILARITY_SCHEMA = pa.schema(
     + _UNIT_TAIL
 )
 
-INVERSIONS_DIR = "inversions"
-INVERTED_DIR = "inverted"  # <unit_id>/: the inverted images in shards, and their index (not a table)
-STITCHERS_DIR = "stitchers"  # <trial_id>.pt: a trial's fitted stitcher (not a table)
 
 # Representation inversion (Jones et al. 2022; Balogh & Jelasity 2023 Section 6): one part per unit (a donor and
 # a sample of test images), one row per image.
@@ -147,7 +140,6 @@ INVERSION_SCHEMA = pa.schema(
     + _UNIT_TAIL
 )
 
-TSNE_DIR = "tsne"
 
 # t-SNE maps (Balogh & Jelasity 2023 Fig. 7): one part per unit (a donor), one row per (point, image).
 TSNE_SCHEMA = pa.schema(
@@ -169,7 +161,6 @@ TSNE_SCHEMA = pa.schema(
     + _UNIT_TAIL
 )
 
-EXAMPLES_DIR = "examples"
 
 # Pictures a report draws (`examples` section): one part per unit, one row per picture, placed in a grid by
 # (panel, row, column); pixels are 8-bit, channels x height x width, row-major.
@@ -200,7 +191,6 @@ EXAMPLES_SCHEMA = pa.schema(
     + _UNIT_TAIL
 )
 
-ENERGIES_DIR = "energies"
 
 # Per-sample OOD energies of a trial with `ood` (Balogh & Jelasity 2025 Fig. 1c): one part per trial, one row per
 # image and kind: "target" g<=j(x), "stitched" T(f<=i(x)), "outlier" (the outlier set through g<=j).

@@ -84,7 +84,7 @@ def random_zoo(sweep, sweep_dir, keys: set[str], data_root: str) -> None:
     import torch
 
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import CHECKPOINT, save_donor
+    from sweep.kinds.donor import save_donor
     from sweep.models.base import build
 
     for donor in sweep.donors.values():
@@ -94,7 +94,7 @@ def random_zoo(sweep, sweep_dir, keys: set[str], data_root: str) -> None:
         splits = make_splits(d.dataset, 10, 10, 10, root=data_root, download=False)
         torch.manual_seed(0)
         model = build(donor.arch, splits.in_channels, splits.num_classes, splits.mean, splits.std, splits.image_size)
-        save_donor(sweep_dir.zoo(donor.donor_key) / CHECKPOINT, model, donor, splits, splits.mean, splits.std)
+        save_donor(sweep_dir.checkpoint(donor.donor_key), model, donor, splits, splits.mean, splits.std)
 
 
 def pick(sweep, epochs: int | None):
