@@ -9,22 +9,20 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from analysis.report.write import CHARTS, TABLES, ReportData
-from analysis.report.write import report_data as _report_data
-
-
-def _stem(filename: str | None) -> str | None:
-    return filename.rsplit(".", 1)[0] if filename else None
+from analysis.report.data import ReportData
+from analysis.report.data import report_data as _report_data
+from analysis.report.sections import CHARTS
+from analysis.report.table_sections import TABLES
 
 
 def figures() -> list[str]:
     """The names of the report's figures, in report order."""
-    return [_stem(s.png) for s in CHARTS]
+    return [s.name for s in CHARTS]
 
 
 def tables() -> list[str]:
     """The names of the report's tables that have one (its CSV's stem), in report order."""
-    return [_stem(s.csv) for s in TABLES if s.csv]
+    return [s.name for s in TABLES if s.name]
 
 
 def report_data(results) -> ReportData:
@@ -34,7 +32,7 @@ def report_data(results) -> ReportData:
 
 def figure(name: str, data: ReportData) -> alt.TopLevelMixin:
     """The report's figure `name` drawn from `data`; a ValueError when `data` has nothing for it."""
-    section = _find(name, CHARTS, "png", figures())
+    section = _find(name, CHARTS)
     rows = section.data(data)
     if not len(rows):
         raise ValueError(f"figure {name!r}: no rows in this data for it ({section.title})")
@@ -43,20 +41,20 @@ def figure(name: str, data: ReportData) -> alt.TopLevelMixin:
 
 def table(name: str, data: ReportData) -> pd.DataFrame:
     """The report's table `name` (empty when `data` has nothing for it)."""
-    return _find(name, TABLES, "csv", tables()).data(data)
+    return _find(name, TABLES).data(data)
 
 
 def section(name: str):
-    """The report's chart or table section whose file stem is `name` (a ValueError naming the known ones)."""
-    for sections, attr in ((CHARTS, "png"), (TABLES, "csv")):
-        for s in sections:
-            if _stem(getattr(s, attr)) == name:
-                return s
-    raise ValueError(f"unknown report section {name!r}; known: {figures() + tables()}")
+    """The report's chart or table section named `name` (a ValueError naming the known ones)."""
+    return _find(name, [*CHARTS, *TABLES])
 
 
-def _find(name: str, sections, attr: str, names: list[str]):
+def _find(name: str, sections: list):
+    """The section of `sections` named `name`, looked up once by name (a ValueError naming the known ones)."""
+    by_name: dict = {}
     for s in sections:
-        if _stem(getattr(s, attr)) == name:
-            return s
-    raise ValueError(f"unknown report section {name!r}; known: {names}")
+        if s.name:
+            by_name.setdefault(s.name, s)  # a chart before a table of the same name, as the report orders them
+    if name not in by_name:
+        raise ValueError(f"unknown report section {name!r}; known: {list(by_name)}")
+    return by_name[name]

@@ -13,9 +13,10 @@ import altair as alt
 import pandas as pd
 
 from analysis.papers import Item, Number, items, paper
+from analysis.report.data import ReportData, report_data
 from analysis.report.notebook import section
 from analysis.report.page import MANIFEST, STYLE, TABLE_SCRIPT, claim_folder, table, write_manifest
-from analysis.report.write import ReportData, _png, report_data
+from analysis.report.write import _png
 
 
 def section_rows(name: str, data: ReportData) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from analysis.charts.stitching import (
 )
 
 if TYPE_CHECKING:
-    from analysis.report.write import ReportData
+    from analysis.report.data import ReportData
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,11 @@ class ChartSection:
     chart: Callable[[pd.DataFrame], alt.TopLevelMixin]
     png: str
     csv: str | None = None
+
+    @property
+    def name(self) -> str:
+        """What a notebook asks for it by (`analysis.figure`): its PNG's stem."""
+        return self.png.rsplit(".", 1)[0]
 
 
 # The report, in order. A new plot or table is one function and one entry here.

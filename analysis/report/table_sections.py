@@ -14,7 +14,7 @@ from analysis.donors import mark_trials
 from analysis.matrices import agreement_table, generalisation
 
 if TYPE_CHECKING:
-    from analysis.report.write import ReportData
+    from analysis.report.data import ReportData
 
 TRIAL_COLUMNS = [
     "trial_id",
@@ -67,6 +67,12 @@ class TableSection:
     columns: list[str] | None = None  # None: every column
     csv: str | None = None
     md: str | None = None
+    always: bool = False  # shown, and its CSV written, even without rows (the donors, the trials)
+
+    @property
+    def name(self) -> str | None:
+        """What a notebook asks for it by (`analysis.table`): its CSV's stem; None when it writes no CSV."""
+        return self.csv.rsplit(".", 1)[0] if self.csv else None
 
 
 TABLES = [
@@ -178,7 +184,7 @@ TABLES = [
         " Neighbouring budgets whose diagonal stays high: representations that change gradually with the budget.",
         csv="budget_steps.csv",
     ),
-    TableSection("Donors", lambda d: d.donors, columns=DONOR_COLUMNS, csv="donors.csv"),
+    TableSection("Donors", lambda d: d.donors, columns=DONOR_COLUMNS, csv="donors.csv", always=True),
     TableSection(
         "Donors on training and test images (Cianfarani et al. 2022 Table 1)",
         lambda d: generalisation(d.donors),
@@ -198,5 +204,6 @@ TABLES = [
         intro="`donor_at_chance` names a donor of the trial that ended training at chance accuracy: read its"
         " numbers with care.",
         columns=TRIAL_COLUMNS,
+        always=True,
     ),
 ]
