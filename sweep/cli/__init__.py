@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from sweep.backends.lease import Lease
+from sweep.cli.inputs import check_results, load_space, open_results, storage
 from sweep.config.errors import SpecError
 from sweep.config.generators import dump_space
 from sweep.plan import planning
@@ -23,50 +24,6 @@ from sweep.plan.status import print_status, status_json
 EXIT_INCOMPLETE = 1  # run/resume ended with failed or pending trials (all recorded; see `status`)
 EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT): stopped after the running trials were handed back
 EXIT_BAD_INPUT = 2
-
-
-def _load_space(path: str):
-    from sweep.config.space import load_space
-
-    return load_space(path)
-
-
-def _storage(field: str, where: str):
-    """Open a local folder or pyarrow.fs URI, turning a bad one into a SpecError naming `field`."""
-    from sweep.store.storage import StorageError, open_root
-
-    try:
-        return open_root(where)
-    except StorageError as exc:
-        raise SpecError(
-            field, "a local folder or a pyarrow.fs URI (s3://bucket/prefix, gs://bucket/prefix, ...)", where, str(exc)
-        ) from None
-
-
-def _check_results(p, path: str, marker: str, expected: str) -> None:
-    """Refuse a RESULTS argument without `marker` inside, suggesting the sweep folders below it."""
-    from sweep.store.schema import SPACE_FILE
-
-    try:
-        ok = (p / marker).exists()
-        inside = [] if ok else [q for q in p.glob("*") if (q / SPACE_FILE).is_file()]
-    except OSError as exc:
-        raise SpecError("RESULTS", expected, path, f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
-    if not ok:
-        hint = f"did you mean {', '.join(str(q) for q in inside)}?" if inside else ""
-        raise SpecError("RESULTS", expected, path, hint)
-
-
-def _open_results(path: str):
-    """A results directory is `<root>/<sweep>` holding the `space.yaml` that `run` copied there."""
-    from sweep.config.space import load_space
-    from sweep.store.results import SweepDir
-    from sweep.store.schema import SPACE_FILE
-
-    p = _storage("RESULTS", path)
-    _check_results(p, path, SPACE_FILE, f"a results directory holding {SPACE_FILE} (made by `stitchsweep run`)")
-    sweep = load_space(p / SPACE_FILE)
-    return sweep, SweepDir(p.parent, p.name, uri=path)
 
 
 def cmd_plan(args) -> int:
@@ -79,14 +36,14 @@ def cmd_plan(args) -> int:
 
     if args.estimate:  # a wrong --costs is said before the space is read
         load_profile(args.costs)
-    sweep = _load_space(args.space)
+    sweep = load_space(args.space)
     if args.expand:  # the plain space: no includes, families, selections or generators
         print(dump_space(sweep.raw), end="")
         return 0
     units = {name: kind.units(sweep) for name, kind in KINDS.items()}
     todo, sweep_dir = None, None
     if args.storage is not None:
-        sweep_dir = SweepDir(_storage("--storage", args.storage), sweep.name)
+        sweep_dir = SweepDir(storage("--storage", args.storage), sweep.name)
         todo = planning.to_run(sweep, sweep_dir, retry_failed=False, dry=True) if sweep_dir.path.exists() else None
         disk.check_room(sweep, todo, sweep_dir)
     if args.json:
@@ -201,15 +158,15 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
 
 
 def cmd_run(args) -> int:
+    from sweep.store.layout import SPACE_FILE
     from sweep.store.results import SweepDir
-    from sweep.store.schema import SPACE_FILE
 
     if Path(args.space).is_dir() and (Path(args.space) / SPACE_FILE).is_file():
         raise SpecError(
             "SPACE", "a search-space file", args.space, f"a results directory: stitchsweep resume {args.space}"
         )
-    sweep = _load_space(args.space)
-    _storage("--storage", args.storage)
+    sweep = load_space(args.space)
+    storage("--storage", args.storage)
     sweep_dir = SweepDir(args.storage, sweep.name)
     _prepare(sweep_dir)
     # The sweep's own copy: `resume`, `status` and `report` read it. A grown space replaces it; trial ids
@@ -227,13 +184,16 @@ def cmd_schema(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    sweep, sweep_dir = _open_results(args.results)
+    from sweep.plan import memory
+
+    sweep, sweep_dir = open_results(args.results)
+    memory.check(sweep)  # with resources.memory_per_trial: every unit's indices fit it
     return _execute(sweep, sweep_dir, args, retry_failed=args.failed)
 
 
 def cmd_status(args) -> int:
     """Counts per kind of work; exit code 0 when every unit is done, EXIT_INCOMPLETE otherwise (for scripts)."""
-    sweep, sweep_dir = _open_results(args.results)
+    sweep, sweep_dir = open_results(args.results)
     if args.json:
         doc = status_json(sweep, sweep_dir)
         print(json.dumps(doc, indent=2))
@@ -246,24 +206,24 @@ def cmd_status(args) -> int:
 def cmd_report(args) -> int:
     from analysis.report.write import write_report
     from sweep.registry import KINDS
-    from sweep.store.schema import SPACE_FILE
+    from sweep.store.layout import SPACE_FILE
 
     if args.paper:  # one page of a paper's items, from every results folder given
         from sweep.cli.papers import paper_report
 
-        roots = [_storage("RESULTS", path) for path in args.results]
+        roots = [storage("RESULTS", path) for path in args.results]
         for p, path in zip(roots, args.results, strict=True):
-            _check_results(p, path, "trials", "a results directory with a trials/ folder (made by `stitchsweep run`)")
+            check_results(p, path, "trials", "a results directory with a trials/ folder (made by `stitchsweep run`)")
         folder, write = paper_report(args.paper, roots, args.out)
         return _write_report(folder, write, "this paper's previous report")
     if len(args.results) != 1:
         raise SpecError("RESULTS", "one results directory (several only with --paper)", " ".join(args.results))
     args.results = args.results[0]
-    p = _storage("RESULTS", args.results)
-    _check_results(p, args.results, "trials", "a results directory with a trials/ folder (made by `stitchsweep run`)")
+    p = storage("RESULTS", args.results)
+    check_results(p, args.results, "trials", "a results directory with a trials/ folder (made by `stitchsweep run`)")
     expected = None
     if (p / SPACE_FILE).exists():  # the header's counts and which trials are still in the space
-        sweep, sweep_dir = _open_results(args.results)
+        sweep, sweep_dir = open_results(args.results)
         doc = status_json(sweep, sweep_dir)
         kinds = {k: dict(v, blocked=len(v["blocked"])) for k, v in doc["kinds"].items()}
         expected = {"kinds": kinds, "trial_ids": list(KINDS["trial"].units(sweep))}

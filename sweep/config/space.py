@@ -20,7 +20,6 @@ from sweep.config.generators import SHARED, expand_space
 from sweep.config.includes import read_yaml, resolve_includes
 from sweep.config.stitching import expand_block
 from sweep.config.trial import TrialSpec
-from sweep.plan import memory
 from sweep.registry import DATASETS
 from sweep.store.storage import Loc
 
@@ -146,7 +145,6 @@ def parse_space(raw: Any) -> Sweep:
         data_root=root,
         download=download,
     )
-    memory.check(sweep)  # with resources.memory_per_trial: every unit's indices fit it
     return sweep
 
 
