@@ -465,8 +465,8 @@ def test_the_full_estimator_streams_where_the_products_are_smaller_and_gives_the
     """`full_matrix` on narrow points (fewer features than images) accumulates; on wide ones it holds the
     activations; both give `linear_cka` on all the images."""
     from sweep.kinds import similarity as kind
+    from sweep.measures.full_cka import cka_streams
     from sweep.measures.similarity import StreamedCKA
-    from sweep.plan.memory import cka_streams
 
     g = torch.Generator().manual_seed(1)
     w1, w2 = torch.randn(12, 6, generator=g), torch.randn(12, 40, generator=g)

@@ -26,10 +26,10 @@ from sweep.data.stream import chunks
 from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.inversion import inverted_index, read_inverted
 from sweep.measures.cca import svcca
+from sweep.measures.full_cka import CKA_BATCH, cka_streams
 from sweep.measures.saliency import saliency_cosines
 from sweep.measures.similarity import MinibatchCKA, StreamedCKA, gram, linear_cka, minibatch_images, opd
 from sweep.models.features import features, reduced_features
-from sweep.plan.memory import CKA_BATCH, cka_streams
 from sweep.store.layout import SIMILARITY_DIR
 from sweep.train.evaluate import accuracy, predict
 from sweep.train.threats import craft

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sweep.config.shapes import activation_shape, channels, positions
+from sweep.measures.full_cka import CKA_BATCH, cka_streams, streamed_products
 from sweep.registry import ARCHITECTURES, DATASETS, INDICES
 
 GiB = 2**30
@@ -46,7 +47,6 @@ FEATURE_CHUNK = 16384  # `centred_gram`'s chunk of features
 ROW_CHUNK = 65536  # `similarity.ROWS`
 ALLOCATOR = 1.3  # the allocator's own overhead on a workspace, measured (tests/benchmarks/index_memory.py)
 SIZED = ("cka", "pwcca", "opd", "dm", "rank")  # the indices this model sizes (others: measured after the fit)
-CKA_BATCH = 250  # images per forward of full CKA (`sweep.kinds.similarity`)
 LIVE = 4  # a network's live float32 activations in a no-grad forward, in its largest activation (measured)
 
 
@@ -250,18 +250,6 @@ def _forward(largest: int, b: int) -> int:
     return F32 * LIVE * b * largest + F64 * (3 * b * b + _gram_chunk(b, largest))
 
 
-def cka_streams(n: int, a: list[int], b: list[int]) -> bool:
-    """Whether full CKA of n images between points of `a` and `b` features each is accumulated batch by batch
-    (`StreamedCKA`): every point has no more features than there are images (the feature-space form is the
-    smaller), and its float64 products take less than the float32 activations held would."""
-    return max(a + b) <= n and F64 * _products(a, b) < F32 * n * (sum(a) + sum(b))
-
-
-def _products(a: list[int], b: list[int]) -> int:
-    """Numbers of `StreamedCKA`'s sums: each point's p x p second moment and every pair's p x q cross moment."""
-    return sum(p * p for p in a + b) + sum(a) * sum(b)
-
-
 def similarity_need(spec) -> Need | None:
     """A similarity unit's CKA (minibatch on `batch_size` images at a time, or full on all `images`), or its
     OPD or SVCCA (every point's activations held, and the widest pair's workspace: `index_numbers`)."""
@@ -286,7 +274,7 @@ def similarity_need(spec) -> Need | None:
             pair = ShapePair((max(sizes_a),), (max(sizes_b),), {name: "flatten"})
             return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + pair.index_bytes(name, n)
         if cka_streams(n, sizes_a, sizes_b):
-            return forward + int(ALLOCATOR * F64 * _products(sizes_a, sizes_b))
+            return forward + int(ALLOCATOR * F64 * streamed_products(sizes_a, sizes_b))
         pair = ShapePair((max(sizes_a),), (max(sizes_b),), {"cka": "flatten"})
         return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + pair.index_bytes("cka", n)
 
