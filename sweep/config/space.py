@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sweep.config.context import SpaceContext
 from sweep.config.data import OPTIONS as DATA_OPTIONS
 from sweep.config.data import SOURCE_OPTIONS, DataSpec, parse_data
 from sweep.config.donors import DonorEval, DonorSpec, parse_donor
@@ -18,7 +19,6 @@ from sweep.config.evaluation import EvalSpec, parse_evaluation
 from sweep.config.fields import NAME_RE, Option, Section, by_key
 from sweep.config.generators import SHARED, expand_space
 from sweep.config.includes import read_yaml, resolve_includes
-from sweep.config.stitching import expand_block
 from sweep.config.trial import TrialSpec
 from sweep.registry import DATASETS
 from sweep.store.storage import Loc
@@ -55,19 +55,6 @@ class Sweep:
     def reptests(self) -> tuple:
         """The representation-test units (`RepTestSpec`)."""
         return self.units.get("reptest", ())
-
-
-@dataclass
-class SpaceContext:
-    """What a kind's section parser gets besides its own section: the validated data, evaluation and donors,
-    and `used`, the donor names its units use (it adds them: only used donors are trained); `units`, the units
-    of the kinds parsed before it (registration order), by kind name, for sections that refer to them."""
-
-    data: DataSpec
-    evaluation: EvalSpec
-    donors: dict[str, DonorSpec]
-    used: set[str]
-    units: dict[str, tuple] = field(default_factory=dict)
 
 
 def load_space(path: str | Path | Loc) -> Sweep:
@@ -188,15 +175,3 @@ def _read_donors(raw: dict, data: DataSpec, evaluation: EvalSpec, root: str | No
                 evaluation.n_eval_robust,
             )
     return donors
-
-
-def read_stitching(raw: Any, ctx: SpaceContext) -> tuple:
-    """The `stitching` section: one block (a mapping) or a list of blocks; identical configurations collapse."""
-    if not isinstance(raw, (dict, list)) or isinstance(raw, list) and not raw:
-        raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", raw)
-    blocks = [(raw, "stitching")] if isinstance(raw, dict) else [(b, f"stitching[{i}]") for i, b in enumerate(raw)]
-    trials: dict[str, TrialSpec] = {}
-    for block, path in blocks:
-        for spec in expand_block(block, path, ctx.data, ctx.evaluation, ctx.donors, ctx.used):
-            trials.setdefault(spec.trial_id, spec)  # identical configs (e.g. alpha unused) collapse
-    return tuple(trials.values())

@@ -39,7 +39,7 @@ class Kind:
     """A kind of work.
 
     Its search-space section (`section`, the top-level key) is parsed by `parse(raw, ctx) -> units` (frozen,
-    hashed specs; `ctx` is `sweep.config.space.SpaceContext`: data, evaluation, donors) and the units are kept
+    hashed specs; `ctx` is `sweep.config.context.SpaceContext`: data, evaluation, donors) and the units are kept
     in `Sweep.units[name]`, each named by `unit_id(unit)`. A kind without a section (donors) says how to find
     its units itself (`units(sweep)`: unit id -> unit). Units must be picklable: the backend ships them.
     `parts(sweep_dir, unit)`: the Parquet parts that record a unit; `run(unit, ctx)`: run it, returning at

@@ -20,7 +20,7 @@ from sweep.config.reptests import OPTIONS as REPTEST_OPTIONS
 from sweep.config.reptests import parse_reptests
 from sweep.config.similarity import OPTIONS as SIMILARITY_OPTIONS
 from sweep.config.similarity import TRAINING_OPTIONS, parse_similarity, parse_training_similarity
-from sweep.config.space import read_stitching
+from sweep.config.stitching import read_stitching
 from sweep.kinds.base import Kind, register_kind
 from sweep.registry import DONOR_SOURCES
 from sweep.store.layout import EXAMPLES_DIR, INVERSIONS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR, TSNE_DIR
