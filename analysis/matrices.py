@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.charts.intervals import with_interval
+from analysis.intervals import with_interval
 from sweep.store.catalogue import Measure, measures
 
 # objectives in the order the papers discuss them; others follow in alphabetical order
@@ -103,7 +103,7 @@ def layer_identification(trials: pd.DataFrame) -> pd.DataFrame:
     """Balogh & Jelasity 2025 Table 1: per measure, the share of front layers whose most similar end layer (by that
     measure, over every end layer tried) is the architecturally corresponding one. One row per (measure,
     kind: intra | inter), averaged over donor pairs, with its interval over pairs (`lo`, `hi`, `interval`:
-    `analysis.charts.intervals`); only layers whose whole row was measured count."""
+    `analysis.intervals`); only layers whose whole row was measured count."""
     done = trials[trials["status"] == "done"]
     results = []
     for pair in done[["front", "end"]].drop_duplicates().itertuples(index=False):

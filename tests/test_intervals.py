@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from analysis.charts.intervals import BOOTSTRAP, MINMAX, interval
+from analysis.intervals import BOOTSTRAP, MINMAX, interval
 
 
 def test_fewer_than_three_values_give_their_range_and_say_so():

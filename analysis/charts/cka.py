@@ -7,7 +7,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from analysis.charts.intervals import banded_lines, with_interval
+from analysis.intervals import banded_lines, with_interval
 
 
 def unit_title(rows: pd.DataFrame) -> str:
@@ -228,7 +228,7 @@ def _groups(training: pd.DataFrame) -> pd.DataFrame:
 def epoch_curves(training: pd.DataFrame) -> pd.DataFrame:
     """Cianfarani et al. Fig. 6: every point's CKA with the final epoch, per epoch, mean over the units
     (training seeds) of each group, with how many units the mean is over and its interval over them (the paper
-    states no band: `analysis.charts.intervals`' rule)."""
+    states no band: `analysis.intervals`' rule)."""
     d = _groups(training)
     d = d[d["epoch_b"] == d["final_epoch"]]
     keys = ["group", "point", "point_index", "epoch_a"]

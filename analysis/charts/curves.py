@@ -1,12 +1,12 @@
 """Donors' training curves averaged over the donors that differ only in their seed (Cianfarani et al. 2022
-Fig. 6's loss curves, averaged over training seeds), with the intervals of `analysis.charts.intervals`."""
+Fig. 6's loss curves, averaged over training seeds), with the intervals of `analysis.intervals`."""
 
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
-from analysis.charts.intervals import banded_lines, with_interval
+from analysis.intervals import banded_lines, with_interval
 
 RECIPE = ["dataset", "arch", "training", "train_eps", "epochs", "freeze"]  # what a group's donors share
 

@@ -15,7 +15,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from analysis.charts.intervals import banded_lines
+from analysis.intervals import banded_lines
 from analysis.matrices import agreement_table
 from sweep.store import inverted as stored
 from sweep.store.storage import open_root
