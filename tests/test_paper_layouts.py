@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from analysis.papers import items, paper
+from analysis.report.data import report_data
 from analysis.report.paper import drawing_key, item_drawings, item_rows, ours
-from analysis.report.write import report_data
 from tests.conftest import REPO
 from tests.synthetic import synthetic_results
 

@@ -128,8 +128,8 @@ def _identification_results(root: Path) -> None:
 
 
 def test_a_papers_page_draws_its_items_in_order_with_the_papers_numbers_beside_ours(tmp_path):
+    from analysis.report.data import report_data
     from analysis.report.paper import numbers_table, section_rows, write_paper_report
-    from analysis.report.write import report_data
 
     root = tmp_path / "tlm_vs_dm_cifar10"
     _identification_results(root)
@@ -175,8 +175,8 @@ def test_an_item_that_combines_results_draws_them_once_together():
     """Cianfarani et al. Fig. 2a-c takes its columns from two sweeps: one drawing of both folders' rows (with
     a `results` column), where another item gets one drawing per folder; `where` still applies."""
     from analysis.papers import Item
+    from analysis.report.data import ReportData
     from analysis.report.paper import item_rows
-    from analysis.report.write import ReportData
 
     def data(name, ref, arch):
         sim = pd.DataFrame(

@@ -49,8 +49,8 @@ def profile() -> str:
 
 def ours(slug: str, results: str) -> dict:
     from analysis.papers import items
+    from analysis.report.data import report_data
     from analysis.report.paper import ours as our_value
-    from analysis.report.write import report_data
 
     data = report_data(results)[0]
     return {
