@@ -1,20 +1,20 @@
 """Analysis of stitchsweep results: Parquet -> pandas -> Altair charts and an HTML report.
 
 Imports neither torch nor ray: results can be analysed anywhere pandas runs. The names below load their
-modules (and pandas, Altair) on first use (PEP 562), so that `analysis.store`, which the sweep engine reads
+modules (and pandas, Altair) on first use (PEP 562), so that `sweep.store`, which the sweep engine reads
 while checking a space, costs no pandas import. No submodule shares a name with them.
 """
 
 from __future__ import annotations
 
-from analysis.store.exports import lazy_exports
+from sweep.store.exports import lazy_exports
 
 _HOME = {
     **dict.fromkeys(
         ["load", "load_trials", "load_donors", "load_curves", "load_reptests", "load_similarity", "read_table"],
         "reading",
     ),
-    **dict.fromkeys(["report_data", "figure", "figures", "table", "tables"], "notebook"),
+    **dict.fromkeys(["report_data", "figure", "figures", "table", "tables"], "report.notebook"),
 }
 __all__ = list(_HOME)
 

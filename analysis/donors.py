@@ -9,16 +9,11 @@ front or an end is marked (`donor_at_chance` in the report's trials table).
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
+from sweep.measures.chance import at_chance, chance_warning
 
-def at_chance(accuracy: float, num_classes: int, n: int) -> bool:
-    """Whether `accuracy` on `n` test images is no better than guessing among `num_classes` classes, by more than
-    three standard errors of a guesser's accuracy (chance 1/C, standard error sqrt(p (1 - p) / n))."""
-    p = 1.0 / num_classes
-    return accuracy <= p + 3.0 * math.sqrt(p * (1.0 - p) / max(1, n))
+__all__ = ["at_chance", "chance_donors", "chance_warnings", "mark_trials"]
 
 
 def chance_donors(donors: pd.DataFrame) -> pd.DataFrame:
@@ -31,11 +26,7 @@ def chance_donors(donors: pd.DataFrame) -> pd.DataFrame:
 
 def chance_warnings(donors: pd.DataFrame) -> list[str]:
     """One line per flagged donor, as the zoo stage prints them."""
-    return [
-        f"warning: donor {r['ref']} ended training at chance accuracy ({r['clean_acc']:.1%} on {r['test_size']} test"
-        f" images, chance {1 / r['num_classes']:.1%}): the stitching built on it is marked `donor_at_chance`"
-        for _, r in chance_donors(donors).iterrows()
-    ]
+    return [chance_warning(r) for _, r in chance_donors(donors).iterrows()]
 
 
 def mark_trials(trials: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:

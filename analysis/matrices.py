@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .intervals import with_interval
-from .store.catalogue import Measure, measures
+from analysis.intervals import with_interval
+from sweep.store.catalogue import Measure, measures
 
 # objectives in the order the papers discuss them; others follow in alphabetical order
 _OBJECTIVE_ORDER = ["tlm", "dm", "dm+tlm", "adv", "adv_mix", "trades"]

@@ -1,8 +1,8 @@
-"""Read a results directory into pandas with the explicit schemas of `analysis.store.schema`.
+"""Read a results directory into pandas with the explicit schemas of `sweep.store.schema`.
 
 Every part is cast to the known schema (columns a part lacks come back as nulls); columns a part has beyond
 the schema are kept too, so nothing written is dropped silently. Temporary files (".tmp-*") are ignored.
-`results` is a local folder or a pyarrow.fs URI (`s3://bucket/prefix/<sweep>`; see `analysis.store.storage`).
+`results` is a local folder or a pyarrow.fs URI (`s3://bucket/prefix/<sweep>`; see `sweep.store.storage`).
 A part that cannot be read (truncated, not Parquet, not one of ours, types that do not cast) is skipped with a
 warning naming its path, and listed in `load(...)["problems"]`: it never crashes a reader.
 """
@@ -19,8 +19,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from .store.schema import CURVES_DIR, DONORS_DIR, REPTESTS_DIR, SIMILARITY_DIR, TRIALS_DIR, key_column, schema, tables
-from .store.storage import Loc, open_root
+from sweep.store.layout import (
+    CURVES_DIR,
+    DONORS_DIR,
+    REPTESTS_DIR,
+    SIMILARITY_DIR,
+    SNAPSHOT_DIR,
+    TRIALS_DIR,
+    key_column,
+    tables,
+)
+from sweep.store.schema import schema
+from sweep.store.storage import Loc, open_root
 
 READ_THREADS = 16
 
@@ -51,7 +61,6 @@ def _to_schema(t: pa.Table, expected: pa.Schema) -> pa.Table:
     return t.select(known + extra).cast(pa.schema(list(expected) + [t.schema.field(c) for c in extra]))
 
 
-SNAPSHOT_DIR = "_snapshot"  # <kind>.parquet: every part's rows at the last snapshot, each with its part's name
 PART = "_part"  # the snapshot's column naming the part a row came from
 
 

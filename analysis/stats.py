@@ -12,7 +12,7 @@ import warnings
 
 import pandas as pd
 
-from .store.catalogue import dissimilarities
+from sweep.store.catalogue import dissimilarities
 
 
 def rank_correlations(reptests: pd.DataFrame) -> pd.DataFrame:

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from analysis.store.schema import schema, trial_schema
-from sweep.results import write_rows
+from sweep.store.results import write_rows
+from sweep.store.schema import schema, trial_schema
 
 DEVICE = "cpu"
 IMAGES = 4  # images per unit where a kind writes a row per image (t-SNE, inversions, examples)
@@ -105,9 +105,9 @@ def _training_similarity(units, sweep_name: str) -> list[dict]:
 
 
 def _inversions(units, sweep_name: str, root: Path) -> list[dict]:
-    from analysis.store import inverted as stored
-    from analysis.store.storage import open_root
     from sweep.kinds.inversion import base_row
+    from sweep.store import inverted as stored
+    from sweep.store.storage import open_root
 
     rows, loc = [], open_root(root)
     for spec in units:

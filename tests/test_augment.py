@@ -8,8 +8,7 @@ import torch
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.augment import AUGMENTATIONS, augment, random_affine, random_crop, random_flip
-
-from .conftest import TINY_SPACE
+from tests.conftest import TINY_SPACE
 
 
 def _gen(seed=0):

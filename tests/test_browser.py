@@ -15,7 +15,7 @@ import torch
 from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
-from sweep.results import SweepDir
+from sweep.store.results import SweepDir
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, tiny_space_module):
-    from analysis.report import write_report
+    from analysis.report.write import write_report
 
     sweep = parse_space(tiny_space_module)
     root = tmp_path_factory.mktemp("results")
@@ -42,7 +42,7 @@ def report(tmp_path_factory, tiny_space_module):
 def tiny_space_module():
     import copy
 
-    from .conftest import TINY_SPACE
+    from tests.conftest import TINY_SPACE
 
     return copy.deepcopy(TINY_SPACE)
 
@@ -148,11 +148,10 @@ REDUCED = {
 
 @pytest.mark.parametrize("slug", sorted(REDUCED))
 def test_each_papers_page_shows_every_item_in_order_and_every_chart_image_loads(slug, tmp_path, browser):
-    from analysis.paper_report import write_paper_report
     from analysis.papers import items, paper
-
-    from .conftest import REPO
-    from .synthetic import synthetic_results
+    from analysis.report.paper import write_paper_report
+    from tests.conftest import REPO
+    from tests.synthetic import synthetic_results
 
     results = [synthetic_results(REPO / "search_spaces" / s, tmp_path / s.removesuffix(".yaml")) for s in REDUCED[slug]]
     index = write_paper_report(slug, results, tmp_path / "page")

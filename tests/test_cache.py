@@ -1,5 +1,5 @@
-"""The worker's cache (`sweep.cache`, `sweep.activations`): cached and uncached trials record the same rows,
-the LRU keeps to its byte budget, the node's folder is shared and survives torn files, donors are copies."""
+"""The worker's cache (`sweep.worker.cache`, `sweep.worker.activations`): cached and uncached trials record the
+same rows, the LRU keeps to its byte budget, the node's folder is shared and survives torn files, donors are copies."""
 
 import copy
 import dataclasses
@@ -13,19 +13,19 @@ import pytest
 import torch
 
 import analysis
-from sweep import cache
-from sweep.activations import Frozen, compute
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
 from sweep.kinds import stitch
-from sweep.kinds.donor import load_donor, run_donor
+from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
 from sweep.models.base import split
 from sweep.models.resnet import resnet_tiny
 from sweep.registry import KINDS
-from sweep.results import SweepDir, load_torch, save_torch
-
-from .conftest import TINY_SPACE
+from sweep.store.results import SweepDir, load_torch, save_torch
+from sweep.worker import cache
+from sweep.worker.activations import Frozen, compute
+from sweep.worker.zoo import load_donor
+from tests.conftest import TINY_SPACE
 
 # Columns that may differ between two runs of one trial: timings, where and when it ran.
 VOLATILE = {"hostname", "device", "finished_at"}
@@ -329,7 +329,7 @@ def test_donors_keep_their_test_predictions_and_trials_read_them_instead_of_comp
 def test_the_fronts_pass_over_the_test_images_counts_as_clean_evaluation(zoo, settings, tmp_path, monkeypatch):
     """The stitched network's clean evaluation starts with the front's activations of the test images (computed
     or read from the cache): their time is in `time_eval_clean_s`, not lost between the columns."""
-    import sweep.activations as activations
+    import sweep.worker.activations as activations
 
     sweep, sweep_dir = zoo
     settings()

@@ -11,9 +11,8 @@ from analysis.donors import at_chance, mark_trials
 from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.models.base import build
-from sweep.results import SweepDir
-
-from .conftest import TINY_SPACE
+from sweep.store.results import SweepDir
+from tests.conftest import TINY_SPACE
 
 
 def test_chance_is_three_standard_errors_above_one_over_the_classes():

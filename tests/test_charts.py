@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from analysis.charts import (
+from analysis.charts.stitching import (
     END_LABEL,
     FRONT_LABEL,
     class_collapse_data,
@@ -177,9 +177,9 @@ def test_cross_task_grid_keeps_only_pairs_across_datasets():
 
 
 def test_report_has_every_plot(tmp_path):
-    from analysis.report import write_report
-    from analysis.store.schema import trial_schema
-    from sweep.results import write_rows
+    from analysis.report.write import write_report
+    from sweep.store.results import write_rows
+    from sweep.store.schema import trial_schema
 
     results = tmp_path / "sweep"
     for i, row in enumerate(_robust_trials().to_dict("records")):
@@ -216,7 +216,7 @@ def test_settings_that_differ_in_any_configuration_column_are_separate_curves():
 def test_fig1c_draws_one_network_into_its_first_layer_from_every_layer_with_tlm():
     """Balogh & Jelasity 2025 Fig. 1c: of trials with energies, only one network stitched into itself, into its
     first point, with TLM (dm+tlm), from every layer; the top panel holds that layer's own ID and OOD energies."""
-    from analysis.energies import energy_density_chart, energy_rows
+    from analysis.charts.energies import energy_density_chart, energy_rows
 
     points = ["layer1.0", "layer2.0", "layer3.0"]
     trials, energies = [], []

@@ -11,7 +11,7 @@ from sweep.cli import EXIT_INCOMPLETE, main
 from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
-from sweep.results import SweepDir
+from sweep.store.results import SweepDir
 
 
 def _results(space: dict, root, donor: bool = True):
@@ -108,7 +108,7 @@ def test_units_of_a_failed_donor_are_blocked_until_it_succeeds(tiny_space, tmp_p
     """A donor that fails blocks the trials that read it: `status` counts them as blocked (not pending, not
     run), and once the donor succeeds they are pending again."""
     import sweep.kinds.donor as donor_kind
-    from sweep import planning
+    from sweep.plan import planning
 
     sweep = parse_space(tiny_space)
     sweep_dir = SweepDir(tmp_path, sweep.name)
@@ -245,8 +245,8 @@ def test_a_status_manifest_spares_reading_parts_that_did_not_change(tiny_space, 
     rewritten since (or one the manifest does not know) is read again."""
     import os
 
-    import sweep.results as results
-    from sweep import planning
+    import sweep.store.results as results
+    from sweep.plan import planning
 
     sweep, sweep_dir = _results(tiny_space, tmp_path)
     for t in sweep.trials[:2]:

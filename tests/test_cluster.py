@@ -11,7 +11,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     tomllib = pytest.importorskip("tomli")
 
-from .conftest import REPO
+from tests.conftest import REPO
 
 CLUSTER = REPO / "cluster"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())

@@ -10,11 +10,10 @@ from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
-from sweep.results import SweepDir
 from sweep.stitching.stitcher import Stitcher
-
-from .conftest import TINY_SPACE
-from .ties import assert_reproduces, end_logits
+from sweep.store.results import SweepDir
+from tests.conftest import TINY_SPACE
+from tests.ties import assert_reproduces, end_logits
 
 
 def test_stitcher_resizes_source_maps_bilinearly_to_the_target_size():
@@ -137,8 +136,8 @@ def test_requested_similarity_indices_are_recorded_per_trial(tmp_path):
     import numpy as np
 
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import load_donor
     from sweep.models.base import split
+    from sweep.worker.zoo import load_donor
 
     (spec,) = [t for t in sweep.trials if t.end_point == "layer3.1"]
     splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size)

@@ -1,4 +1,4 @@
-"""Cianfarani et al. 2022 Fig. 6's loss curves averaged over seeds (`analysis.curves`): donors sharing a recipe
+"""Cianfarani et al. 2022 Fig. 6's loss curves averaged over seeds (`analysis.charts.curves`): donors sharing a recipe
 but their seed are one group, averaged per loss and epoch (worked out by hand); accuracies are left out."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.curves import mean_curves
+from analysis.charts.curves import mean_curves
 
 
 def test_donors_of_one_recipe_are_averaged_and_other_recipes_kept_apart(tmp_path):
-    from analysis.curves import mean_curve_chart
-    from analysis.report import _png
+    from analysis.charts.curves import mean_curve_chart
+    from analysis.report.write import _png
 
     recipe = dict(dataset="fashion_mnist", arch="resnet_tiny", epochs=2, freeze=None)
     donors = pd.DataFrame(

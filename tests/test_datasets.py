@@ -13,8 +13,7 @@ import torchvision.datasets.cifar
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data import core as data
-
-from .conftest import TINY_SPACE
+from tests.conftest import TINY_SPACE
 
 RNG = np.random.default_rng(0)
 

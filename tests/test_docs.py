@@ -21,8 +21,7 @@ from sweep.config import (
     space,
 )
 from sweep.config.space import parse_space
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
@@ -140,7 +139,7 @@ def test_the_extension_recipes_of_development_md_run():
     import subprocess
     import sys
 
-    from .conftest import TINY_SPACE
+    from tests.conftest import TINY_SPACE
 
     snippets = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "development.md").read_text(), flags=re.S)
     assert len(snippets) >= 2

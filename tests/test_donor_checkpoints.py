@@ -12,10 +12,9 @@ from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
 from sweep.registry import KINDS
-from sweep.results import open_root
+from sweep.store.results import open_root
 from sweep.train.donors import TRAIN_STATE, epoch_checkpoint, train_donor
-
-from .conftest import TINY_SPACE
+from tests.conftest import TINY_SPACE
 
 
 class Killed(Exception):
@@ -69,7 +68,7 @@ def test_checkpoint_every_keeps_those_epochs_and_joins_the_donor_key(tmp_path):
     assert dataclasses.replace(donor, checkpoint_every=None).donor_key == plain.donor_key  # unset: keys unchanged
     workdir = open_root(tmp_path / "zoo")
     model = train_donor(donor, splits, torch.device("cpu"), workdir=workdir)
-    from sweep.results import load_torch
+    from sweep.store.results import load_torch
 
     for epoch in (2, 4, 5):
         assert load_torch(epoch_checkpoint(workdir, epoch))["epoch"] == epoch
@@ -96,7 +95,7 @@ def test_a_failure_on_the_training_images_fails_the_donor_row_and_names_it(tmp_p
     """Cianfarani et al. Table 1's training-set columns: an error measuring them is recorded (the row fails and is
     tried again on the next run), not swallowed with the columns left empty."""
     from sweep.kinds import donor as donor_kind
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
 
     space = copy.deepcopy(TINY_SPACE)
     space["donors"]["plain_a"]["epochs"] = 1
@@ -126,7 +125,7 @@ def test_training_images_are_measured_only_when_the_space_asks(tmp_path, monkeyp
     without it the donor is measured on its test images alone. Asked for later, a recorded row without them is
     measured again (and one with them is not)."""
     from sweep.kinds import donor as donor_kind
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
 
     space = copy.deepcopy(TINY_SPACE)
     space["donors"]["plain_a"]["epochs"] = 1

@@ -1,4 +1,4 @@
-"""The cost model (`sweep.estimate`, `stitchsweep plan --estimate`): its prices against the documented
+"""The cost model (`sweep.plan.estimate`, `stitchsweep plan --estimate`): its prices against the documented
 formulas worked by hand on a made-up profile, the cache's one pass per front, refinement by recorded
 timings, and the shipped profile covering the shipped spaces."""
 
@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from sweep import estimate, prices
 from sweep.cli import main
 from sweep.config.space import load_space, parse_space
+from sweep.plan import estimate, prices
 from sweep.registry import KINDS
-
-from .conftest import REPO, TINY_SPACE
+from tests.conftest import REPO, TINY_SPACE
 
 # Made-up round numbers, so that every expected value below is worked out by hand.
 PROFILE = {
@@ -66,7 +65,7 @@ def test_dm_trial_price_is_the_documented_sum():
 
 
 def test_the_cache_chunk_is_the_engines():
-    from sweep.activations import CHUNK
+    from sweep.worker.activations import CHUNK
 
     assert prices.CHUNK == CHUNK
 
@@ -127,8 +126,8 @@ def test_unknown_shapes_are_listed_not_priced():
 
 
 def test_refine_scales_by_measured_over_predicted(tmp_path):
-    from analysis.store.schema import trial_schema
-    from sweep.results import SweepDir, write_rows
+    from sweep.store.results import SweepDir, write_rows
+    from sweep.store.schema import trial_schema
 
     sweep = _space(objectives=["tlm"], seeds=[0, 1])
     sweep_dir = SweepDir(tmp_path, sweep.name)
@@ -227,10 +226,10 @@ def test_an_ood_detector_is_trained_once_per_end_point_and_setting():
 
 
 def test_calibration_measures_every_entry_the_model_reads():
-    """A profile measured here (`sweep.calibration`, tiny sizes): every stitch point's share and OOD detector
+    """A profile measured here (`sweep.plan.calibration`, tiny sizes): every stitch point's share and OOD detector
     timings, shares growing along the network, and every algebra rate the model prices with."""
-    from sweep.calibration import algebra, calibrate
-    from sweep.index_costs import RATES
+    from sweep.plan.calibration import algebra, calibrate
+    from sweep.plan.index_costs import RATES
 
     entry = calibrate([("resnet_tiny", 1, 28)], "cpu", batch=8, repeats=1)["resnet_tiny@1x28"]
     shares = [entry["share"][p] for p in PROFILE["archs"]["resnet_tiny@1x28"]["share"]]

@@ -3,9 +3,9 @@
 import torch
 from torch import nn
 
-from sweep.activations import CHUNK, Frozen
 from sweep.data.core import Splits
 from sweep.train.evaluate import CPU_BATCH, activations, inference_batch, predict
+from sweep.worker.activations import CHUNK, Frozen
 
 
 class Recorder(nn.Module):

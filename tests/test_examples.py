@@ -18,9 +18,8 @@ from sweep.data.core import make_splits
 from sweep.kinds.base import RunContext
 from sweep.kinds.donor import run_donor
 from sweep.kinds.examples import run_examples
-from sweep.results import SweepDir
-
-from .conftest import TINY_SPACE
+from sweep.store.results import SweepDir
+from tests.conftest import TINY_SPACE
 
 CPU = torch.device("cpu")
 NOISE = {"noise": {"sigma": 0.05, "train_per_class": 10, "test_per_class": 10}}
@@ -112,8 +111,8 @@ def test_attacked_images_stay_within_each_budget_and_the_perturbation_is_magnifi
 
 
 def test_a_report_draws_the_pictures(zoo, tmp_path):
-    from analysis.examples import pictures
-    from analysis.report import write_report
+    from analysis.charts.examples import pictures
+    from analysis.report.write import write_report
 
     (unit,) = _units(zoo, {"show": "images", "datasets": ["digits"], "per_class": 2})
     _rows(zoo, unit)
@@ -158,7 +157,7 @@ def test_a_papers_page_draws_each_item_from_its_own_panel(zoo, tmp_path):
     (in a results folder of their own: neither unit reads a donor)."""
     import json
 
-    from analysis.paper_report import write_paper_report
+    from analysis.report.paper import write_paper_report
 
     results = SweepDir(tmp_path / "results", "tiny")
     results.create()

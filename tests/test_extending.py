@@ -16,23 +16,23 @@ import torch
 
 import analysis
 from analysis.matrices import available_measures
-from analysis.report import write_report
+from analysis.report.write import write_report
 from analysis.stats import rank_correlations
-from analysis.store.catalogue import INDEX_CATALOGUE, IndexEntry
-from analysis.store.schema import reptest_schema, schema, trial_schema
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
-from sweep.kinds.donor import load_donor, run_donor
+from sweep.kinds.donor import run_donor
 from sweep.kinds.reptest import run_reptest
 from sweep.kinds.stitch import run_trial
 from sweep.measures.indices import Index
 from sweep.models.base import split
 from sweep.registry import INDICES, OBJECTIVES
-from sweep.results import SweepDir
 from sweep.stitching.objectives import Objective, direct_match
-
-from .conftest import TINY_SPACE
+from sweep.store.catalogue import INDEX_CATALOGUE, IndexEntry
+from sweep.store.results import SweepDir
+from sweep.store.schema import reptest_schema, schema, trial_schema
+from sweep.worker.zoo import load_donor
+from tests.conftest import TINY_SPACE
 
 
 def _first_minus_last(a, b) -> float:
@@ -156,7 +156,7 @@ ECHO_SCHEMA = pa.schema(
 
 
 def _echo_run(unit, ctx):
-    from sweep.results import write_rows
+    from sweep.store.results import write_rows
 
     (part,) = _echo_parts(ctx.sweep_dir, unit)
     if unit == 2 and not (ctx.sweep_dir.path / "echo-fixed").exists():
@@ -179,7 +179,7 @@ def _echo_sections():
     """Its report section: each done unit's value, as a bar chart and a CSV."""
     import altair as alt
 
-    from analysis.sections import ChartSection
+    from analysis.report.sections import ChartSection
 
     def rows(data):
         echo = data.table("echo")
@@ -229,9 +229,9 @@ def test_a_registered_kind_is_planned_scheduled_by_ray_and_reported_by_status(tm
     `--failed` reruns the failed one."""
     import cloudpickle
 
-    from sweep import planning
     from sweep.backends.ray import run_stages
-    from sweep.status import print_status
+    from sweep.plan import planning
+    from sweep.plan.status import print_status
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
     with pytest.raises(SpecError, match=r"^echo.count: expected an integer >= 1"):

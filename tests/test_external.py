@@ -14,12 +14,11 @@ from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
 from sweep.models.base import build, split
 from sweep.models.external import load_checkpoint, read_state_dict
-from sweep.results import SweepDir
 from sweep.stitching.objectives import OBJECTIVES, FitContext
 from sweep.stitching.stitcher import Stitcher
-
-from .conftest import TINY_SPACE
-from .ties import TIE_MARGIN, assert_reproduces, end_logits, margins
+from sweep.store.results import SweepDir
+from tests.conftest import TINY_SPACE
+from tests.ties import TIE_MARGIN, assert_reproduces, end_logits, margins
 
 AUTOATTACK_RESNET18 = Path(pyautoattack.__file__).parent / "examples" / "model_test.pt"
 

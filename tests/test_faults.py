@@ -11,12 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 
 import analysis
-from analysis.report import write_report
-from analysis.store.schema import trial_schema
+from analysis.report.write import write_report
 from sweep.cli import main
 from sweep.config.space import parse_space
-from sweep.planning import progress
-from sweep.results import SweepDir, write_rows
+from sweep.plan.planning import progress
+from sweep.store.results import SweepDir, write_rows
+from sweep.store.schema import trial_schema
 
 
 def test_unwritable_storage_is_refused_before_anything_runs(tiny_space, write_space, tmp_path, capsys):
@@ -115,8 +115,7 @@ def _a_worker_without_the_data_stops_the_run(checks, tmp_path):
     import copy
 
     from sweep.config.errors import SpecError
-
-    from .conftest import TINY_SPACE
+    from tests.conftest import TINY_SPACE
 
     space = copy.deepcopy(TINY_SPACE)
     space["data"] = {"dataset": "mnist", "root": str(tmp_path / "nodata"), "train_size": 100, "test_size": 50}

@@ -13,10 +13,9 @@ import torch
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
-from sweep.results import load_torch, open_root
+from sweep.store.results import load_torch, open_root
 from sweep.train.donors import epoch_checkpoint, train_donor
-
-from .conftest import TINY_SPACE
+from tests.conftest import TINY_SPACE
 
 CPU = torch.device("cpu")
 STAGGERED = [{"through": "layer1.1", "after": 1}, {"through": "layer2.1", "after": 3}]

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from .conftest import REPO
-from .scripts.golden_ids import GOLDEN, identities
+from tests.conftest import REPO
+from tests.scripts.golden_ids import GOLDEN, identities
 
 GOLDEN_IDS = json.loads(GOLDEN.read_text())
 

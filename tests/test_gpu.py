@@ -9,9 +9,8 @@ import torch
 from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
-from sweep.results import SweepDir
-
-from .conftest import TINY_SPACE
+from sweep.store.results import SweepDir
+from tests.conftest import TINY_SPACE
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

@@ -1,4 +1,4 @@
-"""The indices' work model (`sweep.index_costs`) against the operations the indices really run: every matrix
+"""The indices' work model (`sweep.plan.index_costs`) against the operations the indices really run: every matrix
 product and decomposition that PyTorch dispatches while an index computes, counted from its operands'
 shapes, on each path an index takes (wide, tall, and in between)."""
 
@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from sweep.index_costs import Work, direct_match_work, dm_work, index_work, pair_work
 from sweep.measures.cca import pwcca
 from sweep.measures.indices import Pair, _dm_score
 from sweep.measures.similarity import linear_cka, numerical_rank, opd
-from sweep.memory import ROW_CHUNK, ShapePair
+from sweep.plan.index_costs import Work, direct_match_work, dm_work, index_work, pair_work
+from sweep.plan.memory import ROW_CHUNK, ShapePair
 
 
 class Ops(TorchDispatchMode):

@@ -1,4 +1,4 @@
-"""An inversion unit's images on disk (`analysis.store.inverted`): shards that are resume points, the dtype a
+"""An inversion unit's images on disk (`sweep.store.inverted`): shards that are resume points, the dtype a
 space chooses, targets and seeds kept as indices, readers that load only what they need, and results written
 before shards still read."""
 
@@ -9,15 +9,14 @@ import pytest
 import torch
 
 import analysis
-from analysis import robustness
-from analysis.store import inverted as stored
+from analysis.charts import robustness
 from sweep.config.errors import SpecError
 from sweep.kinds import inversion as kind
 from sweep.kinds.base import RunContext
 from sweep.kinds.similarity import run_similarity
-from sweep.results import SweepDir
-
-from .test_jones import _parse, _test_images, zoo  # noqa: F401 (zoo: the fixture, two tiny donors)
+from sweep.store import inverted as stored
+from sweep.store.results import SweepDir
+from tests.test_jones import _parse, _test_images, zoo  # noqa: F401 (zoo: the fixture, two tiny donors)
 
 CPU = torch.device("cpu")
 INVERSION = {"name": "inv", "donors": ["zoo:plain_a"], "images": 10, "steps": 20}
@@ -121,7 +120,7 @@ def test_targets_and_seeds_are_indices_and_a_unit_on_natural_images_reads_no_sha
 
 
 def test_results_written_before_shards_are_still_read(tmp_path):
-    from analysis.store.storage import open_root
+    from sweep.store.storage import open_root
 
     root = open_root(tmp_path)
     images = np.random.default_rng(0).uniform(size=(3, 1, 4, 4)).astype(np.float32)
@@ -146,8 +145,8 @@ def test_plan_says_what_the_inverted_images_take_and_refuses_a_folder_without_ro
 
     import yaml
 
-    from sweep import disk
     from sweep.cli import EXIT_BAD_INPUT, main
+    from sweep.plan import disk
 
     space = copy.deepcopy(zoo[0])
     del space["stitching"]

@@ -10,22 +10,22 @@ import pytest
 import torch
 
 import analysis
-from analysis.store import inverted as stored
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import load_donor, run_donor
+from sweep.kinds.donor import run_donor
 from sweep.kinds.inversion import read_inverted, run_inversion
 from sweep.kinds.similarity import run_similarity
 from sweep.kinds.stitch import run_trial
 from sweep.measures.inversion import invert, relative_error
 from sweep.measures.saliency import saliency_cosines
 from sweep.models.base import ARCHITECTURES, build, split
-from sweep.results import SweepDir
-
-from .conftest import TINY_SPACE
-from .ties import assert_reproduces, count, end_logits, near_ties
+from sweep.store import inverted as stored
+from sweep.store.results import SweepDir
+from sweep.worker.zoo import load_donor
+from tests.conftest import TINY_SPACE
+from tests.ties import assert_reproduces, count, end_logits, near_ties
 
 CPU = torch.device("cpu")
 
@@ -197,7 +197,7 @@ def test_robustness_level_tables_by_hand():
     and counts are worked out here by hand."""
     import pandas as pd
 
-    from analysis import robustness
+    from analysis.charts import robustness
 
     donors = pd.DataFrame(
         {
@@ -259,8 +259,8 @@ def test_architecture_matrices_mirror_natural_pairs_and_keep_inverted_ones_direc
     cells average the pairs of donors of two architectures, levels stay apart."""
     import pandas as pd
 
-    from analysis import robustness
-    from analysis.report import _png
+    from analysis.charts import robustness
+    from analysis.report.write import _png
 
     donors = pd.DataFrame(
         {"ref": ["zoo:r0", "zoo:v0", "zoo:w0", "zoo:v0b", "zoo:r1", "zoo:v1"], "arch": ["r", "v", "w", "v", "r", "v"],
@@ -302,8 +302,8 @@ def test_agreement_curves_are_the_level_means_with_a_one_se_band(tmp_path):
     band +- 1 standard error worked out here by hand (none for one pair); the chart renders."""
     import pandas as pd
 
-    from analysis import robustness
-    from analysis.report import _png
+    from analysis.charts import robustness
+    from analysis.report.write import _png
 
     donors = pd.DataFrame(
         {"ref": ["zoo:a0", "zoo:b0", "zoo:a1", "zoo:b1"], "arch": ["r", "v", "r", "v"],
@@ -334,7 +334,7 @@ def test_agreement_curves_are_the_level_means_with_a_one_se_band(tmp_path):
 
 
 def test_the_report_shows_inversions_cka_by_level_and_saliency(zoo, tmp_path):
-    from analysis.report import write_report
+    from analysis.report.write import write_report
 
     inversions = {"name": "inv", "donors": ["zoo:plain_a", "zoo:plain_b"], "images": 6, "steps": 20}
     pairs = [{"a": "zoo:plain_a", "b": "zoo:plain_b", "a_inputs": "inverted", "b_inputs": "inverted"}]
@@ -355,7 +355,7 @@ def test_the_report_shows_inversions_cka_by_level_and_saliency(zoo, tmp_path):
     assert "Inverted images" in html and "Saliency similarity by robustness level" in html
     assert "CKA without stitching" not in html  # single-point units are not drawn as 1x1 matrices
     # Fig. 2's rows: the targets, then each unit's seed images (once while they repeat) and its inversions
-    from analysis import robustness
+    from analysis.charts import robustness
 
     images = robustness.inversion_images(zoo[1].path, analysis.load(zoo[1].path)["inversions"])
     labels = images["row"].drop_duplicates().tolist()
@@ -504,7 +504,7 @@ def test_tsne_keeps_well_separated_classes_apart_and_a_unit_maps_every_point(zoo
     """Balogh & Jelasity 2023 Fig. 7: three far-apart Gaussian blobs stay apart in 2-D (every dot's nearest
     neighbour has its class); a unit gives one row per (point, image) with the images' own labels, and the
     report draws it."""
-    from analysis.report import write_report
+    from analysis.report.write import write_report
     from sweep.data.core import make_splits
     from sweep.kinds.embedding import run_embedding, tsne_2d
 
@@ -532,7 +532,7 @@ def test_each_figure_averages_one_stated_population_of_architectures():
     with eps 1 the two. The counts are in the rows."""
     import pandas as pd
 
-    from analysis import robustness
+    from analysis.charts import robustness
 
     donors = pd.DataFrame(
         {
@@ -582,8 +582,8 @@ def test_figs_3_4_numbers_are_the_means_of_the_drawn_heatmaps(imagenet):
     """Jones et al. Figs 3-4 (issue 52, 1.2): the paper's 0.67 / 0.09 / 0.83 / 0.80 are means over its
     9-architecture heatmaps, so ours is the mean of the distinct-architecture cells of the heatmap the page
     draws at that level and data: 9 architectures, 72 cells of one pair each at the paper's scale."""
-    from analysis.paper_report import item_rows, ours
     from analysis.papers import items
+    from analysis.report.paper import item_rows, ours
 
     checked = 0
     for it in items("jones-2022"):

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from sweep.backends.lease import LEASE_FILE, STALE_S, Lease
 from sweep.config.errors import SpecError
-from sweep.lease import LEASE_FILE, STALE_S, Lease
-from sweep.results import SweepDir
+from sweep.store.results import SweepDir
 
 
 @pytest.fixture

@@ -1,14 +1,14 @@
-"""The memory model of the indices (`sweep.memory`): its shapes against the layouts the engine computes, the
+"""The memory model of the indices (`sweep.plan.memory`): its shapes against the layouts the engine computes, the
 refusal of a space that a trial's memory cannot hold, and `plan`'s line."""
 
 import pytest
 import torch
 
-from sweep import memory
 from sweep.cli import main
 from sweep.config.errors import SpecError
 from sweep.config.space import load_space
 from sweep.measures.similarity import to_2d
+from sweep.plan import memory
 
 SPACE = "search_spaces/tlm_vs_dm_fmnist.yaml"
 
@@ -33,7 +33,7 @@ def test_a_space_whose_indices_do_not_fit_memory_per_trial_is_refused_with_what_
     path = tmp_path / "space.yaml"
     path.write_text(text)
     with pytest.raises(SpecError) as err:
-        load_space(path)
+        memory.check(load_space(path))
     assert err.value.field == "resources.memory_per_trial"
     assert "similarity_samples" in err.value.hint or "samples" in err.value.hint
     need = max(memory.needs(load_space(SPACE)), key=lambda x: x.bytes)
@@ -42,6 +42,20 @@ def test_a_space_whose_indices_do_not_fit_memory_per_trial_is_refused_with_what_
     assert f"{fits:,}" in str(err.value)
     path.write_text(open(SPACE).read() + "  memory_per_trial: 4\n")
     assert load_space(path).memory_per_trial == 4
+
+
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_plan_and_run_refuse_a_unit_that_does_not_fit_in_one_line_before_anything_is_written(command, tmp_path, capsys):
+    """Reading the space accepts any budget (`status` and `report` read a recorded sweep whatever it holds);
+    the commands that plan or run refuse a space whose unit would not fit, exit 2, one line naming the field."""
+    path = tmp_path / "space.yaml"
+    path.write_text(open(SPACE).read() + "  memory_per_trial: 0.05\n")
+    assert load_space(path).memory_per_trial == 0.05
+    extra = ["--storage", str(tmp_path / "results")] if command == "run" else []
+    assert main([command, str(path), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "resources.memory_per_trial" in err[0]
+    assert not (tmp_path / "results").exists()
 
 
 def test_plan_says_what_the_largest_unit_of_each_kind_needs(capsys):
@@ -97,7 +111,7 @@ def test_a_similarity_unit_that_does_not_fit_is_refused_with_the_batch_that_does
     small = "resources: {memory_per_trial: 0.05, cpus_per_trial: 1,"
     path.write_text(text.replace("resources: {cpus_per_trial: 1,", small))
     with pytest.raises(SpecError) as err:
-        load_space(path)
+        memory.check(load_space(path))
     assert err.value.field == "resources.memory_per_trial" and "batch_size" in err.value.hint
     assert "fewer points" in err.value.hint or "fewer epochs" in err.value.hint
 

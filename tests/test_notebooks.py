@@ -10,7 +10,7 @@ import torch
 from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
-from sweep.results import SweepDir
+from sweep.store.results import SweepDir
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "notebooks.md"
 
@@ -19,7 +19,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "notebooks.md"
 def results(tmp_path_factory):
     import copy
 
-    from .conftest import TINY_SPACE
+    from tests.conftest import TINY_SPACE
 
     sweep = parse_space(copy.deepcopy(TINY_SPACE))
     sweep_dir = SweepDir(tmp_path_factory.mktemp("results"), sweep.name)

@@ -13,9 +13,8 @@ from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
 from sweep.measures.ood import auroc, energy, train_detector
-from sweep.results import SweepDir
-
-from .conftest import TINY_SPACE
+from sweep.store.results import SweepDir
+from tests.conftest import TINY_SPACE
 
 
 def test_auroc_matches_its_definition_with_ties():
@@ -84,7 +83,7 @@ def test_a_trial_records_the_energies_its_auroc_comes_from_and_the_report_draws_
     """Balogh & Jelasity 2025 Fig. 1c: a trial with OOD detection keeps the per-sample energies of target,
     stitched and outlier activations; the AUROC recomputed from them by counting pairs is the recorded one."""
     import analysis
-    from analysis.report import write_report
+    from analysis.report.write import write_report
 
     space = _space()
     space["stitching"].update(end_points=["layer2.0"], objectives=["dm"])
@@ -101,7 +100,7 @@ def test_a_trial_records_the_energies_its_auroc_comes_from_and_the_report_draws_
     wins = (stitched[:, None] > target[None, :]).sum() + 0.5 * (stitched[:, None] == target[None, :]).sum()
     assert row["ood_auroc"] == pytest.approx(wins / (len(target) * len(stitched)))
     # the chart holds, per panel and series, exactly the recorded energies of its kind
-    from analysis.energies import energy_density_chart, energy_rows
+    from analysis.charts.energies import energy_density_chart, energy_rows
 
     data = analysis.load(sweep_dir.path)
     spec = energy_density_chart(energy_rows(data["trials"], energies)).to_dict()
@@ -124,8 +123,8 @@ def test_the_papers_detectors_read_activations_and_survive_the_cache(tmp_path):
     """Section 4.1's detectors: a ResNet-18 reading conv activations, a ViT-Ti without embedding reading tokens;
     trained briefly, saved and loaded again they give the same energies. `detector: paper` is part of a trial's
     identity (the small detector keeps the identities trials had before)."""
-    from analysis.store.storage import open_root
     from sweep.measures.ood import Detector, load_or_train
+    from sweep.store.storage import open_root
 
     gen = torch.Generator().manual_seed(0)
     for shape in ((16, 4, 4), (5, 32)):

@@ -12,8 +12,7 @@ from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
 from sweep.train.donors import train_donor
-
-from .conftest import TINY_SPACE
+from tests.conftest import TINY_SPACE
 
 
 def _donor(**changes):

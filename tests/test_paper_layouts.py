@@ -11,12 +11,11 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from analysis.paper_report import drawing_key, item_drawings, item_rows, ours
 from analysis.papers import items, paper
-from analysis.report import report_data
-
-from .conftest import REPO
-from .synthetic import synthetic_results
+from analysis.report.data import report_data
+from analysis.report.paper import drawing_key, item_drawings, item_rows, ours
+from tests.conftest import REPO
+from tests.synthetic import synthetic_results
 
 RUNS = [it for it in items() if it.status == "runs"]
 # spaces that read the user's own files (checkpoints, ImageNet): they do not load without them

@@ -16,10 +16,10 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from analysis.notebook import section
-from analysis.paper_report import drawing_key, item_drawings, item_rows
 from analysis.papers import Item, items, paper
-from analysis.report import ReportData, report_data
+from analysis.report.data import ReportData, report_data
+from analysis.report.notebook import section
+from analysis.report.paper import drawing_key, item_drawings, item_rows
 
 from .conftest import REPO
 from .synthetic import synthetic_results

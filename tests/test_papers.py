@@ -111,8 +111,8 @@ def test_the_docs_pages_are_generated_from_the_registry():
 def _identification_results(root: Path) -> None:
     """Hand-made trials of two ResNet-18 donors over three layers: CKA and DM (functional) peak on the diagonal,
     TLM prefers the last end layer (as tests/test_tables.py)."""
-    from analysis.store.schema import trial_schema
-    from sweep.results import write_rows
+    from sweep.store.results import write_rows
+    from sweep.store.schema import trial_schema
 
     points = ["l1", "l2", "l3"]
     k = 0
@@ -128,8 +128,8 @@ def _identification_results(root: Path) -> None:
 
 
 def test_a_papers_page_draws_its_items_in_order_with_the_papers_numbers_beside_ours(tmp_path):
-    from analysis.paper_report import numbers_table, section_rows, write_paper_report
-    from analysis.report import report_data
+    from analysis.report.data import report_data
+    from analysis.report.paper import numbers_table, section_rows, write_paper_report
 
     root = tmp_path / "tlm_vs_dm_cifar10"
     _identification_results(root)
@@ -174,9 +174,9 @@ def test_report_paper_takes_several_results_and_names_a_bad_paper(tmp_path, caps
 def test_an_item_that_combines_results_draws_them_once_together():
     """Cianfarani et al. Fig. 2a-c takes its columns from two sweeps: one drawing of both folders' rows (with
     a `results` column), where another item gets one drawing per folder; `where` still applies."""
-    from analysis.paper_report import item_rows
     from analysis.papers import Item
-    from analysis.report import ReportData
+    from analysis.report.data import ReportData
+    from analysis.report.paper import item_rows
 
     def data(name, ref, arch):
         sim = pd.DataFrame(

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from sweep.progress import SweepProgress, duration
+from sweep.backends.progress import SweepProgress, duration
 
 
 class Clock:

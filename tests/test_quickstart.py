@@ -7,8 +7,7 @@ import pytest
 
 import analysis
 from sweep.config.space import load_space
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 

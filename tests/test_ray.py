@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 import analysis
-from analysis.store.schema import trial_schema
 from sweep.config.space import parse_space
-from sweep.results import write_rows
+from sweep.store.results import write_rows
+from sweep.store.schema import trial_schema
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

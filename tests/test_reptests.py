@@ -14,10 +14,9 @@ from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.kinds.reptest import LowRank, run_reptest
 from sweep.measures.probing import linear_probe_accuracy
-from sweep.results import SweepDir
-
-from .conftest import TINY_SPACE
-from .ties import count, near_ties
+from sweep.store.results import SweepDir
+from tests.conftest import TINY_SPACE
+from tests.ties import count, near_ties
 
 
 def _space(tests):
@@ -137,9 +136,9 @@ def _reference_logits(unit_results, sweep_dir, layer):
     """The logits of the sensitivity reference A's own network (its front, low-rank when A is a low-rank member,
     and its end) on the unit's test images, computed here from the donor and the spec's sizes."""
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import load_donor
     from sweep.models.base import split
     from sweep.train.evaluate import activations
+    from sweep.worker.zoo import load_donor
 
     (spec,) = [
         u for u in parse_space(_space([SENS, SPEC])).reptests if u.test == "sensitivity" and u.members[0][2] == layer
@@ -213,8 +212,7 @@ def test_paper_scale_sensitivity_test_plans_13_and_14_channel_ranks():
     """Balogh & Jelasity 2025 5.1: 13 ranks for blocks 5-6 (256 channels) and 14 for blocks 7-8 (512), full rank to
     1."""
     from sweep.config.space import load_space
-
-    from .conftest import REPO
+    from tests.conftest import REPO
 
     sweep = load_space(REPO / "search_spaces" / "ding_tests_cifar10.yaml")
     sens = [u for u in sweep.reptests if u.test == "sensitivity"]
@@ -248,8 +246,7 @@ def test_imagenet_space_plans_the_papers_tests_once_its_checkpoints_are_in_place
     rows): 5 ResNet-18s and 5 ViT-Ti/16s; 13 and 14 ranks on ResNet blocks 5-8, 16 on the ViT's last four
     blocks, specificity over every block; without its checkpoints it is refused naming the first file."""
     from sweep.config.space import load_space
-
-    from .conftest import REPO
+    from tests.conftest import REPO
 
     path = REPO / "search_spaces" / "own_checkpoints" / "ding_tests_imagenet.yaml"
     monkeypatch.chdir(tmp_path)  # its paths are relative to where the command runs
@@ -282,8 +279,7 @@ def test_imagenet_space_runs_its_tests_on_a_small_image_folder(tmp_path, monkeyp
     from PIL import Image
 
     from sweep.registry import DATASETS
-
-    from .conftest import REPO
+    from tests.conftest import REPO
 
     registered(DATASETS, "imagenet_3", dataclasses.replace(DATASETS["imagenet"], num_classes=3, train_pool=12, test=12))
 

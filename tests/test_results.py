@@ -5,8 +5,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import analysis
-from analysis.store.schema import trial_schema
-from sweep.results import SweepDir, remove_stale_tmp, write_rows
+from sweep.store.results import SweepDir, remove_stale_tmp, write_rows
+from sweep.store.schema import trial_schema
 
 
 def test_rows_are_written_with_the_full_schema(tmp_path):

@@ -14,7 +14,6 @@ from sweep.data.core import make_splits
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
 from sweep.models.base import build, split, stitch_points
-from sweep.results import SweepDir
 from sweep.stitching.objectives import (
     OBJECTIVES,
     FitContext,
@@ -24,9 +23,9 @@ from sweep.stitching.objectives import (
     direct_match,
 )
 from sweep.stitching.stitcher import Stitcher
+from sweep.store.results import SweepDir
 from sweep.train.attacks import kl_divergence, pgd_linf, trades_linf, trades_loss
-
-from .conftest import TINY_SPACE
+from tests.conftest import TINY_SPACE
 
 
 def _net(seed=0):

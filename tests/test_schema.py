@@ -16,8 +16,7 @@ from sweep.config.schema import space_schema
 from sweep.config.sources import DonorSource
 from sweep.config.space import parse_space
 from sweep.registry import DONOR_SOURCES
-
-from .conftest import REPO, TINY_SPACE
+from tests.conftest import REPO, TINY_SPACE
 
 # the spaces; `shared/` holds blocks that spaces include, checked as part of the spaces that include them
 SPACES = sorted(p for p in (REPO / "search_spaces").glob("**/*.yaml") if p.parent.name != "shared")

@@ -4,7 +4,7 @@ against values worked out by hand."""
 import pandas as pd
 import pytest
 
-from analysis import senders
+from analysis.charts import senders
 
 
 def _trial(tid, front_dataset, end_dataset, point, index, acc, rank, rank_end, noise=None, end="zoo:d0"):

@@ -306,9 +306,9 @@ def test_pwcca_against_low_rank_approximations_falls_with_the_rank():
 def test_the_engine_computes_every_catalogued_index_and_the_schema_holds_their_columns():
     """An index's columns, report name and direction are written once, in the torch-free catalogue: the
     engine has a function for each entry (and no index outside it), and the schemas derive the columns."""
-    from analysis.store.catalogue import INDEX_CATALOGUE
-    from analysis.store.schema import reptest_schema, trial_schema
     from sweep.registry import INDICES
+    from sweep.store.catalogue import INDEX_CATALOGUE
+    from sweep.store.schema import reptest_schema, trial_schema
 
     assert list(INDICES) == list(INDEX_CATALOGUE)
     for name, index in INDICES.items():
@@ -465,8 +465,8 @@ def test_the_full_estimator_streams_where_the_products_are_smaller_and_gives_the
     """`full_matrix` on narrow points (fewer features than images) accumulates; on wide ones it holds the
     activations; both give `linear_cka` on all the images."""
     from sweep.kinds import similarity as kind
+    from sweep.measures.full_cka import cka_streams
     from sweep.measures.similarity import StreamedCKA
-    from sweep.memory import cka_streams
 
     g = torch.Generator().manual_seed(1)
     w1, w2 = torch.randn(12, 6, generator=g), torch.randn(12, 40, generator=g)

@@ -13,14 +13,14 @@ from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import load_donor, run_donor
+from sweep.kinds.donor import run_donor
 from sweep.kinds.similarity import run_similarity
 from sweep.measures.similarity import MinibatchCKA, minibatches
 from sweep.models.features import features
-from sweep.results import SweepDir
-
-from .conftest import TINY_SPACE
-from .test_similarity import _svcca_reference
+from sweep.store.results import SweepDir
+from sweep.worker.zoo import load_donor
+from tests.conftest import TINY_SPACE
+from tests.test_similarity import _svcca_reference
 
 
 def _space(entries) -> dict:
@@ -137,7 +137,7 @@ def test_benign_against_adversarial_representations(trained):
 def test_the_report_draws_the_cka_matrices_curves_and_transfer_table(trained, tmp_path):
     """Units of every shape in one results folder: the report draws every matrix, the diagonal curves, and the
     transfer table (b's accuracy on a's adversarial examples)."""
-    from analysis.report import write_report
+    from analysis.report.write import write_report
 
     space, sweep_dir = trained
     _run(space, sweep_dir, dict(WITHIN, points="stitch"))
@@ -210,7 +210,7 @@ def test_the_report_compares_cka_procrustes_and_svcca_on_the_same_pairs(trained)
     for extra in ({"estimator": "full"}, {"measure": "opd"}, {"measure": "svcca"}):
         _run(space, sweep_dir, dict(base, **extra))
     _run(space, sweep_dir, dict(base, measure="opd", images=48))
-    from analysis.cka import measures_compared
+    from analysis.charts.cka import measures_compared
 
     table = measures_compared(analysis.load_similarity(sweep_dir.path))
     mine = table[table["images"] == 64]

@@ -201,9 +201,8 @@ def digits_receiver(tmp_path_factory):
 
     from sweep.config.space import parse_space
     from sweep.kinds.donor import run_donor
-    from sweep.results import SweepDir
-
-    from .conftest import TINY_SPACE
+    from sweep.store.results import SweepDir
+    from tests.conftest import TINY_SPACE
 
     space = copy.deepcopy(TINY_SPACE)
     space["donors"]["noise"] = {"noise": {"sigma": 0.1, "train_per_class": 60, "test_per_class": 40}}
@@ -251,9 +250,9 @@ def test_a_noise_trial_drawn_per_batch_records_the_row_of_one_that_holds_its_sam
     samples are the same, so the row is (the same fit on the same machine)."""
     import shutil
 
-    from sweep.cache import worker_cache
     from sweep.kinds.stitch import run_trial
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
+    from sweep.worker.cache import worker_cache
 
     _, sweep, sweep_dir = digits_receiver
     spec, rows = sweep.trials[0], {}
@@ -269,7 +268,7 @@ def test_a_noise_trial_drawn_per_batch_records_the_row_of_one_that_holds_its_sam
 
 
 def test_the_report_draws_accuracy_and_rank_by_sender(digits_receiver, tmp_path):
-    from analysis.report import write_report
+    from analysis.report.write import write_report
     from sweep.kinds.stitch import run_trial
 
     _, sweep, sweep_dir = digits_receiver
@@ -310,12 +309,12 @@ def test_noise_into_a_receiver_trained_on_other_data_uses_the_receivers_accuracy
 
     from sweep.config.space import parse_space
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import load_donor, run_donor
+    from sweep.kinds.donor import run_donor
     from sweep.kinds.stitch import run_trial
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
     from sweep.train.evaluate import predict
-
-    from .conftest import TINY_SPACE
+    from sweep.worker.zoo import load_donor
+    from tests.conftest import TINY_SPACE
 
     space = copy.deepcopy(TINY_SPACE)
     space["donors"] = {
@@ -348,8 +347,7 @@ def test_a_noise_sender_with_its_own_seed_keeps_its_samples_across_the_blocks_se
     """Smith & Marcu C.2 tries several stitcher initialisations on one noise dataset and several noise datasets:
     `noise: {seed: N}` fixes the samples while a block's seeds vary the stitcher; without it the seeds vary both."""
     from sweep.kinds.stitch import noise_draw_seed
-
-    from .conftest import TINY_SPACE
+    from tests.conftest import TINY_SPACE
 
     space = copy.deepcopy(TINY_SPACE)
     space["donors"]["drawn"] = {"noise": {"train_per_class": 60, "test_per_class": 40}}

@@ -11,8 +11,7 @@ import yaml
 from sweep.cli import main
 from sweep.config.errors import SpecError
 from sweep.config.space import load_space, parse_space
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 SHIPPED = sorted((REPO / "search_spaces").glob("*.yaml"))  # those that plan here (golden ids: the same)
 ALL_SHIPPED = sorted((REPO / "search_spaces").glob("**/*.yaml"))

@@ -10,8 +10,7 @@ import pytest
 from sweep.cli import main
 from sweep.config.errors import SpecError
 from sweep.config.space import load_space, parse_space
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 
 def test_expansion_counts_and_fields(tiny_space):
@@ -272,9 +271,9 @@ def test_pwcca_and_opd_layouts_resolve_like_the_reference_code(tiny_space):
 def test_every_trial_spec_field_is_a_results_column():
     """A setting without a column would vanish from the results: config_row refuses it, and this lists the
     contract (the two donors-table lookups and the '+'-joined attacks are the only exceptions)."""
-    from analysis.store.schema import trial_schema
     from sweep.config.trial import TrialSpec
     from sweep.kinds.stitch import NOT_COLUMNS
+    from sweep.store.schema import trial_schema
 
     fields = {f.name for f in dataclasses.fields(TrialSpec)}
     assert NOT_COLUMNS <= fields and fields - NOT_COLUMNS <= set(trial_schema().names)

@@ -1,6 +1,6 @@
 """Results on an object store: the S3 API of a real `moto` server on loopback (not a mocked client).
 
-The storage layer (`analysis.store.storage`) is checked on the local filesystem and on S3 alike; then a whole sweep
+The storage layer (`sweep.store.storage`) is checked on the local filesystem and on S3 alike; then a whole sweep
 runs with `--storage s3://...` on an embedded Ray, and `status`, `resume` and `report` read it back from there.
 """
 
@@ -16,10 +16,10 @@ import pyarrow.fs as pafs
 import pytest
 
 import analysis
-from analysis.store.schema import trial_schema
-from analysis.store.storage import StorageError, child_uri, open_root
 from sweep.config.space import parse_space
-from sweep.results import SweepDir, read_status, remove_stale_tmp, writable_or_error, write_rows
+from sweep.store.results import SweepDir, read_status, remove_stale_tmp, writable_or_error, write_rows
+from sweep.store.schema import trial_schema
+from sweep.store.storage import StorageError, child_uri, open_root
 
 BUCKET = "stitchsweep-test"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -199,8 +199,9 @@ def test_every_results_column_describes_itself_in_the_parquet_schema(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from analysis.store.schema import schema, tables
-    from sweep.results import open_root, write_rows
+    from sweep.store.layout import tables
+    from sweep.store.results import open_root, write_rows
+    from sweep.store.schema import schema
 
     for table in tables():
         for field in schema(table):

@@ -20,7 +20,7 @@ from sweep.data.core import make_splits
 from sweep.data.declared import register_image_folder
 from sweep.kinds.base import RunContext, resolve
 from sweep.registry import DATASETS, KINDS
-from sweep.results import SweepDir
+from sweep.store.results import SweepDir
 
 CPU = torch.device("cpu")
 SIZE, CLASSES, TRAIN, VAL = 16, 10, 20, 10  # per class: 200 training images, 100 validation images

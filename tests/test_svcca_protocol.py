@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.cka import measures_compared
+from analysis.charts.cka import measures_compared
 from analysis.svcca_null import svcca_null
 from sweep.config.errors import SpecError
 from sweep.config.similarity import SVCCA_MAX_RATIO

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from analysis.charts import heatmap_grid
+from analysis.charts.stitching import heatmap_grid
 from analysis.matrices import layer_identification, layer_matrix, long_matrices
 
 POINTS = ["l1", "l2", "l3"]
@@ -74,9 +74,9 @@ def test_heatmaps_have_one_panel_per_measure():
 
 
 def test_report_writes_matrices_and_table_1(tmp_path):
-    from analysis.report import write_report
-    from analysis.store.schema import trial_schema
-    from sweep.results import write_rows
+    from analysis.report.write import write_report
+    from sweep.store.results import write_rows
+    from sweep.store.schema import trial_schema
 
     for k, row in enumerate(_trials().to_dict("records")):
         write_rows(tmp_path / "s" / "trials" / f"{k}.parquet", [dict(row, trial_id=str(k))], trial_schema())
@@ -90,7 +90,7 @@ def test_report_writes_matrices_and_table_1(tmp_path):
 def test_within_networks_keeps_self_benign_units_and_labels_their_training():
     """Figs 2-3's layout reads only a network against itself on benign images, labelled by the donor's
     architecture, training and eps; cross-network and adversarial units are left to the other sections."""
-    from analysis import cka
+    from analysis.charts import cka
 
     def unit(uid, a, b, b_inputs="benign"):
         return [
@@ -130,7 +130,7 @@ def test_within_networks_keeps_self_benign_units_and_labels_their_training():
 def test_epoch_curves_average_units_and_carry_their_interval():
     """Cianfarani et al. Fig. 6 from hand-made rows: CKA with the final epoch, mean over a group's units, with
     min-max for two units and a bootstrap interval from three."""
-    from analysis import cka
+    from analysis.charts import cka
 
     rows = []
     for unit, value in (("u1", 0.5), ("u2", 0.7), ("u3", 0.9)):
@@ -194,7 +194,7 @@ def test_agreement_table_is_mean_and_standard_error_over_pairs_of_different_dono
 def test_block_structure_averages_cka_between_distant_points_only():
     """Cianfarani et al. Fig. 2's block structure as a number: the mean CKA over pairs of points more than `gap`
     apart, computed here by a plain loop over a 30-point matrix whose value is a known function of the distance."""
-    from analysis import cka
+    from analysis.charts import cka
 
     n, gap = 30, 20
     value = lambda i, j: 1.0 if i == j else 1.0 / (1 + abs(i - j))  # noqa: E731
@@ -220,7 +220,7 @@ def test_cka_diagonals_draw_figs_4_and_5_apart_by_point_family():
     """Figs 4 and 5b-d: benign vs adversarial of one network, and source vs target on the source's adversarial
     images; a network with itself on benign images (1 everywhere) and two networks on benign images are not
     drawn; units over different point sets (block outputs, every node) get their own panels."""
-    from analysis import cka
+    from analysis.charts import cka
 
     def unit(uid, a, b, a_in, b_in, points):
         return [
@@ -251,7 +251,7 @@ def test_cka_diagonals_draw_figs_4_and_5_apart_by_point_family():
 def test_budget_steps_compare_one_methods_networks_across_budgets_only():
     """Fig. 30's numbers from hand-made rows: two networks of one training method at different budgets, on benign
     images; pairs across methods, at one budget or on adversarial images are left out; means by hand."""
-    from analysis import cka
+    from analysis.charts import cka
 
     def unit(uid, a, b, values, b_inputs="benign"):
         return [
@@ -286,7 +286,7 @@ def test_threat_grid_puts_each_reference_network_in_a_row_in_the_papers_order():
     two budgets of one threat model are left to Fig. 30's table, and a budget neighbour against another threat
     model (Appendix E: `linf` against `jpeg_large`, `linf_large` against Snow and JPEG) to its own, in the
     sweep's report (every entry's units) as on the paper's page (the `threats` entry's)."""
-    from analysis import grids
+    from analysis.charts import grids
 
     def unit(uid, a, b, xy=0.5, yx=0.5, name="threats"):
         values = {("x", "x"): 1.0, ("x", "y"): xy, ("y", "x"): yx, ("y", "y"): 1.0}
@@ -327,7 +327,7 @@ def test_eps_width_grid_has_a_row_per_budget_and_widths_in_numeric_order():
     """Fig. 3's layout from hand-made units: plain and PGD networks with themselves, a row per budget (plain
     first), widths as columns in numeric order (wrn28_5 before wrn28_10), a blank cell where no network is;
     TRADES is left to the other grids."""
-    from analysis import grids
+    from analysis.charts import grids
 
     def unit(uid, a):
         return [

@@ -14,13 +14,13 @@ from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import load_donor, run_donor
+from sweep.kinds.donor import run_donor
 from sweep.kinds.training_similarity import epoch_weights, run_training_similarity
 from sweep.measures.similarity import MinibatchCKA, minibatches
 from sweep.models.features import features
-from sweep.results import SweepDir
-
-from .conftest import TINY_SPACE
+from sweep.store.results import SweepDir
+from sweep.worker.zoo import load_donor
+from tests.conftest import TINY_SPACE
 
 
 def _space(entry: dict, **donor) -> dict:
@@ -90,7 +90,7 @@ def test_epoch_by_epoch_cka_of_a_trained_donor(tmp_path):
         # Grams of the same activations: only summation order could differ)
         assert np.allclose(m, expected[:, :, unit.points.index(point)], atol=1e-9), point
 
-    from analysis.report import write_report
+    from analysis.report.write import write_report
 
     index = write_report(sweep_dir.path, tmp_path / "report")
     assert "CKA with the final epoch" in index.read_text()

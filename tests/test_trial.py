@@ -13,11 +13,10 @@ from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
-from sweep.results import SweepDir
 from sweep.stitching import objectives
-
-from .conftest import TINY_SPACE
-from .ties import assert_reproduces, count, end_logits, near_ties
+from sweep.store.results import SweepDir
+from tests.conftest import TINY_SPACE
+from tests.ties import assert_reproduces, count, end_logits, near_ties
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +46,7 @@ def test_dm_self_stitching_gives_relative_accuracy_one_at_every_point(zoo):
     from collections import Counter
 
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import load_donor
+    from sweep.worker.zoo import load_donor
 
     # the end model's own predictions and their class counts, computed independently of the engine
     splits = make_splits(dm[0].dataset, dm[0].train_size, dm[0].val_size, dm[0].test_size)
@@ -147,9 +146,9 @@ def test_donors_are_cached_across_sweeps_by_their_training_config(zoo):
 @pytest.mark.parametrize("donor_bn,moves", [("frozen", False), ("update", True)])
 def test_donor_batchnorm_policy(zoo, donor_bn, moves):
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import load_donor
     from sweep.models.base import split
     from sweep.stitching.stitcher import Stitcher
+    from sweep.worker.zoo import load_donor
 
     sweep, sweep_dir = zoo
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
@@ -283,9 +282,9 @@ def test_stitcher_weight_decay_and_schedule_reach_the_optimiser(zoo, optimizer):
     """The stitcher's optimiser is the spec's: its class, momentum and L2 weight decay, and the step
     schedule (lr / 10 at 1/3 and 2/3 of the epochs) or a constant lr."""
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import load_donor
     from sweep.models.base import split
     from sweep.stitching.stitcher import Stitcher
+    from sweep.worker.zoo import load_donor
 
     sweep, sweep_dir = zoo
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")

@@ -60,7 +60,7 @@ def end_logits(sweep_dir, spec, root: str | None = None) -> tuple[torch.Tensor, 
     """A stitching trial's end model's logits on the trial's test images, and their labels, computed here from the
     donor's checkpoint and the trial's data sizes (independently of the trial's own evaluation)."""
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import load_donor
+    from sweep.worker.zoo import load_donor
 
     splits = make_splits(spec.dataset, spec.train_size, spec.val_size, spec.test_size, root=root, download=False)
     with torch.no_grad():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from . import Item, Number, items, paper
+from analysis.papers import Item, Number, items, paper
 
 DEPARTURES = "../design.md#departures-from-the-papers"
 

@@ -11,8 +11,8 @@ import ray
 
 from sweep.config.errors import SpecError
 from sweep.config.space import Sweep
-from sweep.planning import check_data
-from sweep.results import Loc, SweepDir
+from sweep.plan.planning import check_data
+from sweep.store.results import Loc, SweepDir
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:

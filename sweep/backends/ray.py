@@ -35,11 +35,12 @@ from sweep.backends.checks import (  # noqa: E402
     check_storage_shared,
 )
 from sweep.backends.node import start_lean, stop_lean  # noqa: E402
+from sweep.backends.progress import SweepProgress  # noqa: E402
 from sweep.config.errors import SpecError  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
-from sweep.planning import blocked_note, runnable  # noqa: E402
-from sweep.progress import SweepProgress  # noqa: E402
-from sweep.results import Loc, SweepDir  # noqa: E402
+from sweep.measures.chance import chance_warning  # noqa: E402
+from sweep.plan.planning import blocked_note, runnable  # noqa: E402
+from sweep.store.results import Loc, SweepDir, part_rows  # noqa: E402
 
 # With the logger callbacks off, Tune's result grid warns once per trial that it found no result.json:
 # expected, and our record is the Parquet parts.
@@ -82,9 +83,9 @@ def _trainable(config: dict, run, units: dict, root: Loc, sweep_name: str, env: 
     imported here), its progress forwarded to Tune."""
     import torch
 
-    from sweep.cache import configure
     from sweep.data import stream
     from sweep.kinds.base import RunContext, resolve
+    from sweep.worker.cache import configure
 
     torch.set_num_threads(_threads(env["cpus"]))
     stream.configure(stream.loader_workers(env["cpus"]))  # image folders' decoding processes, from its CPUs
@@ -232,7 +233,7 @@ def _fit_chunk(
             tune_config=tune.TuneConfig(
                 max_concurrent_trials=max_concurrent,
                 # One actor runs trial after trial (they all ask for the same resources), so its donors,
-                # splits and cached activations (`sweep.cache`) serve every trial it runs.
+                # splits and cached activations (`sweep.worker.cache`) serve every trial it runs.
                 reuse_actors=True,
                 trial_name_creator=lambda t: str(t.config["unit"]),
                 trial_dirname_creator=lambda t: str(t.config["unit"]),
@@ -269,14 +270,13 @@ def _remove_quietly(loc: Loc) -> None:
 
 
 def _chance_warnings(sweep: Sweep, sweep_dir: SweepDir) -> list[str]:
-    """The zoo stage's warnings about this sweep's donors that ended training at chance (analysis.donors)."""
-    from analysis.donors import chance_warnings
-    from analysis.reading import load_donors
-
-    donors = load_donors(sweep_dir.path)
-    if donors.empty:
-        return []
-    return chance_warnings(donors[donors["donor_key"].isin({d.donor_key for d in sweep.donors.values()})])
+    """The zoo stage's warnings about this sweep's donors that ended training at chance (`at_chance` in their
+    rows of the donors table), one per donor."""
+    keys, flagged = {d.donor_key for d in sweep.donors.values()}, {}
+    for row in part_rows(sweep_dir.donors):
+        if row.get("donor_key") in keys and row.get("at_chance"):
+            flagged.setdefault(row["donor_key"], row)
+    return [chance_warning(row) for row in flagged.values()]
 
 
 def start_ray(address: str | None, num_cpus: int | None) -> bool:

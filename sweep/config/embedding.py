@@ -12,11 +12,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.donors import DonorUnit, resolve_ref
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
 from sweep.registry import ARCHITECTURES
+from sweep.store.schema import SCHEMA_VERSION
 
 OPTIONS = by_key(
     (

@@ -18,13 +18,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.donors import resolve_ref
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
 from sweep.config.shapes import activation_shape
 from sweep.config.similarity import ATTACK_OPTIONS, pgd_settings
 from sweep.registry import ARCHITECTURES, DATASETS
+from sweep.store.schema import SCHEMA_VERSION
 
 SHOWS = ("images", "palette", "noise", "attacks")
 ATTACK_FIELDS = by_key(o for o in ATTACK_OPTIONS.values() if o.key != "source")

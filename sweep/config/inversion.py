@@ -14,12 +14,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.store.inverted import DTYPES
-from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.donors import DonorUnit, resolve_ref
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
 from sweep.registry import ARCHITECTURES, DATASETS, did_you_mean
+from sweep.store.inverted import DTYPES
+from sweep.store.schema import SCHEMA_VERSION
 
 # the published recipes (sweep.measures.inversion's module doc): the defaults of the fields left out
 RECIPE_DEFAULTS = {
@@ -63,7 +63,7 @@ class InversionSpec(DonorUnit):
     eps: float
     images: int
     seed: int = 0
-    dtype: str = "float32"  # how the inverted images are stored (`analysis.store.inverted`): the rows read them
+    dtype: str = "float32"  # how the inverted images are stored (`sweep.store.inverted`): the rows read them
     trial_id: str | None = None  # a stitched network: the trial whose stitcher it uses (donor_key: its end)
     batch_size: int = field(default=100, compare=False)
     donor: str = field(default="", compare=False)  # the donor's reference (or the stitched network's): a label

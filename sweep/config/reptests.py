@@ -15,14 +15,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.store.catalogue import reptest_indices
-from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.data import DataSpec
 from sweep.config.donors import DonorSpec, resolve_ref
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, index_revisions, stable_hash
 from sweep.config.shapes import activation_shape, channels, check_dm_samples
 from sweep.registry import ARCHITECTURES
+from sweep.store.catalogue import reptest_indices
+from sweep.store.schema import SCHEMA_VERSION
 
 # What a unit computes, versioned apart from the results schema: a fix that changes a unit's numbers bumps it,
 # so recorded rows of the old computation are not reused. 2: d_dm_func is relative to A's own network (its

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.store.storage import Loc
-from sweep import memory
+from sweep.config.context import SpaceContext
 from sweep.config.data import OPTIONS as DATA_OPTIONS
 from sweep.config.data import SOURCE_OPTIONS, DataSpec, parse_data
 from sweep.config.donors import DonorEval, DonorSpec, parse_donor
@@ -20,9 +19,9 @@ from sweep.config.evaluation import EvalSpec, parse_evaluation
 from sweep.config.fields import NAME_RE, Option, Section, by_key
 from sweep.config.generators import SHARED, expand_space, in_family
 from sweep.config.includes import in_file, read_yaml, resolve_includes
-from sweep.config.stitching import expand_block
 from sweep.config.trial import TrialSpec
 from sweep.registry import DATASETS
+from sweep.store.storage import Loc
 
 __all__ = ["Sweep", "TrialSpec", "EvalSpec", "load_space", "parse_space"]
 
@@ -38,7 +37,7 @@ class Sweep:
     cpus_per_trial: float
     gpus_per_trial: float
     raw: dict
-    memory_per_trial: float | None = None  # GiB (`sweep.memory` sizes the units against it)
+    memory_per_trial: float | None = None  # GiB (`sweep.plan.memory` sizes the units against it)
     data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
     download: bool = True
     # donor name -> the evaluations the zoo stage records for it: its own test set first, then those of the
@@ -56,19 +55,6 @@ class Sweep:
     def reptests(self) -> tuple:
         """The representation-test units (`RepTestSpec`)."""
         return self.units.get("reptest", ())
-
-
-@dataclass
-class SpaceContext:
-    """What a kind's section parser gets besides its own section: the validated data, evaluation and donors,
-    and `used`, the donor names its units use (it adds them: only used donors are trained); `units`, the units
-    of the kinds parsed before it (registration order), by kind name, for sections that refer to them."""
-
-    data: DataSpec
-    evaluation: EvalSpec
-    donors: dict[str, DonorSpec]
-    used: set[str]
-    units: dict[str, tuple] = field(default_factory=dict)
 
 
 def load_space(path: str | Path | Loc) -> Sweep:
@@ -151,7 +137,6 @@ def parse_space(raw: Any) -> Sweep:
         data_root=root,
         download=download,
     )
-    memory.check(sweep)  # with resources.memory_per_trial: every unit's indices fit it
     return sweep
 
 
@@ -204,15 +189,3 @@ def _read_donors(raw: dict, families: dict, data: DataSpec, evaluation: EvalSpec
                 evaluation.n_eval_robust,
             )
     return donors
-
-
-def read_stitching(raw: Any, ctx: SpaceContext) -> tuple:
-    """The `stitching` section: one block (a mapping) or a list of blocks; identical configurations collapse."""
-    if not isinstance(raw, (dict, list)) or isinstance(raw, list) and not raw:
-        raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", raw)
-    blocks = [(raw, "stitching")] if isinstance(raw, dict) else [(b, f"stitching[{i}]") for i, b in enumerate(raw)]
-    trials: dict[str, TrialSpec] = {}
-    for block, path in blocks:
-        for spec in expand_block(block, path, ctx.data, ctx.evaluation, ctx.donors, ctx.used):
-            trials.setdefault(spec.trial_id, spec)  # identical configs (e.g. alpha unused) collapse
-    return tuple(trials.values())

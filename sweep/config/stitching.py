@@ -5,7 +5,7 @@ points x end points), each a `TrialSpec` hashed into its `trial_id`. The block's
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sweep.config.block import OOD_OPTIONS, OPTIONS, Block, read_block
 from sweep.config.data import DataSpec
@@ -16,6 +16,9 @@ from sweep.config.fields import Section
 from sweep.config.shapes import activation_shape, channels, check_dm_samples, layout
 from sweep.config.trial import TrialSpec
 from sweep.registry import ARCHITECTURES, DATASETS, OBJECTIVES, did_you_mean
+
+if TYPE_CHECKING:
+    from sweep.config.context import SpaceContext
 
 STITCH_DATA = ("front", "end")
 
@@ -280,3 +283,15 @@ def _trial(
         **{f"noise_{k}": getattr(front, f"noise_{k}") for k in ("sigma", "train_per_class", "test_per_class", "seed")},
         end_eval=DonorEval.of(tdata if end.data.dataset == tdata.dataset else end.data, evaluation),
     )
+
+
+def read_stitching(raw: Any, ctx: SpaceContext) -> tuple:
+    """The `stitching` section: one block (a mapping) or a list of blocks; identical configurations collapse."""
+    if not isinstance(raw, (dict, list)) or isinstance(raw, list) and not raw:
+        raise SpecError("stitching", "a mapping, or a non-empty list of mappings (blocks)", raw)
+    blocks = [(raw, "stitching")] if isinstance(raw, dict) else [(b, f"stitching[{i}]") for i, b in enumerate(raw)]
+    trials: dict[str, TrialSpec] = {}
+    for block, path in blocks:
+        for spec in expand_block(block, path, ctx.data, ctx.evaluation, ctx.donors, ctx.used):
+            trials.setdefault(spec.trial_id, spec)  # identical configs (e.g. alpha unused) collapse
+    return tuple(trials.values())

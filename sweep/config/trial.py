@@ -6,9 +6,9 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
-from analysis.store.schema import SCHEMA_VERSION
 from sweep.config.donors import DonorEval
 from sweep.config.fields import index_revisions, stable_hash
+from sweep.store.schema import SCHEMA_VERSION
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,7 @@ The names below load their module on first use (PEP 562), so that reading the re
 
 from __future__ import annotations
 
-from analysis.store.exports import lazy_exports
+from sweep.store.exports import lazy_exports
 
 _HOME = {
     **dict.fromkeys(

@@ -230,7 +230,7 @@ def worker_splits(
 ) -> Splits:
     """`make_splits(...).to(device)`, built and moved once per worker (the worker's cache keeps it, under the
     dataset's resolved data root): units that share data share one copy, which none of them changes."""
-    from sweep.cache import worker_cache
+    from sweep.worker.cache import worker_cache
 
     key = ("splits", name, train_size, val_size, test_size, str(root or data_root()), str(device))
 

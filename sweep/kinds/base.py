@@ -3,7 +3,7 @@
 A kind (donors, stitching trials, representation-test units, ...) says how a validated sweep expands into its
 units (frozen, hashed specs, keyed by a stable id), which Parquet parts record a unit (a unit is done when all
 of them say "done"), and how one unit runs: pure PyTorch, idempotent (a unit whose parts exist is skipped),
-writing its parts last. The planner (`sweep.planning`) and the Ray backend read only these entries, so adding
+writing its parts last. The planner (`sweep.plan.planning`) and the Ray backend read only these entries, so adding
 a kind is one new module here that calls `register_kind`, and no existing kind or backend changes.
 """
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import torch
 
     from sweep.config.space import Sweep
-    from sweep.results import Loc, SweepDir
+    from sweep.store.results import Loc, SweepDir
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Kind:
     """A kind of work.
 
     Its search-space section (`section`, the top-level key) is parsed by `parse(raw, ctx) -> units` (frozen,
-    hashed specs; `ctx` is `sweep.config.space.SpaceContext`: data, evaluation, donors) and the units are kept
+    hashed specs; `ctx` is `sweep.config.context.SpaceContext`: data, evaluation, donors) and the units are kept
     in `Sweep.units[name]`, each named by `unit_id(unit)`. A kind without a section (donors) says how to find
     its units itself (`units(sweep)`: unit id -> unit). Units must be picklable: the backend ships them.
     `parts(sweep_dir, unit)`: the Parquet parts that record a unit; `run(unit, ctx)`: run it, returning at
@@ -52,7 +52,7 @@ class Kind:
     name: str  # "donor", "trial", ...
     stage: str  # the name of its stage in progress lines and Ray's run records
     noun: str  # plural, for counts: "donors", "trials", ...
-    table: str  # the results table its parts feed (`analysis.store.schema`)
+    table: str  # the results table its parts feed (`sweep.store.schema`)
     parts: Callable[[SweepDir, Any], list[Loc]]
     # the function that runs a unit, or its name "package.module:function", imported when a unit runs (so
     # that planning never imports a kind's work: PyTorch and the rest)
@@ -78,7 +78,7 @@ class Kind:
     # Optional hooks: everything else the engine and the analysis know of a kind. Each may be the callable or
     # its name, "package.module:name" (`resolve`), imported when used, so that declaring a kind imports
     # neither PyTorch nor the report's plotting.
-    # its table: `schema`, the pyarrow schema of its rows or a function returning it (`analysis.store.schema`
+    # its table: `schema`, the pyarrow schema of its rows or a function returning it (`sweep.store.schema`
     # reads it; None: the kind's table is not one of the results tables), `key`, the column naming a row's
     # unit, `timing`, the column of a unit's recorded seconds (`plan --estimate` scales its prediction by
     # them; None: not used)
@@ -91,7 +91,7 @@ class Kind:
     # `price(unit, pricer)`: its device-seconds under a cost profile (`sweep.prices.Pricer`); None: listed as
     # not priced by `plan --estimate`
     price: Callable[[Any, Any], float] | str | None = None
-    # `report()`: the report's chart sections of its table (`analysis.sections.ChartSection`s), drawn after
+    # `report()`: the report's chart sections of its table (`analysis.report.sections.ChartSection`s), drawn after
     # the shared ones; their `data(report_data)` reads the table as `report_data.table(kind.table)`
     report: Callable[[], list] | str | None = None
     # `after_stage(sweep, sweep_dir)`: lines the backend prints when its stage has run (e.g. donors at chance)
@@ -138,9 +138,9 @@ def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[di
     import time
     from datetime import datetime, timezone
 
-    from analysis.store.schema import SCHEMA_VERSION, schema
     from sweep import __version__
-    from sweep.results import write_rows
+    from sweep.store.results import write_rows
+    from sweep.store.schema import SCHEMA_VERSION, schema
 
     base = dict(base, stitchsweep_version=__version__, schema_version=SCHEMA_VERSION)
     t0 = time.perf_counter()

@@ -8,21 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.store.schema import (
-    DONOR_SCHEMA,
-    EXAMPLES_DIR,
-    EXAMPLES_SCHEMA,
-    INVERSION_SCHEMA,
-    INVERSIONS_DIR,
-    SIMILARITY_DIR,
-    SIMILARITY_SCHEMA,
-    TRAINING_SIMILARITY_DIR,
-    TRAINING_SIMILARITY_SCHEMA,
-    TSNE_DIR,
-    TSNE_SCHEMA,
-    reptests_schema,
-    trials_schema,
-)
 from sweep.config.block import OPTIONS as BLOCK_OPTIONS
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.config.embedding import OPTIONS as TSNE_OPTIONS
@@ -35,13 +20,22 @@ from sweep.config.reptests import OPTIONS as REPTEST_OPTIONS
 from sweep.config.reptests import parse_reptests
 from sweep.config.similarity import OPTIONS as SIMILARITY_OPTIONS
 from sweep.config.similarity import TRAINING_OPTIONS, parse_similarity, parse_training_similarity
-from sweep.config.space import read_stitching
+from sweep.config.stitching import read_stitching
 from sweep.kinds.base import Kind, register_kind
 from sweep.registry import DONOR_SOURCES
+from sweep.store.layout import EXAMPLES_DIR, INVERSIONS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR, TSNE_DIR
+from sweep.store.schema import DONOR_SCHEMA, reptests_schema, trials_schema
+from sweep.store.units import (
+    EXAMPLES_SCHEMA,
+    INVERSION_SCHEMA,
+    SIMILARITY_SCHEMA,
+    TRAINING_SIMILARITY_SCHEMA,
+    TSNE_SCHEMA,
+)
 
 # What planning and the backend read of a kind beyond its units (memory, price, the end of its stage): named,
 # imported when used, so that declaring the kinds imports no planning model.
-_MEMORY, _PRICES = "sweep.memory", "sweep.prices"
+_MEMORY, _PRICES = "sweep.plan.memory", "sweep.plan.prices"
 
 
 @dataclass(frozen=True)
@@ -57,7 +51,7 @@ class DonorWork:
 
 def donor_part(sweep_dir, donor: DonorSpec, ev: DonorEval):
     """The part that records one evaluation of a donor."""
-    return sweep_dir.donors / f"{donor.name}-{ev.eval_id(donor.donor_key)}.parquet"
+    return sweep_dir.donor_part(donor.name, ev.eval_id(donor.donor_key))
 
 
 def _describe_donor(work: DonorWork) -> str:

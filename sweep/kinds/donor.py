@@ -10,31 +10,27 @@ A donor may train on its own `data` (cross-task stitching); `train_size` there s
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-import pyarrow.fs as pafs
 import torch
 
-from analysis.donors import at_chance
-from analysis.store.schema import DONOR_CURVES_DIR, DONORS_DIR, SCHEMA_VERSION, schema
 from sweep import __version__
-from sweep.activations import compute
-from sweep.cache import worker_cache
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.data.core import Splits, test_images, worker_splits
 from sweep.kinds.base import RunContext
 from sweep.kinds.declared import DonorWork, donor_part
-from sweep.models.base import StagedNet, build
+from sweep.measures.chance import at_chance
+from sweep.models.base import StagedNet
 from sweep.registry import DONOR_SOURCES
-from sweep.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
+from sweep.store.layout import DONOR_CURVES_DIR, DONORS_DIR
+from sweep.store.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
+from sweep.store.schema import SCHEMA_VERSION, schema
 from sweep.train.donors import TRAIN_STATE
 from sweep.train.evaluate import accuracy, predict, robust_accuracy
-
-CHECKPOINT = "model.pt"
+from sweep.worker.activations import compute
+from sweep.worker.zoo import load_donor, predictions_loc
 
 
 def save_donor(path: Loc, model: StagedNet, donor: DonorSpec, splits: Splits, mean, std) -> None:
@@ -50,72 +46,6 @@ def save_donor(path: Loc, model: StagedNet, donor: DonorSpec, splits: Splits, me
         "donor_key": donor.donor_key,
     }
     save_torch(path, payload)
-
-
-def checkpoint_identity(sweep: SweepDir, donor_key: str) -> tuple:
-    """What names a zoo checkpoint's content for the worker's cache: its location, size and modification
-    time (a retrained or replaced checkpoint is another entry); where the filesystem keeps no modification
-    time, a hash of its bytes."""
-    path = sweep.zoo(donor_key) / CHECKPOINT
-    info = path.fs.get_file_info(path.path)
-    if info.type == pafs.FileType.NotFound:
-        raise FileNotFoundError(f"zoo donor {donor_key} has no checkpoint at {path}: run the zoo stage first")
-    if info.mtime_ns is None:
-        return (str(path), info.size, hashlib.sha256(path.read_bytes()).hexdigest())
-    return (str(path), info.size, info.mtime_ns)
-
-
-def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedNet:
-    """A zoo donor in eval mode: read once per worker (the worker's cache keeps it), a copy per caller (a
-    trial may move its BatchNorm statistics or its memory layout). `model.checkpoint_identity` is what the
-    cache knows it by (`checkpoint_identity`)."""
-    identity = checkpoint_identity(sweep, donor_key)
-    cache = worker_cache()
-
-    def read() -> StagedNet:
-        model = _read_donor(sweep.zoo(donor_key) / CHECKPOINT, device)
-        model.checkpoint_identity = identity
-        return model
-
-    model = cache.get(("donor", *identity, str(device)), read)
-    return copy.deepcopy(model).eval() if cache.settings.enabled else model
-
-
-def _read_donor(path: Loc, device: torch.device) -> StagedNet:
-    ckpt = load_torch(path, map_location=device)
-    model = build(
-        ckpt["arch"],
-        ckpt["in_channels"],
-        ckpt["num_classes"],
-        ckpt["mean"],
-        ckpt["std"],
-        image_size=ckpt.get("image_size", 32),
-    )
-    model.load_state_dict(ckpt["state_dict"])
-    return model.to(device).eval()
-
-
-def donor_row(sweep: SweepDir, donor_name: str, donor_key: str, ev: DonorEval) -> dict | None:
-    """The donors-table row of exactly this donor and evaluation (same images, same attack settings), or
-    None when there is none (or it failed, or records other settings). A worker reads each part once: on
-    a local disk its size and modification time name it; on an object store its location alone (the zoo
-    stage writes donors' parts before any unit reads them)."""
-    part = sweep.donors / f"{donor_name}-{ev.eval_id(donor_key)}.parquet"
-    try:
-        row = worker_cache().get(("donor_row", *_part_identity(part)), lambda: part.read_parquet().to_pylist()[0])
-    except Exception:  # missing or unreadable: the caller measures what it needs itself
-        return None
-    wanted = {"donor_key": donor_key, "status": "done", **ev.row_fields()}
-    return dict(row) if all(row.get(k) == v for k, v in wanted.items()) else None
-
-
-def _part_identity(part: Loc) -> tuple:
-    if not part.is_local:
-        return (str(part),)
-    info = part.fs.get_file_info(part.path)
-    if info.type == pafs.FileType.NotFound:
-        raise FileNotFoundError(str(part))
-    return (str(part), info.size, info.mtime_ns)
 
 
 def run_donor(
@@ -138,7 +68,7 @@ def run_donor(
     if not todo:
         return {"donor": donor.name, "skipped": True}  # a failed evaluation is tried again
     d = donor.data
-    ckpt = sweep.zoo(donor.donor_key) / CHECKPOINT
+    ckpt = sweep.checkpoint(donor.donor_key)
     base = base_row(donor, sweep.name)
     t0 = time.perf_counter()
     rows = []
@@ -178,12 +108,6 @@ def run_donor(
     return rows[0]
 
 
-def predictions_loc(sweep: SweepDir, donor_key: str, dataset: str, n: int) -> Loc:
-    """Where a donor's predicted classes on the first `n` test images of `dataset` are kept (in the zoo: they
-    depend on the checkpoint and the images alone)."""
-    return sweep.zoo(donor_key) / f"test-predictions-{dataset}-{n}.pt"
-
-
 def _keep_predictions(sweep: SweepDir, donor_key: str, model, ev: DonorEval, device, data_root, download) -> None:
     x, _ = test_images(ev.dataset, ev.test_size, data_root, download)
     loc = predictions_loc(sweep, donor_key, ev.dataset, len(x))
@@ -193,7 +117,7 @@ def _keep_predictions(sweep: SweepDir, donor_key: str, model, ev: DonorEval, dev
 
 def test_predictions(model, x: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A donor's predicted classes on `x` (int64, on the host), from logits computed on the fixed chunk
-    grid, as a trial's cached logits are (`sweep.activations`): the same values either way."""
+    grid, as a trial's cached logits are (`sweep.worker.activations`): the same values either way."""
     return compute(model, x, device).argmax(1).cpu()
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import torch
 
-from analysis.store.schema import TSNE_DIR
 from sweep.config.embedding import EmbeddingSpec
 from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext, record_unit
-from sweep.kinds.donor import load_donor
 from sweep.models.features import features, flat_features
+from sweep.store.layout import TSNE_DIR
+from sweep.worker.zoo import load_donor
 
 CPU = torch.device("cpu")
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import torch
 
-from analysis.store.schema import EXAMPLES_DIR
 from sweep.config.examples import ExamplesSpec
 from sweep.config.shapes import activation_shape
 from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext, record_unit
 from sweep.registry import DATASETS
+from sweep.store.layout import EXAMPLES_DIR
 
 CPU = torch.device("cpu")
 GRID = 8  # noise: feature maps per grid row
@@ -119,8 +119,8 @@ def _noise(spec: ExamplesSpec, ctx: RunContext) -> list[dict]:
 def _attacks(spec: ExamplesSpec, ctx: RunContext) -> list[dict]:
     """The first test images, then each attack's adversarial images and perturbation (x' - x, magnified so
     that its largest absolute value spans [0, 1] about grey 0.5; `scale` records by how much)."""
-    from sweep.kinds.donor import load_donor
     from sweep.train.threats import craft
+    from sweep.worker.zoo import load_donor
 
     splits = _test_split(spec, ctx)
     x, y = splits.test_x[: spec.images], splits.test_y[: spec.images]

@@ -1,7 +1,7 @@
 """One inversion unit (Jones et al. 2022 3.2; Balogh & Jelasity 2023 Section 6): a donor's representation (or a
 stitched network's, from its trial's kept stitcher) at one point of a fixed random sample of test images,
 inverted by `sweep.measures.inversion.invert` from the recipe's seed images. Pure PyTorch, idempotent. Writes
-the images first (`analysis.store.inverted`: shards of 1,000 images in the space's `dtype`, each a resume
+the images first (`sweep.store.inverted`: shards of 1,000 images in the space's `dtype`, each a resume
 point, then an index of the targets' and seeds' test indices), then the unit's part (`inversions/`, one row
 per image), so a finished part always has its images. Its rows are measured on the images as stored.
 """
@@ -11,17 +11,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from analysis.store import inverted as stored
-from analysis.store.schema import INVERSIONS_DIR
 from sweep.config.inversion import InversionSpec
 from sweep.data.core import worker_splits
 from sweep.data.stream import chunks
 from sweep.kinds.base import RunContext, record_unit
-from sweep.kinds.donor import load_donor
 from sweep.kinds.stitched import stitched_network
 from sweep.measures.inversion import grey_noise, invert, other_label_seeds
 from sweep.models.base import split
+from sweep.store import inverted as stored
+from sweep.store.layout import INVERSIONS_DIR
 from sweep.train.evaluate import predict
+from sweep.worker.zoo import load_donor
 
 CPU = torch.device("cpu")
 

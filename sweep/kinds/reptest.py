@@ -18,19 +18,19 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from analysis.store.schema import REPTESTS_DIR
 from sweep.config.reptests import RepTestSpec
 from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext, record_unit
-from sweep.kinds.donor import load_donor
 from sweep.measures.indices import Pair
 from sweep.measures.probing import linear_probe_accuracy
 from sweep.models.base import split
 from sweep.registry import INDICES
-from sweep.results import SweepDir
 from sweep.stitching.objectives import FitContext, direct_match
 from sweep.stitching.stitcher import StitchedNet, Stitcher
+from sweep.store.layout import REPTESTS_DIR
+from sweep.store.results import SweepDir
 from sweep.train.evaluate import accuracy, activations, predict
+from sweep.worker.zoo import load_donor
 
 CPU = torch.device("cpu")  # the unit moves the images it uses; the worker keeps them on the host
 

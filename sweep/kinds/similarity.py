@@ -21,20 +21,20 @@ from functools import partial
 
 import torch
 
-from analysis.store.schema import SIMILARITY_DIR
 from sweep.config.similarity import SimilaritySpec
 from sweep.data.core import worker_splits
 from sweep.data.stream import chunks
 from sweep.kinds.base import RunContext, record_unit
-from sweep.kinds.donor import load_donor
 from sweep.kinds.inversion import inverted_index, read_inverted
 from sweep.measures.cca import svcca_k
+from sweep.measures.full_cka import CKA_BATCH, cka_streams
 from sweep.measures.saliency import saliency_cosines
 from sweep.measures.similarity import MinibatchCKA, StreamedCKA, gram, linear_cka, minibatch_images, opd
-from sweep.memory import CKA_BATCH, cka_streams
 from sweep.models.features import features, reduced_features
+from sweep.store.layout import SIMILARITY_DIR
 from sweep.train.evaluate import accuracy, predict
 from sweep.train.threats import craft
+from sweep.worker.zoo import load_donor
 
 CPU = torch.device("cpu")  # the unit moves the images it uses; the worker keeps them on the host
 

@@ -16,24 +16,25 @@ from datetime import datetime, timezone
 
 import torch
 
-from analysis.store.schema import CURVES_DIR, SCHEMA_VERSION, TRIALS_DIR, column_names, schema, trial_schema
 from sweep import __version__
-from sweep.activations import Frozen
-from sweep.cache import worker_cache
 from sweep.config.donors import DonorEval
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits, worker_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import donor_row, load_donor, predictions_loc
 from sweep.kinds.trial_measures import ood_auroc, similarities
 from sweep.measures.indices import Network
 from sweep.models.base import split
 from sweep.registry import INDICES
-from sweep.results import SweepDir, load_torch, save_torch, write_rows
 from sweep.stitching.noise import noise_seed, noise_splits
 from sweep.stitching.objectives import OBJECTIVES, FitContext, eval_mode
 from sweep.stitching.stitcher import StitchedNet, Stitcher
+from sweep.store.layout import CURVES_DIR, TRIALS_DIR
+from sweep.store.results import SweepDir, load_torch, save_torch, write_rows
+from sweep.store.schema import SCHEMA_VERSION, column_names, schema, trial_schema
 from sweep.train.evaluate import accuracy, agreement, most_frequent_class, predict, robust_accuracy
+from sweep.worker.activations import Frozen
+from sweep.worker.cache import worker_cache
+from sweep.worker.zoo import donor_row, load_donor, predictions_loc
 
 Report = Callable[[dict], None]
 
@@ -111,7 +112,7 @@ def run_trial(
         row.update(metrics, status="done")
         if curves:
             write_rows(
-                sweep.curves / f"{spec.trial_id}.parquet",
+                sweep.curve_part(spec.trial_id),
                 [{"trial_id": spec.trial_id, "epoch": e, "metric": m, "value": v} for e, m, v in curves],
                 schema(CURVES_DIR),
             )

@@ -12,7 +12,7 @@ from torch import nn
 from sweep.config.trial import TrialSpec
 from sweep.data.core import worker_splits
 from sweep.kinds.stitch import assemble, refit
-from sweep.results import SweepDir, load_torch
+from sweep.store.results import SweepDir, load_torch
 
 
 @dataclass

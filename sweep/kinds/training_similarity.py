@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import torch
 
-from analysis.store.schema import TRAINING_SIMILARITY_DIR
 from sweep.config.similarity import TrainingSimilaritySpec
 from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext, record_unit
-from sweep.kinds.donor import load_donor
 from sweep.kinds.similarity import gram_reader
 from sweep.measures.similarity import MinibatchCKA, minibatch_images
-from sweep.results import load_torch
+from sweep.store.layout import TRAINING_SIMILARITY_DIR
+from sweep.store.results import load_torch
 from sweep.train.donors import epoch_checkpoint
 from sweep.train.threats import craft
+from sweep.worker.zoo import load_donor
 
 CPU = torch.device("cpu")  # the unit moves the images it uses; the worker keeps them on the host
 

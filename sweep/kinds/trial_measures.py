@@ -1,6 +1,6 @@
 """What a stitching trial measures besides accuracy: the similarity indices between f<=i and g<=j, and the
 energy-OOD AUROC of the stitched representation. Both read the frozen halves' activations through
-`sweep.activations.Frozen`, so they come from the worker's cache when it is on."""
+`sweep.worker.activations.Frozen`, so they come from the worker's cache when it is on."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from pathlib import Path
 
 import torch
 
-from analysis.store.schema import ENERGIES_DIR, schema
-from sweep.activations import Frozen
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits
 from sweep.registry import INDICES
-from sweep.results import SweepDir, write_rows
 from sweep.stitching.stitcher import Stitcher
+from sweep.store.layout import ENERGIES_DIR
+from sweep.store.results import SweepDir, write_rows
+from sweep.store.schema import schema
 from sweep.train.evaluate import activations
+from sweep.worker.activations import Frozen
 
 
 def outlier_images(

@@ -1,5 +1,5 @@
 """The similarity indices a search space may request (`indices:`), as registered entries: each pairs its
-torch-free catalogue entry (`analysis.store.catalogue`: name, columns, direction) with how the engine computes it
+torch-free catalogue entry (`sweep.store.catalogue`: name, columns, direction) with how the engine computes it
 from a pair of activations (`Pair`). The math itself is in `similarity.py`.
 
 A new index is one call of `register_index` with its catalogue entry and its function (see docs/development.md):
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-from analysis.store.catalogue import INDEX_CATALOGUE, IndexEntry, add_entry
 from sweep.registry import INDICES, lazy
+from sweep.store.catalogue import INDEX_CATALOGUE, IndexEntry, add_entry
 
 # The math (`similarity.py`, PyTorch) is imported the first time an index is computed: reading the registry,
 # as checking a search space does, imports no PyTorch.
@@ -96,7 +96,7 @@ class Network:
 @dataclass(frozen=True)
 class Index:
     """A similarity index a search space may request (`indices:`): its catalogue entry (name, columns,
-    direction; torch-free, in `analysis.store.catalogue`) and how the engine computes it."""
+    direction; torch-free, in `sweep.store.catalogue`) and how the engine computes it."""
 
     entry: IndexEntry
     fn: Callable  # the pure function on 2-D arrays (a rank index: on one side)
@@ -108,7 +108,7 @@ class Index:
     # representation tests: Ding et al. score d(A, B) with A, the reference (the pair's target), first
     target_first_in_reptests: bool = False
     # What planning charges it, before it runs (torch-free): `memory(pair, layout, n, k)`, the bytes of its
-    # workspace on n images of a `sweep.memory.ShapePair` (k: the fit images); `work(pair, layout, n, k)`, its
+    # workspace on n images of a `sweep.plan.memory.ShapePair` (k: the fit images); `work(pair, layout, n, k)`, its
     # float64 algebra (`sweep.index_costs.Work`). None: the generic model of its kind (two float64 copies of each
     # side and the p x p products; priced as the covariance form).
     memory: Callable | None = None
@@ -203,8 +203,8 @@ def register_index(
     return INDICES.add(entry.index, index)
 
 
-# Their memory and work models (`sweep.memory`, `sweep.index_costs`, torch-free) are named, read when planned.
-_MEM, _COST = "sweep.memory", "sweep.index_costs"
+# Their memory and work models (`sweep.plan.memory`, `sweep.plan.index_costs`, torch-free) are named, read when planned.
+_MEM, _COST = "sweep.plan.memory", "sweep.plan.index_costs"
 
 
 def _models(name: str) -> dict:

@@ -25,7 +25,7 @@ import json
 import torch
 from torch import nn
 
-from sweep.results import Loc, load_torch, save_torch
+from sweep.store.results import Loc, load_torch, save_torch
 
 M_IN, M_OUT, OE_WEIGHT = -25.0, -7.0, 0.1  # Liu et al.'s margins and weight for CIFAR-10
 

@@ -180,7 +180,8 @@ class StreamedCKA:
     `linear_cka` on all the images), accumulated batch by batch in the feature-space form: per representation
     its column sums and p x p second moment, per pair the p x q cross moment, all float64 about a shift (the
     first batch's column means, so large feature means cost no precision). Memory: those products, whatever
-    the number of images; worth it where they are smaller than the activations (`sweep.memory.cka_streams`)."""
+    the number of images; worth it where they are smaller than the
+    activations (`sweep.measures.full_cka.cka_streams`)."""
 
     def __init__(self) -> None:
         self.n = 0

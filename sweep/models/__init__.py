@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from analysis.store.exports import lazy_exports
+from sweep.store.exports import lazy_exports
 
 FAMILIES = ("resnet", "preact", "deepmind", "imagenet_tv", "torchvision_style", "vgg", "vit")
 

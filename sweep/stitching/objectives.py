@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from sweep.activations import Frozen, chunks
 from sweep.data.core import Splits, batches
 from sweep.measures.least_squares import NormalEquations
 from sweep.registry import OBJECTIVES
@@ -43,6 +42,7 @@ from sweep.train.loops import (
     to_device,
 )
 from sweep.train.optimizers import make_optimizer, make_schedule
+from sweep.worker.activations import Frozen, chunks
 
 __all__ = [
     "OBJECTIVES",
@@ -69,7 +69,7 @@ class FitContext:
     end_front: nn.Module | None = None  # g<=j: the end model's own front half (needed by direct matching)
     curves: list[tuple[int, str, float]] = field(default_factory=list)
     report: Callable[[dict], None] | None = None  # a heartbeat per epoch (the sweep's progress display)
-    # the frozen halves' activations on the splits (`sweep.activations.Frozen`); None: computed per batch
+    # the frozen halves' activations on the splits (`sweep.worker.activations.Frozen`); None: computed per batch
     front_acts: Frozen | None = None
     end_acts: Frozen | None = None
 

@@ -19,7 +19,7 @@ from sweep.data.core import Splits, batches
 from sweep.data.stream import chunks
 from sweep.models.base import StagedNet, build, split
 from sweep.registry import TRAINING_METHODS
-from sweep.results import Loc, load_torch, save_torch
+from sweep.store.results import Loc, load_torch, save_torch
 from sweep.train.attacks import trades_linf, trades_loss
 from sweep.train.declared import TrainingMethod
 from sweep.train.loops import (

@@ -1,14 +1,14 @@
 """Measure a cost profile for `stitchsweep plan --estimate` on this machine: per architecture and input
 shape of the shipped search spaces (or those given), forward and training-step seconds per image, the
 forward share up to each stitch point and the OOD detector's step and forward there
-(`sweep.calibration.calibrate`); the device's float64 algebra rates (`sweep.calibration.algebra`); plus the
+(`sweep.plan.calibration.calibrate`); the device's float64 algebra rates (`sweep.plan.calibration.algebra`); plus the
 fixed cost of a unit on a warm worker (`--unit-s`, from `tests/benchmarks/engine_overhead.py`). With
 `--missing`, only what --out lacks is measured (new shapes, a shape's detector timings, the algebra rates).
 
     .venv/bin/python tests/benchmarks/calibrate.py --name cpu-2core --hardware "2-core CPU" \
-        --out sweep/profiles/cpu-2core.json
+        --out sweep/plan/profiles/cpu-2core.json
     .venv/bin/python tests/benchmarks/calibrate.py --device cuda --name h100 --hardware "NVIDIA H100" --out h100.json
-    .venv/bin/python tests/benchmarks/calibrate.py --missing --out sweep/profiles/cpu-2core.json   # add new shapes
+    .venv/bin/python tests/benchmarks/calibrate.py --missing --out sweep/plan/profiles/cpu-2core.json   # add new shapes
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ def main() -> None:
 
     import torch
 
-    from sweep.calibration import algebra, calibrate
-    from sweep.prices import shape_key
+    from sweep.plan.calibration import algebra, calibrate
+    from sweep.plan.prices import shape_key
 
     torch.set_num_threads(args.threads)
     spaces = [Path(s) for s in args.spaces] or sorted((REPO / "search_spaces").glob("*.yaml"))

@@ -26,7 +26,7 @@ import torch  # both variants: the engine's driver imports it too, so baselines 
 variant, n, storage = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 if variant == "stitchsweep":
     from sweep.backends import ray as ray_backend  # sets the logger switches before Tune is imported
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
 import ray
 from ray import tune
 

@@ -203,7 +203,7 @@ def _bare_loop(storage: Path, loaded) -> tuple[float, int]:
     import torch
 
     from sweep.kinds.stitch import run_trial
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
 
     torch.set_num_threads(2)
     sweep_dir = SweepDir(str(storage), loaded.name)

@@ -62,10 +62,10 @@ def _row(spec, sweep_dir):
 def per_point(args) -> None:
     import torch
 
-    from sweep import cache
     from sweep.config.space import parse_space
     from sweep.kinds.donor import run_donor
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
+    from sweep.worker import cache
 
     torch.set_num_threads(args.threads)
     sweep = parse_space(_space(args.arch, args.train, args.epochs))
@@ -95,11 +95,11 @@ def per_point(args) -> None:
 def memory(args) -> None:
     import torch
 
-    from sweep import cache
     from sweep.config.space import load_space
     from sweep.kinds.donor import run_donor
     from sweep.kinds.stitch import run_trial
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
+    from sweep.worker import cache
 
     torch.set_num_threads(args.threads)
     sweep = load_space(str(REPO / "search_spaces" / "tlm_vs_dm_fmnist.yaml"))

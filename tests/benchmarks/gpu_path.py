@@ -84,7 +84,7 @@ def random_zoo(sweep, sweep_dir, keys: set[str], data_root: str) -> None:
     import torch
 
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import CHECKPOINT, save_donor
+    from sweep.kinds.donor import save_donor
     from sweep.models.base import build
 
     for donor in sweep.donors.values():
@@ -94,7 +94,7 @@ def random_zoo(sweep, sweep_dir, keys: set[str], data_root: str) -> None:
         splits = make_splits(d.dataset, 10, 10, 10, root=data_root, download=False)
         torch.manual_seed(0)
         model = build(donor.arch, splits.in_channels, splits.num_classes, splits.mean, splits.std, splits.image_size)
-        save_donor(sweep_dir.zoo(donor.donor_key) / CHECKPOINT, model, donor, splits, splits.mean, splits.std)
+        save_donor(sweep_dir.checkpoint(donor.donor_key), model, donor, splits, splits.mean, splits.std)
 
 
 def pick(sweep, epochs: int | None):
@@ -148,7 +148,7 @@ def _one_trial(spec, root: str, data_root: str, device: str) -> float:
     import torch
 
     from sweep.kinds.stitch import run_trial
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
 
     trust_files()
     name = json.loads((Path(root) / "name").read_text())
@@ -239,7 +239,7 @@ def main() -> None:
         log(out, f"every-layer CKA: {done.stdout.strip() or done.stderr.strip()[-2000:]}")
 
     from sweep.config.space import load_space
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
 
     work = Path(args.work or out)
     data_root = str(work / "data")

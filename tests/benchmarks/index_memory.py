@@ -1,4 +1,4 @@
-"""Peak memory of each similarity index against what `sweep.memory` predicts for it (the numbers `plan` prints
+"""Peak memory of each similarity index against what `sweep.plan.memory` predicts for it (the numbers `plan` prints
 and `resources.memory_per_trial` checks), on random float32 activations shaped like a CIFAR ResNet-18's.
 
     python tests/benchmarks/index_memory.py [--only opd-flatten,pwcca-positions]
@@ -65,7 +65,7 @@ def _child(name: str) -> None:
 
 
 def main() -> None:
-    from sweep import memory
+    from sweep.plan import memory
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", default=",".join(CASES))

@@ -59,7 +59,7 @@ def child(work: Path, results: str, steps: int, workers: int, images: int, stage
     from sweep.kinds.base import RunContext, resolve
     from sweep.kinds.inversion import run_inversion
     from sweep.registry import KINDS
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
 
     torch.set_num_threads(max(1, (os.cpu_count() or 1)))
     stream.configure(workers)
@@ -154,7 +154,7 @@ def main() -> None:
     run(args.work, "killed", args, kill_after=3)
     again = run(args.work, "killed", args)
     print(f"resumed: done in {again['wall']:.0f} s, peak RSS {again['peak'] / 1e9:.2f} GB")
-    from analysis.store import inverted as stored
+    from sweep.store import inverted as stored
 
     a, b = (stored.inverted(args.work / r / "inversion_disk", whole["uid"]) for r in ("whole", "killed"))
     diff = np.abs(a - b).max() if a.shape == b.shape else "shapes differ"

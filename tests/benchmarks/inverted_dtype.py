@@ -1,6 +1,6 @@
 """What storing inverted images at a lower precision does to CKA: every similarity unit of a finished sweep that
 reads inverted images, measured again (linear CKA, the full estimator, on the unit's points) on the same
-inverted images stored as float32, float16 and uint8 (`analysis.store.inverted.encode` then `decode`), against
+inverted images stored as float32, float16 and uint8 (`sweep.store.inverted.encode` then `decode`), against
 the float32 value. Non-robust networks' inversions are adversarial-like (small, structured perturbations of
 the seed), which 8-bit rounding may disturb more than a robust network's.
 
@@ -25,13 +25,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import analysis  # noqa: E402
-from analysis.store import inverted as stored  # noqa: E402
 from sweep.config.space import load_space  # noqa: E402
 from sweep.data.core import worker_splits  # noqa: E402
-from sweep.kinds.donor import load_donor  # noqa: E402
 from sweep.kinds.similarity import full_matrix  # noqa: E402
 from sweep.models.features import features  # noqa: E402
-from sweep.results import SweepDir  # noqa: E402
+from sweep.store import inverted as stored  # noqa: E402
+from sweep.store.results import SweepDir  # noqa: E402
+from sweep.worker.zoo import load_donor  # noqa: E402
 
 CPU = torch.device("cpu")
 

@@ -24,7 +24,7 @@ import analysis  # noqa: E402
 from sweep.config.space import parse_space  # noqa: E402
 from sweep.kinds.base import RunContext, resolve  # noqa: E402
 from sweep.registry import KINDS  # noqa: E402
-from sweep.results import SweepDir  # noqa: E402
+from sweep.store.results import SweepDir  # noqa: E402
 
 
 def space(epochs: int, train: int) -> dict:

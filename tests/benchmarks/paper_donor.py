@@ -59,7 +59,7 @@ def main() -> None:
     from sweep.config.space import load_space
     from sweep.kinds.base import RunContext, resolve
     from sweep.registry import KINDS
-    from sweep.results import SweepDir
+    from sweep.store.results import SweepDir
 
     device = torch.device("cpu" if args.quick else args.device)
     sweep = load_space(args.space)

@@ -34,9 +34,9 @@ def main() -> None:
     args = p.parse_args()
     space = str(Path(args.space).resolve())
     runs = {"import torch": ([sys.executable, "-c", "import torch"], REPO)}
-    runs["plan (this checkout)"] = ([sys.executable, "-m", "sweep.cli", "plan", space], REPO)
+    runs["plan (this checkout)"] = ([sys.executable, "-m", "sweep", "plan", space], REPO)
     if args.baseline:
-        runs["plan (baseline)"] = ([sys.executable, "-m", "sweep.cli", "plan", space], args.baseline.resolve())
+        runs["plan (baseline)"] = ([sys.executable, "-m", "sweep", "plan", space], args.baseline.resolve())
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(args.rounds):
         for name, (cmd, cwd) in runs.items():

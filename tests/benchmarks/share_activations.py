@@ -1,5 +1,5 @@
 """How the workers of a node share cached activations: Ray's object store against memory-mapped files on
-node-local disk (what `sweep.cache` does), measured between two Ray worker processes of one node.
+node-local disk (what `sweep.worker.cache` does), measured between two Ray worker processes of one node.
 
 One worker publishes a float32 tensor of --mb megabytes (as a front's activations on a training split), a
 second one reads it and touches every page (a sum). For the object store: `ray.put` of the array, its

@@ -1,5 +1,5 @@
 """SVCCA's peak host memory on wide matrices (more features than images, as early layers are) against the
-planner's model (`sweep.memory.NUMBERS["svcca"](...)`), one process per size.
+planner's model (`sweep.plan.memory.NUMBERS["svcca"](...)`), one process per size.
 
     .venv/bin/python tests/benchmarks/svcca_memory.py 500 40000
     .venv/bin/python tests/benchmarks/svcca_memory.py 1000 60000
@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from sweep import memory  # noqa: E402
 from sweep.measures.cca import svcca  # noqa: E402
+from sweep.plan import memory  # noqa: E402
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ def estimate(space: str) -> str:
     """'N h (d days) device time' of the whole space with the default profile."""
     from sweep.config.errors import SpecError
     from sweep.config.space import load_space
-    from sweep.estimate import plan_estimate
+    from sweep.plan.estimate import plan_estimate
     from sweep.registry import KINDS
 
     try:
@@ -42,15 +42,15 @@ def estimate(space: str) -> str:
 
 
 def profile() -> str:
-    from sweep.estimate import load_profile
+    from sweep.plan.estimate import load_profile
 
     return load_profile(None).get("name", "default")
 
 
 def ours(slug: str, results: str) -> dict:
-    from analysis.paper_report import ours as our_value
     from analysis.papers import items
-    from analysis.report import report_data
+    from analysis.report.data import report_data
+    from analysis.report.paper import ours as our_value
 
     data = report_data(results)[0]
     return {

@@ -1,0 +1,84 @@
+"""`stitchsweep report`: an HTML page that works offline (Vega JavaScript inlined) plus PNG charts and CSVs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import altair as alt
+
+from analysis.charts.stitching import stitching_grid
+from analysis.report.data import report_data
+from analysis.report.page import MANIFEST, claim_folder, markdown_table, page, table, write_manifest
+from analysis.report.sections import chart_sections
+from analysis.report.table_sections import TABLES
+from sweep.store.storage import Loc, open_root
+
+
+def _png(chart, path: Path) -> None:
+    import vl_convert
+
+    path.write_bytes(vl_convert.vegalite_to_png(chart.to_dict(), scale=1.5))
+
+
+def write_report(results: str | Path | Loc, out: str | Path, expected: dict | None = None) -> Path:
+    """Write into `out`: `index.html` and the files of every chart (`chart_sections()`: the shared ones, then
+    the kinds') and table section that has data
+    (`stitching.png` with one `stitching_<front>__<end>.png` per pair, `most_frequent_class.png`,
+    `cross_task.png`, `layer_matrices.png`/`.csv`, `layer_identification.csv`/`.md`, `rank_correlations*`,
+    `problems.csv`), plus `trials.csv` and `donors.csv`. Returns the HTML path.
+
+    `expected` (what `stitchsweep report` passes: the sweep's `space.yaml` read by the engine) holds per kind
+    of work its counts (`kinds`: name -> {noun, total, done, failed, pending, blocked}) and the trial ids of
+    the space (`trial_ids`): the page's header then says how much of the sweep is recorded, and trials no
+    longer in the space are listed apart (`stale_trials.csv`) instead of being drawn."""
+    with alt.data_transformers.disable_max_rows():  # t-SNE maps and every-module matrices hold many points
+        return _write_report(results, out, expected)
+
+
+def _write_report(results: str | Path | Loc, out: str | Path, expected: dict | None) -> Path:
+    results, out = open_root(results), Path(out)  # results: a local folder or a pyarrow.fs URI
+    claim_folder(out, results.name)
+    write_manifest(out, results.name, [])  # the folder is this sweep's from now on, even if this report stops
+    data, stale = report_data(results, expected)
+    data.trials.to_csv(out / "trials.csv", index=False)
+    charts = []
+    for section in chart_sections():
+        rows = section.data(data)
+        if len(rows):
+            chart = section.chart(rows)
+            _png(chart, out / section.png)
+            if section.csv:
+                rows.to_csv(out / section.csv, index=False)
+            charts.append(chart.properties(title=section.title))
+    for pair in data.same_task[["front", "end"]].drop_duplicates().itertuples(index=False):
+        one = data.same_task[(data.same_task["front"] == pair.front) & (data.same_task["end"] == pair.end)]
+        _png(
+            stitching_grid(one),
+            out / (re.sub(r"[^A-Za-z0-9_.-]+", "_", f"stitching_{pair.front}__{pair.end}") + ".png"),
+        )
+    if len(data.reptests):
+        data.correlations_per_unit.to_csv(out / "rank_correlations_per_unit.csv", index=False)
+    html_tables = []
+    for section in TABLES:
+        rows = section.data(data)
+        if section.csv and (len(rows) or section.always):
+            rows.to_csv(out / section.csv, index=False)
+        if section.md and len(rows):
+            (out / section.md).write_text(markdown_table(rows))
+        if len(rows) or section.always:
+            intro = f"<p>{section.intro}</p>" if section.intro else ""
+            html_tables.append(f"<h2>{section.title}</h2>{intro}" + table(rows, section.columns or list(rows.columns)))
+    if len(stale):
+        stale.to_csv(out / "stale_trials.csv", index=False)
+        html_tables.append(
+            "<h2>Trials no longer in the space</h2><p>Recorded by an earlier version of the search space; not"
+            " drawn above (<code>stale_trials.csv</code>).</p>" + table(stale, STALE_COLUMNS)
+        )
+    index = out / "index.html"
+    index.write_text(page(data, charts, html_tables, expected))
+    write_manifest(out, results.name, [p.name for p in out.iterdir() if p.name != MANIFEST])
+    return index
+
+
+STALE_COLUMNS = ["trial_id", "front", "end", "front_point", "end_point", "objective", "seed", "status"]

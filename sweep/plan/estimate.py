@@ -1,0 +1,188 @@
+"""A cost model: how long a space's units take, from per-architecture timings measured on one kind of
+hardware (a *profile*), refined by the timings a sweep has already recorded. `stitchsweep plan --estimate`.
+
+A profile holds, per architecture and input shape, the seconds per image of a forward pass (eval, no
+gradients), of a training step (forward, backward, update), the cumulative share of the forward pass up to
+each stitch point and the OOD detector's step and forward at each point; the device's float64 algebra
+rates (`sweep.plan.index_costs`); and a fixed cost per unit on a warm worker. `sweep.plan.calibration` measures one on
+the machine it runs on (`tests/benchmarks/calibrate.py` writes it); `sweep/plan/profiles/cpu-2core.json`, measured
+on the project's 2-core CPU machine, ships as the default, and `nvidia-h200.json` beside it (`--costs
+nvidia-h200`: a shipped profile is named without its folder and suffix).
+
+The model counts image passes and prices them:
+- donors: epochs x images x step (x (1 + PGD steps) for adversarial training), then each evaluation: test
+  images x forward, plus AutoAttack's attacks x iterations x restarts x step on its robust images;
+- stitching trials, by phase (`trial_phases`, named as the trial's `time_*_s` columns): DM, K images through
+  f<=i and g<=j; gradient objectives, epochs x images through g>j as steps (the front as a forward pass, once
+  per (front, point, split) when the worker's cache serves it, else every epoch); adversarial objectives,
+  (1 + PGD steps) steps through the whole stitched network; then evaluation as for donors; the indices'
+  float64 algebra, counted by `sweep.plan.index_costs` and priced by the profile's `algebra` timings; the OOD
+  detector's training, once per (end donor, point, OOD setting) (its steps and forwards per image, timed per
+  stitch point: the profile's `detector`), and each trial's energies (forward passes through the detector);
+- CKA and representation-test units: their images through every model they read (adversarial inputs as
+  PGD steps), a representation test's linear probes and indices' algebra too; saliency units, one step per
+  image and model; inversion units, images x (steps + 1) steps up to the inverted point (a stitched network
+  priced as its end network).
+What a profile has no timings for is listed ("not priced") and the total is then a lower bound. Left out:
+reading a dataset into a worker (once per worker; decoding a streamed image folder overlaps the passes in
+the loader's processes), t-SNE itself (scikit-learn on the CPU), a receiver's rank after the fit. A sweep's
+own recorded timings correct the rest (`refine`). `tests/benchmarks/cost_check.py` checks the prediction
+against measured trials (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sweep.plan.index_costs import RATES
+from sweep.plan.prices import Pricer
+
+PROFILES = Path(__file__).parent / "profiles"
+DEFAULT_PROFILE = PROFILES / "cpu-2core.json"
+
+
+@dataclass
+class Estimate:
+    """Seconds per kind of work (device-seconds: one unit on its own resources), what the profile lacks."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    units: dict[str, int] = field(default_factory=dict)
+    uncalibrated: set[str] = field(default_factory=set)  # what the profile has no timings for (arch@shape, ...)
+    scale: dict[str, float] = field(default_factory=dict)  # kind -> measured / predicted of its recorded units
+
+    @property
+    def total(self) -> float:
+        return sum(self.seconds.values())
+
+
+def load_profile(path: str | Path | None = None) -> dict:
+    """A profile from a JSON file, or a shipped one by its name (`nvidia-h200`); the 2-core CPU one by default."""
+    path = Path(path) if path else DEFAULT_PROFILE
+    if not path.exists() and (PROFILES / f"{path}.json").is_file() and path.name == str(path):
+        path = PROFILES / f"{path}.json"
+    try:
+        profile = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        from sweep.config.errors import SpecError
+
+        shipped = ", ".join(sorted(p.stem for p in PROFILES.glob("*.json")))
+        expected = f"a cost profile: a JSON file written by tests/benchmarks/calibrate.py, or a shipped one ({shipped})"
+        raise SpecError("--costs", expected, str(path), str(exc)) from None
+    lacking = [k for k in RATES if k not in profile.get("algebra", dict.fromkeys(RATES))]
+    if lacking:
+        from sweep.config.errors import SpecError
+
+        raise SpecError("--costs", f"`algebra` timings with {', '.join(RATES)}", f"{path} lacking {', '.join(lacking)}")
+    return profile
+
+
+def estimate(sweep, plan: dict[str, list[str]], profile: dict, cache: bool = True) -> Estimate:
+    """Device-seconds of the units of `plan` (kind -> unit ids) under `profile`."""
+    from sweep.registry import KINDS, resolve
+
+    out = Estimate()
+    arch_of = {d.donor_key: d.arch for d in sweep.donors.values() if d.noise_sigma is None}
+    p = Pricer(profile, out.uncalibrated, arch_of, cache)
+    for name, ids in plan.items():
+        kind = KINDS[name]
+        if kind.price is None:  # a kind that declares no price
+            if ids:
+                out.uncalibrated.add(f"{kind.noun} (the kind declares no price)")
+            out.seconds[name], out.units[name] = 0.0, len(ids)
+            continue
+        price, units = resolve(kind.price), kind.units(sweep)
+        out.seconds[name], out.units[name] = sum(price(units[uid], p) for uid in ids), len(ids)
+    return out
+
+
+def refine(est: Estimate, sweep, sweep_dir, profile: dict, cache: bool = True) -> Estimate:
+    """Scale each kind's prediction by measured / predicted over the units the sweep has recorded (their
+    own `time_total_s` / `time_unit_s`): the model's constants meet this sweep's hardware and settings."""
+    from sweep.plan.planning import progress
+
+    done = {k: prog.done for k, prog in progress(sweep, sweep_dir).items() if prog.done}
+    measured = _recorded_seconds(sweep_dir)
+    for name, ids in done.items():
+        have = [uid for uid in ids if uid in measured.get(name, {})]
+        if not have or name not in est.seconds:
+            continue
+        predicted = estimate(sweep, {name: have}, profile, cache).seconds[name]
+        if predicted > 0:
+            ratio = sum(measured[name][u] for u in have) / predicted
+            est.scale[name] = ratio
+            est.seconds[name] *= ratio
+    return est
+
+
+def _recorded_seconds(sweep_dir) -> dict[str, dict[str, float]]:
+    """Kind -> unit id -> its recorded seconds: each kind's `timing` column in its table, keyed by its `key`
+    (trials' `time_total_s`, the other units' `time_unit_s`, which their rows share). Kinds without one are not
+    used (donors: their table records training and each evaluation apart)."""
+    from sweep.registry import KINDS
+    from sweep.store.results import part_rows
+
+    out: dict[str, dict[str, float]] = {}
+    for name, kind in KINDS.items():
+        if kind.timing is None:
+            continue
+        key, col = kind.key, kind.timing
+        seconds: dict[str, float] = {}
+        for row in part_rows(sweep_dir.table(kind.table)):
+            if row.get("status") == "done" and row.get(key) is not None and row[key] not in seconds:
+                seconds[row[key]] = float("nan") if row.get(col) is None else float(row[col])
+        if seconds:
+            out[name] = seconds
+    return out
+
+
+def plan_estimate(sweep, units: dict, todo: dict | None, sweep_dir, costs: str | None, workers: int | None):
+    """`plan --estimate`: the lines for what would run (everything, without a results folder), refined by
+    the timings the sweep has recorded."""
+    from sweep.config.errors import SpecError
+
+    if workers is not None and workers < 1:
+        raise SpecError("--workers", "a whole number >= 1", workers)
+    profile = load_profile(costs)
+    plan = todo if todo is not None else {k: list(u) for k, u in units.items() if u}
+    est = estimate(sweep, plan, profile)
+    if sweep_dir is not None:
+        est = refine(est, sweep, sweep_dir, profile)
+    return describe(est, profile, sweep, workers or 1)
+
+
+def describe(est: Estimate, profile: dict, sweep, workers: int) -> list[str]:
+    """The lines `plan --estimate` prints."""
+    from sweep.registry import KINDS
+
+    name, hardware, when = (profile.get(k, "?") for k in ("name", "hardware", "measured"))
+    lines = [f"estimate with the {name} profile ({hardware}, measured {when}):"]
+    for kind, secs in est.seconds.items():
+        if est.units[kind]:
+            scale = (
+                f" (x{est.scale[kind]:.2f}: measured / predicted of its recorded units)" if kind in est.scale else ""
+            )
+            lines.append(f"  {est.units[kind]} {KINDS[kind].noun}: {_hours(secs)} device time{scale}")
+    if not any(est.units.values()):
+        lines.append("  nothing to run")
+    gpus = sweep.gpus_per_trial or 1
+    wall = est.total / max(1, workers)
+    low = " at least (some units are not priced: below)" if est.uncalibrated else ""
+    lines.append(f"  total: {_hours(est.total)} device time{low}; {_hours(wall)} wall time on {workers} worker(s)")
+    if profile.get("device", "cpu") != "cpu":
+        lines.append(f"  GPU-hours: {est.total * gpus / 3600:.1f} (gpus_per_trial {gpus})")
+    else:
+        lines.append("  GPU-hours: not predicted (a CPU profile; calibrate on the GPU: tests/benchmarks/calibrate.py)")
+    if est.uncalibrated:
+        lines.append(f"  not priced (no timings in the profile): {', '.join(sorted(est.uncalibrated))}")
+    return lines
+
+
+def _hours(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    days = seconds / 86400
+    return f"{seconds / 3600:.1f} h" if days < 2 else f"{seconds / 3600:.0f} h ({days:.1f} days)"

@@ -1,0 +1,2 @@
+"""What a worker keeps while it runs units: the cache of splits, donors and activations (`cache.py`), the
+activations of frozen fronts (`activations.py`) and the donors loaded from the zoo (`zoo.py`)."""
