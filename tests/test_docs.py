@@ -19,6 +19,7 @@ from sweep.config import (
     similarity,
     sources,
     space,
+    training_similarity,
 )
 from sweep.config.space import parse_space
 from tests.conftest import REPO
@@ -78,7 +79,7 @@ def _sections(ref: dict) -> list[tuple[str, dict, dict]]:
         ("tsne[0]", ref["tsne"][0], embedding.OPTIONS),
         *((f"examples[{i}]", e, examples.OPTIONS) for i, e in enumerate(ref["examples"])),
         ("examples[2].attacks[0]", ref["examples"][2]["attacks"][0], examples.ATTACK_FIELDS),
-        ("training_similarity[0]", ref["training_similarity"][0], similarity.TRAINING_OPTIONS),
+        ("training_similarity[0]", ref["training_similarity"][0], training_similarity.TRAINING_OPTIONS),
         ("training_similarity[0].attack", ref["training_similarity"][0]["attack"], _training_attack_options()),
         ("evaluation", ref["evaluation"], evaluation.OPTIONS),
         ("resources", ref["resources"], space.RESOURCE_OPTIONS),

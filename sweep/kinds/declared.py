@@ -19,8 +19,9 @@ from sweep.config.inversion import parse_inversions
 from sweep.config.reptests import OPTIONS as REPTEST_OPTIONS
 from sweep.config.reptests import parse_reptests
 from sweep.config.similarity import OPTIONS as SIMILARITY_OPTIONS
-from sweep.config.similarity import TRAINING_OPTIONS, parse_similarity, parse_training_similarity
+from sweep.config.similarity import parse_similarity
 from sweep.config.stitching import read_stitching
+from sweep.config.training_similarity import TRAINING_OPTIONS, parse_training_similarity
 from sweep.kinds.base import Kind, register_kind
 from sweep.registry import DONOR_SOURCES
 from sweep.store.layout import EXAMPLES_DIR, INVERSIONS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR, TSNE_DIR

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from sweep.config.similarity import TrainingSimilaritySpec
+from sweep.config.training_similarity import TrainingSimilaritySpec
 from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.similarity import gram_reader
