@@ -175,6 +175,7 @@ def echo_kind(registered):
 
 
 @pytest.mark.ray
+@pytest.mark.slow
 def test_a_registered_kind_is_planned_scheduled_by_ray_and_reported_by_status(tmp_path, echo_kind, capsys):
     """A kind of work that only this test knows: its section of the search space is parsed into units (a bad
     one refused naming the field), the planner finds its pending units, the Ray backend runs them with the

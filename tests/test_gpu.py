@@ -57,6 +57,8 @@ def test_adversarial_objectives_and_trades_donor_on_cuda(tmp_path):
         assert row["device"].startswith("cuda")
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_quarter_gpu_trials_share_the_device_under_ray(tmp_path, write_space):
     """`gpus_per_trial: 0.25`: Ray places up to four trials on the one GPU at once; every trial runs on it."""
     import subprocess
