@@ -17,6 +17,8 @@ from sweep.train.donors import TRAIN_STATE, epoch_checkpoint, train_donor
 
 from .conftest import TINY_SPACE
 
+pytestmark = pytest.mark.slow  # every test here trains a donor
+
 
 class Killed(Exception):
     pass

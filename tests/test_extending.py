@@ -54,6 +54,7 @@ def test_the_catalogue_gives_a_registered_index_its_columns(dummy):
     assert "d_dummy" in reptest_schema().names
 
 
+@pytest.mark.slow
 def test_a_registered_index_and_objective_are_validated_hashed_computed_written_and_reported(tmp_path, dummy):
     space = copy.deepcopy(TINY_SPACE)
     space["stitching"].update(
@@ -96,6 +97,7 @@ def test_a_registered_index_and_objective_are_validated_hashed_computed_written_
     assert dummy_cells[(t.front_point, t.end_point)] == pytest.approx(rows[sweep.trials.index(t)]["sim_dummy"])
 
 
+@pytest.mark.slow
 def test_a_registered_index_takes_part_in_representation_tests(tmp_path, dummy):
     space = copy.deepcopy(TINY_SPACE)
     del space["stitching"]
@@ -213,6 +215,7 @@ def test_a_registered_kind_is_planned_scheduled_by_ray_and_reported_by_status(tm
     assert planning.progress(sweep, sweep_dir)["echo"].done == ["echo-0", "echo-1", "echo-2"]
 
 
+@pytest.mark.slow
 def test_an_objective_with_its_own_parameter_is_one_registry_entry(tmp_path, registered):
     """An objective that declares a parameter of its own (type, default, bounds): blocks accept it, validate
     it, hash it into its trials' ids (the default too), hand it to `fit` and record it; other objectives'

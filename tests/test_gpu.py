@@ -16,6 +16,7 @@ from .conftest import TINY_SPACE
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
+@pytest.mark.slow
 def test_trial_on_cuda_with_bf16_and_channels_last(tmp_path):
     space = copy.deepcopy(TINY_SPACE)
     space["stitching"].update(precision="bf16", channels_last=True)
@@ -31,6 +32,7 @@ def test_trial_on_cuda_with_bf16_and_channels_last(tmp_path):
         assert row["device"].startswith("cuda") and row["precision"] == "bf16"
 
 
+@pytest.mark.slow
 def test_adversarial_objectives_and_trades_donor_on_cuda(tmp_path):
     space = copy.deepcopy(TINY_SPACE)
     space["donors"]["trades_a"] = {"arch": "resnet_tiny", "training": "trades", "epochs": 1, "steps": 2}

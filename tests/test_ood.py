@@ -50,6 +50,7 @@ def _space():
     return space
 
 
+@pytest.mark.slow
 def test_ood_auroc_per_trial_is_recorded_and_detectors_are_cached(tmp_path):
     sweep = parse_space(_space())
     assert all(t.ood_outliers == ("noise",) and t.ood_samples == 200 for t in sweep.trials)
@@ -78,6 +79,7 @@ def test_bad_ood_settings_are_refused():
         parse_space(space)
 
 
+@pytest.mark.slow
 def test_a_trial_records_the_energies_its_auroc_comes_from_and_the_report_draws_them(tmp_path):
     """Balogh & Jelasity 2025 Fig. 1c: a trial with OOD detection keeps the per-sample energies of target,
     stitched and outlier activations; the AUROC recomputed from them by counting pairs is the recorded one."""
