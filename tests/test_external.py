@@ -32,6 +32,7 @@ def autoattack_resnet18():
     )
 
 
+@pytest.mark.slow  # DM at every point of a real ResNet-18: about 70 s of CPU on a 2-core x86-64 CPU
 def test_autoattack_resnet18_loads_and_dm_self_stitches_exactly(autoattack_resnet18):
     model = autoattack_resnet18
     torch.manual_seed(0)

@@ -167,6 +167,7 @@ def test_noise_samples_follow_algorithms_1_and_2():
     assert len(torch.unique(z.flatten(1)[:, :3], dim=0)) == len(z)
 
 
+@pytest.mark.slow  # about 33 s of CPU on a 2-core x86-64 CPU (2026-11-29)
 def test_noise_batches_are_drawn_when_read_and_are_the_same_samples_held_or_not():
     """A part is drawn per batch, in any order, with nothing held (a part of a billion samples is indexed at
     once); a part within `keep_bytes` is held as a tensor of exactly the same samples."""
