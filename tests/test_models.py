@@ -6,10 +6,11 @@ import torch
 from sweep.models.base import ARCHITECTURES, build, register_architecture, split, stitch_points
 from sweep.stitching.stitcher import StitchedNet, Stitcher, positions
 
-# The widest networks take 15-45 s of CPU each here (built, then split at every point: measured on a 2-core x86-64
-# CPU); smaller networks of their families (resnet18, wrn28_1, wrn28_5, tv_resnet50, vit_ti_16, vit_tiny_cpu) keep
+# The widest networks take 8-45 s of CPU each here (built, then split at every point: measured on a 2-core x86-64
+# CPU); smaller networks of their families (resnet18, wrn28_1, tv_resnet18, vgg19_tv, vit_ti_16, vit_tiny_cpu) keep
 # the contract in make test-fast, and make test runs them all.
-WIDE = {"resnet50", "wrn28_10", "dm_wrn28_10", "tv_wide_resnet50_2", "tv_wide_resnet50_4", "tv_densenet161", "vit_ti"}
+WIDE = {"resnet50", "wrn28_5", "wrn28_10", "dm_wrn28_10", "tv_resnet50", "tv_wide_resnet50_2", "tv_wide_resnet50_4"}
+WIDE |= {"tv_densenet161", "vgg19_tv_code", "vit_ti"}
 
 
 def _by_width(names):

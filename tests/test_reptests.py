@@ -246,6 +246,7 @@ def _imagenet_checkpoints(root, classes: int, seeds: int, ext: str = ".pth") -> 
         torch.save({"model": vit}, root / "models" / "imagenet" / f"vit_ti_16_seed{s}{ext}")
 
 
+@pytest.mark.slow  # about 15 s of CPU on a 2-core x86-64 CPU
 def test_imagenet_space_plans_the_papers_tests_once_its_checkpoints_are_in_place(tmp_path, monkeypatch):
     """`search_spaces/own_checkpoints/ding_tests_imagenet.yaml` (Balogh & Jelasity 2025 Tables 2-3, ImageNet
     rows): 5 ResNet-18s and 5 ViT-Ti/16s; 13 and 14 ranks on ResNet blocks 5-8, 16 on the ViT's last four
