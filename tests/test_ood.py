@@ -104,6 +104,7 @@ def test_a_trial_records_the_energies_its_auroc_comes_from_and_the_report_draws_
     assert (tmp_path / "report" / "energy_densities.png").stat().st_size > 1000
 
 
+@pytest.mark.slow  # about 12-18 s on a 2-core x86-64 CPU
 def test_the_papers_detectors_read_activations_and_survive_the_cache(tmp_path):
     """Section 4.1's detectors: a ResNet-18 reading conv activations, a ViT-Ti without embedding reading tokens;
     trained briefly, saved and loaded again they give the same energies. `detector: paper` is part of a trial's
