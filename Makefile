@@ -1,6 +1,8 @@
 # Two entry points, each creating or reusing .venv and installing what it needs:
 #   make quickstart   train the zoo, run the quickstart sweep on Fashion-MNIST, write its report
 #   make test         run the test suite
+# and a developer's loop while editing:
+#   make test-fast    the tests not marked slow (no donor training, Ray or browser), in a few minutes
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,7 +11,7 @@ FASHION_DIR := /usr/share/datasets/fashion-mnist
 STORAGE ?= results
 REPORT ?= report
 
-.PHONY: quickstart test install lock fashion-mnist browser clean
+.PHONY: quickstart test test-fast install lock fashion-mnist browser clean
 
 install: $(STAMP)
 
@@ -56,6 +58,10 @@ test: $(STAMP) fashion-mnist browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest
+
+# What `make test` runs less the tests marked slow (pyproject.toml's markers); CI runs `make test`.
+test-fast: $(STAMP) fashion-mnist
+	$(PY) -m pytest -m "not slow"
 
 clean:
 	rm -rf $(STORAGE) $(REPORT) .pytest_cache

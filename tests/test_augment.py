@@ -73,6 +73,7 @@ def test_augment_is_part_of_the_donor_identity_and_validated():
     assert augment(torch.rand(2, 1, 28, 28), (), _gen()).shape == (2, 1, 28, 28)
 
 
+@pytest.mark.slow
 def test_a_donor_trains_with_augmentation():
     from sweep.data.core import make_splits
     from sweep.train.donors import train_donor

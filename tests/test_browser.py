@@ -18,10 +18,13 @@ from sweep.kinds.stitch import run_trial
 from sweep.store.results import SweepDir
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and DRIVER),
-    reason="no Chromium here: install Debian's chromium and chromium-driver (make test does, as root)",
-)
+pytestmark = [
+    pytest.mark.slow,  # a real browser: seconds per page
+    pytest.mark.skipif(
+        not (CHROMIUM and DRIVER),
+        reason="no Chromium here: install Debian's chromium and chromium-driver (make test does, as root)",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

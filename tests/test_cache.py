@@ -171,6 +171,7 @@ def _rows(sweep, sweep_dir, trials):
     return rows[keep]
 
 
+@pytest.mark.slow
 def test_cached_and_uncached_trials_record_the_same_rows(zoo, settings, tmp_path):
     """Every column but timings, host, device and time, bitwise (CPU fp32): TLM from random and DM init, DM,
     indices (CKA, DM distance), OOD AUROC; the second cached pass reads everything from the cache."""
@@ -203,6 +204,7 @@ def test_cached_and_uncached_trials_record_the_same_rows(zoo, settings, tmp_path
     pd.testing.assert_frame_equal(again, uncached, check_exact=True)
 
 
+@pytest.mark.slow
 def test_load_donor_hands_out_copies(zoo, settings):
     _, sweep_dir = zoo
     settings()
@@ -272,6 +274,7 @@ def test_run_refuses_bad_cache_settings_before_ray_starts(
     assert f"error: {field}: expected" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_training_on_the_fronts_activations_reproduces_training_on_images(zoo, settings, tmp_path):
     """A budget of 0 MB keeps nothing and sends every fit back to recomputing the front per batch (the engine
     before the cache); at sizes where no batch holds a single image, its rows equal those of the fits that
@@ -292,6 +295,7 @@ def test_training_on_the_fronts_activations_reproduces_training_on_images(zoo, s
     pd.testing.assert_frame_equal(rows["0"], rows["2048"], check_exact=False, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_donors_keep_their_test_predictions_and_trials_read_them_instead_of_computing(zoo, settings, tmp_path):
     """The donor stage keeps a donor's predicted classes on the trials' test images (stitching trials read the
     donor); a trial's agreement columns come from them, with the values a trial computing them records."""
@@ -326,6 +330,7 @@ def test_donors_keep_their_test_predictions_and_trials_read_them_instead_of_comp
     assert _rows(sweep, wrong, [trial])["head_agreement"].iloc[0] < rows["head_agreement"].iloc[0]
 
 
+@pytest.mark.slow
 def test_the_fronts_pass_over_the_test_images_counts_as_clean_evaluation(zoo, settings, tmp_path, monkeypatch):
     """The stitched network's clean evaluation starts with the front's activations of the test images (computed
     or read from the cache): their time is in `time_eval_clean_s`, not lost between the columns."""

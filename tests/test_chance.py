@@ -4,6 +4,7 @@ table, named by the zoo stage's warning, and marked on every trial built on them
 import copy
 
 import pandas as pd
+import pytest
 import torch
 
 import analysis
@@ -23,6 +24,7 @@ def test_chance_is_three_standard_errors_above_one_over_the_classes():
     assert not at_chance(0.894, 10, 359) and at_chance(0.5, 2, 100) and not at_chance(0.7, 2, 100)
 
 
+@pytest.mark.slow
 def test_a_constant_donor_is_flagged_warned_about_and_its_trials_marked(tmp_path):
     """A checkpoint whose classifier is all zeros predicts class 0 for every image: chance by construction (the
     share of 0s among the digits' test images, about 10%), while the trained donor (89-90% measured) is not."""

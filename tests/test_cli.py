@@ -35,6 +35,7 @@ def test_plan_summarises_by_pair_and_objective_and_lists_every_trial_on_request(
     assert len(full) == 1 + 1 + 4 and sum("@layer1.0" in line for line in full) == 2
 
 
+@pytest.mark.slow
 def test_plan_json_and_storage_say_what_is_recorded_and_what_would_run(tiny_space, write_space, tmp_path, capsys):
     sweep = parse_space(tiny_space)
     sweep_dir = SweepDir(tmp_path, sweep.name)
@@ -53,6 +54,7 @@ def test_plan_json_and_storage_say_what_is_recorded_and_what_would_run(tiny_spac
     assert "trials under" in capsys.readouterr().out.splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_status_exit_code_and_json_tell_a_complete_sweep_from_an_incomplete_one(tiny_space, tmp_path, capsys):
     sweep, sweep_dir = _results(tiny_space, tmp_path)
     run_trial(sweep.trials[0], sweep_dir, device=torch.device("cpu"))
@@ -104,6 +106,7 @@ def test_a_dataset_that_cannot_be_had_stops_the_run_before_ray_in_one_line(tiny_
     assert calls == ["mnist"] and not list((storage / "tiny" / "trials").glob("*.parquet"))
 
 
+@pytest.mark.slow
 def test_units_of_a_failed_donor_are_blocked_until_it_succeeds(tiny_space, tmp_path, monkeypatch, capsys):
     """A donor that fails blocks the trials that read it: `status` counts them as blocked (not pending, not
     run), and once the donor succeeds they are pending again."""
@@ -139,6 +142,7 @@ def test_units_of_a_failed_donor_are_blocked_until_it_succeeds(tiny_space, tmp_p
     assert not prog.blocked and len(prog.pending) == 4
 
 
+@pytest.mark.slow
 def test_the_reports_header_counts_an_interrupted_sweep_and_lists_trials_left_out_of_the_space(
     tiny_space, tmp_path, capsys
 ):
@@ -165,6 +169,7 @@ def test_the_reports_header_counts_an_interrupted_sweep_and_lists_trials_left_ou
     assert list(pd.read_csv(out / "trials.csv")["trial_id"]) == [first.trial_id]
 
 
+@pytest.mark.slow
 def test_a_report_folder_is_per_sweep_replaced_by_its_next_report_and_refused_when_not_its_own(
     tiny_space, tmp_path, capsys, monkeypatch
 ):
@@ -195,6 +200,7 @@ def test_a_report_folder_is_per_sweep_replaced_by_its_next_report_and_refused_wh
     assert "another sweep ('quickstart')" in capsys.readouterr().err and (other / "index.html").exists()
 
 
+@pytest.mark.slow
 def test_rays_records_of_interrupted_runs_go_once_the_sweep_is_complete(tiny_space, tmp_path, capsys):
     sweep, sweep_dir = _results(tiny_space, tmp_path)
     leftover = sweep_dir.ray.path + "/stitch-20261126-120000-000000/trial"
@@ -212,6 +218,7 @@ def test_rays_records_of_interrupted_runs_go_once_the_sweep_is_complete(tiny_spa
     assert "4 trials: 4 done, 0 failed, 0 pending" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_trial_with_permutations_records_each_index_null(tiny_space, tmp_path):
     """`permutations:` joins the trial id only when set, is refused without indices, and a trial records
     `<index>_null` and `<index>_p` for each similarity and distance it measures."""
@@ -240,6 +247,7 @@ def test_a_trial_with_permutations_records_each_index_null(tiny_space, tmp_path)
     assert plain  # the space without indices still expands
 
 
+@pytest.mark.slow
 def test_a_status_manifest_spares_reading_parts_that_did_not_change(tiny_space, tmp_path, monkeypatch):
     """After a run, `status` reads no part whose listing shows the size and time the manifest recorded; a part
     rewritten since (or one the manifest does not know) is read again."""
@@ -265,6 +273,7 @@ def test_a_status_manifest_spares_reading_parts_that_did_not_change(tiny_space, 
     assert len(prog["trial"].done) == 3
 
 
+@pytest.mark.slow
 def test_results_hold_no_spurious_float32_digits(tiny_space, tmp_path):
     """Accuracies are exact ratios of counts; float32 losses are stored as the float32 precision they carry."""
     import numpy as np
@@ -291,6 +300,7 @@ def test_every_command_and_argument_has_help_and_an_example():
                 assert action.help, f"{name} {action.dest} has no help"
 
 
+@pytest.mark.slow
 def test_a_snapshot_serves_the_rows_of_unchanged_parts_and_rereads_the_rest(tiny_space, tmp_path, monkeypatch):
     """After `write_snapshot`, reading a table reads no part whose listing is unchanged; a rewritten part is
     read again, a deleted one's rows are gone, and the rows equal a read without the snapshot."""
@@ -317,6 +327,7 @@ def test_a_snapshot_serves_the_rows_of_unchanged_parts_and_rereads_the_rest(tiny
     assert reads == [first.name] and len(after) == 2 and sweep.trials[1].trial_id not in set(after["trial_id"])
 
 
+@pytest.mark.slow
 def test_a_snapshot_of_an_earlier_release_reads_with_the_columns_it_predates(tiny_space, tmp_path):
     """A snapshot written before a column existed (an upgrade between two runs of a sweep) reads with that
     column null, like a part of that release does."""
@@ -336,6 +347,7 @@ def test_a_snapshot_of_an_earlier_release_reads_with_the_columns_it_predates(tin
     assert trials["clean_acc"].notna().all()
 
 
+@pytest.mark.slow
 def test_plan_with_storage_changes_nothing_there(tiny_space, write_space, tmp_path, monkeypatch, capsys):
     """`plan --storage` only looks: a failed donor's part (which a run would remove to retry it) stays."""
     import sweep.kinds.donor as donor_kind

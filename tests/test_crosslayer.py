@@ -67,6 +67,7 @@ def test_end_points_are_validated_and_same_layer_needs_the_same_points():
     assert {t.end_point for t in trials} == {f"conv{i}" for i in range(1, 9)}
 
 
+@pytest.mark.slow
 def test_cross_layer_trials_run_and_dm_tlm_records_the_residual(tmp_path):
     space = _space()
     space["stitching"]["end_points"] = ["layer1.0", "layer3.1"]
@@ -100,6 +101,7 @@ def test_dm_samples_too_small_for_the_points_is_refused_at_plan_with_the_k_neede
     assert parse_space(space).trials[0].dm_samples == 3
 
 
+@pytest.mark.slow
 def test_requested_similarity_indices_are_recorded_per_trial(tmp_path):
     space = copy.deepcopy(TINY_SPACE)
     space["stitching"].update(
@@ -176,6 +178,7 @@ def test_bad_similarity_requests_are_refused():
         parse_space(space)
 
 
+@pytest.mark.slow
 def test_dm_self_stitching_identifies_every_layer_of_a_zoo_donor(tmp_path):
     """Balogh & Jelasity 2025's intra-network sanity check, on what direct matching promises for any donor: on the
     diagonal

@@ -16,6 +16,8 @@ from sweep.store.results import open_root
 from sweep.train.donors import TRAIN_STATE, epoch_checkpoint, train_donor
 from tests.conftest import TINY_SPACE
 
+pytestmark = pytest.mark.slow  # every test here trains a donor
+
 
 class Killed(Exception):
     pass

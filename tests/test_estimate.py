@@ -160,6 +160,7 @@ def test_plan_estimate_prints_the_prediction(write_space, tiny_space, tmp_path, 
     assert "estimate with the nvidia-h200 profile" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # plans every shipped space: about 12 s of CPU per profile
 @pytest.mark.parametrize("name", sorted(p.stem for p in estimate.PROFILES.glob("*.json")))
 def test_every_shipped_profile_prices_every_shipped_space(name):
     """Every shipped profile times every architecture and input shape of every shipped space; the CPU one
@@ -225,6 +226,7 @@ def test_an_ood_detector_is_trained_once_per_end_point_and_setting():
     assert both - plain == pytest.approx(training + 2 * per_trial)
 
 
+@pytest.mark.slow  # about 15 s of CPU on a 2-core x86-64 CPU
 def test_calibration_measures_every_entry_the_model_reads():
     """A profile measured here (`sweep.plan.calibration`, tiny sizes): every stitch point's share and OOD detector
     timings, shares growing along the network, and every algebra rate the model prices with."""

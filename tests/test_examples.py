@@ -52,6 +52,7 @@ def _image(row) -> np.ndarray:
     return np.frombuffer(row.pixels, dtype=np.uint8).reshape(row.channels, row.height, row.width) / 255.0
 
 
+@pytest.mark.slow
 def test_images_are_test_images_of_the_classes_asked_for(zoo):
     (unit,) = _units(zoo, {"show": "images", "datasets": ["digits"], "classes": [3, 7], "per_class": 5, "seed": 2})
     rows = _rows(zoo, unit)
@@ -63,6 +64,7 @@ def test_images_are_test_images_of_the_classes_asked_for(zoo):
         assert np.abs(_image(r) - splits.test_x[r.image].numpy()).max() <= 0.5 / 255 + 1e-6  # 8-bit rounding
 
 
+@pytest.mark.slow
 def test_the_palette_is_the_colour_map(zoo):
     (unit,) = _units(zoo, {"show": "palette", "datasets": ["fashion_mnist_colour"]})
     rows = _rows(zoo, unit)
@@ -71,6 +73,7 @@ def test_the_palette_is_the_colour_map(zoo):
         assert (np.frombuffer(r.pixels, dtype=np.uint8).reshape(3, -1).T == COLOUR_MAP[r.label]).all()
 
 
+@pytest.mark.slow
 def test_a_noise_sample_clusters_around_its_classs_base_activation(zoo):
     """Algorithm 1-2: the sample of class c is base_c + sigma z (clamped), base_c uniform on [0, 1) and drawn
     from the trial's seed, receiver and point: within 5 sigma of that base everywhere, far from another
@@ -94,6 +97,7 @@ def unit_shape(unit) -> tuple:
     return activation_shape(unit.arch, unit.dataset, unit.point)
 
 
+@pytest.mark.slow
 def test_attacked_images_stay_within_each_budget_and_the_perturbation_is_magnified(zoo):
     attacks = [{"threat": "linf", "eps": 0.1, "steps": 3}, {"threat": "l2", "eps": 0.5}]
     (unit,) = _units(zoo, {"show": "attacks", "donors": ["zoo:plain_a"], "images": 2, "attacks": attacks})
@@ -110,6 +114,7 @@ def test_attacked_images_stay_within_each_budget_and_the_perturbation_is_magnifi
         assert np.abs(_image(r) - 0.5).max() == pytest.approx(0.5, abs=1 / 255)  # the largest change spans [0, 1]
 
 
+@pytest.mark.slow
 def test_a_report_draws_the_pictures(zoo, tmp_path):
     from analysis.charts.examples import pictures
     from analysis.report.write import write_report
@@ -122,6 +127,7 @@ def test_a_report_draws_the_pictures(zoo, tmp_path):
     assert (tmp_path / "report" / "examples.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "entry, field, found",
     [
@@ -152,6 +158,7 @@ def test_bad_entries_are_refused_naming_the_field(zoo, entry, field, found):
     assert err.value.field == field and found in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_papers_page_draws_each_item_from_its_own_panel(zoo, tmp_path):
     """Smith & Marcu's Figs 1a and A1 come from one examples chart: each item's picture holds its panel only
     (in a results folder of their own: neither unit reads a donor)."""

@@ -57,6 +57,7 @@ def test_the_catalogue_gives_a_registered_index_its_columns(dummy):
     assert "d_dummy" in reptest_schema().names
 
 
+@pytest.mark.slow
 def test_a_registered_index_and_objective_are_validated_hashed_computed_written_and_reported(tmp_path, dummy):
     space = copy.deepcopy(TINY_SPACE)
     space["stitching"].update(
@@ -99,6 +100,7 @@ def test_a_registered_index_and_objective_are_validated_hashed_computed_written_
     assert dummy_cells[(t.front_point, t.end_point)] == pytest.approx(rows[sweep.trials.index(t)]["sim_dummy"])
 
 
+@pytest.mark.slow
 def test_a_registered_index_takes_part_in_representation_tests(tmp_path, dummy):
     space = copy.deepcopy(TINY_SPACE)
     del space["stitching"]
@@ -169,7 +171,7 @@ def _echo_run(unit, ctx):
 
 def _echo_need(unit, sweep):
     """Its memory need: a MiB per count (`plan` prints the largest; `memory_per_trial` bounds it)."""
-    from sweep.memory import Need
+    from sweep.plan.memory import Need
 
     count = len(sweep.units["echo"])
     return Need("echo", f"echo {unit}", "count", count, lambda n: n * 2**20, "echo", "or echo less")
@@ -222,6 +224,7 @@ def echo_kind(registered):
 
 
 @pytest.mark.ray
+@pytest.mark.slow
 def test_a_registered_kind_is_planned_scheduled_by_ray_and_reported_by_status(tmp_path, echo_kind, capsys):
     """A kind of work that only this test knows: its section of the search space is parsed into units (a bad
     one refused naming the field), the planner finds its pending units, the Ray backend runs them with the
@@ -269,9 +272,9 @@ def test_a_registered_kind_is_in_the_json_schema_the_estimate_the_reader_and_the
 
     import jsonschema
 
-    from sweep import estimate
     from sweep.cli import main
     from sweep.config.schema import space_schema
+    from sweep.plan import estimate
     from sweep.registry import KINDS
 
     space = dict(copy.deepcopy(TINY_SPACE), echo={"count": 3})
@@ -318,10 +321,10 @@ def test_a_registered_index_is_sized_and_priced_before_it_runs(dummy, registered
     """An index registered without a model of its own is in the memory and cost estimates with the generic
     model of its kind (not left out); one that declares its `memory` and `work` is charged those, and a space
     it does not fit is refused naming it."""
-    from sweep import memory
     from sweep.config.shapes import activation_shape
-    from sweep.estimate import estimate, load_profile
-    from sweep.index_costs import Work, pair_work
+    from sweep.plan import memory
+    from sweep.plan.estimate import estimate, load_profile
+    from sweep.plan.index_costs import Work, pair_work
 
     space = copy.deepcopy(TINY_SPACE)
     space["stitching"].update(indices=["dummy"], stitch_points=["layer3.1"], objectives=["dm"])
@@ -367,6 +370,7 @@ def test_a_kind_in_a_module_of_its_own_is_found_by_its_register_kind_call(tmp_pa
     assert _declares_a_kind(declares) and not _declares_a_kind(mentions)
 
 
+@pytest.mark.slow
 def test_an_objective_with_its_own_parameter_is_one_registry_entry(tmp_path, registered):
     """An objective that declares a parameter of its own (type, default, bounds): blocks accept it, validate
     it, hash it into its trials' ids (the default too), hand it to `fit` and record it; other objectives'

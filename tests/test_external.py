@@ -31,6 +31,7 @@ def autoattack_resnet18():
     )
 
 
+@pytest.mark.slow  # DM at every point of a real ResNet-18: about 70 s of CPU on a 2-core x86-64 CPU
 def test_autoattack_resnet18_loads_and_dm_self_stitches_exactly(autoattack_resnet18):
     model = autoattack_resnet18
     torch.manual_seed(0)
@@ -96,6 +97,7 @@ def _file_space(path: Path) -> dict:
     return space
 
 
+@pytest.mark.slow
 def test_file_donor_runs_through_the_zoo_stage_and_a_trial(tmp_path):
     torch.manual_seed(0)
     trained_elsewhere = build("resnet_tiny", 1, 10, (0.1,), (0.25,), image_size=28)
@@ -226,6 +228,7 @@ def test_two_layouts_of_one_architecture_can_be_stitched(tmp_path):
         parse_space(space)
 
 
+@pytest.mark.slow
 def test_autoattack_resnet18_as_a_file_donor_on_cifar10_files(tmp_path, autoattack_resnet18, monkeypatch):
     """The whole `file:` path on CIFAR-10 in its own format: spec -> zoo stage -> DM self-stitching trials."""
     import pickle

@@ -126,6 +126,7 @@ def _a_worker_without_the_data_stops_the_run(checks, tmp_path):
 
 
 @pytest.mark.ray
+@pytest.mark.slow
 def test_storage_that_a_node_cannot_see_is_refused_on_a_multi_node_cluster(tmp_path, monkeypatch):
     import ray
 

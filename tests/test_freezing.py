@@ -32,6 +32,7 @@ def _stage(key: str) -> str:
     return key.split(".")[1]  # "stages.layer1_1.conv1.weight" -> "layer1_1"
 
 
+@pytest.mark.slow
 def test_frozen_stages_stop_changing_after_their_epoch_and_deeper_ones_go_on(tmp_path):
     donor, splits = _donor(epochs=4, checkpoint_every=1, freeze=STAGGERED)
     assert donor.freeze == (("layer1.1", 1), ("layer2.1", 3))
@@ -68,6 +69,7 @@ def test_freezing_joins_the_key_only_when_set_and_bad_settings_name_the_field():
         assert err.value.field == field
 
 
+@pytest.mark.slow
 def test_a_killed_freezing_donor_resumes_into_the_uninterrupted_weights(tmp_path):
     donor, splits = _donor(epochs=3, freeze=[{"through": "layer1.1", "after": 1}])
     whole = train_donor(donor, splits, CPU)

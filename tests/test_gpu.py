@@ -15,6 +15,7 @@ from tests.conftest import TINY_SPACE
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
+@pytest.mark.slow
 def test_trial_on_cuda_with_bf16_and_channels_last(tmp_path):
     space = copy.deepcopy(TINY_SPACE)
     space["stitching"].update(precision="bf16", channels_last=True)
@@ -30,6 +31,7 @@ def test_trial_on_cuda_with_bf16_and_channels_last(tmp_path):
         assert row["device"].startswith("cuda") and row["precision"] == "bf16"
 
 
+@pytest.mark.slow
 def test_adversarial_objectives_and_trades_donor_on_cuda(tmp_path):
     space = copy.deepcopy(TINY_SPACE)
     space["donors"]["trades_a"] = {"arch": "resnet_tiny", "training": "trades", "epochs": 1, "steps": 2}
@@ -56,6 +58,8 @@ def test_adversarial_objectives_and_trades_donor_on_cuda(tmp_path):
         assert row["device"].startswith("cuda")
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_quarter_gpu_trials_share_the_device_under_ray(tmp_path, write_space):
     """`gpus_per_trial: 0.25`: Ray places up to four trials on the one GPU at once; every trial runs on it."""
     import subprocess

@@ -41,6 +41,7 @@ def _fresh(zoo, tmp_path, name):  # noqa: F811
     return d
 
 
+@pytest.mark.slow  # the zoo fixture of tests/test_jones.py trains two donors
 def test_a_killed_inversion_resumes_from_its_last_shard_and_ends_with_the_same_images(zoo, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setattr(stored, "SHARD", 4)  # 10 images: shards of 4, 4 and 2
     spec = _unit(zoo)
@@ -74,6 +75,7 @@ def test_a_killed_inversion_resumes_from_its_last_shard_and_ends_with_the_same_i
     np.testing.assert_allclose(rows[whole]["loss"], rows[killed]["loss"], rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype,step", [("uint8", 0.5 / 255), ("float16", 2**-11)])
 def test_the_space_chooses_how_the_images_are_stored_and_the_rows_read_them_as_stored(zoo, tmp_path, dtype, step):  # noqa: F811
     wide, narrow = _unit(zoo), _unit(zoo, dtype=dtype)
@@ -92,6 +94,7 @@ def test_the_space_chooses_how_the_images_are_stored_and_the_rows_read_them_as_s
         _unit(zoo, dtype="int8")
 
 
+@pytest.mark.slow
 def test_targets_and_seeds_are_indices_and_a_unit_on_natural_images_reads_no_shard(zoo, tmp_path):  # noqa: F811
     d = _fresh(zoo, tmp_path, "lazy")
     sweep = _parse(
@@ -139,6 +142,7 @@ def test_results_written_before_shards_are_still_read(tmp_path):
     assert grid["url"].iloc[0] == robustness.png_url(images[0] / 2)
 
 
+@pytest.mark.slow
 def test_plan_says_what_the_inverted_images_take_and_refuses_a_folder_without_room(zoo, tmp_path, monkeypatch, capsys):  # noqa: F811
     import copy
     from types import SimpleNamespace

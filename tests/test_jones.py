@@ -74,6 +74,7 @@ def _parse(zoo, **sections):
     return parse_space({**space, **sections})
 
 
+@pytest.mark.slow
 def test_least_squares_penultimate_self_stitching_agrees_with_the_network_on_every_example(zoo):
     space, sweep_dir = zoo
     space = copy.deepcopy(space)
@@ -89,6 +90,7 @@ def test_least_squares_penultimate_self_stitching_agrees_with_the_network_on_eve
     assert_reproduces(row, *end_logits(sweep_dir, spec))
 
 
+@pytest.mark.slow
 def test_inverting_a_networks_own_representation_reaches_a_small_relative_error(zoo):
     sweep = _parse(zoo, inversions={"name": "inv", "donors": ["zoo:plain_a"], "images": 12, "steps": 150})
     (spec,) = sweep.units["inversion"]
@@ -135,6 +137,7 @@ def test_the_l2_bound_holds_and_one_momentum_step_is_the_papers_update():
     torch.testing.assert_close(relative_error(g(bounded.images), t_rep), bounded.loss)
 
 
+@pytest.mark.slow
 def test_engstrom_recipe_starts_from_grey_noise_with_its_defaults(zoo):
     sweep = _parse(zoo, inversions={"donors": ["zoo:plain_a"], "recipe": "engstrom", "steps": 20, "images": 4})
     (spec,) = sweep.units["inversion"]
@@ -148,6 +151,7 @@ def test_engstrom_recipe_starts_from_grey_noise_with_its_defaults(zoo):
         _parse(zoo, inversions={"donors": ["zoo:plain_a"], "point": "layer9"})
 
 
+@pytest.mark.slow
 def test_cka_of_a_model_with_itself_on_its_inverted_data_is_one(zoo):
     inversions = {"name": "inv", "donors": ["zoo:plain_a"], "images": 30, "steps": 60}
     pairs = [
@@ -333,6 +337,7 @@ def test_agreement_curves_are_the_level_means_with_a_one_se_band(tmp_path):
     assert (tmp_path / "curves.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_the_report_shows_inversions_cka_by_level_and_saliency(zoo, tmp_path):
     from analysis.report.write import write_report
 
@@ -403,6 +408,7 @@ def test_torchvision_and_salman_checkpoints_map_onto_the_staged_network(arch, tm
         )
 
 
+@pytest.mark.slow
 def test_a_salman_donor_loads_from_its_model_folder_with_its_eps(tmp_path):
     """`salman: resnet18_l2_eps3` reads `<model_dir>/resnet18_l2_eps3.ckpt` (here a small randomly initialised
     one in the robustness library's layout, on a 3-class ImageNet folder), records its training budget as the
@@ -448,6 +454,7 @@ def test_a_salman_donor_loads_from_its_model_folder_with_its_eps(tmp_path):
         parse_space({**space, "donors": {"r18": {"salman": "resnet18_l2_eps4"}}})
 
 
+@pytest.mark.slow
 def test_a_trial_keeps_its_stitcher_and_its_stitched_network_is_inverted(zoo):
     """A trial writes its stitcher (with `donor_bn: update`, the donors' moved BatchNorm statistics too); the
     stitched network rebuilt from it predicts what the trial measured. An inversion entry selects the trial;
@@ -500,6 +507,7 @@ def test_a_trial_keeps_its_stitcher_and_its_stitched_network_is_inverted(zoo):
         parse_space({**space, "inversions": dict(space["inversions"], stitched=[loose])})
 
 
+@pytest.mark.slow
 def test_tsne_keeps_well_separated_classes_apart_and_a_unit_maps_every_point(zoo, tmp_path):
     """Balogh & Jelasity 2023 Fig. 7: three far-apart Gaussian blobs stay apart in 2-D (every dot's nearest
     neighbour has its class); a unit gives one row per (point, image) with the images' own labels, and the

@@ -6,8 +6,18 @@ import torch
 from sweep.models.base import ARCHITECTURES, build, register_architecture, split, stitch_points
 from sweep.stitching.stitcher import StitchedNet, Stitcher, positions
 
+# The networks whose check takes longest here (8-45 s of CPU each on a 2-core x86-64 CPU: built, then split at every
+# point); smaller networks of their families (resnet18, wrn28_1, tv_resnet18, vgg19_tv, vit_ti_16, vit_tiny_cpu)
+# keep the contract in make test-fast, and make test runs them all.
+HEAVY = {"resnet50", "wrn28_5", "wrn28_10", "dm_wrn28_10", "tv_resnet50", "tv_resnext50_32x4d", "tv_wide_resnet50_2"}
+HEAVY |= {"tv_wide_resnet50_4", "tv_densenet161", "tv_mobilenet_v2", "tv_vgg16_bn", "vgg19_tv_code", "vit_ti"}
 
-@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+
+def _heavy_ones_slow(names):
+    return [pytest.param(a, marks=pytest.mark.slow) if a in HEAVY else a for a in sorted(names)]
+
+
+@pytest.mark.parametrize("arch", _heavy_ones_slow(ARCHITECTURES))
 def test_identity_stitch_reproduces_the_model_at_every_point(arch):
     torch.manual_seed(0)
     # 16x16 inputs keep the paper-sized networks (WRN-28-10, ResNet-50) quick on a CPU; torchvision's ImageNet

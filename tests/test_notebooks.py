@@ -37,12 +37,14 @@ def test_the_page_has_examples():
     assert len(SNIPPETS) >= 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", range(len(SNIPPETS)))
 def test_every_example_of_notebooks_md_runs(results, tmp_path, k, capsys):
     exec(compile(SNIPPETS[k], f"docs/notebooks.md[{k}]", "exec"), {"RESULTS": str(results), "OUT": tmp_path})
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_figure_and_table_names_are_the_reports_files_and_unknown_names_are_refused(results):
     import analysis
 
@@ -68,6 +70,7 @@ def _colour_encodings(spec):
             yield from _colour_encodings(v)
 
 
+@pytest.mark.slow
 def test_every_colour_legend_of_the_reports_figures_has_a_title(results):
     import analysis
 

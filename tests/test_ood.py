@@ -51,6 +51,7 @@ def _space():
     return space
 
 
+@pytest.mark.slow
 def test_ood_auroc_per_trial_is_recorded_and_detectors_are_cached(tmp_path):
     sweep = parse_space(_space())
     assert all(t.ood_outliers == ("noise",) and t.ood_samples == 200 for t in sweep.trials)
@@ -79,6 +80,7 @@ def test_bad_ood_settings_are_refused():
         parse_space(space)
 
 
+@pytest.mark.slow
 def test_a_trial_records_the_energies_its_auroc_comes_from_and_the_report_draws_them(tmp_path):
     """Balogh & Jelasity 2025 Fig. 1c: a trial with OOD detection keeps the per-sample energies of target,
     stitched and outlier activations; the AUROC recomputed from them by counting pairs is the recorded one."""
@@ -119,6 +121,7 @@ def test_a_trial_records_the_energies_its_auroc_comes_from_and_the_report_draws_
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and width >= 520 and height >= 2 * 150
 
 
+@pytest.mark.slow  # about 12-18 s on a 2-core x86-64 CPU
 def test_the_papers_detectors_read_activations_and_survive_the_cache(tmp_path):
     """Section 4.1's detectors: a ResNet-18 reading conv activations, a ViT-Ti without embedding reading tokens;
     trained briefly, saved and loaded again they give the same energies. `detector: paper` is part of a trial's

@@ -35,6 +35,7 @@ def test_default_settings_written_out_keep_the_donor_key_and_others_change_it():
         _donor(optimizer="sgdd")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("schedule", ["constant", "step"])
 def test_a_donors_optimiser_and_schedule_are_the_ones_it_trains_with(monkeypatch, schedule):
     built = []
@@ -56,6 +57,7 @@ def test_a_donors_optimiser_and_schedule_are_the_ones_it_trains_with(monkeypatch
     assert group["lr"] == pytest.approx(0.05 if schedule == "constant" else 0.0005)
 
 
+@pytest.mark.slow
 def test_adamw_with_warmup_cosine_trains_a_donor_along_the_stated_curve(monkeypatch):
     """The ViT recipe: AdamW (decoupled weight decay) and a linear warm-up over 5% of the epochs (at least one),
     then a cosine to zero; the factors are worked out here by hand, and a donor trains with them."""
@@ -82,6 +84,7 @@ def test_adamw_with_warmup_cosine_trains_a_donor_along_the_stated_curve(monkeypa
     assert opt.param_groups[0]["lr"] == pytest.approx(0.01 * warmup_cosine_factor(3, 3))  # after the last epoch
 
 
+@pytest.mark.slow
 def test_batch_steps_schedule_counts_optimiser_steps_as_the_authors_code(monkeypatch):
     """Smith & Marcu's code: `MultiStepLR(milestones=[100, 150])` with `scheduler.step()` after every batch. With
     100 batches an epoch for 2 epochs the rate is lr for steps 1-100, lr/10 for 101-150, lr/100 for 151-200 (an

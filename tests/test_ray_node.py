@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-pytestmark = [pytest.mark.ray]
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 DRIVER = """
 import json, os, sys, time

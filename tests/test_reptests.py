@@ -155,6 +155,7 @@ def _reference_logits(unit_results, sweep_dir, layer):
         return end.eval()(front.eval()(splits.test_x[: spec.samples])), splits.test_y[: spec.samples]
 
 
+@pytest.mark.slow
 def test_sensitivity_unit_measures_every_rank_against_the_best_probe(unit_results, unit_dir):
     sens = unit_results[(unit_results["test"] == "sensitivity") & (unit_results["layer"] == "layer3.1")]
     assert len(sens) == 4 and sens["reference"].sum() == 1
@@ -178,12 +179,14 @@ def test_sensitivity_unit_measures_every_rank_against_the_best_probe(unit_result
     assert by_rank["d_pwcca"].is_monotonic_decreasing  # more of A matched as the rank grows
 
 
+@pytest.mark.slow
 def test_specificity_unit_covers_every_layer_of_every_donor(unit_results):
     spec = unit_results[unit_results["test"] == "specificity"]
     assert len(spec) == 4 and set(spec["donor"]) == {"zoo:plain_a", "zoo:plain_b"}
     assert spec["d_pwcca"].notna().all() and (spec["d_cka"] >= -1e-9).all()
 
 
+@pytest.mark.slow
 def test_rank_correlations_and_tables(unit_results):
     per_unit = rank_correlations(unit_results)
     assert set(per_unit["index"]) == {"cka", "pwcca", "opd", "dm (struct.)", "dm (func.)"}
@@ -241,6 +244,7 @@ def _imagenet_checkpoints(root, classes: int, seeds: int, ext: str = ".pth") -> 
         torch.save({"model": vit}, root / "models" / "imagenet" / f"vit_ti_16_seed{s}{ext}")
 
 
+@pytest.mark.slow  # about 15 s of CPU on a 2-core x86-64 CPU
 def test_imagenet_space_plans_the_papers_tests_once_its_checkpoints_are_in_place(tmp_path, monkeypatch):
     """`search_spaces/own_checkpoints/ding_tests_imagenet.yaml` (Balogh & Jelasity 2025 Tables 2-3, ImageNet
     rows): 5 ResNet-18s and 5 ViT-Ti/16s; 13 and 14 ranks on ResNet blocks 5-8, 16 on the ViT's last four
@@ -269,6 +273,7 @@ def test_imagenet_space_plans_the_papers_tests_once_its_checkpoints_are_in_place
     assert len([u for u in sweep.reptests if u.test == "sensitivity"]) == 5 * 4 + 5 * 4
 
 
+@pytest.mark.slow
 def test_imagenet_space_runs_its_tests_on_a_small_image_folder(tmp_path, monkeypatch, registered):
     """The ImageNet space's donors, as it declares them (checkpoints of 3 classes here), through the zoo stage
     and one sensitivity and one specificity unit each, on a 3-class ImageNet folder at 224 px (read by the

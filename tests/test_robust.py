@@ -382,6 +382,7 @@ def robust_zoo(tmp_path_factory):
     return sweep, sweep_dir
 
 
+@pytest.mark.slow
 def test_trades_donor_is_trained_and_recorded(robust_zoo):
     import analysis
 
@@ -390,6 +391,7 @@ def test_trades_donor_is_trained_and_recorded(robust_zoo):
     assert donors.loc["plain_a", "training"] == "plain"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["adv", "adv_mix", "trades"])
 def test_adversarial_objectives_run_end_to_end_and_record_their_settings(robust_zoo, objective):
     sweep, sweep_dir = robust_zoo
@@ -418,6 +420,7 @@ def test_adversarial_objectives_run_end_to_end_and_record_their_settings(robust_
     assert base["status"] == "done" and row["final_train_loss"] > base["final_train_loss"] + 0.05
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stitcher,init", [("bn_affine_bn", "random"), ("affine", "dm"), ("bn_affine_bn", "dm")])
 def test_stitcher_options_run_and_are_part_of_the_identity(robust_zoo, stitcher, init):
     sweep, sweep_dir = robust_zoo
@@ -445,6 +448,7 @@ def test_stitcher_options_run_and_are_part_of_the_identity(robust_zoo, stitcher,
     assert row["clean_acc"] > 0.3  # one epoch on the digits: better than chance by far
 
 
+@pytest.mark.slow
 def test_cross_task_trials_run_on_either_donors_data(tmp_path):
     space = copy.deepcopy(TINY_SPACE)
     space["data"] = {"dataset": "fashion_mnist", "train_size": 600, "val_size": 100, "test_size": 300}

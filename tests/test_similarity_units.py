@@ -80,6 +80,7 @@ def _run(space: dict, sweep_dir: SweepDir, entry: dict):
     return unit, rows[rows["unit_id"] == unit.unit_id]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", ["minibatch", "full"])
 def test_a_network_with_itself_is_one_on_the_diagonal_and_symmetric(trained, estimator):
     space, sweep_dir = trained
@@ -94,6 +95,7 @@ def test_a_network_with_itself_is_one_on_the_diagonal_and_symmetric(trained, est
     assert set(rows["estimator"]) == {estimator} and (rows["a_acc"] == rows["b_acc"]).all()
 
 
+@pytest.mark.slow
 def test_every_node_read_as_it_runs_gives_the_cka_of_every_activation_held(trained):
     """`points: modules` across two networks: each node's Gram is taken as the node runs and its activation
     dropped (bounded memory); the matrix is the one of holding every node's activations of a batch at once."""
@@ -115,6 +117,7 @@ def test_every_node_read_as_it_runs_gives_the_cka_of_every_activation_held(train
     assert np.allclose(matrix, held, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_benign_against_adversarial_representations(trained):
     """A network's benign vs its adversarial representations (Cianfarani et al. Fig. 4): the examples are
     crafted against it, so its accuracy on them falls; the first layer's representations stay close while the
@@ -134,6 +137,7 @@ def test_benign_against_adversarial_representations(trained):
     assert first["b_acc"] < first["a_acc"] - 0.2 and first["attack_norm"] == "linf"
 
 
+@pytest.mark.slow
 def test_the_report_draws_the_cka_matrices_curves_and_transfer_table(trained, tmp_path):
     """Units of every shape in one results folder: the report draws every matrix, the diagonal curves, and the
     transfer table (b's accuracy on a's adversarial examples)."""
@@ -164,6 +168,7 @@ def test_the_report_draws_the_cka_matrices_curves_and_transfer_table(trained, tm
     assert table.loc["zoo:plain_a", "zoo:plain_a"] == pytest.approx(white_box)  # the white-box diagonal
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("measure", ["opd", "svcca"])
 def test_procrustes_and_svcca_units_measure_each_pair_on_the_held_activations_and_time_it(trained, measure):
     """Cianfarani et al. B.1: the same pairs of points under OPD and SVCCA, each pair timed. The unit's values
@@ -199,6 +204,7 @@ def test_procrustes_and_svcca_units_measure_each_pair_on_the_held_activations_an
     assert np.allclose(diagonal, 0.0 if measure == "opd" else 1.0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_report_compares_cka_procrustes_and_svcca_on_the_same_pairs(trained):
     """B.1's table: one row per pair of points with the three measures and their times, from three units on
     the same donors, points and images; a unit measured alone (another image count) is not compared. Each cell

@@ -167,6 +167,7 @@ def test_noise_samples_follow_algorithms_1_and_2():
     assert len(torch.unique(z.flatten(1)[:, :3], dim=0)) == len(z)
 
 
+@pytest.mark.slow  # about 33 s of CPU on a 2-core x86-64 CPU (2026-11-29)
 def test_noise_batches_are_drawn_when_read_and_are_the_same_samples_held_or_not():
     """A part is drawn per batch, in any order, with nothing held (a part of a billion samples is indexed at
     once); a part within `keep_bytes` is held as a tensor of exactly the same samples."""
@@ -227,6 +228,7 @@ def digits_receiver(tmp_path_factory):
     return space, sweep, sweep_dir
 
 
+@pytest.mark.slow
 def test_a_noise_sender_stitches_into_a_receiver_and_is_tested_on_its_own_samples(digits_receiver):
     from sweep.kinds.stitch import run_trial
 
@@ -243,6 +245,7 @@ def test_a_noise_sender_stitches_into_a_receiver_and_is_tested_on_its_own_sample
         assert row["rank_receiver"] >= 1 and row["rank_receiver_end"] >= 1
 
 
+@pytest.mark.slow
 def test_a_noise_trial_drawn_per_batch_records_the_row_of_one_that_holds_its_samples(
     digits_receiver, tmp_path, monkeypatch
 ):
@@ -267,6 +270,7 @@ def test_a_noise_trial_drawn_per_batch_records_the_row_of_one_that_holds_its_sam
     assert drawn["final_train_loss"] == pytest.approx(held["final_train_loss"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_the_report_draws_accuracy_and_rank_by_sender(digits_receiver, tmp_path):
     from analysis.report.write import write_report
     from sweep.kinds.stitch import run_trial
@@ -283,6 +287,7 @@ def test_the_report_draws_accuracy_and_rank_by_sender(digits_receiver, tmp_path)
     assert (tmp_path / "report" / "receiver_rank.png").stat().st_size > 5_000
 
 
+@pytest.mark.slow
 def test_noise_senders_are_refused_where_they_have_no_images(digits_receiver):
     import copy
 
@@ -303,6 +308,7 @@ def test_noise_senders_are_refused_where_they_have_no_images(digits_receiver):
         assert err.value.field == field
 
 
+@pytest.mark.slow
 def test_noise_into_a_receiver_trained_on_other_data_uses_the_receivers_accuracy_on_the_sweeps_images(tmp_path):
     """The receiver baseline is the receiver on the stitching data's images, whatever data it trained on."""
     import copy

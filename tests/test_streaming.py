@@ -162,6 +162,7 @@ SPACE = {
 }
 
 
+@pytest.mark.slow  # every kind of work on a streamed folder: about 70 s of CPU on a 2-core x86-64 CPU
 def test_every_kind_of_work_reads_a_streamed_folder_in_batches(folder, bounded, tmp_path):
     """Every unit of every kind runs to `done` on the streamed folder with the loader's worker processes, though
     no tensor of more than 64 images may be decoded: the splits hold 160, 40 and 100."""

@@ -62,6 +62,7 @@ def _separate_models(unit, ctx, states, donor) -> np.ndarray:
     return np.stack([acc.value().numpy() for acc in accs], axis=-1)
 
 
+@pytest.mark.slow
 def test_epoch_by_epoch_cka_of_a_trained_donor(tmp_path):
     space = _space(dict(ENTRY, points=["layer1.0", "layer3.1"]), epochs=4, checkpoint_every=1)
     sweep = parse_space(space)
@@ -115,6 +116,7 @@ def test_epoch_by_epoch_cka_of_a_trained_donor(tmp_path):
     assert set(curves["epoch_a"]) == {1, 2, 3, 4} and (curves.loc[curves["epoch_a"] == 4, "cka"] > 1 - 1e-9).all()
 
 
+@pytest.mark.slow
 def test_kept_epochs_in_float16_are_the_trained_weights_rounded(tmp_path):
     """`keep_dtype: float16` stores each kept epoch's floating-point weights in float16 (the batch count stays an
     integer) and joins the donor's key; training itself is unchanged, so the last kept epoch is the finished

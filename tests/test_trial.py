@@ -36,6 +36,7 @@ def zoo(tmp_path_factory):
     return sweep, sweep_dir
 
 
+@pytest.mark.slow
 def test_dm_self_stitching_gives_relative_accuracy_one_at_every_point(zoo):
     """DM from a layer into itself is the identity up to float32 rounding, so the stitched network predicts what
     the end model predicts on every image but the end model's near ties (tests/ties.py: none with this donor on
@@ -71,6 +72,7 @@ def test_dm_self_stitching_gives_relative_accuracy_one_at_every_point(zoo):
         assert count(row["agree_both_correct"], row["n_both_correct"]) >= row["n_both_correct"] - ties
 
 
+@pytest.mark.slow
 def test_tlm_trial_records_metrics_curves_and_is_idempotent(zoo):
     sweep, sweep_dir = zoo
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer2.0")
@@ -89,6 +91,7 @@ def test_tlm_trial_records_metrics_curves_and_is_idempotent(zoo):
     assert set(mine["metric"]) == {"train_loss", "val_acc"}
 
 
+@pytest.mark.slow
 def test_random_init_tlm_learns_a_useful_stitch(zoo):
     sweep, sweep_dir = zoo
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer3.0")
@@ -99,6 +102,7 @@ def test_random_init_tlm_learns_a_useful_stitch(zoo):
     assert row["relative_acc"] > 0.6, row
 
 
+@pytest.mark.slow
 def test_a_diverging_objective_is_recorded_as_failed(zoo, registered):
     sweep, sweep_dir = zoo
 
@@ -117,6 +121,7 @@ def test_a_diverging_objective_is_recorded_as_failed(zoo, registered):
     assert pd.isna(trials.loc[spec.trial_id, "clean_acc"])
 
 
+@pytest.mark.slow
 def test_nan_loss_in_task_loss_matching_is_detected(zoo):
     sweep, sweep_dir = zoo
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer1.0")
@@ -126,6 +131,7 @@ def test_nan_loss_in_task_loss_matching_is_detected(zoo):
     assert "DivergedError" in row["error"] or "FloatingPointError" in row["error"]
 
 
+@pytest.mark.slow
 def test_missing_donor_checkpoint_fails_the_trial_not_the_sweep(zoo, tmp_path):
     sweep, _ = zoo
     empty = SweepDir(tmp_path, sweep.name)
@@ -134,6 +140,7 @@ def test_missing_donor_checkpoint_fails_the_trial_not_the_sweep(zoo, tmp_path):
     assert row["status"] == "failed" and "zoo stage" in row["error"]
 
 
+@pytest.mark.slow
 def test_donors_are_cached_across_sweeps_by_their_training_config(zoo):
     sweep, sweep_dir = zoo
     other = SweepDir(sweep_dir.root, "another-sweep")
@@ -143,6 +150,7 @@ def test_donors_are_cached_across_sweeps_by_their_training_config(zoo):
     assert row["time_train_s"] < 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("donor_bn,moves", [("frozen", False), ("update", True)])
 def test_donor_batchnorm_policy(zoo, donor_bn, moves):
     from sweep.data.core import make_splits
@@ -171,6 +179,7 @@ def test_donor_batchnorm_policy(zoo, donor_bn, moves):
     assert all(torch.equal(before[k], after[k]) for k in params)
 
 
+@pytest.mark.slow
 def test_bf16_and_channels_last_are_recorded_and_part_of_the_identity(zoo):
     sweep, sweep_dir = zoo
     spec = next(t for t in sweep.trials if t.objective == "tlm" and t.front_point == "layer3.1")
@@ -182,6 +191,7 @@ def test_bf16_and_channels_last_are_recorded_and_part_of_the_identity(zoo):
     assert row["relative_acc"] > 0.5  # measured 0.850 and 0.849 on the AVX-512 and AVX2 kernel paths
 
 
+@pytest.mark.slow
 def test_relative_accuracy_divides_by_the_end_model_on_the_trials_own_images(tmp_path):
     """Balogh & Jelasity 2025 2.1: relative to the end network's accuracy on the same images. The donor trains on its
     own
@@ -211,6 +221,7 @@ def test_relative_accuracy_divides_by_the_end_model_on_the_trials_own_images(tmp
     assert donors.loc[100, "clean_acc"] == row["end_clean_acc"] and donors.loc[359, "clean_acc"] == own["clean_acc"]
 
 
+@pytest.mark.slow
 def test_a_donor_row_is_used_only_under_the_settings_it_records(tmp_path):
     """After `evaluation.iterations` changes, the donors table still holds rows of the old settings: a trial
     must not take its donor accuracies from them."""
@@ -235,6 +246,7 @@ def test_a_donor_row_is_used_only_under_the_settings_it_records(tmp_path):
     assert row["end_robust_acc"] == donors.set_index("attack_iterations").loc[3, "robust_acc"]
 
 
+@pytest.mark.slow
 def test_similarity_indices_describe_the_unmodified_donors(zoo):
     """Indices describe the donors, not the BatchNorm statistics a `donor_bn: update` fit leaves behind: a
     tlm trial that lets the donors' statistics drift records the same CKA and DM distance as a dm trial of
@@ -259,6 +271,7 @@ def test_similarity_indices_describe_the_unmodified_donors(zoo):
     assert rows[0]["relative_acc"] == pytest.approx(rows[0]["clean_acc"] / end_acc, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_a_metric_without_a_column_fails_the_trial_and_leaves_no_curves(zoo, registered):
     """Writing cannot fail silently: a result the schema has no column for is a recorded failure (not a Ray
     error that kills the trial and leaves its curves behind)."""
@@ -277,6 +290,7 @@ def test_a_metric_without_a_column_fails_the_trial_and_leaves_no_curves(zoo, reg
     assert not (sweep_dir.curves / f"{spec.trial_id}.parquet").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_stitcher_weight_decay_and_schedule_reach_the_optimiser(zoo, optimizer):
     """The stitcher's optimiser is the spec's: its class, momentum and L2 weight decay, and the step
@@ -344,6 +358,7 @@ def test_receiver_rank_of_a_known_low_rank_activation_is_its_rank(rank):
     assert receiver_rank(sender, wide, x, torch.device("cpu")) == rank
 
 
+@pytest.mark.slow
 def test_a_new_objective_is_one_registry_entry(tmp_path, registered):
     """An objective added through its registry alone is validated (its fields blank the others), hashed into
     the trial id, run and written; nothing else is edited."""
@@ -404,6 +419,7 @@ def test_agreement_splits_add_up_and_match_a_per_image_count():
     assert empty["n_disagree"] == 0 and math.isnan(empty["agree_disagree"]) and empty["head_agreement"] == 1.0
 
 
+@pytest.mark.slow
 def test_indices_too_large_for_the_device_are_measured_on_the_host(zoo, monkeypatch):
     """Indices run where the activations are; when that device runs out of memory the same pair is measured
     on the host, with the same values."""
@@ -443,6 +459,7 @@ def test_indices_too_large_for_the_device_are_measured_on_the_host(zoo, monkeypa
         assert row[col] == pytest.approx(expected[col], abs=1e-9), col
 
 
+@pytest.mark.slow
 def test_a_trial_without_validation_images_trains_and_records_no_validation_accuracy(zoo, tmp_path):
     """`val_size: 0` is a valid space: TLM (on the front's cached activations) and DM+TLM train on every
     training image, and the curves' val_acc is NaN (it failed on the empty validation split's activations)."""
