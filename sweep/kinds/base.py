@@ -85,10 +85,10 @@ class Kind:
     schema: Any = None
     key: str = "unit_id"
     timing: str | None = "time_unit_s"
-    # `memory(unit, sweep)`: the unit's memory need (`sweep.memory.Need`, or None: nothing sized), that `plan`
+    # `memory(unit, sweep)`: the unit's memory need (`sweep.plan.memory.Need`, or None: nothing sized), that `plan`
     # prints and `resources.memory_per_trial` bounds
     memory: Callable[[Any, Any], Any] | str | None = None
-    # `price(unit, pricer)`: its device-seconds under a cost profile (`sweep.prices.Pricer`); None: listed as
+    # `price(unit, pricer)`: its device-seconds under a cost profile (`sweep.plan.prices.Pricer`); None: listed as
     # not priced by `plan --estimate`
     price: Callable[[Any, Any], float] | str | None = None
     # `report()`: the report's chart sections of its table (`analysis.report.sections.ChartSection`s), drawn after

@@ -109,7 +109,7 @@ class Index:
     target_first_in_reptests: bool = False
     # What planning charges it, before it runs (torch-free): `memory(pair, layout, n, k)`, the bytes of its
     # workspace on n images of a `sweep.plan.memory.ShapePair` (k: the fit images); `work(pair, layout, n, k)`, its
-    # float64 algebra (`sweep.index_costs.Work`). None: the generic model of its kind (two float64 copies of each
+    # float64 algebra (`sweep.plan.index_costs.Work`). None: the generic model of its kind (two float64 copies of each
     # side and the p x p products; priced as the covariance form).
     memory: Callable | None = None
     work: Callable | None = None
