@@ -130,6 +130,15 @@ class Slurm:
     def slurm(self, *argv: str, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(argv, env=env or self.env, capture_output=True, text=True, timeout=timeout)
 
+    def namespace(self) -> str | None:
+        """The PID namespace of slurmd and the jobs (`pid:[N]`), or None before unshare made it."""
+        unshare = self.procs[-1] if len(self.procs) == 3 else None
+        try:
+            children = Path(f"/proc/{unshare.pid}/task/{unshare.pid}/children").read_text().split()
+            return os.readlink(f"/proc/{children[0]}/ns/pid")
+        except (AttributeError, OSError, IndexError):
+            return None
+
     def stop(self) -> None:
         for p in reversed(self.procs):
             p.kill()
@@ -138,15 +147,35 @@ class Slurm:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def _in_namespace(ns: str) -> list[str]:
+    """PIDs of the live processes in the PID namespace `ns`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/ns/pid") == ns:
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
 @pytest.fixture
 def slurm():
     s = Slurm()
+    ns = None
     try:
         s.start()
+        ns = s.namespace()
+        assert ns is not None, "slurmd's PID namespace not found"
         yield s
     finally:
+        ns = ns or s.namespace()
         s.stop()
     assert all(p.poll() is not None for p in s.procs)
+    deadline = time.time() + 30
+    while _in_namespace(ns):  # the kernel ends a namespace's processes when its first one dies
+        assert time.time() < deadline, f"processes of the jobs outlived the test: {_in_namespace(ns)}"
+        time.sleep(0.2)
 
 
 def _job_env(slurm: Slurm) -> dict:
