@@ -11,7 +11,7 @@ FASHION_DIR := /usr/share/datasets/fashion-mnist
 STORAGE ?= results
 REPORT ?= report
 
-.PHONY: quickstart test test-fast install lock fashion-mnist browser clean
+.PHONY: quickstart test test-fast install lock fashion-mnist browser slurm clean
 
 install: $(STAMP)
 
@@ -50,11 +50,20 @@ browser:
 		|| echo "note: could not install chromium; the browser test will be skipped"; \
 	else echo "note: no chromium; the browser test will be skipped"; fi
 
+# Debian's SLURM and munge, for the one-host SLURM test (tests/test_slurm.py skips without them; it needs root).
+slurm:
+	@if command -v slurmctld >/dev/null 2>&1 && command -v slurmd >/dev/null 2>&1 && command -v munged >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		(apt-get install -y -q slurm-wlm munge >/dev/null 2>&1 || \
+		 (apt-get update -q >/dev/null && apt-get install -y -q slurm-wlm munge >/dev/null)) \
+		|| echo "note: could not install slurm-wlm and munge; the SLURM test will be skipped"; \
+	else echo "note: no slurmctld/slurmd/munged; the SLURM test will be skipped"; fi
+
 quickstart: $(STAMP) fashion-mnist
 	$(VENV)/bin/stitchsweep run search_spaces/quickstart.yaml --storage $(STORAGE)
 	$(VENV)/bin/stitchsweep report $(STORAGE)/quickstart --out $(REPORT)
 
-test: $(STAMP) fashion-mnist browser
+test: $(STAMP) fashion-mnist browser slurm
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest

@@ -131,10 +131,20 @@ def register_kind(kind: Kind) -> Kind:
     return KINDS.add(kind.name, kind)
 
 
+def exiting() -> bool:
+    """Whether this process has begun to exit while a unit runs in another thread (a Ray worker told to exit
+    when its driver is gone): the interpreter marks its main thread stopped first, then thread pools refuse
+    work. A unit that fails then was interrupted, not failed: it must write nothing and stay pending."""
+    import threading
+
+    return not threading.main_thread().is_alive()
+
+
 def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[dict]]) -> dict:
     """Run `measure` (a unit's rows) and write them, each with the `base` columns, as the unit's one Parquet
-    part, last: status "done", or, when it raises, one "failed" row with the error (the sweep goes on). Adds
-    the unit's wall time, the finishing time and the versions. Returns {"status", "error"}."""
+    part, last: status "done", or, when it raises, one "failed" row with the error (the sweep goes on; nothing
+    when the process is exiting, see `exiting`). Adds the unit's wall time, the finishing time and the versions.
+    Returns {"status", "error"}."""
     import time
     from datetime import datetime, timezone
 
@@ -147,6 +157,8 @@ def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[di
     try:
         rows = [dict(base, **r, status="done") for r in measure()]
     except Exception as exc:  # recorded; the sweep goes on
+        if exiting():
+            raise
         rows = [dict(base, status="failed", error=f"{type(exc).__name__}: {exc}")]
     now = datetime.now(timezone.utc)
     for r in rows:
