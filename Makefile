@@ -41,7 +41,7 @@ fashion-mnist:
 		|| echo "note: could not install dataset-fashion-mnist; the loader will try torchvision's download"; \
 	else echo "note: no $(FASHION_DIR); the loader will try torchvision's download"; fi
 
-# Debian's Chromium and its driver, for the report's browser test (tests/test_browser.py skips without them).
+# Debian's Chromium and its driver, for the report's browser test (tests/project/test_browser.py skips without them).
 browser:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
@@ -50,7 +50,7 @@ browser:
 		|| echo "note: could not install chromium; the browser test will be skipped"; \
 	else echo "note: no chromium; the browser test will be skipped"; fi
 
-# Debian's SLURM and munge, for the one-host SLURM test (tests/test_slurm.py skips without them; it needs root).
+# Debian's SLURM and munge, for the one-host SLURM test (tests/project/test_slurm.py skips without them; it needs root).
 slurm:
 	@if command -v slurmctld >/dev/null 2>&1 && command -v slurmd >/dev/null 2>&1 && command -v munged >/dev/null 2>&1; then :; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \

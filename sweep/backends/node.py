@@ -11,9 +11,9 @@ raylet's own agents (runtime environments, metrics) stay: workers need them.
 
 Ray has no public switch for these processes: the node is started through `ray._private.node.Node`, as
 `ray.init()` itself does, with the parameters `ray start --head` exposes as `--no-monitor` and
-`--include-log-monitor=false`. Ray's version is pinned by the lock file; `tests/test_ray_node.py` checks the
+`--include-log-monitor=false`. Ray's version is pinned by the lock file; `tests/sweep/backends/test_node.py` checks the
 node on each upgrade: the processes it starts, and that none is left after it stops or after its driver is
-killed (`tests/test_ray.py` runs sweeps on it). `STITCHSWEEP_FULL_RAY=1` starts Ray as `ray.init()` does,
+killed (`tests/sweep/backends/test_ray.py` runs sweeps on it). `STITCHSWEEP_FULL_RAY=1` starts Ray as `ray.init()` does,
 dashboard and all, for whoever wants to watch a sweep in Ray's dashboard (as `ray start --head` and
 `--address` do on a cluster).
 """

@@ -13,8 +13,7 @@ import pytest
 from analysis.papers import PAPERS, STATUSES, Item, RegistryError, _item, items
 from analysis.papers.pages import github_anchor, render
 from sweep.cli import EXIT_BAD_INPUT, main
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO
 
 
 def _departures() -> set[str]:
@@ -110,7 +109,7 @@ def test_the_docs_pages_are_generated_from_the_registry():
 
 def _identification_results(root: Path) -> None:
     """Hand-made trials of two ResNet-18 donors over three layers: CKA and DM (functional) peak on the diagonal,
-    TLM prefers the last end layer (as tests/test_tables.py)."""
+    TLM prefers the last end layer (as tests/analysis/test_matrices.py)."""
     from sweep.store.results import write_rows
     from sweep.store.schema import trial_schema
 

@@ -13,9 +13,8 @@ from analysis.svcca_null import svcca_null
 from sweep.config.errors import SpecError
 from sweep.config.similarity import SVCCA_MAX_RATIO
 from sweep.config.space import load_space, parse_space
-
-from .conftest import REPO
-from .test_similarity_units import WITHIN, _space
+from tests.conftest import REPO
+from tests.sweep.kinds.test_similarity import WITHIN, _space
 
 
 def _abs_correlation_mean(n: int) -> float:

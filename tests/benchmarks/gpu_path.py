@@ -210,7 +210,7 @@ def main() -> None:
     log(out, f"device: {card}; torch {torch.__version__}")
     if args.device.startswith("cuda") and not args.sharing_only:
         # the Ray test needs ray, which the bare GPU machine lacks (and its wheel is over the carry limit)
-        pytest = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-k", "not ray", "tests/test_gpu.py"]
+        pytest = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-k", "not ray", "tests/project/test_gpu.py"]
         tests = subprocess.run(pytest, cwd=REPO)
         log(out, f"GPU tests: exit {tests.returncode}")
     # the first number at a paper's scale: Balogh & Jelasity 2023 Table 1's h_N4 (ResNet-18, Fashion-MNIST,

@@ -12,8 +12,7 @@ import yaml
 
 import analysis
 from sweep.config.space import load_space
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 STUDY = REPO / "search_spaces" / "a_first_study.yaml"
 POINTS = ["layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0", "layer3.1"]

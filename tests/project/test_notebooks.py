@@ -2,7 +2,6 @@
 four trials), with RESULTS and OUT bound as the page says."""
 
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,8 +10,9 @@ from sweep.config.space import parse_space
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
 from sweep.store.results import SweepDir
+from tests.conftest import REPO
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "notebooks.md"
+DOC = REPO / "docs" / "notebooks.md"
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 draws its sections (all of a section's rows) and as the paper's page draws it (`report --paper`: the rows the
 registry's `where` keeps). Every drawing must build; where `PANELS` gives a figure's panels per row, both
 drawings must have them, and where `POPULATION_CHECKS` has a check of an item's rows, both pass it. The spaces
-in `LARGE` build only their checked items. `tests/test_paper_layouts.py` checks titles, axes and orders on
+in `LARGE` build only their checked items. `tests/project/test_paper_layouts.py` checks titles, axes and orders on
 every space; this file checks what only the papers' scale shows (several entries of a space feeding one
 section, as Cianfarani et al. Fig. 7's budget neighbours did)."""
 
@@ -20,9 +20,8 @@ from analysis.papers import Item, items, paper
 from analysis.report.data import ReportData, report_data
 from analysis.report.notebook import section
 from analysis.report.paper import drawing_key, item_drawings, item_rows
-
-from .conftest import REPO
-from .synthetic import synthetic_results
+from tests.conftest import REPO
+from tests.synthetic import synthetic_results
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +37,7 @@ def paper_scale(space: str) -> bool:
 
 # Spaces too big to draw every item of in seconds (the seconds to make their results and draw all their
 # items, on a 2-core x86-64 CPU shared with other jobs, 2026-11-29): only the items with a check below are
-# built from them. Every item of them is still drawn on the paper's page by tests/test_paper_layouts.py.
+# built from them. Every item of them is still drawn on the paper's page by tests/project/test_paper_layouts.py.
 LARGE = {
     "tlm_vs_dm_cifar10.yaml": 118,  # 7,040 trials; Balogh & Jelasity 2025 Fig. 1a alone 94 s
     "tlm_vs_dm_cifar10_vit.yaml": 127,  # 15,840 trials; Fig. 2 80 s, Table 1 47 s

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import REPO, TINY_SPACE
+from tests.conftest import REPO, TINY_SPACE
 
 DAEMONS = ["munged", "slurmctld", "slurmd", "sbatch", "scancel", "squeue", "sinfo", "unshare"]
 MISSING = [d for d in DAEMONS if shutil.which(d) is None]

@@ -2,8 +2,8 @@
 so that checking a search space builds no network: each one's stitch points, its points, and its activation
 shapes on the input of every registered dataset (channels x image size x classes) it accepts.
 
-`tests/test_declared.py` rebuilds the networks and compares them with `sweep/models/table.json`, so a change
-to a network that moves a point or a shape fails a test until this is run again:
+`tests/sweep/test_registry_declared.py` rebuilds the networks and compares them with `sweep/models/table.json`, so a
+change to a network that moves a point or a shape fails a test until this is run again:
 
     .venv/bin/python tests/scripts/architectures.py --write
 """

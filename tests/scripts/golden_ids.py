@@ -2,7 +2,7 @@
 sorted trial ids, representation-test unit ids, the unit ids of every other kind of work it has, and its
 donor keys, with their counts.
 
-`tests/test_golden_ids.py` compares the shipped spaces with `tests/golden_ids.json`, so a refactor that
+`tests/project/test_golden_ids.py` compares the shipped spaces with `tests/golden_ids.json`, so a refactor that
 changes an identity (and so makes every recorded result rerun) fails a test. When a change of identity is on
 purpose, bump `sweep.store.schema.SCHEMA_VERSION` if rows change meaning, say so in docs/, and run
 `.venv/bin/python tests/scripts/golden_ids.py --write`.

@@ -8,7 +8,7 @@ compute (`plan --estimate`, the default profile; about 10 s a space), which spac
 header says "at a reduced scale") and, for each paper given a results folder
 (`--results PAPER=DIR`, e.g. its reduced run), our values of the paper's numbers there; a paper not given keeps
 its earlier values. `--check` exits 1 when a page differs from what the registry and measured.json render
-(tests/test_papers.py checks the same); `--pages` rewrites the pages from measured.json alone (after editing
+(tests/analysis/test_papers.py checks the same); `--pages` rewrites the pages from measured.json alone (after editing
 the registry's text).
 """
 

@@ -2,7 +2,7 @@
 
 A Ray worker told to exit (its driver cancelled by SLURM, say) starts the interpreter's exit while a Tune trial
 still runs in another thread; thread pools then refuse work ("cannot schedule new futures after shutdown", as
-the worker cache's writer did in tests/test_slurm.py), and a row "failed" with that error would keep the unit
+the worker cache's writer did in tests/project/test_slurm.py), and a row "failed" with that error would keep the unit
 from running again on resubmission.
 """
 
@@ -11,8 +11,7 @@ import sys
 
 from sweep.store.layout import EXAMPLES_DIR
 from sweep.store.results import SweepDir
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 CHILD = """
 import sys, threading, time

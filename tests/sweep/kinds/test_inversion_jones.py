@@ -578,9 +578,8 @@ def test_each_figure_averages_one_stated_population_of_architectures():
 def imagenet(tmp_path_factory):
     """Made-up results of every unit the paper-scale space `jones_imagenet.yaml` plans (`tests/synthetic.py`)."""
     from analysis.report import report_data
-
-    from .conftest import REPO
-    from .synthetic import synthetic_results
+    from tests.conftest import REPO
+    from tests.synthetic import synthetic_results
 
     root = tmp_path_factory.mktemp("synthetic") / "jones_imagenet"
     return report_data(synthetic_results(REPO / "search_spaces" / "jones_imagenet.yaml", root))[0]

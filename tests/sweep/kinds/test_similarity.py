@@ -20,7 +20,7 @@ from sweep.models.features import features
 from sweep.store.results import SweepDir
 from sweep.worker.zoo import load_donor
 from tests.conftest import TINY_SPACE
-from tests.test_similarity import _svcca_reference
+from tests.sweep.measures.test_similarity import _svcca_reference
 
 
 def _space(entries) -> dict:
@@ -173,8 +173,8 @@ def test_the_report_draws_the_cka_matrices_curves_and_transfer_table(trained, tm
 def test_procrustes_and_svcca_units_measure_each_pair_on_the_held_activations_and_time_it(trained, measure):
     """Cianfarani et al. B.1: the same pairs of points under OPD and SVCCA, each pair timed. The unit's values
     are the measure on every activation of the images, held; a network against itself is 0 (OPD) or 1 (SVCCA)
-    on the diagonal. Plumbing only: the values are compared with the same `PAIRWISE` function the unit calls
-    (the measures themselves are checked against independent formulations in tests/test_similarity.py)."""
+    on the diagonal. Plumbing only: the values are compared with the same `PAIRWISE` function the unit calls (the
+    measures themselves are checked against independent formulations in tests/sweep/measures/test_similarity.py)."""
     from sweep.kinds.similarity import PAIRWISE
 
     space, sweep_dir = trained

@@ -9,7 +9,7 @@ import torch
 from sweep.data.core import make_splits
 from sweep.measures.least_squares import NormalEquations
 from sweep.stitching.objectives import direct_match
-from tests.test_robust import _ctx, _net
+from tests.sweep.stitching.test_objectives_robust import _ctx, _net
 
 
 def _pinv_fit(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

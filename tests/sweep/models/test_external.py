@@ -237,7 +237,7 @@ def test_autoattack_resnet18_as_a_file_donor_on_cifar10_files(tmp_path, autoatta
     import torchvision.datasets
     import torchvision.datasets.cifar
 
-    # tiny CIFAR-10 files; md5 checks are for the real files (see tests/test_datasets.py)
+    # tiny CIFAR-10 files; md5 checks are for the real files (see tests/sweep/data/test_torchvision_sets.py)
     monkeypatch.setattr(torchvision.datasets.CIFAR10, "_check_integrity", lambda self: True)
     monkeypatch.setattr(torchvision.datasets.cifar, "check_integrity", lambda path, md5=None: True)
     rng = np.random.default_rng(0)

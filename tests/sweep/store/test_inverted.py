@@ -16,7 +16,7 @@ from sweep.kinds.base import RunContext
 from sweep.kinds.similarity import run_similarity
 from sweep.store import inverted as stored
 from sweep.store.results import SweepDir
-from tests.test_jones import _parse, _test_images, zoo  # noqa: F401 (zoo: the fixture, two tiny donors)
+from tests.sweep.kinds.test_inversion_jones import _parse, _test_images, zoo  # noqa: F401 (zoo: the fixture, two tiny donors)
 
 CPU = torch.device("cpu")
 INVERSION = {"name": "inv", "donors": ["zoo:plain_a"], "images": 10, "steps": 20}
@@ -41,7 +41,7 @@ def _fresh(zoo, tmp_path, name):  # noqa: F811
     return d
 
 
-@pytest.mark.slow  # the zoo fixture of tests/test_jones.py trains two donors
+@pytest.mark.slow  # the zoo fixture of tests/sweep/kinds/test_inversion_jones.py trains two donors
 def test_a_killed_inversion_resumes_from_its_last_shard_and_ends_with_the_same_images(zoo, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setattr(stored, "SHARD", 4)  # 10 images: shards of 4, 4 and 2
     spec = _unit(zoo)
