@@ -23,9 +23,10 @@ The model counts image passes and prices them:
   PGD steps), a representation test's linear probes and indices' algebra too; saliency units, one step per
   image and model; inversion units, images x (steps + 1) steps up to the inverted point (a stitched network
   priced as its end network).
-What a profile has no timings for is listed ("not priced") and the total is then a lower bound. Left out:
-reading a dataset into a worker (once per worker; decoding a streamed image folder overlaps the passes in
-the loader's processes), t-SNE itself (scikit-learn on the CPU), a receiver's rank after the fit. A sweep's
+What a profile has no timings for is listed ("not priced") and the total is then a lower bound. The wall time
+(`sweep.plan.wall`) adds the command's start-up and each stage's fixed cost (its workers' start, PyTorch's import,
+reading the dataset) to the work spread over the workers. Left out: decoding a streamed image folder (it overlaps
+the passes in the loader's processes), t-SNE itself (scikit-learn on the CPU), a receiver's rank after the fit. A sweep's
 own recorded timings correct the rest (`refine`). `tests/benchmarks/cost_check.py` checks the prediction
 against measured trials (docs/performance.md).
 """

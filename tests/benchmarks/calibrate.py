@@ -82,7 +82,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--missing", action="store_true", help="measure only what --out lacks; keep the rest")
     ap.add_argument("--fixed", action="store_true", help="measure only the fixed costs (fixed_costs.py); keep the rest")
-    ap.add_argument("--fixed-rounds", type=int, default=3, help="fresh processes the fixed costs' medians are over")
+    ap.add_argument("--fixed-rounds", type=int, default=3, help="fresh processes the fixed costs are the best of")
     ap.add_argument(
         "--detectors",
         default="small",

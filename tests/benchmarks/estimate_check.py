@@ -3,10 +3,11 @@ storage: the README's study (same-layer TLM + DM with per-point CKA and a CKA un
 (TLM from 3 front points to every end point) and a similarity-only study (donors and a CKA matrix, no stitching).
 Prints, per study, the predicted and measured wall time, their ratio and the load average.
 
-    PYTHONPATH=. .venv/bin/python tests/benchmarks/estimate_check.py [--only NAME] [--measured FILE]
+    PYTHONPATH=. .venv/bin/python tests/benchmarks/estimate_check.py [--only NAME] [--measured FILE] [--costs FILE]
 
 `--measured FILE` keeps the measured times in FILE (JSON) and reuses those already there, so the predictions can
-be recomputed after a change to the cost model without running the studies again.
+be recomputed after a change to the cost model without running the studies again. `--costs` prices with another
+profile (on a busy machine: one measured in the same sitting, `calibrate.py SPACE --out FILE`).
 """
 
 from __future__ import annotations
@@ -59,9 +60,9 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "sweep", *args], env=env, capture_output=True, text=True, cwd=REPO)
 
 
-def predicted(space: str) -> float:
+def predicted(space: str, costs: str | None = None) -> float:
     """The wall time `plan --estimate` predicts with the workers `run` would use here, in seconds."""
-    out = cli("plan", space, "--estimate")
+    out = cli("plan", space, "--estimate", *(["--costs", costs] if costs else []))
     if out.returncode:
         raise SystemExit(out.stderr)
     m = WALL.search(out.stdout)
@@ -84,6 +85,7 @@ def measured(space: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=list(STUDIES), action="append")
+    ap.add_argument("--costs", help="a profile to price with (default: the shipped cpu-2core)")
     ap.add_argument("--measured", type=Path, help="a JSON file of measured times: kept, and reused where present")
     args = ap.parse_args()
     kept = json.loads(args.measured.read_text()) if args.measured and args.measured.is_file() else {}
@@ -100,7 +102,7 @@ def main() -> None:
                 if args.measured:
                     args.measured.write_text(json.dumps(kept, indent=1))
             wall, load = kept[name]["wall_s"], kept[name]["load"]
-            guess = predicted(space)
+            guess = predicted(space, args.costs)
             loads = ", ".join(f"{x:.1f}" for x in load)
             print(f"{name:<16} {guess:>9.0f}s {wall:>9.0f}s {wall / guess:>6.2f}  {loads}", flush=True)
 
