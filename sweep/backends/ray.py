@@ -207,6 +207,9 @@ def _fit(
 ) -> StageSummary:
     """Run one stage: its trials in consecutive Tune experiments of at most `trials_per_experiment()`."""
     t0 = time.perf_counter()
+    progress.sweep.phase(
+        f"{name}: starting workers for {len(grid)} unit(s) (each imports PyTorch and loads its data before its first)"
+    )
     size = trials_per_experiment()
     for start in range(0, len(grid), size):
         _fit_chunk(name, trainable, grid[start : start + size], resources, sweep_dir, progress, max_concurrent)
@@ -358,8 +361,7 @@ def run_stages(
         env = _worker_env(sweep)
         summaries = []
         names = [k for k in KINDS if plan.get(k)]
-        prices, stage_s = _prices(sweep, plan)
-        totals = {k: (KINDS[k].noun, len(plan[k])) for k in names}
+        totals, (prices, stage_s) = {k: (KINDS[k].noun, len(plan[k])) for k in names}, _prices(sweep, plan)
         sweep_progress = SweepProgress(totals, prices=prices, stage_s=stage_s)
         for name in names:
             kind = KINDS[name]
@@ -380,10 +382,6 @@ def run_stages(
             )
             label = lambda c, units=units, kind=kind: kind.label(units[c["unit"]])  # noqa: E731
             progress = _Progress(kind.stage, name, len(units), label, sweep_progress)
-            sweep_progress.phase(
-                f"{kind.stage}: starting workers for {len(units)} {kind.noun}"
-                " (each imports PyTorch and loads its data before its first unit)"
-            )
             summaries.append(_fit(kind.stage, trainable, list(units), resources, sweep_dir, progress, max_concurrent))
             if kind.after_stage is not None:  # e.g. the end of the zoo stage: donors that learned nothing
                 for line in resolve(kind.after_stage)(sweep, sweep_dir):
