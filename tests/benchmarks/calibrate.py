@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -62,6 +63,7 @@ def write_fixed(out: Path, args) -> None:
     words = " ".join(sys.argv[1:]).replace(str(REPO) + "/", "")
     profile["command"] = f"{profile['command']}; then PYTHONPATH=. python tests/benchmarks/calibrate.py {words}"
     profile["fixed_measured"] = datetime.date.today().isoformat()
+    profile["fixed_load_average"] = [round(x, 1) for x in os.getloadavg()]  # a busy machine inflates them
     out.write_text(json.dumps(profile, indent=1) + "\n")
 
 

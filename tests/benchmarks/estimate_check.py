@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -52,7 +51,6 @@ evaluation: {n_eval_robust: 0}
 evaluation: {n_eval_robust: 0}
 """,
 }
-WALL = re.compile(r"; ([\d.]+) (s|min|h) wall time")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -61,14 +59,18 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def predicted(space: str, costs: str | None = None) -> float:
-    """The wall time `plan --estimate` predicts with the workers `run` would use here, in seconds."""
-    out = cli("plan", space, "--estimate", *(["--costs", costs] if costs else []))
-    if out.returncode:
-        raise SystemExit(out.stderr)
-    m = WALL.search(out.stdout)
-    if m is None:
-        raise SystemExit(f"no wall time in:\n{out.stdout}")
-    return float(m.group(1)) * {"s": 1, "min": 60, "h": 3600}[m.group(2)]
+    """The wall time `plan --estimate` predicts (`sweep.plan.wall`) with the workers `run` would use here, in
+    seconds (unrounded: `plan` prints minutes from two minutes on)."""
+    sys.path.insert(0, str(REPO))
+    from sweep.config.space import load_space
+    from sweep.plan.estimate import estimate, load_profile
+    from sweep.plan.wall import default_workers, wall_time
+    from sweep.registry import KINDS
+
+    sweep, profile = load_space(space), load_profile(costs)
+    plan = {k: list(u) for k, u in ((k, KINDS[k].units(sweep)) for k in KINDS) if u}
+    est = estimate(sweep, plan, profile)
+    return wall_time(est.seconds, est.units, profile, sweep, default_workers(sweep), est.uncalibrated).total
 
 
 def measured(space: str) -> float:
