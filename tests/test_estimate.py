@@ -259,3 +259,5 @@ def test_the_estimate_includes_the_fixed_costs_per_unit_per_stage_and_of_the_com
     assert wall.total == pytest.approx(7.0 + 3.0 + wall.work)
     wall_time(est.seconds, est.units, PROFILE, sweep, 2, missing)  # a profile without them says so
     assert any("startup_s" in m for m in missing) and any("stage_s" in m for m in missing)
+    shipped = estimate.load_profile()  # the shipped CPU profile carries measured fixed costs
+    assert shipped["startup_s"] > 0 and shipped["stage_s"] > 0 and shipped["threads"] >= 1
