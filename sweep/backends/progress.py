@@ -3,8 +3,11 @@ while a sweep runs (no Ray here: the backend feeds it events).
 
 The ETA is the work left divided by the parallelism seen: each pending unit counts the mean driver-side
 duration of the finished units of its kind (start to finish, Ray's per-trial overhead included), each running
-unit what is left of that mean; the parallelism is the largest number of units seen running at once. Until a
-kind has a finished unit its pending units have no duration, and the ETA says so instead of guessing.
+unit what is left of that mean; the parallelism is the largest number of units seen running at once. A kind
+without a finished unit yet counts the cost model's price of its units (`prices`: `plan --estimate`'s, per unit)
+times measured / priced of the units finished so far (this machine, its load), plus a stage's fixed cost
+(`stage_s`) if none of its units has started; a kind with no price, the mean of every finished unit. So the ETA
+is a number from the first finished unit on; before it, the line says it waits for one.
 
 On a terminal a tqdm bar sits below the event lines; elsewhere (CI, a log file) every event is one line and a
 `[sweep]` summary line follows at most every `summary_every` seconds and at the end of each stage.
@@ -46,6 +49,16 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+START = time.monotonic()  # the driver's start, near enough: the command line imports this module first
+
+
+def phase(what: str, out: TextIO | None = None, elapsed: float | None = None) -> None:
+    """A `[sweep]` line saying what the driver does now (before the first unit: Ray, workers, data), with the
+    seconds since the driver started (`elapsed`, else since this module's import)."""
+    elapsed = time.monotonic() - START if elapsed is None else elapsed
+    print(f"[sweep] {what} ({duration(elapsed)} elapsed)", file=out or sys.stdout, flush=True)
+
+
 class SweepProgress:
     """Counts and ETA of a whole sweep (every kind it runs), fed by `started` / `finished` / `note` events."""
 
@@ -57,8 +70,11 @@ class SweepProgress:
         out: TextIO | None = None,
         live: bool | None = None,
         summary_every: float = 15.0,
+        prices: dict[str, float] | None = None,
+        stage_s: float = 0.0,
     ) -> None:
         self.kinds = {name: _Kind(noun, total) for name, (noun, total) in totals.items()}
+        self.prices, self.stage_s = dict(prices or {}), stage_s  # the cost model's seconds per unit, per stage
         self.clock, self._out = clock, out
         self.t0 = clock()
         self.parallel = 1
@@ -129,16 +145,38 @@ class SweepProgress:
 
     # what it shows
     def eta(self) -> float | None:
-        """Seconds left, or None while a kind with units left has no finished unit to time."""
+        """Seconds left, or None while no unit has finished (nothing measured on this machine yet)."""
+        finished = [d for k in self.kinds.values() for d in k.durations]
+        if not finished:
+            return None
+        scale, overall = self._scale(), sum(finished) / len(finished)
         now, work = self.clock(), 0.0
-        for k in self.kinds.values():
+        for name, k in self.kinds.items():
             if k.pending + len(k.running) == 0:
                 continue
             mean = k.mean()
             if mean is None:
-                return None
+                price = self.prices.get(name)
+                mean = overall if price is None or scale is None else price * scale
+                if not k.running and k.done + k.failed == 0:
+                    work += self.stage_s * (scale or 1.0) * self.parallel  # its workers start side by side
             work += k.pending * mean + sum(max(mean - (now - t), 0.0) for t in k.running.values())
         return work / self.parallel
+
+    def _scale(self) -> float | None:
+        """Measured / priced over the finished units of the priced kinds (None: none finished)."""
+        measured = priced = 0.0
+        for name, k in self.kinds.items():
+            if name in self.prices and k.durations:
+                measured, priced = measured + sum(k.durations), priced + self.prices[name] * len(k.durations)
+        return measured / priced if priced > 0 else None
+
+    def phase(self, what: str) -> None:
+        """A driver's phase before units run (starting workers, loading data): a `[sweep]` line."""
+        if self._bar is not None:
+            self._bar.write(f"[sweep] {what}", file=self.out)
+            return
+        phase(what, self.out)
 
     def line(self) -> str:
         """'12/82 done (1 failed), 2 running, 68 pending; 3m12s elapsed, ETA 14m05s'."""
@@ -147,8 +185,7 @@ class SweepProgress:
         done, failed = sum(k.done for k in kinds), sum(k.failed for k in kinds)
         running, pending = sum(len(k.running) for k in kinds), sum(k.pending for k in kinds)
         eta = self.eta()
-        waiting = next((k.noun for k in kinds if k.mean() is None and k.pending + len(k.running)), "unit")
-        eta_text = f"ETA {duration(eta)}" if eta is not None else f"ETA after the first {waiting.rstrip('s')} ends"
+        eta_text = f"ETA {duration(eta)}" if eta is not None else "ETA after the first unit ends"
         failed_text = f" ({failed} failed)" if failed else ""
         return (
             f"{done + failed}/{total} finished{failed_text}, {running} running, {pending} pending; "

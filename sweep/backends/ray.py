@@ -35,7 +35,7 @@ from sweep.backends.checks import (  # noqa: E402
     check_storage_shared,
 )
 from sweep.backends.node import start_lean, stop_lean  # noqa: E402
-from sweep.backends.progress import SweepProgress  # noqa: E402
+from sweep.backends.progress import SweepProgress, phase  # noqa: E402
 from sweep.config.errors import SpecError  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
 from sweep.measures.chance import chance_warning  # noqa: E402
@@ -207,6 +207,9 @@ def _fit(
 ) -> StageSummary:
     """Run one stage: its trials in consecutive Tune experiments of at most `trials_per_experiment()`."""
     t0 = time.perf_counter()
+    progress.sweep.phase(
+        f"{name}: starting workers for {len(grid)} unit(s) (each imports PyTorch and loads its data before its first)"
+    )
     size = trials_per_experiment()
     for start in range(0, len(grid), size):
         _fit_chunk(name, trainable, grid[start : start + size], resources, sweep_dir, progress, max_concurrent)
@@ -319,6 +322,18 @@ def _worker_env(sweep: Sweep) -> dict:
     )
 
 
+def _prices(sweep: Sweep, plan: dict[str, list[str]]) -> tuple[dict[str, float], float]:
+    """The cost model's price per unit of each kind and its fixed cost per stage, for the ETA (none when the
+    shipped profile cannot be read: the ETA then waits for measured units only)."""
+    from sweep.plan.estimate import unit_prices
+
+    try:
+        return unit_prices(sweep, plan)
+    except (SpecError, KeyError, ValueError) as exc:  # the ETA is a convenience: it never stops a run
+        print(f"note: no cost model for the ETA ({exc})", flush=True)
+        return {}, 0.0
+
+
 def run_stages(
     sweep: Sweep,
     sweep_dir: SweepDir,
@@ -336,6 +351,7 @@ def run_stages(
 
     started = start_ray(address, num_cpus)
     try:
+        phase("checking the cluster's resources and the results storage")
         alive = [n for n in ray.nodes() if n.get("Alive")]
         check_resources(sweep, [n["Resources"] for n in alive])
         check_storage_shared(sweep_dir, alive)
@@ -345,7 +361,8 @@ def run_stages(
         env = _worker_env(sweep)
         summaries = []
         names = [k for k in KINDS if plan.get(k)]
-        sweep_progress = SweepProgress({k: (KINDS[k].noun, len(plan[k])) for k in names})
+        totals, (prices, stage_s) = {k: (KINDS[k].noun, len(plan[k])) for k in names}, _prices(sweep, plan)
+        sweep_progress = SweepProgress(totals, prices=prices, stage_s=stage_s)
         for name in names:
             kind = KINDS[name]
             everything = kind.units(sweep)

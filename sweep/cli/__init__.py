@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from sweep.backends.lease import Lease
+from sweep.backends.progress import phase
 from sweep.cli.inputs import check_results, load_space, open_results, storage
 from sweep.config.errors import SpecError
 from sweep.config.generators import dump_space
@@ -133,12 +134,16 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
     args.sweep_uri = sweep_dir.uri  # for the Ctrl+C hint
     if any(plan.values()):
         if args.address is None:  # an embedded Ray's workers read the driver's data root
+            phase("checking the datasets on this machine")
             planning.check_data(sweep)
         _cluster_auth(args.address)
         if args.address is None:
             from sweep.backends.node import begin_lean
 
+            phase("starting Ray (a local node) and importing Tune")
             begin_lean(args.num_cpus)  # the embedded node starts while Tune is imported
+        else:
+            phase(f"joining the Ray cluster at {args.address} and importing Tune")
         from sweep.backends import ray as ray_backend  # Ray and Tune are imported only where work is scheduled
 
         ray_backend.run_stages(

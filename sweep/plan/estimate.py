@@ -23,10 +23,11 @@ The model counts image passes and prices them:
   PGD steps), a representation test's linear probes and indices' algebra too; saliency units, one step per
   image and model; inversion units, images x (steps + 1) steps up to the inverted point (a stitched network
   priced as its end network).
-What a profile has no timings for is listed ("not priced") and the total is then a lower bound. Left out:
-reading a dataset into a worker (once per worker; decoding a streamed image folder overlaps the passes in
-the loader's processes), t-SNE itself (scikit-learn on the CPU), a receiver's rank after the fit. A sweep's
-own recorded timings correct the rest (`refine`). `tests/benchmarks/cost_check.py` checks the prediction
+What a profile has no timings for is listed ("not priced") and the total is then a lower bound. The wall time
+(`sweep.plan.wall`) adds the command's start-up and each stage's fixed cost (its workers' start, PyTorch's import,
+reading the dataset) to the work spread over the workers. Left out: decoding a streamed image folder (it overlaps
+the passes in the loader's processes), t-SNE itself (scikit-learn on the CPU), a receiver's rank after the fit.
+A sweep's own recorded timings correct the rest (`refine`). `tests/benchmarks/cost_check.py` checks the prediction
 against measured trials (docs/performance.md).
 """
 
@@ -97,6 +98,15 @@ def estimate(sweep, plan: dict[str, list[str]], profile: dict, cache: bool = Tru
     return out
 
 
+def unit_prices(sweep, plan: dict[str, list[str]], costs: str | None = None) -> tuple[dict[str, float], float]:
+    """What the progress line's ETA starts from: per kind of `plan`, the mean price of its units under the
+    profile (kinds the profile cannot price left out), and the profile's fixed cost of a stage."""
+    profile = load_profile(costs)
+    est = estimate(sweep, plan, profile)
+    prices = {k: s / est.units[k] for k, s in est.seconds.items() if est.units[k] and s > 0}
+    return prices, float(profile.get("stage_s", 0.0))
+
+
 def refine(est: Estimate, sweep, sweep_dir, profile: dict, cache: bool = True) -> Estimate:
     """Scale each kind's prediction by measured / predicted over the units the sweep has recorded (their
     own `time_total_s` / `time_unit_s`): the model's constants meet this sweep's hardware and settings."""
@@ -144,16 +154,19 @@ def plan_estimate(sweep, units: dict, todo: dict | None, sweep_dir, costs: str |
 
     if workers is not None and workers < 1:
         raise SpecError("--workers", "a whole number >= 1", workers)
+    from sweep.plan.wall import default_workers
+
     profile = load_profile(costs)
     plan = todo if todo is not None else {k: list(u) for k, u in units.items() if u}
     est = estimate(sweep, plan, profile)
     if sweep_dir is not None:
         est = refine(est, sweep, sweep_dir, profile)
-    return describe(est, profile, sweep, workers or 1)
+    return describe(est, profile, sweep, workers or default_workers(sweep))
 
 
 def describe(est: Estimate, profile: dict, sweep, workers: int) -> list[str]:
     """The lines `plan --estimate` prints."""
+    from sweep.plan.wall import wall_time
     from sweep.registry import KINDS
 
     name, hardware, when = (profile.get(k, "?") for k in ("name", "hardware", "measured"))
@@ -167,9 +180,13 @@ def describe(est: Estimate, profile: dict, sweep, workers: int) -> list[str]:
     if not any(est.units.values()):
         lines.append("  nothing to run")
     gpus = sweep.gpus_per_trial or 1
-    wall = est.total / max(1, workers)
+    wall = wall_time(est.seconds, est.units, profile, sweep, max(1, workers), est.uncalibrated)
     low = " at least (some units are not priced: below)" if est.uncalibrated else ""
-    lines.append(f"  total: {_hours(est.total)} device time{low}; {_hours(wall)} wall time on {workers} worker(s)")
+    lines.append(
+        f"  total: {_hours(est.total)} device time{low}; {_hours(wall.total)} wall time with {wall.workers} worker(s)"
+        f" (start-up {_hours(wall.startup)}, {wall.n_stages} stage(s)' fixed costs {_hours(wall.stages)},"
+        f" work {_hours(wall.work)})"
+    )
     if profile.get("device", "cpu") != "cpu":
         lines.append(f"  GPU-hours: {est.total * gpus / 3600:.1f} (gpus_per_trial {gpus})")
     else:

@@ -3,12 +3,15 @@ shape of the shipped search spaces (or those given), forward and training-step s
 forward share up to each stitch point and the OOD detector's step and forward there
 (`sweep.plan.calibration.calibrate`); the device's float64 algebra rates (`sweep.plan.calibration.algebra`); plus the
 fixed cost of a unit on a warm worker (`--unit-s`, from `tests/benchmarks/engine_overhead.py`). With
-`--missing`, only what --out lacks is measured (new shapes, a shape's detector timings, the algebra rates).
+`--missing`, only what --out lacks is measured (new shapes, a shape's detector timings, the algebra rates). The
+command's start-up and each stage's fixed cost (`tests/benchmarks/fixed_costs.py`) are measured too, or alone with
+`--fixed` (the rest of --out kept).
 
     .venv/bin/python tests/benchmarks/calibrate.py --name cpu-2core --hardware "2-core CPU" \
         --out sweep/plan/profiles/cpu-2core.json
     .venv/bin/python tests/benchmarks/calibrate.py --device cuda --name h100 --hardware "NVIDIA H100" --out h100.json
     .venv/bin/python tests/benchmarks/calibrate.py --missing --out sweep/plan/profiles/cpu-2core.json   # add new shapes
+    .venv/bin/python tests/benchmarks/calibrate.py --fixed --out sweep/plan/profiles/cpu-2core.json     # fixed costs
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -43,6 +47,26 @@ def shapes_of(spaces: list[Path]) -> list[tuple[str, int, int]]:
     return sorted(found)
 
 
+def fixed(args) -> dict:
+    """The command's start-up and a stage's fixed cost, measured in fresh processes (`fixed_costs.py`)."""
+    from fixed_costs import measure
+
+    costs = measure(args.fixed_rounds, args.threads)
+    print(f"fixed costs: start-up {costs['startup_s']} s, per stage {costs['stage_s']} s", flush=True)
+    return costs
+
+
+def write_fixed(out: Path, args) -> None:
+    """`--fixed`: the fixed costs into an existing profile, its other timings kept."""
+    profile = json.loads(out.read_text())
+    profile.update(threads=args.threads, **fixed(args))
+    words = " ".join(sys.argv[1:]).replace(str(REPO) + "/", "")
+    profile["command"] = f"{profile['command']}; then PYTHONPATH=. python tests/benchmarks/calibrate.py {words}"
+    profile["fixed_measured"] = datetime.date.today().isoformat()
+    profile["fixed_load_average"] = [round(x, 1) for x in os.getloadavg()]  # a busy machine inflates them
+    out.write_text(json.dumps(profile, indent=1) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("spaces", nargs="*", help="search spaces (default: every shipped one)")
@@ -59,6 +83,8 @@ def main() -> None:
     )
     ap.add_argument("--out", required=True)
     ap.add_argument("--missing", action="store_true", help="measure only what --out lacks; keep the rest")
+    ap.add_argument("--fixed", action="store_true", help="measure only the fixed costs (fixed_costs.py); keep the rest")
+    ap.add_argument("--fixed-rounds", type=int, default=3, help="fresh processes the fixed costs are the best of")
     ap.add_argument(
         "--detectors",
         default="small",
@@ -73,6 +99,9 @@ def main() -> None:
     from sweep.plan.prices import shape_key
 
     torch.set_num_threads(args.threads)
+    if args.fixed:
+        write_fixed(Path(args.out), args)
+        return
     spaces = [Path(s) for s in args.spaces] or sorted((REPO / "search_spaces").glob("*.yaml"))
     shapes = shapes_of(spaces)
     t0 = time.perf_counter()
@@ -98,6 +127,8 @@ def main() -> None:
         "measured": datetime.date.today().isoformat(),
         "command": command if kept is None else f"{kept['command']}; then {command}",
         "unit_s": args.unit_s,
+        "threads": args.threads,
+        **fixed(args),
         "algebra": rates,
         "archs": archs,
     }

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from sweep.backends.progress import SweepProgress, duration
+from sweep.backends.progress import SweepProgress, duration, phase
 
 
 class Clock:
@@ -42,11 +42,13 @@ def test_a_20_minute_sweep_has_a_correct_eta_within_its_first_quarter():
     assert p.line().startswith("10/40 finished, 2 running, 28 pending; 5m00s elapsed, ETA 15m")
 
 
-def test_eta_waits_for_a_kind_without_finished_units_and_weighs_kinds_by_their_own_durations():
+def test_eta_waits_only_for_the_first_finished_unit_and_weighs_kinds_by_their_own_durations():
     clock = Clock()
     p = SweepProgress({"donor": ("donors", 2), "trial": ("trials", 10)}, clock=clock, out=io.StringIO(), live=False)
+    assert p.eta() is None and "ETA after the first unit ends" in p.line()
     _simulate(p, clock, "donor", 2, 100.0, 2)
-    assert p.eta() is None and "ETA after the first trial ends" in p.line()
+    # no price for trials: they count the mean of every finished unit (100 s), 10 of them two at a time
+    assert p.eta() == pytest.approx(500.0)
     _simulate(p, clock, "trial", 2, 10.0, 2)  # two trials of 10 s: 8 left, two at a time
     assert p.eta() == pytest.approx(40.0)
     p.finished("trial", "never-started", failed=True)
@@ -82,3 +84,31 @@ def test_on_a_terminal_a_bar_carries_the_counts():
 @pytest.mark.parametrize("seconds, text", [(5, "5s"), (65, "1m05s"), (3 * 3600 + 7 * 60, "3h07m")])
 def test_durations_read_as_people_write_them(seconds, text):
     assert duration(seconds) == text
+
+
+def test_a_numeric_eta_from_the_first_finished_unit_priced_for_the_kinds_not_yet_seen():
+    """The similarity unit runs last: before it starts, its ETA comes from its price scaled by measured /
+    priced of the units that finished (here 2x slower than priced), plus its stage's fixed cost."""
+    clock, out = Clock(), io.StringIO()
+    totals = {"donor": ("donors", 2), "trial": ("trials", 4), "similarity": ("similarity units", 1)}
+    prices = {"donor": 10.0, "trial": 5.0, "similarity": 30.0}
+    p = SweepProgress(totals, clock=clock, out=out, live=False, prices=prices, stage_s=3.0)
+    p.started("donor", "d0")
+    p.started("donor", "d1")
+    assert "ETA after the first unit ends" in p.line()
+    clock.t = 20.0
+    p.finished("donor", "d0")  # 20 s against a price of 10: this machine runs at 2x the prices
+    # left: d1 (20 s mean, 20 s elapsed: 0), 4 trials x 5 x 2, their stage 3 x 2 x 2 workers, 1 x 30 x 2,
+    # the similarity stage 3 x 2 x 2; over 2 at once
+    assert p.eta() == pytest.approx((0 + 40 + 12 + 60 + 12) / 2)
+    assert "ETA 1m02s" in p.line() and "ETA 0s" not in p.line()
+
+
+def test_phase_lines_say_what_the_driver_does_before_the_first_unit():
+    out = io.StringIO()
+    phase("starting Ray (a local node) and importing Tune", out, elapsed=3.0)
+    p = SweepProgress({"trial": ("trials", 1)}, clock=Clock(), out=out, live=False)
+    p.phase("stitch: starting workers for 1 trials")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "[sweep] starting Ray (a local node) and importing Tune (3s elapsed)"
+    assert lines[1].startswith("[sweep] stitch: starting workers for 1 trials (") and lines[1].endswith("elapsed)")

@@ -52,6 +52,9 @@ def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_sp
     assert "[stitch 4/4" in out and "4 done, 0 failed, 0 pending" in out
     # the whole sweep's counts after each stage: the donor, then its 4 trials
     assert "[sweep] 1/5 finished, 0 running, 4 pending" in out and "[sweep] 5/5 finished, 0 running, 0 pending" in out
+    # what the driver does before the first unit, and a numeric ETA once the donor has finished
+    assert "[sweep] starting Ray (a local node) and importing Tune" in out and "[sweep] stitch: starting workers" in out
+    assert re.search(r"\[sweep\] 1/5 finished, 0 running, 4 pending; \S+ elapsed, ETA \d", out), out
     # Tune reuses the workers (2 CPUs, 1 per trial: at most 2 processes for 4 trials), whose caches serve the
     # trials after their first: the donor, the splits and the shared fronts' activations
     workers = re.search(r"\[stitch\] 4 trial units ran in (\d+) worker process\(es\); worker cache: (\d+) hits", out)

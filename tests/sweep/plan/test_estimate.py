@@ -148,7 +148,7 @@ def test_plan_estimate_prints_the_prediction(write_space, tiny_space, tmp_path, 
     profile.write_text(json.dumps(PROFILE))
     assert main(["plan", str(write_space(tiny_space)), "--estimate", "--costs", str(profile), "--workers", "2"]) == 0
     out = capsys.readouterr().out
-    assert "estimate with the made-up profile" in out and "4 trials:" in out and "on 2 worker(s)" in out
+    assert "estimate with the made-up profile" in out and "4 trials:" in out and "with 2 worker(s)" in out
     assert main(["plan", str(write_space(tiny_space)), "--estimate", "--costs", str(tmp_path / "none.json")]) == 2
     assert "--costs: expected a cost profile" in capsys.readouterr().err
     assert main(["plan", "absent.yaml", "--estimate", "--costs", "no-such-profile"]) == 2  # before the space
@@ -241,3 +241,25 @@ def test_calibration_measures_every_entry_the_model_reads():
     assert entry["forward_s"] > 0 and entry["step_s"] > 0
     rates = algebra("cpu", repeats=1)
     assert set(rates) == set(RATES) and all(v > 0 for v in rates.values())
+
+
+def test_the_estimate_includes_the_fixed_costs_per_unit_per_stage_and_of_the_command():
+    """N units cost at least N x the per-unit fixed cost; the wall time adds the command's start-up and each
+    stage's fixed cost to the work spread over the workers (a profile timed with 2 threads, 1 per unit)."""
+    from sweep.plan.wall import wall_time
+
+    profile = dict(PROFILE, startup_s=7.0, stage_s=3.0, threads=2)
+    sweep = _space(objectives=["tlm"], seeds=[0, 1])
+    n = len(sweep.trials)
+    est = estimate.estimate(sweep, {"trial": [t.trial_id for t in sweep.trials]}, profile)
+    assert est.seconds["trial"] >= n * profile["unit_s"]
+    missing: set = set()
+    wall = wall_time(est.seconds, est.units, profile, sweep, 2, missing)
+    assert not missing and wall.startup == 7.0 and wall.stages == 3.0 and wall.n_stages == 1
+    # 2 workers of 1 thread each run what the profile timed with 2 threads: the work takes its device time
+    assert wall.work == pytest.approx(est.seconds["trial"] * 2 / (min(n, 2) * 1))
+    assert wall.total == pytest.approx(7.0 + 3.0 + wall.work)
+    wall_time(est.seconds, est.units, PROFILE, sweep, 2, missing)  # a profile without them says so
+    assert any("startup_s" in m for m in missing) and any("stage_s" in m for m in missing)
+    shipped = estimate.load_profile()  # the shipped CPU profile carries measured fixed costs
+    assert shipped["startup_s"] > 0 and shipped["stage_s"] > 0 and shipped["threads"] >= 1

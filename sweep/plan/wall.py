@@ -1,0 +1,58 @@
+"""The wall time of a plan (`plan --estimate`): the units' device time spread over the workers that run them, plus
+the fixed costs no unit accounts for, each measured by `tests/benchmarks/fixed_costs.py` into the profile:
+
+- `startup_s`: the command's own start and end (Python, the driver's imports, Ray's lean node started and
+  stopped), once;
+- `stage_s`: each stage's (each kind with units to run) Tune experiment, its worker's start, PyTorch's import and
+  its data's load, once per stage (a stage's workers start side by side);
+- the units' work, each with the profile's `unit_s` (a unit's fixed cost on a warm worker), priced by
+  `sweep.plan.estimate`. A profile is timed with `threads` threads (calibrate.py's `--threads`); a stage of n units
+  runs min(n, workers) of them at once with `cpus_per_trial` threads each, so its work takes its device time x
+  threads / (min(n, workers) x threads per unit) (on a GPU profile: its device time / min(n, workers)).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass
+class Wall:
+    """Seconds of a run's wall time, by part."""
+
+    startup: float
+    stages: float
+    work: float
+    workers: int
+    n_stages: int
+
+    @property
+    def total(self) -> float:
+        return self.startup + self.stages + self.work
+
+
+def default_workers(sweep) -> int:
+    """The units `run` runs at once on this machine: its CPUs over the space's `cpus_per_trial`."""
+    per = max(float(sweep.cpus_per_trial), 1.0)
+    return max(1, int((os.cpu_count() or 1) // per))
+
+
+def wall_time(seconds: dict[str, float], units: dict[str, int], profile: dict, sweep, workers: int,
+              missing: set[str]) -> Wall:  # fmt: skip
+    """The wall time of running `units` (kind -> count) whose device time is `seconds` (kind -> s) with
+    `workers` at once; what the profile lacks of the fixed costs goes into `missing`."""
+    for key, what in (("startup_s", "the command's start-up"), ("stage_s", "each stage's fixed cost")):
+        if key not in profile:
+            missing.add(f"{what} (no `{key}`: tests/benchmarks/calibrate.py --fixed)")
+    stages = [k for k, n in units.items() if n]
+    cpu = profile.get("device", "cpu") == "cpu"
+    threads = float(profile.get("threads", 2))
+    per_unit = max(1, int(sweep.cpus_per_trial))  # the torch threads a worker gets (`sweep.backends.ray._threads`)
+    work = 0.0
+    for kind in stages:
+        at_once = min(units[kind], workers)
+        work += seconds[kind] * threads / (at_once * per_unit) if cpu else seconds[kind] / at_once
+    startup = float(profile.get("startup_s", 0.0))
+    stage = float(profile.get("stage_s", 0.0)) * len(stages)
+    return Wall(startup, stage, work, workers, len(stages))
