@@ -235,8 +235,8 @@ def exactly_once(out: dict, n: int) -> list[str]:
         problems.append(f"{len(rows)} rows, {rows['unit_id'].nunique()} distinct ids, {n} units planned")
     if (rows["status"] != "done").any():
         problems.append(f"{int((rows['status'] != 'done').sum())} rows not done")
-    ends = rows.set_index("unit_id")["t_end"]
-    rerun = [u for u, t in out["before_kill"].items() if ends.get(u) != t]
+    ends = rows.groupby("unit_id")["t_end"].agg(set)  # a repeated id has several end times
+    rerun = [u for u, t in out["before_kill"].items() if ends.get(u) != {t}]
     if rerun:
         problems.append(f"{len(rerun)} units recorded before the kill ran again, e.g. {rerun[:3]}")
     return problems

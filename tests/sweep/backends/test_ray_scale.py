@@ -18,6 +18,8 @@ def test_the_exactly_once_check_sees_a_lost_a_repeated_and_a_rerun_unit():
     assert "2 rows, 2 distinct ids, 3 units planned" in scale_ray.exactly_once(lost, 3)[0]
     twice = dict(ok, rows=_rows(["a", "b", "c", "c"], [1.0, 2.0, 3.0, 3.5]))
     assert "4 rows, 3 distinct ids" in scale_ray.exactly_once(twice, 3)[0]
+    again = dict(ok, rows=_rows(["a", "b", "b", "c"], [1.0, 2.0, 2.5, 3.0]))  # recorded, then run again
+    assert scale_ray.exactly_once(again, 3)[1:] == ["1 units recorded before the kill ran again, e.g. ['b']"]
     rerun = dict(ok, rows=_rows(["a", "b", "c"], [1.0, 2.5, 3.0]))
     assert scale_ray.exactly_once(rerun, 3) == ["1 units recorded before the kill ran again, e.g. ['b']"]
 
