@@ -1,0 +1,45 @@
+"""The engine at scale, small: `tests/benchmarks/scale_ray.py`'s sleeping units through `stitchsweep run`, the
+driver SIGKILLed half way, then `resume` (exactly-once, not speed; the benchmark measures speed)."""
+
+import pandas as pd
+import pytest
+
+from tests.benchmarks import scale_ray
+
+
+def _rows(ids, ends):
+    return pd.DataFrame({"unit_id": ids, "status": "done", "t_start": [e - 1 for e in ends], "t_end": ends})
+
+
+def test_the_exactly_once_check_sees_a_lost_a_repeated_and_a_rerun_unit():
+    ok = {"rows": _rows(["a", "b", "c"], [1.0, 2.0, 3.0]), "before_kill": {"a": 1.0, "b": 2.0}}
+    assert scale_ray.exactly_once(ok, 3) == []
+    lost = dict(ok, rows=_rows(["a", "b"], [1.0, 2.0]))
+    assert "2 rows, 2 distinct ids, 3 units planned" in scale_ray.exactly_once(lost, 3)[0]
+    twice = dict(ok, rows=_rows(["a", "b", "c", "c"], [1.0, 2.0, 3.0, 3.5]))
+    assert "4 rows, 3 distinct ids" in scale_ray.exactly_once(twice, 3)[0]
+    again = dict(ok, rows=_rows(["a", "b", "b", "c"], [1.0, 2.0, 2.5, 3.0]))  # recorded, then run again
+    assert scale_ray.exactly_once(again, 3)[1:] == ["1 units recorded before the kill ran again, e.g. ['b']"]
+    rerun = dict(ok, rows=_rows(["a", "b", "c"], [1.0, 2.5, 3.0]))
+    assert scale_ray.exactly_once(rerun, 3) == ["1 units recorded before the kill ran again, e.g. ['b']"]
+
+
+def test_busy_slots_per_window_count_the_units_running_in_each():
+    rows = pd.DataFrame({"t_start": [0.0, 0.0, 15.0], "t_end": [10.0, 5.0, 20.0]})
+    assert scale_ray.busy_windows(rows, 0.0, 2) == [1.5, 0.5]  # 10 + 5 s in the first, 5 s in the second
+
+
+def test_durations_are_seeded_lognormal_around_the_median_and_capped():
+    d = scale_ray.durations(4001, 3, 0.5, 5.0)
+    assert d == scale_ray.durations(4001, 3, 0.5, 5.0) and d != scale_ray.durations(4001, 4, 0.5, 5.0)
+    assert sorted(d)[2000] == pytest.approx(0.5, rel=0.05)  # the median of 4,001 draws: within a few percent
+    assert max(scale_ray.durations(100, 0, 10.0, 5.0)) == 5.0 and scale_ray.durations(3, 0, 0.0, 5.0) == [0.0] * 3
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_500_units_killed_half_way_and_resumed_are_each_recorded_once(tmp_path):
+    out = scale_ray.sweep_once(tmp_path, 500, 8, 0.05, kill_at=0.5)
+    assert out["run"]["killed"] and out["resume"]["rc"] == 0
+    assert 250 <= len(out["before_kill"]) < 500  # killed half way, not after the end
+    assert scale_ray.exactly_once(out, 500) == []
