@@ -18,6 +18,7 @@ import pandas as pd
 
 END_LABEL = "end model"
 FRONT_LABEL = "front model"
+EPOCH_AXIS = alt.Axis(tickMinStep=1, format="d")  # whole epochs: 2 epochs tick at 1 and 2, not 1.0, 1.2, ...
 METRIC_COLORS = {"accuracy": "#1f77b4", "robust accuracy": "#e6a800"}
 
 
@@ -319,7 +320,7 @@ def donor_curves_chart(curves: pd.DataFrame) -> alt.FacetChart:
         alt.Chart(losses)
         .mark_line(point=True)
         .encode(
-            x=alt.X("epoch:Q", title="epoch"),
+            x=alt.X("epoch:Q", title="epoch", axis=EPOCH_AXIS),
             y=alt.Y("value:Q", title="loss"),
             color=alt.Color("metric:N", title="loss"),
             tooltip=["donor:N", "metric:N", "epoch:Q", alt.Tooltip("value:Q", format=".3f")],
