@@ -102,10 +102,14 @@ def accuracy_panel(acc: pd.DataFrame, order: list[str], title: str) -> alt.Layer
         encoding["strokeDash"] = alt.StrokeDash("metric:N", title="metric", sort=["accuracy", "robust accuracy"])
     lines = alt.Chart(acc).mark_line(point=True).encode(**encoding)
     whiskers = alt.Chart(acc[acc["seeds"] > 1]).mark_rule().encode(x=_x(order), y="lo:Q", y2="hi:Q", color=colour)
-    first = acc.drop_duplicates("metric")
+    first, several = acc.drop_duplicates("metric"), acc["metric"].nunique() > 1
     donors = pd.DataFrame(
         [
-            {"donor": f"{side} {r[side]} ({r['metric']})", "acc": r[f"{side}_acc"]}
+            {
+                "donor": f"{side} {r[side]}" + (f" ({r['metric']})" if several else ""),
+                "acc": r[f"{side}_acc"],
+                "side": side,
+            }
             for _, r in first.iterrows()
             for side in ("front", "end")
         ]  # fmt: skip
@@ -115,12 +119,14 @@ def accuracy_panel(acc: pd.DataFrame, order: list[str], title: str) -> alt.Layer
         .mark_rule(strokeDash=[4, 3], color="gray")
         .encode(y="acc:Q", tooltip=["donor:N", alt.Tooltip("acc:Q", format=".3f")])
     )
-    labels = (
-        alt.Chart(donors)
-        .mark_text(align="left", dx=3, dy=-5, fontSize=10, color="gray")
-        .encode(y="acc:Q", x=alt.value(0), text="donor:N")
-    )
-    return alt.layer(reference, labels, whiskers, lines).properties(width=300, height=200, title=title)
+    # the front's label at the left end of its line, the end's at the right: two close lines stay readable
+    labels = [
+        alt.Chart(donors[donors["side"] == side])
+        .mark_text(align=align, dx=dx, dy=-5, fontSize=10, color="gray")
+        .encode(y="acc:Q", x=alt.value(x), text="donor:N")
+        for side, align, dx, x in (("front", "left", 3, 0), ("end", "right", -3, 300))
+    ]
+    return alt.layer(reference, *labels, whiskers, lines).properties(width=300, height=200, title=title)
 
 
 def index_panel(ind: pd.DataFrame, order: list[str], title: str) -> alt.Chart:

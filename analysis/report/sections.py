@@ -148,6 +148,7 @@ CHARTS = [
         senders.accuracy_chart,
         "sender_accuracy.png",
         csv="sender_accuracy.csv",
+        shown=varies("sender", "receiver"),  # one model type: the stitching plots above say it all
     ),
     ChartSection(
         "Receiver rank after the stitch (Smith & Marcu 2024 Figs 1c, C5b, C6b): bands +-1 std over runs,"

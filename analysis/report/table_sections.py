@@ -113,6 +113,7 @@ TABLES = [
         " compatibility). Noise senders are in the next table.",
         csv="sender_receiver_first_point.csv",
         md="sender_receiver_first_point.md",
+        shown=varies("sender"),
     ),
     TableSection(
         "Clustered noise into receivers at the first point (Smith & Marcu 2024 Section 4.2, C5)",
@@ -135,6 +136,7 @@ TABLES = [
         "Mean over the type's initialisations.",
         csv="model_accuracy.csv",
         md="model_accuracy.md",
+        shown=varies("model"),
     ),
     TableSection(
         "Transfer robustness (Cianfarani et al. 2022 Fig. 5a)",
@@ -217,7 +219,7 @@ TABLES = [
     TableSection("Donors", lambda d: donor_rows(d.donors), columns=DONOR_COLUMNS, csv="donors.csv", always=True),
     TableSection(
         "Donors on training and test images (Cianfarani et al. 2022 Table 1)",
-        lambda d: generalisation(d.donors),
+        lambda d: generalisation(donor_rows(d.donors)),
         "Benign and robust accuracy on the first training images and on the test images (the donor's own"
         " evaluation: as many images, the same attack), and the gaps (train - test).",
         csv="donor_generalisation.csv",

@@ -17,6 +17,7 @@ import pytest
 from analysis.report.data import report_data
 from analysis.report.notebook import section
 from analysis.report.sections import chart_sections
+from sweep.store.catalogue import INDEX_CATALOGUE
 from tests.synthetic import synthetic_results
 
 STUDY = """
@@ -39,7 +40,8 @@ similarity:
     points: stitch
 evaluation: {n_eval_robust: 0}
 """
-UNMEASURED = ("robust_acc", "front_robust_acc", "end_robust_acc")  # nothing robust: a run leaves these empty
+# nothing robust, no OOD detection, one index: a run leaves these columns empty
+UNMEASURED = ("robust_acc", "front_robust_acc", "end_robust_acc", "receiver_acc", "ood_auroc")
 
 
 def _blank(path, keep) -> None:
@@ -56,8 +58,9 @@ def study_results(root):
     space = root.parent / "own_study.yaml"
     space.write_text(STUDY)
     results = synthetic_results(space, root)
+    others = {c for e in INDEX_CATALOGUE.values() for c in e.columns} - {"sim_cka"}
     for part in (results / "trials").glob("*.parquet"):
-        _blank(part, lambda c: c not in UNMEASURED and not (c.startswith("sim_") and c != "sim_cka"))
+        _blank(part, lambda c: c not in UNMEASURED and c not in others)
     for part in (results / "donors").glob("*.parquet"):
         _blank(part, lambda c: c not in ("robust_acc", "train_robust_acc"))
     return results
@@ -88,6 +91,10 @@ def test_sections_whose_data_does_not_vary_are_left_out(data):
     assert len(agreement) and agreement["eps"].nunique() == 1
     assert "agreement_curves" not in drawn
     assert not section("agreement_by_level").shown(section("agreement_by_level").data(data))
+    # Smith & Marcu's tables of model types: one type is no comparison
+    one = pd.DataFrame({"arch": ["resnet_tiny"], "model": ["fashion_mnist"], "acc": [0.9]})
+    assert not section("model_accuracy").shown(one)
+    assert section("model_accuracy").shown(pd.concat([one, one.assign(model="mnist")]))
 
 
 def test_objectives_overlay_in_one_panel_beside_the_index_at_the_same_points(data):
