@@ -15,9 +15,10 @@ KEYS = ["front", "end", "setting", "front_point", "point_index"]
 
 
 def _same_layer(trials: pd.DataFrame) -> pd.DataFrame:
-    """The done trials that stitch a point to the same point (cross-layer trials belong to the layer matrices)."""
+    """The done trials that stitch a point to the same point (cross-layer trials belong to the layer matrices; a
+    trial recorded before they existed has no end point and stitched to the same one)."""
     t = trials[trials["status"] == "done"] if "status" in trials else trials
-    return t[t["end_point"] == t["front_point"]] if "end_point" in t else t
+    return t[t["end_point"].isna() | (t["end_point"] == t["front_point"])] if "end_point" in t else t
 
 
 def indices(trials: pd.DataFrame) -> dict[str, str]:
