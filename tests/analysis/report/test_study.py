@@ -83,6 +83,7 @@ def _marks(spec) -> list[dict]:
     return []
 
 
+@pytest.mark.slow  # the study planned and its results made: seconds
 def test_sections_whose_data_does_not_vary_are_left_out(data):
     drawn = _drawn(data)
     assert {"stitching", "cka_matrices", "donor_curves"} <= set(drawn)
@@ -97,6 +98,7 @@ def test_sections_whose_data_does_not_vary_are_left_out(data):
     assert section("model_accuracy").shown(pd.concat([one, one.assign(model="mnist")]))
 
 
+@pytest.mark.slow  # the study planned and its results made: seconds
 def test_objectives_overlay_in_one_panel_beside_the_index_at_the_same_points(data):
     spec = section("stitching").report_chart(data.same_task).to_dict()
     assert len(spec["vconcat"]) == 1  # one donor pair: one row
@@ -113,6 +115,7 @@ def test_objectives_overlay_in_one_panel_beside_the_index_at_the_same_points(dat
     assert len(index_marks[0]["encoding"]["x"]["sort"]) == data.same_task["front_point"].nunique()
 
 
+@pytest.mark.slow  # the study planned and its results made: seconds
 def test_the_rank_correlation_agrees_with_ranks_correlated_by_hand(data):
     from analysis.charts.per_point import correlations
 
@@ -139,6 +142,7 @@ def test_a_monotone_index_correlates_perfectly():
     assert r["rho"] == pytest.approx(1.0) and r["tau"] == pytest.approx(1.0) and r["rho_p"] < 0.05
 
 
+@pytest.mark.slow  # the study planned and its results made: seconds
 def test_the_sweeps_matrix_is_scaled_to_the_data_and_the_papers_keeps_zero_to_one(data):
     rows = section("cka_matrices").data(data)
     own = json.dumps(section("cka_matrices").report_chart(rows).to_dict())
@@ -150,6 +154,7 @@ def test_the_sweeps_matrix_is_scaled_to_the_data_and_the_papers_keeps_zero_to_on
     assert '"domain": [0, 1]' in paper and "this data's" not in paper
 
 
+@pytest.mark.slow  # the study planned and its results made: seconds
 def test_donors_unattacked_show_no_eps_and_tables_are_sorted(data):
     donors = section("donors").data(data)
     assert (donors["n_eval_robust"] == 0).all() and donors["eps"].isna().all()
@@ -161,6 +166,7 @@ def test_donors_unattacked_show_no_eps_and_tables_are_sorted(data):
     assert keys == sorted(keys)
 
 
+@pytest.mark.slow  # the study planned and its results made: seconds
 def test_donor_curves_tick_at_whole_epochs(data):
     spec = section("donor_curves").report_chart(data.donor_curves).to_dict()
     axis = spec["spec"]["encoding"]["x"]["axis"]
