@@ -17,8 +17,6 @@ from sweep.store.catalogue import dissimilarities
 
 def rank_correlations(reptests: pd.DataFrame) -> pd.DataFrame:
     """One row per (unit, index): n, tau, tau_p, rho, rho_p, note."""
-    from scipy.stats import kendalltau, spearmanr
-
     done = reptests[reptests["status"] == "done"] if "status" in reptests else reptests
     rows = []
     scored = dissimilarities()  # report label -> representation-test column, from the index catalogue
@@ -36,22 +34,28 @@ def rank_correlations(reptests: pd.DataFrame) -> pd.DataFrame:
                 dataset=first["dataset"],
                 index=name,
                 n=len(g),
-                note="",
             )
-            if x.nunique() < 2 or y.nunique() < 2:
-                row.update(tau=float("nan"), tau_p=float("nan"), rho=float("nan"), rho_p=float("nan"), note="constant")
-            else:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    tau = kendalltau(x, y, alternative="greater")
-                    rho = spearmanr(x, y, alternative="greater")
-                row.update(
-                    tau=float(tau.statistic), tau_p=float(tau.pvalue), rho=float(rho.statistic), rho_p=float(rho.pvalue)
-                )
-            rows.append(row)
+            rows.append(row | rank_correlation(x, y))
     return pd.DataFrame(
         rows,
         columns=["unit_id", "test", "name", "arch", "dataset", "index", "n", "tau", "tau_p", "rho", "rho_p", "note"],
+    )
+
+
+def rank_correlation(x: pd.Series, y: pd.Series, alternative: str = "greater") -> dict:
+    """Kendall's tau and Spearman's rho of `x` and `y` with their one-sided p-values (`alternative`: "greater",
+    a positive correlation, or "less"); NaN with note "constant" when either does not vary (no correlation)."""
+    from scipy.stats import kendalltau, spearmanr
+
+    x, y = pd.Series(x, dtype=float), pd.Series(y, dtype=float)
+    if x.nunique() < 2 or y.nunique() < 2:
+        return dict(tau=float("nan"), tau_p=float("nan"), rho=float("nan"), rho_p=float("nan"), note="constant")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tau = kendalltau(x, y, alternative=alternative)
+        rho = spearmanr(x, y, alternative=alternative)
+    return dict(
+        tau=float(tau.statistic), tau_p=float(tau.pvalue), rho=float(rho.statistic), rho_p=float(rho.pvalue), note=""
     )
 
 

@@ -36,8 +36,11 @@ def matrices(similarity: pd.DataFrame) -> pd.DataFrame:
     return d[d.groupby("unit_id")["unit_id"].transform("size") > 1] if len(d) else d
 
 
-def cka_heatmap(rows: pd.DataFrame, size: int = 200) -> alt.Chart:
-    """One unit's CKA matrix: A's points as rows and B's as columns, both input to output."""
+def cka_heatmap(
+    rows: pd.DataFrame, size: int = 200, domain: tuple[float, float] = (0, 1), title: str = "CKA"
+) -> alt.Chart:
+    """One unit's CKA matrix: A's points as rows and B's as columns, both input to output; colours over
+    `domain` (the papers': 0 to 1)."""
     a_order = rows.sort_values("a_index")["a_point"].drop_duplicates().tolist()
     b_order = rows.sort_values("b_index")["b_point"].drop_duplicates().tolist()
     x_axis = alt.Axis(labels=len(b_order) <= 24, labelAngle=-40)  # too many module names to label
@@ -48,7 +51,7 @@ def cka_heatmap(rows: pd.DataFrame, size: int = 200) -> alt.Chart:
         .encode(
             x=alt.X("b_point:N", sort=b_order, title=f"{rows['b'].iloc[0]} layer", axis=x_axis),
             y=alt.Y("a_point:N", sort=a_order, title=f"{rows['a'].iloc[0]} layer", axis=y_axis),
-            color=alt.Color("cka:Q", title="CKA", scale=alt.Scale(domain=[0, 1], scheme="viridis")),
+            color=alt.Color("cka:Q", title=title, scale=alt.Scale(domain=list(domain), scheme="viridis")),
             tooltip=["a_point:N", "b_point:N", alt.Tooltip("cka:Q", format=".3f")],
         )
         .properties(width=size, height=size, title=unit_title(rows))
@@ -58,6 +61,31 @@ def cka_heatmap(rows: pd.DataFrame, size: int = 200) -> alt.Chart:
 def cka_grid(similarity: pd.DataFrame, per_row: int = 3) -> alt.VConcatChart:
     """Every unit's heatmap, `per_row` to a row, one shared colour scale (CKA in [0, 1])."""
     maps = [cka_heatmap(rows) for _, rows in matrices(similarity).groupby("unit_id", sort=False)]
+    return alt.vconcat(*[alt.hconcat(*maps[i : i + per_row]) for i in range(0, len(maps), per_row)])
+
+
+LABELLED_CELLS = 10  # points per side up to which a cell (size / points pixels) holds its value as text
+
+
+def cka_grid_to_data(similarity: pd.DataFrame, per_row: int = 3) -> alt.VConcatChart:
+    """`cka_grid` for a study's own report: one colour scale from the lowest to the highest CKA of these
+    matrices (said in the legend's title), so that 0.67 and 0.96 differ; each cell labelled with its value where
+    it fits (at most `LABELLED_CELLS` points a side). A paper's page keeps `cka_grid`'s 0-1 scale."""
+    rows = matrices(similarity)
+    low, high = float(rows["cka"].min()), float(rows["cka"].max())
+    domain = (low, high) if high > low else (low - 0.01, high + 0.01)  # one value: a scale that still draws
+    title = f"CKA (scale: this data's {low:.2f}-{high:.2f})"
+    maps = []
+    for _, unit in rows.groupby("unit_id", sort=False):
+        heat = cka_heatmap(unit, domain=domain, title=title)
+        if max(unit["a_point"].nunique(), unit["b_point"].nunique()) <= LABELLED_CELLS:
+            middle = (low + high) / 2  # dark text on viridis' bright end, light on its dark end
+            text = heat.mark_text(fontSize=9).encode(
+                text=alt.Text("cka:Q", format=".2f"),
+                color=alt.condition(f"datum.cka > {middle}", alt.value("black"), alt.value("white")),
+            )
+            heat = alt.layer(heat, text)
+        maps.append(heat)
     return alt.vconcat(*[alt.hconcat(*maps[i : i + per_row]) for i in range(0, len(maps), per_row)])
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from analysis.charts.stitching import epoch_axis
 from analysis.intervals import banded_lines, with_interval
 
 RECIPE = ["dataset", "arch", "training", "train_eps", "epochs", "freeze"]  # what a group's donors share
@@ -40,4 +41,5 @@ def mean_curve_chart(rows: pd.DataFrame) -> alt.FacetChart:
     colour = alt.Color("metric:N", title="loss")
     y = alt.Y("value:Q", title=f"loss, mean over seeds (band: {how or 'one donor'})")
     tooltip = ["group:N", "metric:N", "epoch:Q", alt.Tooltip("value:Q", format=".3f"), "donors:Q"]
-    return banded_lines(rows, alt.X("epoch:Q", title="epoch"), y, colour, tooltip, "group", columns=3, size=(260, 180))
+    x = alt.X("epoch:Q", title="epoch", axis=epoch_axis(rows["epoch"]))
+    return banded_lines(rows, x, y, colour, tooltip, "group", columns=3, size=(260, 180))

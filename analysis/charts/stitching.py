@@ -21,6 +21,15 @@ FRONT_LABEL = "front model"
 METRIC_COLORS = {"accuracy": "#1f77b4", "robust accuracy": "#e6a800"}
 
 
+def epoch_axis(epochs: pd.Series, most: int = 20) -> alt.Axis:
+    """An axis of whole epochs: a tick at each of up to `most` epochs (2 epochs tick at 1 and 2, not 1.0, 1.2,
+    ...), else ticks at least one epoch apart."""
+    epochs = pd.to_numeric(epochs, errors="coerce").dropna()
+    if len(epochs) and epochs.max() - epochs.min() < most:
+        return alt.Axis(values=list(range(int(epochs.min()), int(epochs.max()) + 1)), format="d")
+    return alt.Axis(tickMinStep=1, format="d")
+
+
 # Columns that never tell two curves' settings apart: identity and status, the x axis (stitch points), the
 # panel rows (the donor pair), what the seed varies over, per-trial bookkeeping, and the metrics.
 NOT_A_SETTING = {
@@ -319,7 +328,7 @@ def donor_curves_chart(curves: pd.DataFrame) -> alt.FacetChart:
         alt.Chart(losses)
         .mark_line(point=True)
         .encode(
-            x=alt.X("epoch:Q", title="epoch"),
+            x=alt.X("epoch:Q", title="epoch", axis=epoch_axis(losses["epoch"])),
             y=alt.Y("value:Q", title="loss"),
             color=alt.Color("metric:N", title="loss"),
             tooltip=["donor:N", "metric:N", "epoch:Q", alt.Tooltip("value:Q", format=".3f")],

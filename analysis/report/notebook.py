@@ -36,7 +36,7 @@ def figure(name: str, data: ReportData) -> alt.TopLevelMixin:
     rows = section.data(data)
     if not len(rows):
         raise ValueError(f"figure {name!r}: no rows in this data for it ({section.title})")
-    return section.chart(rows)
+    return section.report_chart(rows)
 
 
 def table(name: str, data: ReportData) -> pd.DataFrame:

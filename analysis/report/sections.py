@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import altair as alt
 import pandas as pd
 
-from analysis.charts import cka, curves, examples, grids, robustness, senders
+from analysis.charts import cka, curves, examples, grids, per_point, robustness, senders
 from analysis.charts.energies import energy_density_chart, energy_rows
 from analysis.charts.stitching import (
     class_collapse_grid,
@@ -35,16 +35,43 @@ class ChartSection:
     chart: Callable[[pd.DataFrame], alt.TopLevelMixin]
     png: str
     csv: str | None = None
+    # the sweep's report draws it only when this holds of its rows (its data varies along the section's axis);
+    # a paper's page draws its items whatever they hold
+    shown: Callable[[pd.DataFrame], bool] | None = None
+    # the sweep's report's drawing where it differs from the paper's (`chart`, which a paper's page keeps)
+    own: Callable[[pd.DataFrame], alt.TopLevelMixin] | None = None
 
     @property
     def name(self) -> str:
         """What a notebook asks for it by (`analysis.figure`): its PNG's stem."""
         return self.png.rsplit(".", 1)[0]
 
+    def drawn(self, rows: pd.DataFrame) -> bool:
+        """Whether the sweep's report draws it from `rows`: some rows, and its condition holds."""
+        return bool(len(rows)) and (self.shown is None or self.shown(rows))
+
+    def report_chart(self, rows: pd.DataFrame) -> alt.TopLevelMixin:
+        """The sweep's report's drawing of `rows`: `own` where the section has one, else `chart`."""
+        return (self.own or self.chart)(rows)
+
+
+def varies(*columns: str) -> Callable[[pd.DataFrame], bool]:
+    """A section's condition: its rows hold more than one value of some of `columns` (e.g. robustness levels:
+    a curve over one level is one dot)."""
+    return lambda rows: any(c in rows and rows[c].nunique() > 1 for c in columns)
+
 
 # The report, in order. A new plot or table is one function and one entry here.
 CHARTS = [
-    ChartSection("Stitching plots", lambda d: d.same_task, stitching_grid, "stitching.png"),
+    ChartSection(
+        "Stitching plots: a row per donor pair, every setting in one panel (dashed: the donors' own accuracies),"
+        " beside it each index the trials measured at their stitch point, titled with its rank correlation"
+        " (Spearman's rho) with the accuracy across the points",
+        lambda d: d.same_task,
+        stitching_grid,
+        "stitching.png",
+        own=per_point.overlay_grid,
+    ),
     ChartSection(
         "Class collapse: most frequent class ratio", lambda d: d.done, class_collapse_grid, "most_frequent_class.png"
     ),
@@ -55,6 +82,7 @@ CHARTS = [
         cka.cka_grid,
         "cka_matrices.png",
         csv="cka_matrices.csv",
+        own=cka.cka_grid_to_data,
     ),
     ChartSection(
         "Threat models against each other (Cianfarani et al. 2022 Fig. 7): a row per reference network (L-inf,"
@@ -120,6 +148,7 @@ CHARTS = [
         senders.accuracy_chart,
         "sender_accuracy.png",
         csv="sender_accuracy.csv",
+        shown=varies("sender", "receiver"),  # one model type: the stitching plots above say it all
     ),
     ChartSection(
         "Receiver rank after the stitch (Smith & Marcu 2024 Figs 1c, C5b, C6b): bands +-1 std over runs,"
@@ -165,6 +194,7 @@ CHARTS = [
         robustness.cka_level_chart,
         "cka_by_level.png",
         csv="cka_by_level.csv",
+        shown=varies("eps"),
     ),
     ChartSection(
         "CKA between architectures at one robustness level (Jones et al. 2022 Figs 3-4): penultimate CKA of each"
@@ -174,6 +204,7 @@ CHARTS = [
         robustness.arch_matrix_chart,
         "arch_matrices.png",
         csv="arch_matrices.csv",
+        shown=varies("a_arch", "b_arch"),
     ),
     ChartSection(
         "CKA on inverted data across robustness levels (Jones et al. 2022 Fig. 6): rows the level of the donor"
@@ -183,6 +214,7 @@ CHARTS = [
         robustness.across_levels_chart,
         "cka_across_levels.png",
         csv="cka_across_levels.csv",
+        shown=varies("a_eps", "b_eps"),
     ),
     ChartSection(
         "Agreement with the head by robustness level (Jones et al. 2022 Figs 7-8): where body and head agree"
@@ -191,6 +223,7 @@ CHARTS = [
         robustness.agreement_curve_chart,
         "agreement_curves.png",
         csv="agreement_curves.csv",
+        shown=varies("eps"),
     ),
     ChartSection(
         "CKA on inverted data across robustness levels by architecture pair (Jones et al. 2022 Fig. 6's grid): outer"
@@ -199,6 +232,7 @@ CHARTS = [
         robustness.across_levels_grid,
         "cka_across_levels_by_arch.png",
         csv="cka_across_levels_by_arch.csv",
+        shown=varies("a_eps", "b_eps"),
     ),
     ChartSection(
         "Saliency similarity by robustness level (Jones et al. 2022 Fig. 5): mean +- 1 std over pairs of the"
@@ -207,6 +241,7 @@ CHARTS = [
         lambda rows: robustness.level_chart(rows, "cosine", "std", None, "saliency cosine"),
         "saliency_by_level.png",
         csv="saliency_by_level.csv",
+        shown=varies("eps"),
     ),
     ChartSection(
         "Layer-by-layer matrices (rows: front layer, columns: end layer)",

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from analysis.charts import cka, robustness, senders
+from analysis.charts import cka, per_point, robustness, senders
 from analysis.donors import mark_trials
 from analysis.matrices import agreement_table, generalisation
+from analysis.report.sections import varies
 
 if TYPE_CHECKING:
     from analysis.report.data import ReportData
@@ -57,6 +58,21 @@ DONOR_COLUMNS = [
 ]
 
 
+ATTACK_COLUMNS = ["robust_acc", "eps", "attack_iterations"]  # what a donor evaluated without attack lacks
+
+
+def donor_rows(donors: pd.DataFrame) -> pd.DataFrame:
+    """The donors by name, the attack's settings blank where no image was attacked (`n_eval_robust` 0: an
+    "eps 0.300" of a plain evaluation would read as a measured robustness)."""
+    if donors.empty:
+        return donors
+    out = donors.sort_values([c for c in ("donor", "eval_dataset") if c in donors], kind="stable")
+    if "n_eval_robust" in out:
+        unattacked = out["n_eval_robust"].fillna(0) == 0
+        out = out.assign(**{c: out[c].where(~unattacked) for c in ATTACK_COLUMNS if c in out})
+    return out
+
+
 @dataclass(frozen=True)
 class TableSection:
     """A table of the report: shown when `data` has rows, saved as `csv` (and `md`)."""
@@ -68,6 +84,8 @@ class TableSection:
     csv: str | None = None
     md: str | None = None
     always: bool = False  # shown, and its CSV written, even without rows (the donors, the trials)
+    # the sweep's report shows it only when this holds of its rows (`sections.varies`); a paper's page always
+    shown: Callable[[pd.DataFrame], bool] | None = None
 
     @property
     def name(self) -> str | None:
@@ -95,6 +113,7 @@ TABLES = [
         " compatibility). Noise senders are in the next table.",
         csv="sender_receiver_first_point.csv",
         md="sender_receiver_first_point.md",
+        shown=varies("sender"),
     ),
     TableSection(
         "Clustered noise into receivers at the first point (Smith & Marcu 2024 Section 4.2, C5)",
@@ -117,6 +136,7 @@ TABLES = [
         "Mean over the type's initialisations.",
         csv="model_accuracy.csv",
         md="model_accuracy.md",
+        shown=varies("model"),
     ),
     TableSection(
         "Transfer robustness (Cianfarani et al. 2022 Fig. 5a)",
@@ -168,6 +188,7 @@ TABLES = [
         " level; mean and standard error over pairs.",
         csv="agreement_by_level.csv",
         md="agreement_by_level.md",
+        shown=varies("eps"),
     ),
     TableSection(
         "Block structure (Cianfarani et al. 2022 Fig. 2): mean CKA of a network with itself between points more"
@@ -186,10 +207,19 @@ TABLES = [
         " Neighbouring budgets whose diagonal stays high: representations that change gradually with the budget.",
         csv="budget_steps.csv",
     ),
-    TableSection("Donors", lambda d: d.donors, columns=DONOR_COLUMNS, csv="donors.csv", always=True),
+    TableSection(
+        "Stitched accuracy against each index at the same stitch point",
+        lambda d: per_point.correlations(d.same_task),
+        "Per donor pair, setting and index measured in the trials (<code>indices:</code>): Kendall's tau and"
+        " Spearman's rho between the stitched accuracy (mean over seeds) and the index across the stitch points"
+        " (<i>points</i>), one-sided towards more similar, more accurate, as in Balogh &amp; Jelasity 2025 Tables"
+        " 2-3; <i>constant</i>: the accuracy or the index did not vary.",
+        csv="index_vs_accuracy.csv",
+    ),
+    TableSection("Donors", lambda d: donor_rows(d.donors), columns=DONOR_COLUMNS, csv="donors.csv", always=True),
     TableSection(
         "Donors on training and test images (Cianfarani et al. 2022 Table 1)",
-        lambda d: generalisation(d.donors),
+        lambda d: generalisation(donor_rows(d.donors)),
         "Benign and robust accuracy on the first training images and on the test images (the donor's own"
         " evaluation: as many images, the same attack), and the gaps (train - test).",
         csv="donor_generalisation.csv",
@@ -202,7 +232,9 @@ TABLES = [
     ),
     TableSection(
         "Trials",
-        lambda d: mark_trials(d.done, d.donors).sort_values(["front", "end", "setting", "point_index"]),
+        lambda d: mark_trials(d.done, d.donors).sort_values(
+            [c for c in ("front", "end", "point_index", "end_index", "setting", "seed") if c in d.done]
+        ),
         intro="`donor_at_chance` names a donor of the trial that ended training at chance accuracy: read its"
         " numbers with care.",
         columns=TRIAL_COLUMNS,

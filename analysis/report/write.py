@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import altair as alt
+import pandas as pd
 
 from analysis.charts.stitching import stitching_grid
 from analysis.report.data import report_data
@@ -45,8 +46,8 @@ def _write_report(results: str | Path | Loc, out: str | Path, expected: dict | N
     charts = []
     for section in chart_sections():
         rows = section.data(data)
-        if len(rows):
-            chart = section.chart(rows)
+        if section.drawn(rows):  # rows, and the data varies along the section's axis
+            chart = section.report_chart(rows)
             _png(chart, out / section.png)
             if section.csv:
                 rows.to_csv(out / section.csv, index=False)
@@ -62,13 +63,16 @@ def _write_report(results: str | Path | Loc, out: str | Path, expected: dict | N
     html_tables = []
     for section in TABLES:
         rows = section.data(data)
+        if len(rows) and section.shown is not None and not section.shown(rows):
+            continue
         if section.csv and (len(rows) or section.always):
             rows.to_csv(out / section.csv, index=False)
         if section.md and len(rows):
             (out / section.md).write_text(markdown_table(rows))
         if len(rows) or section.always:
             intro = f"<p>{section.intro}</p>" if section.intro else ""
-            html_tables.append(f"<h2>{section.title}</h2>{intro}" + table(rows, section.columns or list(rows.columns)))
+            columns = shown_columns(rows, section.columns or list(rows.columns))
+            html_tables.append(f"<h2>{section.title}</h2>{intro}" + table(rows, columns))
     if len(stale):
         stale.to_csv(out / "stale_trials.csv", index=False)
         html_tables.append(
@@ -79,6 +83,14 @@ def _write_report(results: str | Path | Loc, out: str | Path, expected: dict | N
     index.write_text(page(data, charts, html_tables, expected))
     write_manifest(out, results.name, [p.name for p in out.iterdir() if p.name != MANIFEST])
     return index
+
+
+def shown_columns(rows: pd.DataFrame, columns: list[str]) -> list[str]:
+    """The page's columns of a table: `columns` but those no row has a value in (robust accuracy of a study
+    that measured none); every column without rows. The CSV keeps them all."""
+    if not len(rows):
+        return columns
+    return [c for c in columns if c not in rows or rows[c].notna().any()]
 
 
 STALE_COLUMNS = ["trial_id", "front", "end", "front_point", "end_point", "objective", "seed", "status"]
