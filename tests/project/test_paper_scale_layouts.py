@@ -67,7 +67,7 @@ def _fig7_one_main_network_per_threat_model(rows: pd.DataFrame, data: ReportData
     """Fig. 7 at paper scale: each row holds one map per column (its own, then one per other threat model of
     L-inf, L2, JPEG, Gabor, Snow), each network trained against its column's threat model, and the report draws the
     very networks that the page (the `threats` entry, the paper's design) draws."""
-    from analysis import grids
+    from analysis.charts import grids
 
     training = data.donors.drop_duplicates("ref").set_index("ref")["training"]
     units = rows.drop_duplicates(["row", "unit_id"])

@@ -613,7 +613,7 @@ def test_fig_1_cells_count_the_pairs_and_architectures_measured(imagenet):
     different architectures present at both its levels (Section 4.3: "Average comparisons between all
     architectures are shown in Figure 1"), and `archs` counts the architectures in the pairs it averages,
     worked out here from the similarity table itself."""
-    from analysis import robustness
+    from analysis.charts import robustness
 
     lv = robustness.levels(imagenet.donors)
     s = imagenet.similarity
@@ -645,7 +645,7 @@ def test_a_cells_architecture_count_is_of_the_pairs_it_averages():
     architectures of that pair, not the three whose donors exist (issue 52, 1.3)."""
     import pandas as pd
 
-    from analysis import robustness
+    from analysis.charts import robustness
 
     donors = pd.DataFrame(
         {"ref": ["r0", "v0", "w0", "r1", "v1", "w1"], "arch": ["r", "v", "w"] * 2,
