@@ -1,4 +1,4 @@
-"""`stitchsweep` command line: plan, run, resume, status, report.
+"""`stitchsweep` command line: plan, run, resume, status, report, du, prune.
 
 Bad input (a wrong search space, a path that is not a results directory) exits with code 2 and one line
 that names the field, what was expected and what was found, before anything runs or is written.
@@ -278,6 +278,7 @@ RESULTS = ("results", "RESULTS directory, e.g. results/quickstart")
 
 def build_parser() -> argparse.ArgumentParser:
     from sweep import __version__
+    from sweep.cli.disk import add_disk
     from sweep.cli.papers import add_figures
 
     parser = argparse.ArgumentParser(prog="stitchsweep", description=__doc__.splitlines()[0])
@@ -326,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="output folder (default: ./report/<sweep>, or ./report/<paper>); it may hold its previous report",
     )
     add_figures(sub)
+    add_disk(sub)
     p = sub.add_parser(
         "schema",
         help="print the JSON Schema of search spaces (for editors)",
