@@ -58,7 +58,7 @@ def results(tmp_path, monkeypatch):
     return sweep_root, files
 
 
-def _du(results: Path, capsys) -> dict:
+def _du(results: Path | str, capsys) -> dict:
     assert main(["du", str(results), "--json"]) == 0
     return json.loads(capsys.readouterr().out)
 
@@ -110,3 +110,11 @@ def test_prune_keeps_the_zoo_when_a_space_cannot_be_read(results, capsys):
     assert "zoo kept whole" in capsys.readouterr().out
     assert all(files[k].exists() for k in ("unread_epoch", "stale_ckpt", "read_epoch"))
     assert not files["tmp"].exists()
+
+
+def test_du_and_prune_take_a_pyarrow_uri(results, capsys):
+    sweep_root, files = results
+    local = _du(sweep_root, capsys)
+    assert _du(f"file://{sweep_root}", capsys) == {**local, "sweep": f"file://{sweep_root}"}
+    assert main(["prune", f"file://{sweep_root}"]) == 0
+    assert not files["unread_epoch"].exists() and files["read_epoch"].exists()
