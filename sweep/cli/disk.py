@@ -43,7 +43,7 @@ def cmd_prune(args) -> int:
     print(("would remove" if args.dry_run else "removing") + f" ({len(gone)} files):")
     print("\n".join(usage.lines(usage.summary(gone))))
     if args.dry_run:
-        for e in gone:
+        for e in sorted(gone, key=lambda e: e.loc.path):
             print(f"  {e.loc}")
         return 0
     with Lease(sweep_dir):  # refused while a driver runs this sweep: its writers' temporary files are live

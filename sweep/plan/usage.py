@@ -138,13 +138,13 @@ def needs(root: Loc) -> Needs:
 
 
 def summary(entries: list[Entry]) -> dict[str, dict[str, int]]:
-    """Category -> {"files": count, "bytes": total size}, categories in first-seen order."""
+    """Category -> {"files": count, "bytes": total size}, categories sorted by name."""
     out: dict[str, dict[str, int]] = {}
     for e in entries:
         row = out.setdefault(e.category, {"files": 0, "bytes": 0})
         row["files"] += 1
         row["bytes"] += e.size
-    return out
+    return dict(sorted(out.items()))
 
 
 def removable(entries: list[Entry], need: Needs, zoo_unused: bool, cache: bool) -> list[Entry]:
