@@ -116,6 +116,7 @@ class _Progress(tune.Callback):
         self.last: dict = {}
         self.workers: dict[tuple, dict] = {}  # (node, pid) -> its units and latest cache counters
         self.t0 = time.perf_counter()
+        self.extra: list[tune.Callback] = []  # the stage's other callbacks (`_Tracking`)
 
     def worker_line(self) -> str:
         """How the stage's units spread over worker processes, and what their caches served."""
@@ -173,6 +174,21 @@ class _Progress(tune.Callback):
             f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
             f"(after retries); rerun with `stitchsweep resume`"
         )
+
+
+class _Tracking(tune.Callback):
+    """Each completed unit's record mirrored to the trackers (`sweep.backends.trackers`), from its parts: on the
+    driver, after the unit wrote them; a tracker's failure is a printed note, never a failed unit."""
+
+    def __init__(self, trackers: list, kind, units: dict, sweep_dir: SweepDir) -> None:
+        self.trackers, self.kind, self.units, self.sweep_dir = trackers, kind, units, sweep_dir
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        from sweep.backends.trackers import log_unit
+
+        uid = trial.config["unit"]
+        for note in log_unit(self.trackers, self.kind, uid, self.units[uid], self.sweep_dir):
+            print(f"note: {note}", flush=True)
 
 
 def _fmt_metrics(r: dict) -> str:
@@ -246,7 +262,7 @@ def _fit_chunk(
                 storage_path=sweep_dir.ray.path,
                 storage_filesystem=None if sweep_dir.ray.is_local else sweep_dir.ray.fs,
                 verbose=0,
-                callbacks=[progress],
+                callbacks=[progress, *progress.extra],
                 # A trial lost with its node is retried; a trial's own errors are caught and recorded.
                 failure_config=tune.FailureConfig(max_failures=2),
             ),
@@ -342,10 +358,12 @@ def run_stages(
     address: str | None = None,
     num_cpus: int | None = None,
     max_concurrent: int | None = None,
+    trackers: list | None = None,
 ) -> list[StageSummary]:
     """Run every kind's units of `plan` (kind name -> unit ids) as Ray Tune trials, one stage per kind, in
     registration order (a kind registers after the kinds it reads: `Kind.after`). Every kind goes through the
-    same machinery: resources, retries on node loss, progress, chunking into bounded experiments."""
+    same machinery: resources, retries on node loss, progress, chunking into bounded experiments. `trackers`
+    (`sweep.backends.trackers.parse`): each completed unit's record is mirrored to them."""
     from sweep.kinds.base import resolve
     from sweep.registry import KINDS
 
@@ -382,6 +400,8 @@ def run_stages(
             )
             label = lambda c, units=units, kind=kind: kind.label(units[c["unit"]])  # noqa: E731
             progress = _Progress(kind.stage, name, len(units), label, sweep_progress)
+            if trackers:
+                progress.extra.append(_Tracking(trackers, kind, units, sweep_dir))
             summaries.append(_fit(kind.stage, trainable, list(units), resources, sweep_dir, progress, max_concurrent))
             if kind.after_stage is not None:  # e.g. the end of the zoo stage: donors that learned nothing
                 for line in resolve(kind.after_stage)(sweep, sweep_dir):

@@ -1,4 +1,4 @@
-"""`stitchsweep` command line: plan, run, resume, status, report.
+"""`stitchsweep` command line: plan, run, resume, status, report, du, prune.
 
 Bad input (a wrong search space, a path that is not a results directory) exits with code 2 and one line
 that names the field, what was expected and what was found, before anything runs or is written.
@@ -108,8 +108,11 @@ def _cache_settings(args) -> None:
 
 
 def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
+    from sweep.backends import trackers
+
     _check_counts(args)
     _cache_settings(args)
+    args.trackers = trackers.parse(args.tracker or (), sweep.name)  # a bad one is refused before anything runs
     _prepare(sweep_dir)
     with Lease(sweep_dir):  # one driver per sweep
         return _execute_leased(sweep, sweep_dir, args, retry_failed)
@@ -147,7 +150,13 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
         from sweep.backends import ray as ray_backend  # Ray and Tune are imported only where work is scheduled
 
         ray_backend.run_stages(
-            sweep, sweep_dir, plan, address=args.address, num_cpus=args.num_cpus, max_concurrent=args.max_concurrent
+            sweep,
+            sweep_dir,
+            plan,
+            address=args.address,
+            num_cpus=args.num_cpus,
+            max_concurrent=args.max_concurrent,
+            trackers=args.trackers,
         )
     complete = print_status(sweep, sweep_dir)
     planning.write_manifest(sweep, sweep_dir)  # the next status reads only what changed since
@@ -275,6 +284,13 @@ def _ray_options(p: argparse.ArgumentParser) -> None:
         help="the workers' cache of donors, data and frozen activations (default: on; results are the same)",
     )
     p.add_argument("--cache-mb", type=int, default=None, help="its memory budget per worker (default: 2048)")
+    p.add_argument(
+        "--tracker",
+        action="append",
+        default=None,
+        help="also log each unit's row and curves to mlflow:TRACKING_URI or wandb:PROJECT (repeatable; the Parquet"
+        " parts stay the record)",
+    )
 
 
 SPACE = ("space", "a search-space YAML file")
@@ -283,6 +299,7 @@ RESULTS = ("results", "RESULTS directory, e.g. results/quickstart")
 
 def build_parser() -> argparse.ArgumentParser:
     from sweep import __version__
+    from sweep.cli.disk import add_disk
     from sweep.cli.papers import add_figures
 
     parser = argparse.ArgumentParser(prog="stitchsweep", description=__doc__.splitlines()[0])
@@ -331,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="output folder (default: ./report/<sweep>, or ./report/<paper>); it may hold its previous report",
     )
     add_figures(sub)
+    add_disk(sub)
     p = sub.add_parser(
         "schema",
         help="print the JSON Schema of search spaces (for editors)",

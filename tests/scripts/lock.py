@@ -1,4 +1,4 @@
-"""Refresh `requirements.lock`: every package `pip install '.[test]'` would install here, with its hash.
+"""Refresh `requirements.lock`: every package `pip install '.[test,tracking]'` would install here, with its hash.
 
 Run as `make lock` (Python 3.11, x86_64: the machines the lock is for). It asks pip itself to resolve
 (`pip install --dry-run --ignore-installed --report`), so the machine's pip configuration applies: torch and
@@ -36,7 +36,7 @@ def main() -> int:
                 "--disable-pip-version-check",
                 "--report",
                 str(report),
-                f"{REPO}[test]",
+                f"{REPO}[test,tracking]",
             ],
             check=True,
         )

@@ -1,0 +1,182 @@
+"""What a sweep holds on disk (`stitchsweep du`) and what of it no unit needs (`stitchsweep prune`).
+
+Every file under the sweep's folder and the root's zoo is put in one category (a table's parts, zoo checkpoints,
+kept epochs, inversion shards, ...), from one recursive listing of each through the store's storage layer, so a
+local folder and a `pyarrow.fs` URI are counted alike. What a unit reads is decided from the spaces of every
+sweep under the root, because the zoo is shared by them all: a checkpoint or kept epoch that another sweep's
+units read is needed. A table's Parquet part is never a candidate for removal: `analysis.load` reads its rows.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+import pyarrow.fs as pafs
+
+from sweep.store.layout import (
+    CHECKPOINT_FILE,
+    INVERTED_DIR,
+    PART_SUFFIX,
+    RAY_DIR,
+    SNAPSHOT_DIR,
+    SPACE_FILE,
+    STITCHERS_DIR,
+    ZOO_DIR,
+    SweepDir,
+    tables,
+)
+from sweep.store.results import CORRUPT_SUFFIX
+from sweep.store.storage import TMP_PREFIX, Loc, open_root
+
+TEMPORARY = "temporary files"
+SET_ASIDE = "set-aside parts"
+CHECKPOINTS = "zoo checkpoints"
+KEPT_EPOCHS = "kept epochs"
+NODE_CACHE = "node cache"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file: where it is, its size, its category and (zoo files) the donor key and kept epoch."""
+
+    loc: Loc
+    size: int
+    category: str
+    donor_key: str | None = None
+    epoch: int | None = None
+
+
+@dataclass
+class Needs:
+    """What the units of every sweep under a root read from the zoo; `known` False when a space could not be
+    read (then nothing of the zoo is a candidate)."""
+
+    donor_keys: set[str] = field(default_factory=set)
+    epochs: set[tuple[str, int]] = field(default_factory=set)
+    known: bool = True
+    unreadable: list[str] = field(default_factory=list)
+
+
+def _listing(folder: Loc) -> list[pafs.FileInfo]:
+    sel = pafs.FileSelector(folder.path, allow_not_found=True, recursive=True)
+    return [i for i in folder.fs.get_file_info(sel) if i.type == pafs.FileType.File]
+
+
+def _sweep_category(rel: str) -> str:
+    """The category of a file at `rel` (posix, relative to the sweep's folder)."""
+    name, top = posixpath.basename(rel), rel.split("/", 1)[0]
+    if name.startswith(TMP_PREFIX):
+        return TEMPORARY
+    if name.endswith(CORRUPT_SUFFIX):
+        return SET_ASIDE
+    if top in tables() and "/" in rel and name.endswith(PART_SUFFIX) and not name.startswith("."):
+        return f"{top} parts"
+    if top == INVERTED_DIR:
+        return "inversion shards"
+    named = {STITCHERS_DIR: "stitchers", SNAPSHOT_DIR: "reader snapshots", RAY_DIR: "ray records"}
+    return named.get(top, "space and other files")
+
+
+def _zoo_entry(info: pafs.FileInfo, zoo: Loc) -> Entry:
+    rel = posixpath.relpath(info.path, zoo.path)
+    key, _, inside = rel.partition("/")
+    loc, size = Loc(zoo.fs, info.path), int(info.size or 0)
+    if info.base_name.startswith(TMP_PREFIX):
+        return Entry(loc, size, TEMPORARY, key)
+    if inside == CHECKPOINT_FILE:
+        return Entry(loc, size, CHECKPOINTS, key)
+    if inside.startswith("epochs/epoch-") and inside.endswith(".pt"):
+        epoch = int(inside[len("epochs/epoch-") : -len(".pt")])
+        return Entry(loc, size, KEPT_EPOCHS, key, epoch)
+    return Entry(loc, size, "zoo training states and predictions", key)
+
+
+def files(sweep_dir: SweepDir) -> list[Entry]:
+    """Every file of the sweep's folder and of the root's zoo, each with its category."""
+    out = [
+        Entry(
+            Loc(sweep_dir.path.fs, i.path),
+            int(i.size or 0),
+            _sweep_category(posixpath.relpath(i.path, sweep_dir.path.path)),
+        )
+        for i in _listing(sweep_dir.path)
+    ]
+    zoo = sweep_dir.root / ZOO_DIR
+    return out + [_zoo_entry(i, zoo) for i in _listing(zoo)]
+
+
+def cache_files(folder) -> list[Entry]:
+    """The node cache's files (a local folder: `STITCHSWEEP_CACHE_DIR`, see `sweep.worker.cache`)."""
+    if folder is None:
+        return []
+    loc = open_root(str(folder))
+    return [Entry(Loc(loc.fs, i.path), int(i.size or 0), NODE_CACHE) for i in _listing(loc)]
+
+
+def needs(root: Loc) -> Needs:
+    """What the units of every sweep under `root` (each folder with a space file) read from the zoo."""
+    from sweep.config.space import load_space
+    from sweep.registry import KINDS
+
+    out = Needs()
+    for folder in root.glob("*"):
+        if not (folder / SPACE_FILE).is_file():
+            continue
+        try:
+            sweep = load_space(folder / SPACE_FILE)
+        except Exception as exc:  # a space this engine cannot read (a plugin missing, ...): keep the whole zoo
+            out.known = False
+            out.unreadable.append(
+                f"{folder.name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            )
+            continue
+        out.donor_keys.update(d.donor_key for d in sweep.donors.values())
+        for unit in KINDS["training_similarity"].units(sweep).values():
+            out.epochs.update((unit.donor_key, e) for e in unit.epochs)
+    return out
+
+
+def summary(entries: list[Entry]) -> dict[str, dict[str, int]]:
+    """Category -> {"files": count, "bytes": total size}, categories sorted by name."""
+    out: dict[str, dict[str, int]] = {}
+    for e in entries:
+        row = out.setdefault(e.category, {"files": 0, "bytes": 0})
+        row["files"] += 1
+        row["bytes"] += e.size
+    return dict(sorted(out.items()))
+
+
+def removable(entries: list[Entry], need: Needs, zoo_unused: bool, cache: bool) -> list[Entry]:
+    """The files no unit needs: temporary files, set-aside parts, kept epochs no unit reads, with `zoo_unused`
+    every zoo file of a donor no unit reads, with `cache` the node cache. Never a table's part."""
+    out = []
+    for e in entries:
+        if e.category.endswith(" parts") and e.category != SET_ASIDE:
+            continue  # a part a row is read from
+        unused_donor = need.known and e.donor_key is not None and e.donor_key not in need.donor_keys
+        if e.category in (TEMPORARY, SET_ASIDE) or (e.category == NODE_CACHE and cache):
+            out.append(e)
+        elif e.category == KEPT_EPOCHS and need.known and (e.donor_key, e.epoch) not in need.epochs:
+            out.append(e)
+        elif zoo_unused and unused_donor:
+            out.append(e)
+    return out
+
+
+def human(n: int) -> str:
+    """Bytes as a short size: 512 B, 3.4 KiB, 1.2 GiB."""
+    size, unit = float(n), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
+def lines(table: dict[str, dict[str, int]]) -> list[str]:
+    """`du`'s and `prune`'s printed table: category, files, size; then the total."""
+    width = max([len(k) for k in table] + [5])
+    out = [f"{k:<{width}}  {v['files']:>7} files  {human(v['bytes']):>10}" for k, v in table.items()]
+    n, b = sum(v["files"] for v in table.values()), sum(v["bytes"] for v in table.values())
+    return out + [f"{'total':<{width}}  {n:>7} files  {human(b):>10}"]
