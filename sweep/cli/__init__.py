@@ -17,6 +17,7 @@ import yaml
 from sweep.backends.lease import Lease
 from sweep.backends.progress import phase
 from sweep.cli.inputs import check_results, load_space, open_results, storage
+from sweep.cli.subsets import run_selection, selected
 from sweep.config.errors import SpecError
 from sweep.config.generators import dump_space
 from sweep.plan import planning
@@ -37,15 +38,23 @@ def cmd_plan(args) -> int:
 
     if args.estimate:  # a wrong --costs is said before the space is read
         load_profile(args.costs)
-    sweep = load_space(args.space)
+    sweep = load_space(args.space, args.overrides)
     if args.expand:  # the plain space: no includes, families, selections or generators
         print(dump_space(sweep.raw), end="")
         return 0
+    chosen = selected(sweep, args.only)
+    if chosen is not None:  # what `run --only` runs: the selected units and the donors they read
+        from sweep.plan.selection import with_donors
+
+        chosen = with_donors(sweep, chosen)
     units = {name: kind.units(sweep) for name, kind in KINDS.items()}
+    if chosen is not None:
+        units = {name: {u: unit for u, unit in us.items() if u in chosen[name]} for name, us in units.items()}
     todo, sweep_dir = None, None
     if args.storage is not None:
         sweep_dir = SweepDir(storage("--storage", args.storage), sweep.name)
-        todo = planning.to_run(sweep, sweep_dir, retry_failed=False, dry=True) if sweep_dir.path.exists() else None
+        exists = sweep_dir.path.exists()
+        todo = planning.to_run(sweep, sweep_dir, retry_failed=False, dry=True, only=chosen) if exists else None
         disk.check_room(sweep, todo, sweep_dir)
     if args.json:
         print(json.dumps(planning.plan_json(sweep, units, todo), indent=2))
@@ -125,8 +134,9 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
     stale = remove_stale_tmp(sweep_dir)
     if stale:
         print(f"removed {stale} partial file(s) left by an interrupted run")
-    plan = planning.to_run(sweep, sweep_dir, retry_failed)
-    counts = {k: len(KINDS[k].units(sweep)) for k in plan}
+    chosen = run_selection(sweep, sweep_dir, args)
+    plan = planning.to_run(sweep, sweep_dir, retry_failed, only=chosen)
+    counts = {k: len(KINDS[k].units(sweep)) if chosen is None else len(chosen[k]) for k in plan}
     summary = [
         f"{n} {KINDS[k].noun}, {n - len(plan[k])} already recorded, {len(plan[k])} to run"
         for k, n in counts.items()
@@ -179,7 +189,7 @@ def cmd_run(args) -> int:
         raise SpecError(
             "SPACE", "a search-space file", args.space, f"a results directory: stitchsweep resume {args.space}"
         )
-    sweep = load_space(args.space)
+    sweep = load_space(args.space, args.overrides)
     storage("--storage", args.storage)
     sweep_dir = SweepDir(args.storage, sweep.name)
     _prepare(sweep_dir)
@@ -208,12 +218,13 @@ def cmd_resume(args) -> int:
 def cmd_status(args) -> int:
     """Counts per kind of work; exit code 0 when every unit is done, EXIT_INCOMPLETE otherwise (for scripts)."""
     sweep, sweep_dir = open_results(args.results)
+    chosen = selected(sweep, args.only)
     if args.json:
-        doc = status_json(sweep, sweep_dir)
+        doc = status_json(sweep, sweep_dir, chosen)
         print(json.dumps(doc, indent=2))
         complete = doc["complete"]
     else:
-        complete = print_status(sweep, sweep_dir)
+        complete = print_status(sweep, sweep_dir, chosen)
     return 0 if complete else EXIT_INCOMPLETE
 
 
@@ -294,6 +305,9 @@ def _ray_options(p: argparse.ArgumentParser) -> None:
 
 
 SPACE = ("space", "a search-space YAML file")
+OVERRIDES = "overrides as in Hydra: key.path=value (replace), +key.path=value (add), ~key.path (delete)"
+ONLY = "only the units this selection picks: field=glob pairs, ',' = and (e.g. objective=dm,stitch_point=layer2.*);"
+ONLY += " repeat it for or"
 RESULTS = ("results", "RESULTS directory, e.g. results/quickstart")
 
 
@@ -308,6 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "plan", cmd_plan, "validate a search space and summarise its work",
                  "search_spaces/quickstart.yaml --trials", SPACE)  # fmt: skip
+    p.add_argument("overrides", nargs="*", help=OVERRIDES)
+    p.add_argument("--only", action="append", default=None, metavar="SELECTION", help=ONLY)
     p.add_argument("--trials", action="store_true", help="list every unit of work (default: a summary)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON (summary and every unit)")
     p.add_argument("--expand", action="store_true", help="print the expanded space (plain YAML, runnable as is)")
@@ -318,8 +334,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "run", cmd_run, "run a sweep (trials already recorded are skipped)",
                  "search_spaces/quickstart.yaml --storage results --num-cpus 2", SPACE)  # fmt: skip
+    p.add_argument("overrides", nargs="*", help=OVERRIDES)
     p.add_argument(
         "--storage", default="results", help="results root: a folder or a pyarrow.fs URI (default: ./results)"
+    )
+    p.add_argument("--only", action="append", default=None, metavar="SELECTION", help=ONLY + "; the rest stays pending")
+    p.add_argument(
+        "--rerun",
+        action="append",
+        default=None,
+        metavar="SELECTION",
+        help="run these units again: their parts are first moved to RESULTS/_set_aside/<time>/ (kept)",
     )
     _ray_options(p)
 
@@ -331,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
                  "count done / failed / pending units; exit code 0 when the sweep is complete, 1 otherwise",
                  "results/quickstart --json", RESULTS)  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the counts and first failures as JSON")
+    p.add_argument("--only", action="append", default=None, metavar="SELECTION", help="count only " + ONLY[5:])
 
     p = sub.add_parser("report", help="write the HTML report and PNG charts of a sweep (or of a paper's items)",
                        epilog="example: stitchsweep report results/quickstart --out report/quickstart (a paper's page:"
@@ -359,7 +385,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and hasattr(args, "overrides") and not any(e.startswith("-") for e in extra):
+        args.overrides = [*args.overrides, *extra]  # overrides after options: `plan SPACE --trials a.b=1`
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.fn(args)
     except SpecError as exc:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from sweep.config.errors import SpecError
 
 
-def load_space(path: str):
-    """The search space at `path`, refused (a SpecError) when a unit's indices would not fit
-    `resources.memory_per_trial`: what `plan` and `run` read."""
+def load_space(path: str, overrides: list[str] | tuple[str, ...] = ()):
+    """The search space at `path` with the command line's `overrides` applied, refused (a SpecError) when a
+    unit's indices would not fit `resources.memory_per_trial`: what `plan` and `run` read."""
     from sweep.config.space import load_space as read_space
     from sweep.plan import memory
 
-    sweep = read_space(path)
+    sweep = read_space(path, overrides)
     memory.check(sweep)  # with resources.memory_per_trial: every unit's indices fit it
     return sweep
 

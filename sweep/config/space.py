@@ -19,6 +19,7 @@ from sweep.config.evaluation import EvalSpec, parse_evaluation
 from sweep.config.fields import NAME_RE, Option, Section, by_key
 from sweep.config.generators import SHARED, expand_space, in_family
 from sweep.config.includes import in_file, read_yaml, resolve_includes
+from sweep.config.overrides import apply_overrides, overrides_named
 from sweep.config.trial import TrialSpec
 from sweep.registry import DATASETS
 from sweep.store.storage import Loc
@@ -57,9 +58,9 @@ class Sweep:
         return self.units.get("reptest", ())
 
 
-def load_space(path: str | Path | Loc) -> Sweep:
+def load_space(path: str | Path | Loc, overrides: list[str] | tuple[str, ...] = ()) -> Sweep:
     """Read, validate and expand a search-space YAML file (a local path, or a `Loc` on any storage), with the
-    files it includes (relative to it)."""
+    files it includes (relative to it) and then the command line's `overrides` (`sweep.config.overrides`)."""
     p = path if isinstance(path, Loc) else Path(path)
     if not p.is_file():
         raise SpecError("SPACE", "a search-space YAML file", str(path), "no such file")
@@ -70,13 +71,16 @@ def load_space(path: str | Path | Loc) -> Sweep:
             "a mapping of search-space fields (name, data, donors, ...)",
             raw if raw is not None else "an empty file",
         )
-    if not isinstance(p, Path) or "include" not in raw:
-        return parse_space(raw)
     read: list[tuple[str, Path]] = []
-    raw = resolve_includes(raw, p.parent, str(path), (p.resolve(),), read)
+    if isinstance(p, Path) and "include" in raw:
+        raw = resolve_includes(raw, p.parent, str(path), (p.resolve(),), read)
+    raw, applied = apply_overrides(raw, overrides)
     try:
         return parse_space(raw)
-    except SpecError as err:  # named in the included file it comes from
+    except SpecError as err:  # named by the override, or the included file, it comes from
+        named = overrides_named(err, applied)
+        if named is not err or not read:
+            raise named from None
         raise in_file(err, [(str(path), p), *read[::-1]]) from None
 
 

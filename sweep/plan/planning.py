@@ -100,17 +100,20 @@ def write_manifest(sweep, sweep_dir) -> int:
     return len(seen)
 
 
-def progress(sweep, sweep_dir, kinds=None, seen: dict | None = None, repair: bool = False) -> dict[str, Progress]:
-    """Kind name -> Progress, for every registered kind (or those named in `kinds`). A pending unit that reads
-    a failed donor is `blocked` instead: it cannot run until the donor does. Parts the status manifest
-    records unchanged are not read."""
+def progress(
+    sweep, sweep_dir, kinds=None, seen: dict | None = None, repair: bool = False, only: dict | None = None
+) -> dict[str, Progress]:
+    """Kind name -> Progress, for every registered kind (or those named in `kinds`), of its units that `only`
+    selects (kind name -> unit ids; None: all). A pending unit that reads a failed donor is `blocked` instead:
+    it cannot run until the donor does. Parts the status manifest records unchanged are not read."""
     out = {}
     known = read_manifest(sweep_dir)
     failed = failed_donors(sweep, sweep_dir) if kinds != ["donor"] else set()
     for name in kinds or list(KINDS):
         kind = KINDS[name]
         units = kind.units(sweep)
-        parts = {uid: kind.parts(sweep_dir, unit) for uid, unit in units.items()}
+        picked = units if only is None else {u: units[u] for u in units if u in only.get(name, ())}
+        parts = {uid: kind.parts(sweep_dir, unit) for uid, unit in picked.items()}
         found = statuses([p for ps in parts.values() for p in ps], known, seen, repair)
         prog = Progress(name)
         for uid, ps in parts.items():
@@ -128,14 +131,14 @@ def progress(sweep, sweep_dir, kinds=None, seen: dict | None = None, repair: boo
     return out
 
 
-def to_run(sweep, sweep_dir, retry_failed: bool, dry: bool = False) -> dict[str, list[str]]:
+def to_run(sweep, sweep_dir, retry_failed: bool, dry: bool = False, only: dict | None = None) -> dict[str, list[str]]:
     """Kind name -> the unit ids a run schedules: the pending ones, and the failed ones of a kind that reruns
     them (donors) or when `retry_failed` (their failed parts are removed first, so the units run again). Units
     blocked by a failed donor are scheduled too: the donor stage runs again first, and `runnable` drops those
     whose donor failed again before their stage starts. `dry` (`plan --storage`) changes nothing: no failed
-    part is removed and no unreadable one set aside."""
+    part is removed and no unreadable one set aside. `only` (kind name -> unit ids) restricts it to those."""
     plan = {}
-    for name, prog in progress(sweep, sweep_dir, repair=not dry).items():
+    for name, prog in progress(sweep, sweep_dir, repair=not dry, only=only).items():
         retry = retry_failed or KINDS[name].rerun_failed
         if retry and not dry:
             for uid in prog.failed:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from sweep.plan.planning import progress, read_error
 
 
-def print_status(sweep, sweep_dir) -> bool:
-    """Print done / failed / pending counts of every kind of work, and the first failures' errors; True
-    when every unit is done."""
+def print_status(sweep, sweep_dir, only: dict | None = None) -> bool:
+    """Print done / failed / pending counts of every kind of work (of the units `only` selects: kind name ->
+    unit ids; None: all), and the first failures' errors; True when every unit is done."""
     from sweep.registry import KINDS
 
     complete, any_failed = True, False
-    for name, prog in progress(sweep, sweep_dir).items():
+    for name, prog in progress(sweep, sweep_dir, only=only).items():
         kind = KINDS[name]
         if not prog.total:
             continue
@@ -37,12 +37,13 @@ def print_status(sweep, sweep_dir) -> bool:
     return complete
 
 
-def status_json(sweep, sweep_dir) -> dict:
-    """What `status --json` prints: per kind of work its counts and its first failures."""
+def status_json(sweep, sweep_dir, only: dict | None = None) -> dict:
+    """What `status --json` prints: per kind of work its counts (of the units `only` selects) and its first
+    failures."""
     from sweep.registry import KINDS
 
     kinds = {}
-    for name, prog in progress(sweep, sweep_dir).items():
+    for name, prog in progress(sweep, sweep_dir, only=only).items():
         if not prog.total:
             continue
         kind, units = KINDS[name], KINDS[name].units(sweep)

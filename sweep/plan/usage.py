@@ -19,6 +19,7 @@ from sweep.store.layout import (
     INVERTED_DIR,
     PART_SUFFIX,
     RAY_DIR,
+    SET_ASIDE_DIR,
     SNAPSHOT_DIR,
     SPACE_FILE,
     STITCHERS_DIR,
@@ -68,7 +69,7 @@ def _sweep_category(rel: str) -> str:
     name, top = posixpath.basename(rel), rel.split("/", 1)[0]
     if name.startswith(TMP_PREFIX):
         return TEMPORARY
-    if name.endswith(CORRUPT_SUFFIX):
+    if name.endswith(CORRUPT_SUFFIX) or top == SET_ASIDE_DIR:
         return SET_ASIDE
     if top in tables() and "/" in rel and name.endswith(PART_SUFFIX) and not name.startswith("."):
         return f"{top} parts"

@@ -25,6 +25,7 @@ SPACE_FILE = "space.yaml"
 ZOO_DIR = "zoo"  # beside the sweeps, under the root
 CHECKPOINT_FILE = "model.pt"  # a donor's checkpoint in its zoo folder
 RAY_DIR = "_ray"
+SET_ASIDE_DIR = "_set_aside"  # <UTC time>/<table>/<part>: parts `run --rerun` moved out of the tables (kept)
 SNAPSHOT_DIR = "_snapshot"  # <table>.parquet: every part's rows at the last snapshot, each with its part's name
 INVERTED_DIR = "inverted"  # <unit_id>/: the inverted images in shards, and their index (not a table)
 INVERTED_INDEX = "index.npz"
