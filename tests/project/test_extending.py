@@ -355,8 +355,8 @@ def test_a_registered_index_is_sized_and_priced_before_it_runs(dummy, registered
     need = memory.trial_need(parse_space(heavy_space).trials[0], parse_space(heavy_space))
     assert need.largest == "heavy" and need.bytes == 4 * n * 2 * p + 3 * 2**30
     assert pair_work(pair, ["heavy"], n, 0) == Work(mac=1e12)
-    with pytest.raises(SpecError, match=r"^resources.memory_per_trial: .*or drop heavy"):
-        parse_space(dict(heavy_space, resources={"memory_per_trial": 1}))
+    with pytest.raises(SpecError, match=r"^resources.memory_per_trial: .*or drop heavy"):  # what plan/run check
+        memory.check(parse_space(dict(heavy_space, resources={"memory_per_trial": 1})))
 
 
 def test_a_kind_in_a_module_of_its_own_is_found_by_its_register_kind_call(tmp_path):

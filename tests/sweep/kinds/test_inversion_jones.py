@@ -577,7 +577,7 @@ def test_each_figure_averages_one_stated_population_of_architectures():
 @pytest.fixture(scope="module")
 def imagenet(tmp_path_factory):
     """Made-up results of every unit the paper-scale space `jones_imagenet.yaml` plans (`tests/synthetic.py`)."""
-    from analysis.report import report_data
+    from analysis.report.data import report_data
     from tests.conftest import REPO
     from tests.synthetic import synthetic_results
 

@@ -1,4 +1,4 @@
-"""The report of a study that is not a paper's (`test_study.STUDY`: plain donors, TLM and DM, CKA per point and a
+"""The report of a study that is not a paper's (`test_write_study.STUDY`: plain donors, TLM and DM, CKA per point and a
 CKA matrix, one robustness level) in headless Chromium (Debian's `chromium` and `chromium-driver`, as
 `tests/test_browser.py`): the per-point index is drawn beside the accuracy, no robustness-level section is on the
 page, no robust accuracy in a legend or a table, and the matrix's legend says its scale is the data's."""
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.analysis.report.test_study import study_results
+from tests.analysis.report.test_write_study import study_results
 from tests.test_browser import browser  # noqa: F401  (the suite's headless Chromium, offline: a fixture)
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
