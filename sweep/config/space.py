@@ -19,6 +19,7 @@ from sweep.config.evaluation import EvalSpec, parse_evaluation
 from sweep.config.fields import NAME_RE, Option, Section, by_key
 from sweep.config.generators import SHARED, expand_space, in_family
 from sweep.config.includes import in_file, read_yaml, resolve_includes
+from sweep.config.plugins import Plugin, load_plugins, localise
 from sweep.config.trial import TrialSpec
 from sweep.registry import DATASETS
 from sweep.store.storage import Loc
@@ -37,6 +38,7 @@ class Sweep:
     cpus_per_trial: float
     gpus_per_trial: float
     raw: dict
+    plugins: tuple[Plugin, ...] = ()  # the user's modules, imported before validation (`sweep.config.plugins`)
     memory_per_trial: float | None = None  # GiB (`sweep.plan.memory` sizes the units against it)
     data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
     download: bool = True
@@ -57,9 +59,9 @@ class Sweep:
         return self.units.get("reptest", ())
 
 
-def load_space(path: str | Path | Loc) -> Sweep:
+def load_space(path: str | Path | Loc, extra: list[str] | tuple = ()) -> Sweep:
     """Read, validate and expand a search-space YAML file (a local path, or a `Loc` on any storage), with the
-    files it includes (relative to it)."""
+    files it includes and the plugins it lists (relative to it); `extra`: plugins given by `--plugin`."""
     p = path if isinstance(path, Loc) else Path(path)
     if not p.is_file():
         raise SpecError("SPACE", "a search-space YAML file", str(path), "no such file")
@@ -70,12 +72,14 @@ def load_space(path: str | Path | Loc) -> Sweep:
             "a mapping of search-space fields (name, data, donors, ...)",
             raw if raw is not None else "an empty file",
         )
+    raw = with_plugins(raw, extra)
+    base = p.parent if isinstance(p, Path) else localise(p.parent, raw.get("plugins"))
     if not isinstance(p, Path) or "include" not in raw:
-        return parse_space(raw)
+        return parse_space(raw, base)
     read: list[tuple[str, Path]] = []
     raw = resolve_includes(raw, p.parent, str(path), (p.resolve(),), read)
     try:
-        return parse_space(raw)
+        return parse_space(raw, base)
     except SpecError as err:  # named in the included file it comes from
         raise in_file(err, [(str(path), p), *read[::-1]]) from None
 
@@ -96,16 +100,30 @@ RESOURCE_OPTIONS = by_key(
 )
 
 
-def parse_space(raw: Any) -> Sweep:
-    """Validate a search space given as a mapping and expand it into the units of every kind of work."""
+def with_plugins(raw: dict, extra: list[str] | tuple) -> dict:
+    """`raw` with the `--plugin` arguments added to its `plugins:` (files made absolute: they are relative to
+    the working directory, not to the space)."""
+    if not extra:
+        return raw
+    listed = raw.get("plugins") or []
+    if not isinstance(listed, list):
+        raise SpecError("plugins", "a list of plugins", listed)
+    added = [str(Path(e).resolve()) if str(e).endswith(".py") else e for e in extra]
+    return {**raw, "plugins": [*listed, *(a for a in added if a not in listed)]}
+
+
+def parse_space(raw: Any, base: Path | None = None) -> Sweep:
+    """Validate a search space given as a mapping and expand it into the units of every kind of work; its
+    plugins are imported first (files relative to `base`, default the working directory)."""
     from sweep.registry import KINDS
 
     if not isinstance(raw, dict):
         raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
     raw = resolve_includes(raw, Path.cwd(), "search space")
+    plugins = load_plugins(raw.get("plugins"), base or Path.cwd())
     sections = {kind.section: kind for kind in KINDS.values() if kind.section}  # the kinds' own sections
     shared = {k for k in raw if str(k).startswith(SHARED)}  # x-...: blocks for anchors, dropped by expansion
-    top = Section(raw, "", {"name", "data", "donors", "evaluation", "resources", *sections, *shared})
+    top = Section(raw, "", {"name", "data", "donors", "evaluation", "resources", "plugins", *sections, *shared})
     name = top.get("name", "string")
     if not NAME_RE.match(name):
         raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
@@ -133,6 +151,7 @@ def parse_space(raw: Any) -> Sweep:
         gpus_per_trial=r.read(RESOURCE_OPTIONS["gpus_per_trial"]),
         memory_per_trial=r.read(RESOURCE_OPTIONS["memory_per_trial"]),
         raw=raw,
+        plugins=plugins,
         generated=tuple(generated),
         data_root=root,
         download=download,
