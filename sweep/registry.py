@@ -35,6 +35,8 @@ def _registering_module() -> str | None:
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
+        if name.startswith(("importlib", "_frozen_importlib")):
+            return None  # a module's import (of a shipped declaration) reached from elsewhere
         if name != "sweep" and not name.startswith("sweep."):
             return name
         frame = frame.f_back

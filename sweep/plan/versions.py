@@ -35,7 +35,8 @@ def version_reruns(sweep, sweep_dir, todo: dict[str, list[str]]) -> dict[str, in
     for name, kind in KINDS.items():
         new_ids, old_ids = list(kind.units(sweep)), list(kind.units(old))
         pending = set(todo.get(name, ()))
-        n = sum(a != b and a in pending and b not in old_todo.get(name, ()) for a, b in zip(new_ids, old_ids))
+        # done under the recorded versions, to run under the current ones (a donor's id is its name: its key moved)
+        n = sum(a in pending and b not in old_todo.get(name, ()) for a, b in zip(new_ids, old_ids))
         if n:
             counts[name] = n
     return counts
