@@ -129,3 +129,13 @@ def test_plan_takes_plugin_arguments(plugin, capsys):
     (folder / "bare.yaml").write_text(yaml.safe_dump(space))
     assert main(["plan", str(folder / "bare.yaml"), "--plugin", str(folder / f"{module}.py")]) == 0
     assert f"zoo:plain_a -> zoo:plain_a {name}: 1 trial" in capsys.readouterr().out
+
+
+def test_the_json_schema_accepts_plugins_and_refuses_a_bare_string():
+    import jsonschema
+
+    from sweep.config.schema import space_schema
+
+    check = jsonschema.Draft202012Validator(space_schema())
+    assert not list(check.iter_errors(dict(TINY_SPACE, plugins=["my_models.py", "mylab.indices"])))
+    assert list(check.iter_errors(dict(TINY_SPACE, plugins="my_models.py")))
