@@ -16,14 +16,15 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 CLI = [sys.executable, "-m", "sweep"]
 LOG_ENV = "STITCHSWEEP_TEST_PLUGIN_LOG"
 
-# Each process that imports it appends where it was imported from.
+# Each process that imports it appends where it was imported from, and the node it runs on where a test's
+# `ray start` tagged it (tests/test_multinode.py).
 PLUGIN = f'''
 import os
 
 from sweep.models.base import build, register_architecture
 
 with open(os.environ["{LOG_ENV}"], "a") as log:
-    log.write(__file__ + "\\n")
+    log.write(__file__ + "\\t" + os.environ.get("STITCHSWEEP_TEST_NODE", "") + "\\n")
 
 
 @register_architecture("my_tiny", "resnet_tiny, registered by a plugin")
@@ -77,7 +78,7 @@ def test_a_plugin_architecture_runs_reports_and_reruns_exactly_its_units_when_ed
     assert (ran(out, "donor"), ran(out, "trial")) == (2, 2)
     assert (results / "plugins" / "my_models.py").read_text() == PLUGIN  # the sweep's own copy
     assert yaml.safe_load((results / "space.yaml").read_text())["plugins"] == ["plugins/my_models.py"]
-    imported = log.read_text().splitlines()
+    imported = [line.split("\t")[0] for line in log.read_text().splitlines()]
     shipped = [p for p in imported if "runtime_resources" in p]  # Ray's copies of py_modules on a node
     assert shipped and not set(shipped) & {str(space.parent / "my_models.py")}, imported
 
