@@ -59,8 +59,8 @@ def cmd_plan(args) -> int:
             if u:
                 left = len(u) if todo is None else len(todo.get(name, ()))
                 print(f"{KINDS[name].noun} under {args.storage}: {len(u) - left} recorded, {left} would run")
-        if todo is not None:
-            print("\n".join(versions.plan_lines(sweep, sweep_dir, todo)))
+        for line in versions.plan_lines(sweep, sweep_dir, todo) if todo is not None else ():
+            print(line)
     if args.estimate:
         known = sweep_dir if todo is not None else None
         print("\n".join(plan_estimate(sweep, units, todo, known, args.costs, args.workers)))
