@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
@@ -18,6 +19,56 @@ T = TypeVar("T")
 
 
 ALIASES: dict[str, list[str]] = {}  # another name a user may write (`_plain`) -> registered names (`Registry.alias`)
+
+
+# Code versions (issue 55): an entry registered by a user's plugin module carries that module's version (a hash
+# of its source, or its PLUGIN_VERSION string), or the `version` its register call passed. Shipped entries have
+# none, so the ids of the units that use only them are the ids they always had.
+ORIGINS: dict[tuple[str, str], str] = {}  # (registry kind, name) -> the module outside `sweep` that registered it
+EXPLICIT: dict[tuple[str, str], str] = {}  # (registry kind, name) -> the version its register call passed
+PLUGIN_VERSIONS: dict[str, str] = {}  # a loaded plugin's module name -> its version (`sweep.config.plugins`)
+
+
+def _registering_module() -> str | None:
+    """The first module outside `sweep` on the stack: the user's module whose import (or call) registers an
+    entry. A shipped entry's declaration is reached through importlib's frames, never a plugin's."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith(("importlib", "_frozen_importlib")):
+            return None  # a module's import (of a shipped declaration) reached from elsewhere
+        if name != "sweep" and not name.startswith("sweep."):
+            return name
+        frame = frame.f_back
+    return None
+
+
+def entry_version(kind: str, name: str) -> str | None:
+    """The version of a registration: explicit, else its plugin module's; None for shipped entries."""
+    key = (kind, name)
+    return EXPLICIT.get(key) or PLUGIN_VERSIONS.get(ORIGINS.get(key, ""))
+
+
+def _strings(obj, out: set[str]) -> set[str]:
+    if isinstance(obj, str):
+        out.add(obj)
+    elif isinstance(obj, Mapping):
+        for v in obj.values():
+            _strings(v, out)
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        for v in obj:
+            _strings(v, out)
+    return out
+
+
+def versions_of(fields: Mapping) -> dict[str, str]:
+    """'kind:name' -> version for every versioned registration a unit's hashed fields name (empty when none:
+    the ids of units that use only shipped entries do not change)."""
+    if not PLUGIN_VERSIONS and not EXPLICIT:
+        return {}
+    named = _strings(fields, set())
+    found = {f"{k}:{n}": entry_version(k, n) for (k, n) in {*ORIGINS, *EXPLICIT} if n in named}
+    return {k: v for k, v in sorted(found.items()) if v}
 
 
 def _plain(name: str) -> str:
@@ -65,11 +116,17 @@ class Registry(Mapping[str, T], Generic[T]):
             module, self._populate = self._populate, None
             importlib.import_module(module)
 
-    def add(self, name: str, entry: T) -> T:
-        """Register `entry` under `name` (a name may be registered once)."""
+    def add(self, name: str, entry: T, version: str | None = None) -> T:
+        """Register `entry` under `name` (a name may be registered once). `version`: a string to bump when the
+        entry's code changes what it computes (default: its plugin module's version)."""
         if name in self._entries:
             raise ValueError(f"{self.kind} {name!r} is registered twice")
         self._entries[name] = entry
+        origin = _registering_module()
+        if origin is not None:
+            ORIGINS[(self.kind, name)] = origin
+        if version is not None:
+            EXPLICIT[(self.kind, name)] = str(version)
         return entry
 
     def alias(self, name: str, *aliases: str) -> None:
@@ -77,11 +134,13 @@ class Registry(Mapping[str, T], Generic[T]):
         for other in aliases:
             ALIASES.setdefault(_plain(other), []).append(name)
 
-    def register(self, name: str, make: Callable[[Callable], T] | None = None) -> Callable[[Callable], Callable]:
+    def register(
+        self, name: str, make: Callable[[Callable], T] | None = None, version: str | None = None
+    ) -> Callable[[Callable], Callable]:
         """Decorator: register the function (or `make(function)`, an entry built around it) under `name`."""
 
         def wrap(fn: Callable) -> Callable:
-            self.add(name, make(fn) if make is not None else fn)
+            self.add(name, make(fn) if make is not None else fn, version)
             return fn
 
         return wrap
@@ -103,6 +162,8 @@ class Registry(Mapping[str, T], Generic[T]):
     def remove(self, name: str) -> None:
         """Unregister `name` (for tests that register a temporary entry)."""
         self._entries.pop(name)
+        ORIGINS.pop((self.kind, name), None)
+        EXPLICIT.pop((self.kind, name), None)
 
     def __getitem__(self, name: str) -> T:
         return self.get_entry(name)

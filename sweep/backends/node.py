@@ -84,19 +84,20 @@ def begin_lean(num_cpus: int | None) -> None:
         _STARTING = _Started(num_cpus)
 
 
-def start_lean(num_cpus: int | None) -> None:
+def start_lean(num_cpus: int | None, runtime_env: dict | None = None) -> None:
     """Join the node `begin_lean` started, or start one on this machine with `num_cpus` CPUs (None: all of
     them), and connect this process to it."""
     global _STARTING, _STARTED
     if full_ray_wanted():
-        ray.init(num_cpus=num_cpus, log_to_driver=False)  # the dashboard where its packages are installed
+        # the dashboard where its packages are installed
+        ray.init(num_cpus=num_cpus, log_to_driver=False, runtime_env=runtime_env)
         return
     started, _STARTING = _STARTING or _Started(num_cpus), None
     node = started.node.result()
     quiet = _Quiet()
     logging.getLogger("ray._private.worker").addFilter(quiet)
     try:
-        ray.init(address=node.address, log_to_driver=False)
+        ray.init(address=node.address, log_to_driver=False, runtime_env=runtime_env)
     except BaseException:
         started.stop()
         raise

@@ -83,9 +83,12 @@ def _trainable(config: dict, run, units: dict, root: Loc, sweep_name: str, env: 
     imported here), its progress forwarded to Tune."""
     import torch
 
+    from sweep.config.plugins import import_on_worker
     from sweep.data import stream
     from sweep.kinds.base import RunContext, resolve
     from sweep.worker.cache import configure
+
+    import_on_worker(env["plugins"])  # registries are per process: the plugins register here too
 
     torch.set_num_threads(_threads(env["cpus"]))
     stream.configure(stream.loader_workers(env["cpus"]))  # image folders' decoding processes, from its CPUs
@@ -298,14 +301,15 @@ def _chance_warnings(sweep: Sweep, sweep_dir: SweepDir) -> list[str]:
     return [chance_warning(row) for row in flagged.values()]
 
 
-def start_ray(address: str | None, num_cpus: int | None) -> bool:
-    """Join `address`, or start an embedded local Ray. Returns whether we started it."""
+def start_ray(address: str | None, num_cpus: int | None, runtime_env: dict | None = None) -> bool:
+    """Join `address`, or start an embedded local Ray, with the job's `runtime_env` (the plugins' code).
+    Returns whether we started it."""
     if ray.is_initialized():
         return False
     if address:
         _check_reachable(address)
         try:
-            ray.init(address=address, log_to_driver=False)
+            ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
         except ConnectionError as exc:
             hint = (
                 "; if the cluster uses token authentication (the default of `ray start --head` in Ray 2.60),"
@@ -313,7 +317,7 @@ def start_ray(address: str | None, num_cpus: int | None) -> bool:
             )
             raise SpecError("--address", "a running Ray cluster", address, str(exc).splitlines()[0] + hint) from None
     else:
-        start_lean(num_cpus)
+        start_lean(num_cpus, runtime_env)
     return True
 
 
@@ -335,6 +339,7 @@ def _worker_env(sweep: Sweep) -> dict:
         download=sweep.download,
         cache={k: v for k, v in os.environ.items() if k.startswith("STITCHSWEEP_CACHE")},
         share=True,
+        plugins=[(p.module, p.version) for p in sweep.plugins],
     )
 
 
@@ -348,6 +353,14 @@ def _prices(sweep: Sweep, plan: dict[str, list[str]]) -> tuple[dict[str, float],
     except (SpecError, KeyError, ValueError) as exc:  # the ETA is a convenience: it never stops a run
         print(f"note: no cost model for the ETA ({exc})", flush=True)
         return {}, 0.0
+
+
+def plugin_env(sweep: Sweep) -> dict | None:
+    """The job's `runtime_env`: the plugins' files (their content, not their paths) and packages in
+    `py_modules`, which Ray uploads once and puts on every worker's path, on this machine or another node."""
+    from sweep.config.plugins import ray_modules
+
+    return {"py_modules": ray_modules(sweep.plugins)} if sweep.plugins else None
 
 
 def run_stages(
@@ -367,7 +380,7 @@ def run_stages(
     from sweep.kinds.base import resolve
     from sweep.registry import KINDS
 
-    started = start_ray(address, num_cpus)
+    started = start_ray(address, num_cpus, plugin_env(sweep))
     try:
         phase("checking the cluster's resources and the results storage")
         alive = [n for n in ray.nodes() if n.get("Alive")]

@@ -20,6 +20,7 @@ from sweep.cli.inputs import check_results, load_space, open_results, storage
 from sweep.cli.subsets import run_selection, selected
 from sweep.config.errors import SpecError
 from sweep.config.generators import dump_space
+from sweep.config.plugins import keep_plugins, load_plugins
 from sweep.plan import planning
 from sweep.plan.status import print_status, status_json
 
@@ -31,14 +32,14 @@ EXIT_BAD_INPUT = 2
 def cmd_plan(args) -> int:
     """A summary of what the space holds (`--trials`: every unit; `--json`: both, machine-readable); with
     `--storage`, also what that results root has recorded and what a run would do."""
-    from sweep.plan import disk, memory
+    from sweep.plan import disk, memory, versions
     from sweep.plan.estimate import load_profile, plan_estimate
     from sweep.registry import KINDS
     from sweep.store.results import SweepDir
 
     if args.estimate:  # a wrong --costs is said before the space is read
         load_profile(args.costs)
-    sweep = load_space(args.space, args.overrides)
+    sweep = load_space(args.space, args.overrides, args.plugin)
     if args.expand:  # the plain space: no includes, families, selections or generators
         print(dump_space(sweep.raw), end="")
         return 0
@@ -68,6 +69,8 @@ def cmd_plan(args) -> int:
             if u:
                 left = len(u) if todo is None else len(todo.get(name, ()))
                 print(f"{KINDS[name].noun} under {args.storage}: {len(u) - left} recorded, {left} would run")
+        for line in versions.plan_lines(sweep, sweep_dir, todo) if todo is not None else ():
+            print(line)
     if args.estimate:
         known = sweep_dir if todo is not None else None
         print("\n".join(plan_estimate(sweep, units, todo, known, args.costs, args.workers)))
@@ -189,13 +192,13 @@ def cmd_run(args) -> int:
         raise SpecError(
             "SPACE", "a search-space file", args.space, f"a results directory: stitchsweep resume {args.space}"
         )
-    sweep = load_space(args.space, args.overrides)
+    sweep = load_space(args.space, args.overrides, args.plugin)
     storage("--storage", args.storage)
     sweep_dir = SweepDir(args.storage, sweep.name)
     _prepare(sweep_dir)
     # The sweep's own copy: `resume`, `status` and `report` read it. A grown space replaces it; trial ids
-    # keep finished trials finished.
-    sweep_dir.space.write_text(yaml.safe_dump(sweep.raw, sort_keys=False))
+    # keep finished trials finished. Its plugins are copies kept with it (`sweep.config.plugins`).
+    sweep_dir.space.write_text(yaml.safe_dump(keep_plugins(sweep, sweep_dir), sort_keys=False))
     return _execute(sweep, sweep_dir, args, retry_failed=args.failed)
 
 
@@ -273,7 +276,18 @@ def _command(sub, name: str, fn, help: str, example: str, first: tuple[str, str]
     p = sub.add_parser(name, help=help, epilog=f"example: stitchsweep {name} {example}")
     p.add_argument(first[0], help=first[1])
     p.set_defaults(fn=fn)
+    _plugin_option(p)
     return p
+
+
+def _plugin_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        help="a module of your own to import first (a .py file or a module name; repeatable): its architectures,"
+        " indices, objectives and kinds then validate, run and report like shipped ones",
+    )
 
 
 def _ray_options(p: argparse.ArgumentParser) -> None:
@@ -363,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
                        " stitchsweep report results/jones_fmnist --paper jones-2022)")  # fmt: skip
     p.add_argument("results", nargs="+", help="RESULTS directory, e.g. results/quickstart (several with --paper)")
     p.set_defaults(fn=cmd_report)
+    _plugin_option(p)
     p.add_argument(
         "--paper",
         default=None,
@@ -381,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: stitchsweep schema > stitchsweep-space.schema.json",
     )
     p.set_defaults(fn=cmd_schema)
+    _plugin_option(p)
     return parser
 
 
@@ -392,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        if getattr(args, "plugin", None):  # before anything reads a space or results: one line if one fails
+            load_plugins(args.plugin, Path.cwd(), "--plugin")
         return args.fn(args)
     except SpecError as exc:
         print(f"stitchsweep: error: {exc}", file=sys.stderr)

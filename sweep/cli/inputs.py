@@ -3,16 +3,19 @@ one is a SpecError naming the argument, what was expected and what was found."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sweep.config.errors import SpecError
 
 
-def load_space(path: str, overrides: list[str] | tuple[str, ...] = ()):
-    """The search space at `path` with the command line's `overrides` applied, refused (a SpecError) when a
-    unit's indices would not fit `resources.memory_per_trial`: what `plan` and `run` read."""
+def load_space(path: str, overrides: list[str] | tuple[str, ...] = (), plugins: list[str] | tuple = ()):
+    """The search space at `path` with the command line's `overrides` applied and its `--plugin` modules,
+    refused (a SpecError) when a unit's indices would not fit `resources.memory_per_trial`: what `plan` and
+    `run` read."""
     from sweep.config.space import load_space as read_space
     from sweep.plan import memory
 
-    sweep = read_space(path, overrides)
+    sweep = read_space(path, overrides, plugins)
     memory.check(sweep)  # with resources.memory_per_trial: every unit's indices fit it
     return sweep
 
@@ -51,5 +54,6 @@ def open_results(path: str):
 
     p = storage("RESULTS", path)
     check_results(p, path, SPACE_FILE, f"a results directory holding {SPACE_FILE} (made by `stitchsweep run`)")
-    sweep = read_space(p / SPACE_FILE)
+    space = p / SPACE_FILE
+    sweep = read_space(Path(space.path) if p.is_local else space)  # its plugins: the copies beside it
     return sweep, SweepDir(p.parent, p.name, uri=path)

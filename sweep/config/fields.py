@@ -10,12 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweep.config.errors import MISSING, SpecError
-from sweep.registry import did_you_mean
+from sweep.registry import did_you_mean, versions_of
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def stable_hash(obj: dict) -> str:
+    """The identity of `obj`, with the versions of the plugin registrations it names (none for shipped ones)."""
+    if versions := versions_of(obj):
+        obj = {**obj, "versions": versions}
     canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=list)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -171,6 +171,11 @@ def space_schema() -> dict:
             "description": "files whose fields this one extends (relative to it)",
             "anyOf": [files, {"type": "array", "items": files, "minItems": 1}],
         },
+        "plugins": {
+            "description": "modules of your own imported first: .py files (relative to this one) or module names",
+            "type": "array",
+            "items": files,
+        },
         "name": {"type": "string", "pattern": NAME_RE.pattern, "description": "names the results directory"},
         "data": section_schema(DATA_OPTIONS | SOURCE_OPTIONS),
         "donors": {"type": "object", "minProperties": 1, "additionalProperties": _donor_schema()},

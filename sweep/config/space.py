@@ -20,6 +20,7 @@ from sweep.config.fields import NAME_RE, Option, Section, by_key
 from sweep.config.generators import SHARED, expand_space, in_family
 from sweep.config.includes import in_file, read_yaml, resolve_includes
 from sweep.config.overrides import apply_overrides, overrides_named
+from sweep.config.plugins import Plugin, load_plugins, localise
 from sweep.config.trial import TrialSpec
 from sweep.registry import DATASETS
 from sweep.store.storage import Loc
@@ -38,6 +39,7 @@ class Sweep:
     cpus_per_trial: float
     gpus_per_trial: float
     raw: dict
+    plugins: tuple[Plugin, ...] = ()  # the user's modules, imported before validation (`sweep.config.plugins`)
     memory_per_trial: float | None = None  # GiB (`sweep.plan.memory` sizes the units against it)
     data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
     download: bool = True
@@ -58,9 +60,12 @@ class Sweep:
         return self.units.get("reptest", ())
 
 
-def load_space(path: str | Path | Loc, overrides: list[str] | tuple[str, ...] = ()) -> Sweep:
+def load_space(
+    path: str | Path | Loc, overrides: list[str] | tuple[str, ...] = (), extra: list[str] | tuple = ()
+) -> Sweep:
     """Read, validate and expand a search-space YAML file (a local path, or a `Loc` on any storage), with the
-    files it includes (relative to it) and then the command line's `overrides` (`sweep.config.overrides`)."""
+    files it includes and the plugins it lists (relative to it), then the command line's `overrides`
+    (`sweep.config.overrides`); `extra`: plugins given by `--plugin`."""
     p = path if isinstance(path, Loc) else Path(path)
     if not p.is_file():
         raise SpecError("SPACE", "a search-space YAML file", str(path), "no such file")
@@ -75,8 +80,10 @@ def load_space(path: str | Path | Loc, overrides: list[str] | tuple[str, ...] = 
     if isinstance(p, Path) and "include" in raw:
         raw = resolve_includes(raw, p.parent, str(path), (p.resolve(),), read)
     raw, applied = apply_overrides(raw, overrides)
+    raw = with_plugins(raw, extra)
+    base = p.parent if isinstance(p, Path) else localise(p.parent, raw.get("plugins"))
     try:
-        return parse_space(raw)
+        return parse_space(raw, base)
     except SpecError as err:  # named by the override, or the included file, it comes from
         named = overrides_named(err, applied)
         if named is not err or not read:
@@ -100,16 +107,30 @@ RESOURCE_OPTIONS = by_key(
 )
 
 
-def parse_space(raw: Any) -> Sweep:
-    """Validate a search space given as a mapping and expand it into the units of every kind of work."""
+def with_plugins(raw: dict, extra: list[str] | tuple) -> dict:
+    """`raw` with the `--plugin` arguments added to its `plugins:` (files made absolute: they are relative to
+    the working directory, not to the space)."""
+    if not extra:
+        return raw
+    listed = raw.get("plugins") or []
+    if not isinstance(listed, list):
+        raise SpecError("plugins", "a list of plugins", listed)
+    added = [str(Path(e).resolve()) if str(e).endswith(".py") else e for e in extra]
+    return {**raw, "plugins": [*listed, *(a for a in added if a not in listed)]}
+
+
+def parse_space(raw: Any, base: Path | None = None) -> Sweep:
+    """Validate a search space given as a mapping and expand it into the units of every kind of work; its
+    plugins are imported first (files relative to `base`, default the working directory)."""
     from sweep.registry import KINDS
 
     if not isinstance(raw, dict):
         raise SpecError("search space", "a mapping of search-space fields (name, data, donors, ...)", raw)
     raw = resolve_includes(raw, Path.cwd(), "search space")
+    plugins = load_plugins(raw.get("plugins"), base or Path.cwd())
     sections = {kind.section: kind for kind in KINDS.values() if kind.section}  # the kinds' own sections
     shared = {k for k in raw if str(k).startswith(SHARED)}  # x-...: blocks for anchors, dropped by expansion
-    top = Section(raw, "", {"name", "data", "donors", "evaluation", "resources", *sections, *shared})
+    top = Section(raw, "", {"name", "data", "donors", "evaluation", "resources", "plugins", *sections, *shared})
     name = top.get("name", "string")
     if not NAME_RE.match(name):
         raise SpecError("name", "letters, digits, '_', '-' or '.'", name)
@@ -137,6 +158,7 @@ def parse_space(raw: Any) -> Sweep:
         gpus_per_trial=r.read(RESOURCE_OPTIONS["gpus_per_trial"]),
         memory_per_trial=r.read(RESOURCE_OPTIONS["memory_per_trial"]),
         raw=raw,
+        plugins=plugins,
         generated=tuple(generated),
         data_root=root,
         download=download,

@@ -122,13 +122,15 @@ class Kind:
         return self.describe(unit) if self.describe else f"{self.unit_id(unit)}  {self.label(unit)}"
 
 
-def register_kind(kind: Kind) -> Kind:
+def register_kind(kind: Kind, version: str | None = None) -> Kind:
+    """Register a kind of work (`version`: a string to bump when its code changes what it computes; default:
+    its plugin module's)."""
     if (kind.section is None) == (kind.find_units is None) or kind.section and not (kind.parse and kind.unit_id):
         raise ValueError(f"kind {kind.name!r}: give a section with its parse and unit_id, or find_units")
     missing = [k for k in kind.after if k not in KINDS._entries]
     if missing:
         raise ValueError(f"kind {kind.name!r} runs after {missing}, which are not registered before it")
-    return KINDS.add(kind.name, kind)
+    return KINDS.add(kind.name, kind, version)
 
 
 def exiting() -> bool:

@@ -191,16 +191,18 @@ def register_index(
     memory: Callable | None = None,
     work: Callable | None = None,
     fit_images: bool = False,
+    version: str | None = None,
 ) -> Index:
     """Register an index: `entry` is its catalogue entry (a new index: added to the catalogue, so its Parquet
     columns and its place in the reports follow) or the name of an entry the catalogue already holds; `memory`
-    and `work`, what planning charges it (see `Index`)."""
+    and `work`, what planning charges it (see `Index`); `version`, a string to bump when its code changes its
+    numbers (default: its plugin module's)."""
     if isinstance(entry, str):
         entry = INDEX_CATALOGUE[entry]
     elif INDEX_CATALOGUE.get(entry.index) != entry:
         add_entry(entry)
     index = Index(entry, fn, layout, score, symmetric, after_fit, target_first_in_reptests, memory, work, fit_images)
-    return INDICES.add(entry.index, index)
+    return INDICES.add(entry.index, index, version)
 
 
 # Their memory and work models (`sweep.plan.memory`, `sweep.plan.index_costs`, torch-free) are named, read when planned.

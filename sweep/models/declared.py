@@ -66,9 +66,10 @@ class Architecture:
         return lazy("sweep.models.base:measure_shapes")(self.name, in_channels, image_size, num_classes)
 
 
-def register_architecture(name: str, description: str):
-    """Decorator: add a builder `fn(*, in_channels, num_classes, mean, std, image_size) -> StagedNet`."""
-    return ARCHITECTURES.register(name, lambda fn: Architecture(name, fn, description))
+def register_architecture(name: str, description: str, version: str | None = None):
+    """Decorator: add a builder `fn(*, in_channels, num_classes, mean, std, image_size) -> StagedNet`
+    (`version`: a string to bump when it changes; default: its plugin module's)."""
+    return ARCHITECTURES.register(name, lambda fn: Architecture(name, fn, description), version)
 
 
 BUILTIN = {

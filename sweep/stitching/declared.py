@@ -56,14 +56,17 @@ def register_objective(
     dm_init: bool = False,
     random_start: bool = True,
     params: tuple[Option, ...] = (),
+    version: str | None = None,
 ):
-    """Decorator: register `fit(ctx) -> metrics` (or its "module:function" name) as objective `name`."""
+    """Decorator: register `fit(ctx) -> metrics` (or its "module:function" name) as objective `name`
+    (`version`: a string to bump when it changes; default: its plugin module's)."""
     return OBJECTIVES.register(
         name,
         lambda fn: Objective(
             name, lazy(fn) if isinstance(fn, str) else fn, frozenset(fields), description, dm_init, random_start,
             tuple(params),
         ),
+        version,
     )  # fmt: skip
 
 

@@ -252,3 +252,28 @@ def test_losing_a_worker_node_and_then_the_driver_loses_no_trial(cluster, tiny_s
     assert not list(results.rglob(".tmp-*")), "no partial file may survive"
     trials = analysis.load_trials(results)
     assert len(trials) == 18 and trials["trial_id"].is_unique
+
+
+def test_a_plugin_reaches_a_second_node_only_through_ray(cluster, tmp_path):
+    """The plugin file lies in a folder no node's path names; the worker node imports Ray's shipped copy."""
+    from tests.sweep.cli.test_plugins import LOG_ENV, plugin_space
+
+    space, log = plugin_space(tmp_path / "src"), tmp_path / "imports.log"
+    os.environ[LOG_ENV] = str(log)  # the nodes started below inherit it, and so their workers
+    try:
+        worker = cluster.add_worker("worker1")
+        assert cluster.alive_nodes() == 2
+        out = subprocess.run(
+            [*CLI, "run", str(space), "--storage", str(tmp_path / "results"), "--address", cluster.address],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    finally:
+        del os.environ[LOG_ENV]
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 trials: 2 done" in out.stdout, out.stdout
+    lines = [line.split("\t") for line in log.read_text().splitlines()]
+    # imported on the worker node from Ray's copy (its processes carry the node's tag)
+    assert any("runtime_resources" in path and tag == worker for path, tag in lines), lines
