@@ -75,14 +75,16 @@ def _cluster_auth(address: str | None) -> None:
         os.environ["RAY_AUTH_MODE"] = "token"
 
 
-def _prepare(sweep_dir) -> None:
-    """Refuse storage this user cannot write, then make the sweep's folders."""
+def _prepare(sweep_dir, sweep) -> None:
+    """Refuse storage this user cannot write, then make the sweep's folder and its kinds' tables (only the
+    kinds its space has units of)."""
+    from sweep.registry import KINDS
     from sweep.store.results import writable_or_error
 
     problem = writable_or_error(sweep_dir.path)
     if problem:
         raise SpecError("--storage", "storage this user can write", str(sweep_dir.root), problem)
-    sweep_dir.create()
+    sweep_dir.create([k.table for k in KINDS.values() if k.schema is not None and k.units(sweep)])
 
 
 def _check_counts(args) -> None:
@@ -109,7 +111,7 @@ def _cache_settings(args) -> None:
 def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
     _check_counts(args)
     _cache_settings(args)
-    _prepare(sweep_dir)
+    _prepare(sweep_dir, sweep)
     with Lease(sweep_dir):  # one driver per sweep
         return _execute_leased(sweep, sweep_dir, args, retry_failed)
 
@@ -145,6 +147,7 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
             sweep, sweep_dir, plan, address=args.address, num_cpus=args.num_cpus, max_concurrent=args.max_concurrent
         )
     complete = print_status(sweep, sweep_dir)
+    _compact(sweep_dir.path)  # what earlier runs left loose (each stage compacts its own at its end)
     planning.write_manifest(sweep, sweep_dir)  # the next status reads only what changed since
     from analysis.reading import write_snapshot
 
@@ -168,7 +171,7 @@ def cmd_run(args) -> int:
     sweep = load_space(args.space)
     storage("--storage", args.storage)
     sweep_dir = SweepDir(args.storage, sweep.name)
-    _prepare(sweep_dir)
+    _prepare(sweep_dir, sweep)
     # The sweep's own copy: `resume`, `status` and `report` read it. A grown space replaces it; trial ids
     # keep finished trials finished.
     sweep_dir.space.write_text(yaml.safe_dump(sweep.raw, sort_keys=False))
@@ -189,6 +192,32 @@ def cmd_resume(args) -> int:
     sweep, sweep_dir = open_results(args.results)
     memory.check(sweep)  # with resources.memory_per_trial: every unit's indices fit it
     return _execute(sweep, sweep_dir, args, retry_failed=args.failed)
+
+
+# A results directory: its space (a sweep's folder holds only the tables of the kinds it ran), or a trials/ folder.
+RESULTS_MARKERS = ("space.yaml", "trials")
+RESULTS_EXPECTED = "a results directory with a space.yaml or a trials/ folder (made by `stitchsweep run`)"
+
+
+def _compact(results) -> int:
+    """Compact every table's done parts (`sweep.store.compact`), printing one line when there were any."""
+    from sweep.store.compact import compact
+
+    done = compact(results)
+    parts, files = sum(p for p, _ in done.values()), sum(f for _, f in done.values())
+    if parts:
+        print(f"compacted {parts} parts into {files} file(s)", flush=True)
+    return parts
+
+
+def cmd_compact(args) -> int:
+    """Compact an existing sweep's parts (the engine does it at the end of every stage)."""
+    p = storage("RESULTS", args.results)
+    check_results(p, args.results, RESULTS_MARKERS, RESULTS_EXPECTED)
+    if (p / "driver.lease").exists():
+        print("note: a driver holds this sweep's lease; compaction is safe beside it only between its stages")
+    _compact(p)
+    return 0
 
 
 def cmd_status(args) -> int:
@@ -213,14 +242,14 @@ def cmd_report(args) -> int:
 
         roots = [storage("RESULTS", path) for path in args.results]
         for p, path in zip(roots, args.results, strict=True):
-            check_results(p, path, "trials", "a results directory with a trials/ folder (made by `stitchsweep run`)")
+            check_results(p, path, RESULTS_MARKERS, RESULTS_EXPECTED)
         folder, write = paper_report(args.paper, roots, args.out)
         return _write_report(folder, write, "this paper's previous report")
     if len(args.results) != 1:
         raise SpecError("RESULTS", "one results directory (several only with --paper)", " ".join(args.results))
     args.results = args.results[0]
     p = storage("RESULTS", args.results)
-    check_results(p, args.results, "trials", "a results directory with a trials/ folder (made by `stitchsweep run`)")
+    check_results(p, args.results, RESULTS_MARKERS, RESULTS_EXPECTED)
     expected = None
     if (p / SPACE_FILE).exists():  # the header's counts and which trials are still in the space
         sweep, sweep_dir = open_results(args.results)
@@ -309,6 +338,10 @@ def build_parser() -> argparse.ArgumentParser:
                  "count done / failed / pending units; exit code 0 when the sweep is complete, 1 otherwise",
                  "results/quickstart --json", RESULTS)  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the counts and first failures as JSON")
+
+    _command(sub, "compact", cmd_compact,
+             "gather a sweep's done parts into at most 100 files per table (runs also do it after each stage)",
+             "results/quickstart", RESULTS)  # fmt: skip
 
     p = sub.add_parser("report", help="write the HTML report and PNG charts of a sweep (or of a paper's items)",
                        epilog="example: stitchsweep report results/quickstart --out report/quickstart (a paper's page:"
