@@ -88,7 +88,7 @@ def test_a_crash_between_the_compacted_file_and_the_deletions_leaves_each_unit_o
     assert sorted(prog.done) == sorted(ids) and not prog.pending and not prog.failed
     assert planning.to_run(sweep, sweep_dir, retry_failed=True, dry=True)["trial"] == []
     compaction.compact(sweep_dir.path)  # again: a newer file holds them; readers keep its copy
-    assert _rows(sweep_dir) == before and not [n for n in _files(sweep_dir.trials) if n in {f"{i}.parquet" for i in ids}]
+    assert _rows(sweep_dir) == before and not any(sweep_dir.trial_part(i).exists() for i in ids)
 
 
 def test_recorded_units_are_found_in_compacted_files(tiny):
