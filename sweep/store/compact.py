@@ -65,18 +65,37 @@ def keep_winners(table: pa.Table, file_column: str) -> pa.Table:
     return table.filter(pc.is_in(joined, value_set=pa.array([f"{f}\0{p}" for f, p in keep], pa.string())))
 
 
-def compacted_statuses(folder: Loc, names: list[str]) -> dict[str, str | None]:
+def compacted_statuses(folder: Loc, names: list[str], repair: bool = False) -> dict[str, str | None]:
     """Part name -> status ("done", or null where the table has no status) of every part the compacted files
-    among `names` (a listing of `folder`) hold; the newest file's wins. Unreadable files are left out."""
+    among `names` (a listing of `folder`) hold; the newest file's wins. An unreadable file holds nothing: its
+    units are pending again; with `repair` (a run) it is set aside (`*.corrupt`) so that they are recomputed."""
     out: dict[str, str | None] = {}
     for name in sorted(n for n in names if n.startswith(COMPACTED_PREFIX)):
         try:
             t = _columns(folder / name, [PART_COLUMN, "status"])
-        except Exception:  # truncated or not Parquet: holds nothing (the loose parts it would hold remain)
+        except Exception:  # truncated or not Parquet
+            if repair:
+                from sweep.store.results import set_aside
+
+                aside = set_aside(folder / name).name
+                print(f"warning: unreadable compacted file {folder / name}: set aside as {aside}", flush=True)
             continue
         status = t["status"].to_pylist() if "status" in t.column_names else [None] * t.num_rows
         out.update(zip(t[PART_COLUMN].to_pylist(), status))
     return out
+
+
+def recorded_parts(folder: Loc) -> dict[str, Loc]:
+    """Part name -> the file that holds it for readers, loose or compacted (`winners`): which units a table
+    has recorded, whether or not its parts were compacted."""
+    pairs = []
+    for f in folder.files(PART_SUFFIX):
+        try:
+            held = _columns(f, [PART_COLUMN])[PART_COLUMN].to_pylist() if is_compacted(f) else [f.name]
+        except Exception:  # unreadable: holds nothing
+            continue
+        pairs += [(f.name, p) for p in held]
+    return {p: folder / f for f, p in sorted(winners(pairs), key=lambda fp: fp[1])}
 
 
 def _columns(loc: Loc, wanted: list[str]) -> pa.Table:
