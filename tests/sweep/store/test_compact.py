@@ -138,12 +138,12 @@ def test_a_recursive_glob_of_the_results_counts_each_row_once(tiny):
     legacy = sweep_dir.path / SNAPSHOT_DIR / "trials.parquet"
     legacy.write_parquet(read_table(sweep_dir.path, TRIALS_DIR))
     write_snapshot(sweep_dir.path)
-    assert not legacy.exists() and (sweep_dir.path / SNAPSHOT_DIR).files("") != []
     # the whole folder, its space.yaml and status files skipped (pyarrow's default skips `_`-prefixed folders)
     folder = ds.dataset(sweep_dir.path.path, format="parquet", exclude_invalid_files=True)
     globbed = ds.dataset([p.path for p in sweep_dir.path.rglob("*.parquet")], format="parquet")  # `**/*.parquet`
     assert folder.count_rows() == globbed.count_rows() == len(ids)
     assert _rows(sweep_dir) == sorted((t, "done", 0.5) for t in ids)
+    assert not legacy.exists() and (sweep_dir.path / SNAPSHOT_DIR).files("") != []
 
 
 def test_a_fresh_sweep_has_folders_only_for_the_kinds_it_has_units_of(tiny, tmp_path):
