@@ -169,3 +169,20 @@ def test_the_compact_command_compacts_an_old_sweep(tiny, capsys):
     assert main(["compact", str(sweep_dir.path)]) == 0
     assert f"compacted {len(ids)} parts into 1 file(s)" in capsys.readouterr().out
     assert len(_files(sweep_dir.trials)) == 1 and len(_rows(sweep_dir)) == len(ids)
+
+
+def test_the_donor_stage_and_the_trials_find_a_compacted_donor_row(tiny):
+    """After the zoo stage's compaction, the donor stage still sees its evaluation recorded (not redone) and a
+    trial still takes the donor's accuracies from its row (not measured again)."""
+    from sweep.kinds.donor import _recorded
+    from sweep.worker.zoo import donor_row
+
+    sweep, sweep_dir, _ = tiny
+    donor, evals = sweep.donors["plain_a"], sweep.donor_evals["plain_a"]
+    ev = evals[0]
+    part = sweep_dir.donor_part(donor.name, ev.eval_id(donor.donor_key))
+    row = {"donor": donor.name, "donor_key": donor.donor_key, "status": "done", "clean_acc": 0.75}
+    write_rows(part, [{**row, **ev.row_fields(), "eval_id": ev.eval_id(donor.donor_key)}], schema("donors"))
+    assert compaction.compact(sweep_dir.path)["donors"] == (1, 1) and not part.exists()
+    assert _recorded(part, with_train=False)
+    assert donor_row(sweep_dir, donor.name, donor.donor_key, ev)["clean_acc"] == 0.75  # the value written
