@@ -250,6 +250,7 @@ def test_each_stage_compacts_its_parts_and_resume_reruns_nothing(tiny_space, wri
     import pyarrow.dataset as ds
 
     tiny_space["stitching"]["objectives"] = ["dm"]
+    tiny_space["donors"]["plain_a"]["epochs"] = 1  # what is measured here is the bookkeeping, not the donor
     storage = tmp_path / "results"
     results = storage / "tiny"
     out = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2).stdout
