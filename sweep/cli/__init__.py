@@ -338,7 +338,6 @@ def build_parser() -> argparse.ArgumentParser:
                  "count done / failed / pending units; exit code 0 when the sweep is complete, 1 otherwise",
                  "results/quickstart --json", RESULTS)  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the counts and first failures as JSON")
-
     _command(sub, "compact", cmd_compact,
              "gather a sweep's done parts into at most 100 files per table (runs also do it after each stage)",
              "results/quickstart", RESULTS)  # fmt: skip

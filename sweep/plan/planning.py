@@ -33,7 +33,10 @@ def statuses(parts: list, known: dict | None = None, seen: dict | None = None, r
     for key, folder in {str(p.parent): p.parent for p in parts}.items():
         listed = folder.file_stamps(".parquet")
         stamps.update(listed)
-        compacted[key] = compacted_statuses(folder, [posixpath.basename(p) for p in listed], repair)
+        unreadable: list = []
+        compacted[key] = compacted_statuses(folder, [posixpath.basename(p) for p in listed], unreadable)
+        for bad in unreadable if repair else ():  # its units count as pending: set it aside, they run again
+            print(f"warning: unreadable compacted file {bad}: set aside as {set_aside(bad).name}", flush=True)
     known = known or {}
     existing = [p for p in parts if p.path in stamps]
     cached = {p: known[p.path][2] for p in existing if list(known.get(p.path, [])[:2]) == list(stamps[p.path])}

@@ -65,20 +65,17 @@ def keep_winners(table: pa.Table, file_column: str) -> pa.Table:
     return table.filter(pc.is_in(joined, value_set=pa.array([f"{f}\0{p}" for f, p in keep], pa.string())))
 
 
-def compacted_statuses(folder: Loc, names: list[str], repair: bool = False) -> dict[str, str | None]:
+def compacted_statuses(folder: Loc, names: list[str], unreadable: list | None = None) -> dict[str, str | None]:
     """Part name -> status ("done", or null where the table has no status) of every part the compacted files
-    among `names` (a listing of `folder`) hold; the newest file's wins. An unreadable file holds nothing: its
-    units are pending again; with `repair` (a run) it is set aside (`*.corrupt`) so that they are recomputed."""
+    among `names` (a listing of `folder`) hold; the newest file's wins. An unreadable file holds nothing (its
+    units are pending again) and is appended to `unreadable` (a run sets it aside, so they are recomputed)."""
     out: dict[str, str | None] = {}
     for name in sorted(n for n in names if n.startswith(COMPACTED_PREFIX)):
         try:
             t = _columns(folder / name, [PART_COLUMN, "status"])
         except Exception:  # truncated or not Parquet
-            if repair:
-                from sweep.store.results import set_aside
-
-                aside = set_aside(folder / name).name
-                print(f"warning: unreadable compacted file {folder / name}: set aside as {aside}", flush=True)
+            if unreadable is not None:
+                unreadable.append(folder / name)
             continue
         status = t["status"].to_pylist() if "status" in t.column_names else [None] * t.num_rows
         out.update(zip(t[PART_COLUMN].to_pylist(), status))
