@@ -186,3 +186,18 @@ def test_the_donor_stage_and_the_trials_find_a_compacted_donor_row(tiny):
     assert compaction.compact(sweep_dir.path)["donors"] == (1, 1) and not part.exists()
     assert _recorded(part, with_train=False)
     assert donor_row(sweep_dir, donor.name, donor.donor_key, ev)["clean_acc"] == 0.75  # the value written
+
+
+def test_an_unreadable_compacted_file_is_set_aside_by_a_run_and_its_units_run_again(tiny):
+    """`status` only counts the units of a truncated compacted file as pending; a run's scan renames it
+    `*.corrupt` and schedules them."""
+    sweep, sweep_dir, ids = tiny
+    for tid in ids:
+        _write_trial(sweep_dir, tid)
+    compaction.compact(sweep_dir.path)
+    (compacted,) = sweep_dir.trials.files(".parquet")
+    compacted.write_bytes(b"PAR1 truncated")
+    assert sorted(planning.progress(sweep, sweep_dir, ["trial"])["trial"].pending) == sorted(ids)
+    assert compacted.exists()  # `status` only looks
+    assert sorted(planning.to_run(sweep, sweep_dir, False)["trial"]) == sorted(ids)
+    assert not compacted.exists() and compacted.with_name(compacted.name + ".corrupt").exists()
