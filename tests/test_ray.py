@@ -255,7 +255,7 @@ def test_each_stage_compacts_its_parts_and_resume_reruns_nothing(tiny_space, wri
     results = storage / "tiny"
     out = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2).stdout
     assert "[zoo] compacted 2 parts into 2 file(s)" in out, out  # the donor's row, its curves: a file per table
-    assert "[stitch] compacted 4 parts into 2 file(s)" in out, out  # two trials' rows and their curves
+    assert "[stitch] compacted 2 parts into 1 file(s)" in out, out  # two dm trials: rows, no training curves
     assert "2 done, 0 failed, 0 pending" in out
     tables = {p.name for p in results.iterdir() if p.is_dir() and not p.name.startswith("_")}
     assert tables <= {"donors", "trials", "curves", "donor_curves", "stitchers"} and all(
