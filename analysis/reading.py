@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
+from sweep.store.compact import keep_winners
 from sweep.store.layout import (
     CURVES_DIR,
     DONORS_DIR,
@@ -61,35 +62,42 @@ def _to_schema(t: pa.Table, expected: pa.Schema) -> pa.Table:
     return t.select(known + extra).cast(pa.schema(list(expected) + [t.schema.field(c) for c in extra]))
 
 
-PART = "_part"  # the snapshot's column naming the part a row came from
+PART = "_part"  # the name of the part a row came from (a compacted file keeps it for each row)
+FILE = "_file"  # the file a row was read from: the part itself, or a compacted file holding it
+SNAPSHOT_SUFFIX = ".snapshot"  # Parquet inside, named so that a `**/*.parquet` glob does not count it again
 
 
 def _snapshot(root: Loc, kind: str, stamps: dict[str, tuple[int, int]], expected: pa.Schema) -> tuple:
-    """(the snapshot's rows of the parts whose listing is unchanged since it was taken, those parts' paths);
+    """(the snapshot's rows of the files whose listing is unchanged since it was taken, those files' paths);
     nothing when there is no usable snapshot."""
     folder = root / kind
     try:
-        snap = (root / SNAPSHOT_DIR / f"{kind}.parquet").read_parquet()
+        snap = (root / SNAPSHOT_DIR / f"{kind}{SNAPSHOT_SUFFIX}").read_parquet()
         taken = json.loads((root / SNAPSHOT_DIR / f"{kind}.json").read_text())
     except (OSError, ValueError, pa.ArrowException):
         return None, set()
+    if FILE not in snap.column_names:
+        return None, set()
     same = {p for p, st in stamps.items() if list(taken.get(posixpath.basename(p), [])) == list(st)}
     names = pa.array(sorted(posixpath.basename(p) for p in same), pa.string())
-    keep = snap.filter(pa.compute.is_in(snap[PART], value_set=names))
-    rows = _to_schema(keep, expected) if keep.num_rows else None  # `_part` stays, after the schema's columns
+    keep = snap.filter(pa.compute.is_in(snap[FILE], value_set=names))
+    rows = _to_schema(keep, expected) if keep.num_rows else None  # `_part`, `_file` stay after the schema's
     return rows, {str(folder / posixpath.basename(p)) for p in same}
 
 
 def write_snapshot(results: str | os.PathLike | Loc) -> int:
-    """Take a snapshot of every table (after a run): one Parquet file per table holding every part's rows, and
-    each part's listed size and time. Later reads take the unchanged parts' rows from it: on an object store
-    a few requests instead of one per part. Returns how many parts it covers."""
+    """Take a snapshot of every table (after a run): one file per table holding every part's rows (Parquet,
+    named `<table>.snapshot`), and each file's listed size and time. Later reads take the unchanged files' rows
+    from it: on an object store a few requests instead of one per part. Returns how many files it covers."""
     root = open_root(results)
     covered = 0
     for kind in tables():
         stamps = (root / kind).file_stamps(".parquet")
-        table = read_table(root, kind, with_parts=True)
-        (root / SNAPSHOT_DIR / f"{kind}.parquet").write_parquet(table)
+        (root / SNAPSHOT_DIR / f"{kind}.parquet").unlink(missing_ok=True)  # an earlier release's name
+        if not stamps:
+            continue
+        table = _gather(root, kind)  # every copy of a part: which one wins depends on what is listed later
+        (root / SNAPSHOT_DIR / f"{kind}{SNAPSHOT_SUFFIX}").write_parquet(table)
         (root / SNAPSHOT_DIR / f"{kind}.json").write_text(
             json.dumps({posixpath.basename(p): list(st) for p, st in stamps.items()})
         )
@@ -97,15 +105,10 @@ def write_snapshot(results: str | os.PathLike | Loc) -> int:
     return covered
 
 
-def read_table(
-    results: str | os.PathLike | Loc, kind: str, problems: list[dict] | None = None, with_parts: bool = False
-) -> pa.Table:
-    """All parts of `kind` ("trials", "donors" or "curves") as one Arrow table with a unified schema, in the
-    parts' name order (`with_parts`: a `_part` column names each row's part). The rows of parts unchanged since
-    the last snapshot come from it (`write_snapshot`). Unreadable parts are skipped with a warning and appended
-    to `problems` as {path, kind, error}."""
+def _gather(root: Loc, kind: str, problems: list[dict] | None = None) -> pa.Table | None:
+    """Every row of every file of `kind`, loose parts and compacted files, each with its `_part` and `_file`
+    (None when there is none): a part may appear twice (a compaction interrupted before it removed it)."""
     expected = schema(kind)  # with the columns of every index registered now
-    root = open_root(results)
     stamps = (root / kind).file_stamps(".parquet")
     snapped, covered = _snapshot(root, kind, stamps, expected)
     tables = [] if snapped is None else [snapped]
@@ -117,24 +120,43 @@ def read_table(
         except Exception as exc:  # reported below, in the parts' order
             return exc
 
-    # One part per trial: many small files, and on an object store each read is a round trip. Read them
+    # One part per unit: many small files, and on an object store each read is a round trip. Read them
     # concurrently (pyarrow releases the GIL while it reads).
     with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
         results_ = list(pool.map(attempt, parts))
     for part, got in zip(parts, results_):
         if isinstance(got, Exception):
             error = f"{type(got).__name__}: {got}"
-            warnings.warn(f"skipping unreadable results part {part}: {error}", stacklevel=2)
+            warnings.warn(f"skipping unreadable results part {part}: {error}", stacklevel=3)
             if problems is not None:
                 problems.append({"path": str(part), "kind": kind, "error": error})
-        else:
-            tables.append(got.append_column(PART, pa.array([part.name] * got.num_rows, pa.string())))
+            continue
+        if PART not in got.column_names:  # a loose part: its own name
+            got = got.append_column(PART, pa.array([part.name] * got.num_rows, pa.string()))
+        tables.append(got.append_column(FILE, pa.array([part.name] * got.num_rows, pa.string())))
     if not tables:
+        return None
+    merged = pa.concat_tables(tables, promote_options="permissive")
+    return _to_schema(merged, expected)
+
+
+def read_table(
+    results: str | os.PathLike | Loc, kind: str, problems: list[dict] | None = None, with_parts: bool = False
+) -> pa.Table:
+    """All parts of `kind` ("trials", "donors" or "curves") as one Arrow table with a unified schema, in the
+    parts' name order (`with_parts`: a `_part` column names each row's part, and `_file` the file it was read
+    from). Parts compacted into one file (`sweep.store.compact`) are read like loose ones; a part recorded
+    twice (a loose copy and a compacted one, or two compacted ones) counts once: the loose copy, else the
+    newest compacted one. The rows of files unchanged since the last snapshot come from it (`write_snapshot`).
+    Unreadable files are skipped with a warning and appended to `problems` as {path, kind, error}."""
+    expected = schema(kind)
+    merged = _gather(open_root(results), kind, problems)
+    if merged is None:
         empty = expected.empty_table()
-        return empty.append_column(PART, pa.array([], pa.string())) if with_parts else empty
-    merged = pa.concat_tables(tables, promote_options="permissive").sort_by(PART)
-    merged = _to_schema(merged, expected)
-    return merged if with_parts else merged.drop_columns([PART])
+        names = pa.array([], pa.string())
+        return empty.append_column(PART, names).append_column(FILE, names) if with_parts else empty
+    merged = keep_winners(merged, FILE).sort_by(PART)
+    return merged if with_parts else merged.drop_columns([PART, FILE])
 
 
 def load_trials(results: str | os.PathLike | Loc) -> pd.DataFrame:

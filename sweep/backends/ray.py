@@ -291,6 +291,17 @@ def _remove_quietly(loc: Loc) -> None:
         print(f"note: could not remove Ray's run records at {loc}: {exc}", flush=True)
 
 
+def _compact_stage(stage: str, sweep_dir: SweepDir) -> None:
+    """At the end of a stage, no unit writes: its done parts (and any left loose before) go into compacted
+    files (`sweep.store.compact`), so that the tables stay a few files each."""
+    from sweep.store.compact import compact
+
+    done = compact(sweep_dir.path)
+    parts, files = sum(p for p, _ in done.values()), sum(f for _, f in done.values())
+    if parts:
+        print(f"[{stage}] compacted {parts} parts into {files} file(s)", flush=True)
+
+
 def _chance_warnings(sweep: Sweep, sweep_dir: SweepDir) -> list[str]:
     """The zoo stage's warnings about this sweep's donors that ended training at chance (`at_chance` in their
     rows of the donors table), one per donor."""
@@ -416,6 +427,7 @@ def run_stages(
             if trackers:
                 progress.extra.append(_Tracking(trackers, kind, units, sweep_dir))
             summaries.append(_fit(kind.stage, trainable, list(units), resources, sweep_dir, progress, max_concurrent))
+            _compact_stage(kind.stage, sweep_dir)
             if kind.after_stage is not None:  # e.g. the end of the zoo stage: donors that learned nothing
                 for line in resolve(kind.after_stage)(sweep, sweep_dir):
                     print(f"[{kind.stage}] {line}", flush=True)

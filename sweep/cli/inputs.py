@@ -32,12 +32,13 @@ def storage(field: str, where: str):
         ) from None
 
 
-def check_results(p, path: str, marker: str, expected: str) -> None:
-    """Refuse a RESULTS argument without `marker` inside, suggesting the sweep folders below it."""
+def check_results(p, path: str, marker: str | tuple[str, ...], expected: str) -> None:
+    """Refuse a RESULTS argument without `marker` (or any of several) inside, suggesting the sweep folders
+    below it."""
     from sweep.store.layout import SPACE_FILE
 
     try:
-        ok = (p / marker).exists()
+        ok = any((p / m).exists() for m in ((marker,) if isinstance(marker, str) else marker))
         inside = [] if ok else [q for q in p.glob("*") if (q / SPACE_FILE).is_file()]
     except OSError as exc:
         raise SpecError("RESULTS", expected, path, f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None

@@ -25,7 +25,7 @@ from sweep.measures.chance import at_chance
 from sweep.models.base import StagedNet
 from sweep.registry import DONOR_SOURCES
 from sweep.store.layout import DONOR_CURVES_DIR, DONORS_DIR
-from sweep.store.results import Loc, SweepDir, load_torch, read_status, save_torch, write_rows
+from sweep.store.results import Loc, SweepDir, load_torch, recorded_row, save_torch, write_rows
 from sweep.store.schema import SCHEMA_VERSION, schema
 from sweep.train.donors import TRAIN_STATE
 from sweep.train.evaluate import accuracy, predict, robust_accuracy
@@ -122,10 +122,12 @@ def test_predictions(model, x: torch.Tensor, device: torch.device) -> torch.Tens
 
 
 def _recorded(part: Loc, with_train: bool) -> bool:
-    """Whether `part` holds a done row (and, `with_train`, one that measured the training images)."""
-    if not (part.exists() and read_status(part) == "done"):
+    """Whether `part` holds a done row, loose or compacted (and, `with_train`, one that measured the training
+    images)."""
+    row = recorded_row(part)
+    if row is None or row.get("status") != "done":
         return False
-    return not with_train or part.read_parquet(columns=["train_clean_acc"])["train_clean_acc"][0].is_valid
+    return not with_train or row.get("train_clean_acc") is not None
 
 
 def base_row(donor: DonorSpec, sweep_name: str) -> dict:

@@ -7,6 +7,7 @@ request).
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 
 from sweep.registry import KINDS
@@ -18,16 +19,24 @@ def statuses(parts: list, known: dict | None = None, seen: dict | None = None, r
     [size, mtime_ns, status]) records with the size and modification time the listing shows. An unreadable
     part counts as absent, as does a missing one (None); with `repair` (what a run does, not `status` or
     `report`) it is also set aside (renamed `*.corrupt`, reported) so that it can be computed again.
-    `seen`, when given, receives path -> [size, mtime_ns, status] of every part found (the next manifest)."""
+    `seen`, when given, receives path -> [size, mtime_ns, status] of every part found (the next manifest).
+    A part that is not loose has the status of its row in the folder's compacted files (`sweep.store.compact`)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from sweep.store.compact import compacted_statuses
     from sweep.store.results import read_status, set_aside
 
     if not parts:
         return {}
     stamps: dict[str, tuple[int, int]] = {}
-    for folder in {str(p.parent): p.parent for p in parts}.values():
-        stamps.update(folder.file_stamps(".parquet"))
+    compacted: dict[str, dict] = {}  # folder -> part name -> status, from its compacted files
+    for key, folder in {str(p.parent): p.parent for p in parts}.items():
+        listed = folder.file_stamps(".parquet")
+        stamps.update(listed)
+        unreadable: list = []
+        compacted[key] = compacted_statuses(folder, [posixpath.basename(p) for p in listed], unreadable)
+        for bad in unreadable if repair else ():  # its units count as pending: set it aside, they run again
+            print(f"warning: unreadable compacted file {bad}: set aside as {set_aside(bad).name}", flush=True)
     known = known or {}
     existing = [p for p in parts if p.path in stamps]
     cached = {p: known[p.path][2] for p in existing if list(known.get(p.path, [])[:2]) == list(stamps[p.path])}
@@ -44,7 +53,8 @@ def statuses(parts: list, known: dict | None = None, seen: dict | None = None, r
             )
         elif status is None:
             print(f"warning: unreadable results part {part}: counted as missing (`resume` recomputes it)", flush=True)
-    return {p: found.get(p) for p in parts}
+    # a part no longer loose is recorded where compaction put it (a loose copy, newer, wins above)
+    return {p: found.get(p) or compacted[str(p.parent)].get(p.name) for p in parts}
 
 
 @dataclass

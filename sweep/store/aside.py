@@ -1,12 +1,18 @@
 """Setting a unit's parts aside for a rerun (`stitchsweep run --rerun`): moved, not deleted, to
 `RESULTS/_set_aside/<UTC timestamp>/<table>/<part>`, where no reader of the tables looks (they read the table
-folders by name; pyarrow and pandas skip folders whose name starts with '_')."""
+folders by name; pyarrow and pandas skip folders whose name starts with '_'). A part already gathered into a
+compacted file (`sweep.store.compact`) is taken out of it: its rows are written aside as the part, then the
+compacted file is rewritten without them."""
 
 from __future__ import annotations
 
 import time
 
-from sweep.store.layout import SET_ASIDE_DIR
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sweep.store.compact import PART_COLUMN, compacted_name, is_compacted
+from sweep.store.layout import PART_SUFFIX, SET_ASIDE_DIR
 
 
 def set_aside_units(sweep, sweep_dir, selected: dict[str, set[str]]) -> tuple[object, int]:
@@ -15,7 +21,7 @@ def set_aside_units(sweep, sweep_dir, selected: dict[str, set[str]]) -> tuple[ob
     from sweep.registry import KINDS
 
     folder = sweep_dir.path / SET_ASIDE_DIR / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    moved = 0
+    moved, held = 0, {}  # held: table folder -> names of parts that are not loose files
     for name, uids in selected.items():
         kind, units = KINDS[name], KINDS[name].units(sweep)
         for uid in uids:
@@ -25,4 +31,31 @@ def set_aside_units(sweep, sweep_dir, selected: dict[str, set[str]]) -> tuple[ob
                     target.parent.mkdir()
                     part.rename(target)
                     moved += 1
+                else:
+                    held.setdefault(part.parent.path, (part.parent, set()))[1].add(part.name)
+    for table, names in held.values():
+        moved += _take_out(table, names, folder / table.name)
     return folder, moved
+
+
+def _take_out(table, names: set[str], aside) -> int:
+    """Move the parts `names` out of the compacted files of one table folder into `aside`: each one's rows
+    written there as its part first, then each compacted file that held some rewritten without them (whole,
+    under a new name) and the old one removed. Returns how many parts were taken out."""
+    taken: set[str] = set()
+    for f in [f for f in table.files(PART_SUFFIX) if is_compacted(f)]:
+        t = f.read_parquet()
+        hit = pc.is_in(t[PART_COLUMN], value_set=pa.array(sorted(names), pa.string()))
+        if not pc.any(hit).as_py():
+            continue
+        out = t.filter(hit)
+        for part in set(out[PART_COLUMN].to_pylist()):
+            aside.mkdir()
+            rows = out.filter(pc.equal(out[PART_COLUMN], part)).drop_columns([PART_COLUMN])
+            (aside / part).write_parquet(rows)
+            taken.add(part)
+        rest = t.filter(pc.invert(hit))
+        if rest.num_rows:
+            (table / compacted_name()).write_parquet(rest)
+        f.unlink(missing_ok=True)
+    return len(taken)

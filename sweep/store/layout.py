@@ -8,10 +8,11 @@ Layout under the storage root:
     <root>/<sweep>/curves/<trial_id>.parquet   long format: trial_id, epoch, metric, value
     <root>/<sweep>/donors/<name>-<eval_id>.parquet   one row per donor and evaluation setting
     <root>/<sweep>/<table>/<unit_id>.parquet   the other kinds of work (`tables()`)
+    <root>/<sweep>/<table>/@compacted-<ns>-<hex>.parquet   done parts compacted into one file (`compact.py`)
     <root>/<sweep>/inverted/<unit_id>/     an inversion unit's images: shard-00000.npz, ... and index.npz
                                            (written before its part; `<unit_id>.npz` before shards existed)
     <root>/<sweep>/stitchers/<trial_id>.pt  a trial's fitted stitcher (written before its part)
-    <root>/<sweep>/_snapshot/<table>.parquet   the reader's snapshot of a table (`analysis.reading`)
+    <root>/<sweep>/_snapshot/<table>.snapshot  the reader's snapshot of a table (Parquet; `analysis.reading`)
     <root>/<sweep>/_ray/                   Ray's records of a run (removed after a clean one)
 """
 
@@ -26,7 +27,7 @@ ZOO_DIR = "zoo"  # beside the sweeps, under the root
 CHECKPOINT_FILE = "model.pt"  # a donor's checkpoint in its zoo folder
 RAY_DIR = "_ray"
 SET_ASIDE_DIR = "_set_aside"  # <UTC time>/<table>/<part>: parts `run --rerun` moved out of the tables (kept)
-SNAPSHOT_DIR = "_snapshot"  # <table>.parquet: every part's rows at the last snapshot, each with its part's name
+SNAPSHOT_DIR = "_snapshot"  # <table>.snapshot: every file's rows at the last snapshot, each with its part's name
 INVERTED_DIR = "inverted"  # <unit_id>/: the inverted images in shards, and their index (not a table)
 INVERTED_INDEX = "index.npz"
 STITCHERS_DIR = "stitchers"  # <trial_id>.pt: a trial's fitted stitcher (not a table)
@@ -152,8 +153,11 @@ class SweepDir:
         """An inversion unit's images: a folder of shards and an index (`sweep.store.inverted`)."""
         return inverted_folder(self.path, unit_id)
 
-    def create(self) -> None:
-        for name in tables():
+    def create(self, names: list[str] | tuple[str, ...] = ()) -> None:
+        """Make the sweep's folder and those of the tables `names` (the kinds with units: a table's folder is
+        otherwise made by its first part, so no table a sweep never writes has a folder)."""
+        self.path.mkdir()
+        for name in names:
             self.table(name).mkdir()
 
     def temporary_folders(self) -> tuple[Loc, ...]:

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from sweep.store.layout import SweepDir
 from sweep.store.storage import TMP_PREFIX, Loc, StorageError, open_root
@@ -20,6 +21,7 @@ __all__ = [
     "write_rows",
     "read_status",
     "part_rows",
+    "recorded_row",
     "set_aside",
     "writable_or_error",
     "remove_stale_tmp",
@@ -52,17 +54,48 @@ def set_aside(part: Loc) -> Loc:
     return part.rename(part.with_name(part.name + CORRUPT_SUFFIX))
 
 
+def recorded_row(part: Loc) -> dict | None:
+    """The (first) row of one unit's part wherever it is recorded: the loose part when there is one, else its
+    copy in the table's newest compacted file holding it (`sweep.store.compact`); None when neither is
+    readable."""
+    from sweep.store.compact import PART_COLUMN, is_compacted
+
+    part = open_root(part)
+    if part.exists():
+        try:
+            return part.read_parquet().slice(0, 1).to_pylist()[0]
+        except Exception:  # truncated, not Parquet, empty: not a usable record
+            return None
+    for f in reversed([f for f in part.parent.files(".parquet") if is_compacted(f)]):  # newest first
+        try:
+            t = f.read_parquet()
+        except Exception:
+            continue
+        rows = t.filter(pa.compute.equal(t[PART_COLUMN], part.name)).slice(0, 1).drop_columns([PART_COLUMN])
+        if rows.num_rows:
+            return rows.to_pylist()[0]
+    return None
+
+
 def part_rows(folder: Loc) -> Iterator[dict]:
-    """The rows of every readable part in a table's folder, in the parts' name order (none when it is missing):
-    what the engine reads back of its own records without pandas (`analysis.reading` is the full reader)."""
+    """The rows of every readable part in a table's folder, loose or compacted (one copy of each part:
+    `sweep.store.compact.winners`), in the parts' name order (none when it is missing): what the engine reads
+    back of its own records without pandas (`analysis.reading` is the full reader)."""
+    from sweep.store.compact import PART_COLUMN, winners
+
     if not folder.exists():
         return
+    rows: list[tuple[str, str, dict]] = []
     for part in folder.files(".parquet"):
         try:
-            rows = part.read_parquet().to_pylist()
+            got = part.read_parquet().to_pylist()
         except Exception:  # truncated or not Parquet: not a record (`status` lists such parts)
             continue
-        yield from rows
+        rows += [(part.name, r.pop(PART_COLUMN, part.name), r) for r in got]
+    keep = winners([(f, p) for f, p, _ in rows])
+    kept = [(p, f, r) for f, p, r in rows if (f, p) in keep]
+    for _, _, row in sorted(kept, key=lambda x: x[0]):  # stable: a part's rows keep their order
+        yield row
 
 
 def writable_or_error(path: Loc) -> str | None:

@@ -66,19 +66,34 @@ def donor_row(sweep: SweepDir, donor_name: str, donor_key: str, ev: DonorEval) -
     stage writes donors' parts before any unit reads them)."""
     part = sweep.donor_part(donor_name, ev.eval_id(donor_key))
     try:
-        row = worker_cache().get(("donor_row", *_part_identity(part)), lambda: part.read_parquet().to_pylist()[0])
+        row = worker_cache().get(("donor_row", *_part_identity(part)), lambda: _recorded_row(part))
     except Exception:  # missing or unreadable: the caller measures what it needs itself
         return None
     wanted = {"donor_key": donor_key, "status": "done", **ev.row_fields()}
     return dict(row) if all(row.get(k) == v for k, v in wanted.items()) else None
 
 
+def _recorded_row(part: Loc) -> dict:
+    """The part's row, loose or in the donors table's compacted files (after the zoo stage)."""
+    from sweep.store.results import recorded_row
+
+    row = recorded_row(part)
+    if row is None:
+        raise FileNotFoundError(str(part))
+    return row
+
+
 def _part_identity(part: Loc) -> tuple:
     if not part.is_local:
         return (str(part),)
     info = part.fs.get_file_info(part.path)
-    if info.type == pafs.FileType.NotFound:
-        raise FileNotFoundError(str(part))
+    if info.type == pafs.FileType.NotFound:  # compacted: the compacted files' names (new at each compaction)
+        from sweep.store.compact import is_compacted
+
+        held = tuple(f.name for f in part.parent.files(".parquet") if is_compacted(f))
+        if not held:
+            raise FileNotFoundError(str(part))
+        return (str(part), held)
     return (str(part), info.size, info.mtime_ns)
 
 

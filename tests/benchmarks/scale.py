@@ -5,6 +5,7 @@ For a search space (default: the largest shipped one, search_spaces/tlm_vs_dm_ci
   write   : write one small part per trial (as finished trials would)
   pending : `run`/`resume`'s scan of which trials are recorded (one listing, then each part's status)
   load    : `analysis.load_trials` of every part (what `status` and `report` read)
+  then the parts compacted (as a finished stage leaves them), the pending scan and the load again
 on a local folder and, with --s3, on a moto S3 server on loopback (started by this script).
 
     .venv/bin/python tests/benchmarks/scale.py [SPACE] [--s3]
@@ -60,6 +61,24 @@ def measure(space, root: str, label: str) -> None:
     assert len(trials) == len(ids)
     print(
         f"{label:6s} trials={len(ids)} write={t_write:.1f}s (16 threads) pending-scan={t_pending:.1f}s"
+        f" load_trials={t_load:.1f}s",
+        flush=True,
+    )
+    measure_compacted(space, sweep_dir, label)
+
+
+def measure_compacted(space, sweep_dir: SweepDir, label: str) -> None:
+    """The same scan and read once the parts are compacted (what a finished stage leaves)."""
+    from sweep.store.compact import compact
+
+    _, t_compact = _timed(lambda: compact(sweep_dir.path, ["trials"]))
+    prog, t_pending = _timed(lambda: progress(space, sweep_dir, kinds=["trial"])["trial"])
+    assert len(prog.done) == len(space.trials) and not prog.pending, (len(prog.done), len(prog.pending))
+    trials, t_load = _timed(lambda: analysis.load_trials(sweep_dir.path))
+    assert len(trials) == len(space.trials) and trials["trial_id"].is_unique
+    files = len(sweep_dir.trials.files(".parquet"))
+    print(
+        f"{label:6s} compacted into {files} file(s) in {t_compact:.1f}s: pending-scan={t_pending:.1f}s"
         f" load_trials={t_load:.1f}s",
         flush=True,
     )

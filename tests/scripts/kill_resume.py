@@ -31,6 +31,8 @@ sys.path.insert(0, str(REPO))
 
 import analysis  # noqa: E402
 from sweep.config.space import parse_space  # noqa: E402
+from sweep.store.compact import recorded_parts  # noqa: E402
+from sweep.store.storage import open_root  # noqa: E402
 from tests.conftest import TINY_SPACE  # noqa: E402
 
 CLI = [sys.executable, "-m", "sweep"]
@@ -95,7 +97,7 @@ def repetition(space_file: Path, planned: set[str], kill_at: float | None, workd
         if not finished_first:
             _kill_driver(driver)
     at_kill = {
-        "parts": len(list((results / "trials").glob("*.parquet"))),
+        "parts": len(recorded_parts(open_root(results / "trials"))),  # loose or compacted
         "tmp": len(_files(storage, ".tmp-*")) if storage.exists() else 0,
         "stage": "finished" if finished_first else _stage(log_path.read_text()),
     }

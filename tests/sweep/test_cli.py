@@ -339,7 +339,7 @@ def test_a_snapshot_of_an_earlier_release_reads_with_the_columns_it_predates(tin
     sweep, sweep_dir = _results(tiny_space, tmp_path)
     run_trial(sweep.trials[0], sweep_dir, device=torch.device("cpu"))
     load.write_snapshot(sweep_dir.path)
-    snap = sweep_dir.path / load.SNAPSHOT_DIR / "trials.parquet"
+    snap = sweep_dir.path / load.SNAPSHOT_DIR / f"trials{load.SNAPSHOT_SUFFIX}"
     older = pq.read_table(str(snap))
     pq.write_table(older.drop_columns(["head_agreement", "n_disagree"]), str(snap))  # as an earlier release wrote it
     trials = load.load_trials(sweep_dir.path)

@@ -17,8 +17,10 @@ import pytest
 
 import analysis
 from sweep.config.space import parse_space
+from sweep.store.compact import recorded_parts
 from sweep.store.results import write_rows
 from sweep.store.schema import trial_schema
+from sweep.store.storage import open_root
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -35,7 +37,9 @@ def _cli(*args, check=True, timeout=600, env=None) -> subprocess.CompletedProces
 
 
 def _parts(results: Path) -> dict[str, Path]:
-    return {p.stem: p for p in (results / "trials").glob("*.parquet")}
+    """Trial id -> the file recording it: its part, or the compacted file holding it (after a stage)."""
+    held = recorded_parts(open_root(results / "trials"))
+    return {name.removesuffix(".parquet"): Path(loc.path) for name, loc in held.items()}
 
 
 def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_space, tmp_path):
@@ -240,3 +244,36 @@ def test_ctrl_c_during_the_zoo_stops_the_sweep_instead_of_starting_the_stitching
     assert "interrupted" in out and f"Finish with: stitchsweep resume {storage / 'tiny'}" in out
     assert not (storage / "tiny" / "_ray").exists() or not list((storage / "tiny" / "_ray").glob("stitch-*"))
     assert not list((storage / "tiny" / "trials").glob("*.parquet"))
+
+
+def test_each_stage_compacts_its_parts_and_resume_reruns_nothing(tiny_space, write_space, tmp_path):
+    """At the end of each stage its done parts go into one compacted file per table; the sweep's folder holds
+    only the tables it wrote; `resume` finds every unit recorded in the compacted files and runs nothing; a
+    glob of the folder counts each trial once."""
+    import pyarrow.dataset as ds
+
+    tiny_space["stitching"]["objectives"] = ["dm"]
+    tiny_space["donors"]["plain_a"]["epochs"] = 1  # what is measured here is the bookkeeping, not the donor
+    storage = tmp_path / "results"
+    results = storage / "tiny"
+    out = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2).stdout
+    assert "[zoo] compacted 2 parts into 2 file(s)" in out, out  # the donor's row, its curves: a file per table
+    assert "[stitch] compacted 2 parts into 1 file(s)" in out, out  # two dm trials: rows, no training curves
+    assert "2 done, 0 failed, 0 pending" in out
+    tables = {p.name for p in results.iterdir() if p.is_dir() and not p.name.startswith("_")}
+    assert tables <= {"donors", "trials", "curves", "donor_curves", "stitchers"} and all(
+        any((results / t).iterdir()) for t in tables
+    ), tables
+    (compacted,) = (results / "trials").glob("*.parquet")
+    assert compacted.name.startswith("@compacted-") and set(_parts(results)) == {
+        t.trial_id for t in parse_space(tiny_space).trials
+    }
+    stamp = compacted.stat().st_mtime_ns
+    again = _cli("resume", results, "--num-cpus", 2).stdout
+    assert "2 already recorded, 0 to run" in again and "compacted" not in again
+    assert compacted.stat().st_mtime_ns == stamp and len(list((results / "trials").glob("*.parquet"))) == 1
+    glob = ds.dataset([str(p) for p in results.rglob("*.parquet")], format="parquet")
+    trials = analysis.load_trials(results)
+    assert len(trials) == 2 and trials["trial_id"].is_unique
+    every = sum(len(df) for name, df in analysis.load(results).items() if name != "problems")
+    assert glob.count_rows() == every  # the snapshot (`_snapshot/*.snapshot`) is out of the glob

@@ -149,7 +149,11 @@ def cluster():
 
 
 def _parts(results: Path) -> set[str]:
-    return {p.stem for p in (results / "trials").glob("*.parquet")}
+    """The trial ids recorded: loose parts, or compacted after a stage."""
+    from sweep.store.compact import recorded_parts
+    from sweep.store.storage import open_root
+
+    return {name.removesuffix(".parquet") for name in recorded_parts(open_root(results / "trials"))}
 
 
 def _driver(space: Path, storage: Path, address: str, log: Path) -> subprocess.Popen:

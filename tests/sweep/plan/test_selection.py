@@ -86,3 +86,32 @@ def test_set_aside_moves_the_selected_units_parts_and_keeps_them(tiny_space, tmp
     assert kept == {u: u for u in chosen["trial"]}  # moved, content intact
     left = {p.stem for p in (tmp_path / sweep.name / "trials").glob("*.parquet")}
     assert left == {t.trial_id for t in sweep.trials} - chosen["trial"]
+
+
+def test_set_aside_takes_a_unit_out_of_a_compacted_file(tiny_space, tmp_path):
+    """A rerun of a unit whose part was compacted: its rows are written aside as its part and the compacted
+    file keeps the other units' rows only, so the unit is pending again and nothing else changes."""
+    from analysis.reading import read_table
+    from sweep.plan.planning import statuses
+    from sweep.store.compact import compact
+    from sweep.store.results import write_rows
+    from sweep.store.schema import trial_schema
+
+    sweep = parse_space(tiny_space)
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    for k, t in enumerate(sweep.trials):
+        row = {"trial_id": t.trial_id, "status": "done", "seed": k}
+        write_rows(sweep_dir.trial_part(t.trial_id), [row], trial_schema())
+    compact(sweep_dir.path, ["trials"])
+    assert len(list((tmp_path / sweep.name / "trials").glob("*.parquet"))) == 1  # every part in one file
+    chosen = select(sweep, ["objective=dm"])
+    _, moved = set_aside_units(sweep, sweep_dir, chosen)
+    assert moved == 2
+    kept = {p.stem for p in (tmp_path / sweep.name / SET_ASIDE_DIR).glob("*/trials/*.parquet")}
+    assert kept == chosen["trial"]
+    left = set(read_table(sweep_dir.path, "trials").to_pandas()["trial_id"])
+    assert left == {t.trial_id for t in sweep.trials} - chosen["trial"]
+    parts = {t.trial_id: sweep_dir.trial_part(t.trial_id) for t in sweep.trials}
+    status = statuses(list(parts.values()))
+    assert {u for u, p in parts.items() if status.get(p) == "done"} == left  # the rerun's units are pending

@@ -17,6 +17,7 @@ import pytest
 
 import analysis
 from sweep.config.space import parse_space
+from sweep.store.compact import recorded_parts
 from sweep.store.results import SweepDir, read_status, remove_stale_tmp, writable_or_error, write_rows
 from sweep.store.schema import trial_schema
 from sweep.store.storage import StorageError, child_uri, open_root
@@ -156,7 +157,8 @@ def test_a_sweep_on_s3_runs_resumes_and_reports_from_there(s3, tiny_space, write
     out = _cli("run", space, "--storage", storage, "--num-cpus", 2).stdout
     assert f"results: {results}" in out and "2 trials: 2 done, 0 failed, 0 pending" in out
     sweep = open_root(results)
-    assert {p.name.removesuffix(".parquet") for p in (sweep / "trials").files(".parquet")} == planned
+    assert {n.removesuffix(".parquet") for n in recorded_parts(sweep / "trials")} == planned
+    (compacted,) = (sweep / "trials").files(".parquet")  # the stage's parts, compacted into one object
     assert (open_root(storage) / "zoo").rglob("model.pt"), "the donor checkpoint lives in the bucket too"
     assert not sweep.rglob(".tmp-*") and not (sweep / "_ray").rglob("*"), "nothing temporary is left behind"
     assert not list(tmp_path.glob("**/*.parquet")), "nothing was written to local disk instead"
@@ -165,12 +167,11 @@ def test_a_sweep_on_s3_runs_resumes_and_reports_from_there(s3, tiny_space, write
     assert set(trials["trial_id"]) == planned and (trials["status"] == "done").all(), trials["error"].tolist()
     assert "2 trials: 2 done" in _cli("status", results).stdout
 
-    # A corrupt part on S3 is set aside and recomputed by resume; the finished one is skipped.
-    victim = sorted(planned)[0]
-    (sweep / "trials" / f"{victim}.parquet").write_bytes(b"PAR1 truncated")
+    # A corrupt compacted object on S3 is set aside and its units recomputed by resume.
+    compacted.write_bytes(b"PAR1 truncated")
     again = _cli("resume", results, "--num-cpus", 2).stdout
-    assert "1 already recorded, 1 to run" in again and "2 done, 0 failed, 0 pending" in again
-    assert (sweep / "trials" / f"{victim}.parquet.corrupt").is_file()
+    assert "0 already recorded, 2 to run" in again and "2 done, 0 failed, 0 pending" in again
+    assert compacted.with_name(compacted.name + ".corrupt").is_file()
     assert analysis.load_trials(results)["trial_id"].is_unique
 
     report = tmp_path / "report"
