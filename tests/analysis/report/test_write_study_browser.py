@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.analysis.report.test_write_study import study_results
-from tests.test_browser import browser  # noqa: F401  (the suite's headless Chromium, offline: a fixture)
+from tests.project.test_browser import browser  # noqa: F401  (the suite's headless Chromium, offline: a fixture)
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = [
