@@ -242,15 +242,6 @@ register_index(
     "dm", lazy(f"{_SIM}:dm_distance"), "positions", score=_dm_score, symmetric=False, fit_images=True, **_models("dm")
 )  # 2.3, out of sample
 register_index("rank", lazy(f"{_SIM}:numerical_rank"), "positions", **_models("rank"))  # B.2.1, each donor side
-# Measures of a `similarity:` entry only (Cianfarani et al. 2022 B.1; saliency: their input gradients)
-register_index(
-    "svcca",
-    lazy("sweep.measures.cca:svcca_columns"),
-    "flatten",
-    memory=lazy(f"{_MEM}:svcca_bytes"),
-    options={"svcca_max_k": "max_k"},  # the unit's protocol: each side keeps at most svcca_max_k directions
-)
-register_index("saliency", lazy("sweep.measures.saliency:saliency_cosines"), "flatten", similarity_by="saliency")
 
 
 def receiver_rank(sender, end, x: torch.Tensor, device: torch.device, max_features: int = 8000) -> int:
@@ -306,3 +297,13 @@ def _receiver_ranks(net: Network) -> dict:
 
 
 register_index("receiver_rank", lazy(f"{_SIM}:numerical_rank"), "flatten", after_fit=_receiver_ranks)
+
+# Measures of a `similarity:` entry only (Cianfarani et al. 2022 B.1; saliency: their input gradients)
+register_index(
+    "svcca",
+    lazy("sweep.measures.cca:svcca_columns"),
+    "flatten",
+    memory=lazy(f"{_MEM}:svcca_bytes"),
+    options={"svcca_max_k": "max_k"},  # the unit's protocol: each side keeps at most svcca_max_k directions
+)
+register_index("saliency", lazy("sweep.measures.saliency:saliency_cosines"), "flatten", similarity_by="saliency")
