@@ -129,8 +129,10 @@ class SimilaritySpec:
         sides = f"{self.a} ({self.a_inputs}) ~ {self.b} ({self.b_inputs})"
         attack = f" against {self.attack_source}" if self.attack_source else ""
         points = f"{len(self.a_points)}x{len(self.b_points)} points" if self.a_points else "saliency"
-        if self.measure not in ("cka", "saliency"):
-            points += f" (svcca, k <= {self.svcca_max_k})" if self.measure == "svcca" else f" ({self.measure})"
+        index = INDICES[self.measure]
+        if index.similarity_by == "pairwise":  # named, with the protocol it takes (SVCCA's cap)
+            cap = f", k <= {self.svcca_max_k}" if "svcca_max_k" in index.options else ""
+            points += f" ({self.measure}{cap})"
         inverted = f" (inverted by {self.inverted})" if self.inverted else ""
         return f"{self.name + ': ' if self.name else ''}{sides}{attack}{inverted}, {points}, {self.images} images"
 
