@@ -489,3 +489,33 @@ def test_a_similarity_index_is_a_measure_of_similarity_entries_only(norm_cosine)
     assert schema("similarity").field("norm_cosine").type == "double"
     assert "norm_cosine" not in trial_schema().names + reptest_schema().names
     assert not any("norm_cosine" in c for c in trial_schema().names + reptest_schema().names)
+
+
+@pytest.mark.slow
+def test_a_similarity_index_unit_runs_and_is_read_back(tmp_path, norm_cosine):
+    """A unit of the plugin index runs in-process: one row per pair of points, its value in its own column of
+    the similarity table (written and read back), each pair timed, against the numpy function on the held
+    activations; the shipped measures' columns stay empty."""
+    from sweep.kinds.base import RunContext
+    from sweep.kinds.similarity import run_similarity
+    from sweep.models.features import features
+
+    sweep = parse_space(_similarity_space("norm_cosine"))
+    (unit,) = sweep.units["similarity"]
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    for name in ("plain_a", "plain_b"):
+        row = run_donor(sweep.donors[name], sweep.donor_evals[name], sweep_dir, torch.device("cpu"))
+        assert row["status"] == "done", row.get("error")
+    assert run_similarity(unit, RunContext(sweep_dir, torch.device("cpu")))["status"] == "done"
+    rows = analysis.load_similarity(sweep_dir.path)
+    assert len(rows) == 4 and rows["measure"].eq("norm_cosine").all() and (rows["time_measure_s"] > 0).all()
+    assert rows["cka"].isna().all() and rows["opd"].isna().all()
+    a, b = (load_donor(sweep_dir, key, torch.device("cpu")) for key in (unit.a_key, unit.b_key))
+    data = sweep.donors["plain_a"].data
+    x = make_splits(data.dataset, data.train_size, data.val_size, data.test_size).test_x[: unit.images]
+    with torch.no_grad():
+        fa, fb = (features(m, unit.a_points)(x) for m in (a, b))
+    for row in rows.itertuples():
+        want = _row_norm_cosine(fa[row.a_index - 1].flatten(1), fb[row.b_index - 1].flatten(1))
+        assert row.norm_cosine == pytest.approx(want, rel=1e-6)
