@@ -15,6 +15,12 @@ from sweep.registry import DATASETS, INDICES, OBJECTIVES, OPTIMIZERS, SCHEDULES,
 LAYOUTS = ("auto", "positions", "pooled", "flatten")
 GRADIENT = "gradient objectives (tlm, adv, adv_mix, trades, dm+tlm)"
 
+
+def trial_indices() -> list[str]:
+    """The indices `stitching.indices` may name: the registered ones of scope "trial" (a trials column each)."""
+    return [n for n, i in INDICES.items() if "trial" in i.scopes]
+
+
 LAYOUT_OPTIONS = by_key(
     (Option("pwcca", "string", "auto", choices=LAYOUTS), Option("opd", "string", "auto", choices=LAYOUTS))
 )
@@ -58,7 +64,7 @@ OPTIONS = by_key(
         Option("dm_samples", "integer", 100, low=1, nullable=True, cap="train", doc="K training images"),
         Option("precision", "string", "fp32", choices=("fp32", "bf16")),
         Option("channels_last", "bool", False),
-        Option("indices", "string", (), many=True, choices=lambda: INDICES),
+        Option("indices", "string", (), many=True, choices=lambda: trial_indices()),
         Option("similarity_samples", "integer", 1000, low=5, nullable=True, cap="test"),
         Option("permutations", "integer", 0, low=0, doc="a permutation null for each index: 0 = none"),
         Option("layouts", "mapping", None, fields=LAYOUT_OPTIONS, doc="per index"),
@@ -121,7 +127,7 @@ def read_block(raw: Any, path: str, evaluation: EvalSpec) -> Block:
                 f"{path}.{key}",
                 "an option of a block that lists indices",
                 st.raw[key],
-                f"set indices, some of {sorted(INDICES)}",
+                f"set indices, some of {sorted(trial_indices())}",
             )
     end_points = st.raw.get("end_points", OPTIONS["end_points"].default)
     if end_points not in ("same", "all") and (not isinstance(end_points, list) or not end_points):

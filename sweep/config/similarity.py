@@ -18,12 +18,17 @@ from typing import Any
 from sweep.config.donors import DonorSpec, resolve_ref
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
-from sweep.registry import ARCHITECTURES, THREATS, did_you_mean
+from sweep.registry import ARCHITECTURES, INDICES, THREATS, did_you_mean
 from sweep.store.schema import SCHEMA_VERSION
 
 INPUTS = ("benign", "adversarial", "inverted")
 ESTIMATORS = ("minibatch", "full")
-MEASURES = ("cka", "saliency", "opd", "svcca")
+
+
+def measures() -> list[str]:
+    """The indices a `measure:` may name: the registered ones of scope "similarity" (`sweep.measures.indices`)."""
+    return [n for n, i in INDICES.items() if "similarity" in i.scopes]
+
 
 ATTACK_OPTIONS = by_key(
     (
@@ -44,8 +49,9 @@ OPTIONS = by_key(
             "measure",
             "string",
             "cka",
-            choices=MEASURES,
-            doc="cka | saliency: cosine of input gradients | opd, svcca: on held activations, timed",
+            choices=measures,
+            doc="an index of scope similarity: cka | saliency: cosine of input gradients | opd, svcca, "
+            "a plugin's: on held activations, timed",
         ),
         Option("inverted", "string", None, nullable=True, doc="an inversions entry's name: A's inverted images"),
         Option("points", "string", "stitch", or_list=True, doc="stitch | modules | a list of point or node names"),
@@ -123,8 +129,10 @@ class SimilaritySpec:
         sides = f"{self.a} ({self.a_inputs}) ~ {self.b} ({self.b_inputs})"
         attack = f" against {self.attack_source}" if self.attack_source else ""
         points = f"{len(self.a_points)}x{len(self.b_points)} points" if self.a_points else "saliency"
-        points += f" ({self.measure})" if self.measure == "opd" else ""
-        points += f" (svcca, k <= {self.svcca_max_k})" if self.measure == "svcca" else ""
+        index = INDICES[self.measure]
+        if index.similarity_by == "pairwise":  # named, with the protocol it takes (SVCCA's cap)
+            cap = f", k <= {self.svcca_max_k}" if "svcca_max_k" in index.options else ""
+            points += f" ({self.measure}{cap})"
         inverted = f" (inverted by {self.inverted})" if self.inverted else ""
         return f"{self.name + ': ' if self.name else ''}{sides}{attack}{inverted}, {points}, {self.images} images"
 
@@ -148,6 +156,7 @@ def parse_similarity(
 def _parse_entry(entry: dict, path: str, data, evaluation, donors, used, inversions) -> list[SimilaritySpec]:
     s = Section(entry, path, set(OPTIONS))
     measure = s.read(OPTIONS["measure"])
+    on_points = INDICES[measure].similarity_by != "saliency"  # saliency: one score of the inputs, no points
     inverted = s.read(OPTIONS["inverted"])
     pairs = s.raw.get("pairs")
     if not isinstance(pairs, list) or not pairs:
@@ -180,10 +189,10 @@ def _parse_entry(entry: dict, path: str, data, evaluation, donors, used, inversi
                 a_arch=a.arch,
                 b_arch=b.arch,
                 a_points=points(s.raw.get("points", OPTIONS["points"].default), a.arch, f"{path}.points")
-                if measure != "saliency"
+                if on_points
                 else (),
                 b_points=points(s.raw.get("points", OPTIONS["points"].default), b.arch, f"{path}.points")
-                if measure != "saliency"
+                if on_points
                 else (),
                 measure=measure,
                 a_inputs=inputs["a"],
@@ -224,7 +233,7 @@ def _settings(s: Section, path: str, data) -> dict:
     if name and not NAME_RE.match(name):
         raise SpecError(f"{path}.name", "letters, digits, '_', '-' or '.'", name)
     n_test = data.sizes()[1]
-    cka = s.read(OPTIONS["measure"]) == "cka"
+    cka = INDICES[s.read(OPTIONS["measure"])].similarity_by == "cka"
     estimator = s.read(OPTIONS["estimator"]) if cka else None  # saliency: none of the CKA settings
     return dict(
         **data.fields(),
@@ -241,9 +250,12 @@ def _svcca_cap(s: Section, path: str, measure: str, images: int) -> int | None:
     """SVCCA's cap on the directions each side keeps (Raghu et al. 2017 keep 99% of the variance; with 1,000
     flattened images that can be most of the images, and the score then measures k / n): k / n at most 0.1."""
     cap = s.read(OPTIONS["svcca_max_k"], high=max(1, int(SVCCA_MAX_RATIO * images)))
-    if measure != "svcca":
+    if "svcca_max_k" not in INDICES[measure].options:  # the indices that take the option name it
+        takes = [n for n in measures() if "svcca_max_k" in INDICES[n].options]
         if cap is not None:
-            raise SpecError(f"{path}.svcca_max_k", "null (it applies to measure: svcca)", cap, f"measure: {measure}")
+            raise SpecError(
+                f"{path}.svcca_max_k", f"null (it applies to measure: {' | '.join(takes)})", cap, f"measure: {measure}"
+            )
         return None
     return max(1, images // SVCCA_IMAGES_PER_K) if cap is None else cap
 

@@ -25,11 +25,10 @@ from sweep.config.training_similarity import TRAINING_OPTIONS, parse_training_si
 from sweep.kinds.base import Kind, register_kind
 from sweep.registry import DONOR_SOURCES
 from sweep.store.layout import EXAMPLES_DIR, INVERSIONS_DIR, SIMILARITY_DIR, TRAINING_SIMILARITY_DIR, TSNE_DIR
-from sweep.store.schema import DONOR_SCHEMA, reptests_schema, trials_schema
+from sweep.store.schema import DONOR_SCHEMA, reptests_schema, similarity_schema, trials_schema
 from sweep.store.units import (
     EXAMPLES_SCHEMA,
     INVERSION_SCHEMA,
-    SIMILARITY_SCHEMA,
     TRAINING_SIMILARITY_SCHEMA,
     TSNE_SCHEMA,
 )
@@ -170,7 +169,7 @@ register_kind(
         ),
         unit_id=lambda spec: spec.unit_id,
         parts=lambda sweep_dir, spec: [sweep_dir.part(SIMILARITY_DIR, spec.unit_id)],
-        schema=SIMILARITY_SCHEMA,
+        schema=similarity_schema,
         memory=f"{_MEMORY}:similarity_need",
         price=f"{_PRICES}:similarity_seconds",
         run="sweep.kinds.similarity:run_similarity",

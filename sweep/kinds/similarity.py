@@ -26,11 +26,11 @@ from sweep.data.core import worker_splits
 from sweep.data.stream import chunks
 from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.inversion import inverted_index, read_inverted
-from sweep.measures.cca import svcca_k
 from sweep.measures.full_cka import CKA_BATCH, cka_streams
 from sweep.measures.saliency import saliency_cosines
-from sweep.measures.similarity import MinibatchCKA, StreamedCKA, gram, linear_cka, minibatch_images, opd
+from sweep.measures.similarity import MinibatchCKA, StreamedCKA, gram, linear_cka, minibatch_images
 from sweep.models.features import features, reduced_features
+from sweep.registry import INDICES
 from sweep.store.layout import SIMILARITY_DIR
 from sweep.train.evaluate import accuracy, predict
 from sweep.train.threats import craft
@@ -90,18 +90,16 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
         side: accuracy(predict(models[key], xs, ctx.device), y)
         for side, key, xs in (("a", spec.a_key, xa), ("b", spec.b_key, xb))
     }
-    if spec.measure == "saliency":
+    index = INDICES[spec.measure]  # the kind dispatches on how the index declares it is computed
+    if index.similarity_by == "saliency":
         cos = saliency_cosines(models[spec.a_key], models[spec.b_key], xa, xb, y, ctx.device)
         stats = dict(saliency_cosine=float(cos.mean()), saliency_cosine_std=float(cos.std()))
         return [dict(stats, a_acc=acc["a"], b_acc=acc["b"])]
     same = spec.a_key == spec.b_key and spec.a_points == spec.b_points and spec.a_inputs == spec.b_inputs
     times, extra = None, {}
-    if spec.measure in PAIRWISE:  # Cianfarani et al. B.1: OPD and SVCCA on the same held representations
+    if index.similarity_by == "pairwise":  # Cianfarani et al. B.1: OPD and SVCCA on the same held representations
         fa, fb = features(models[spec.a_key], spec.a_points), features(models[spec.b_key], spec.b_points)
-        measure = PAIRWISE[spec.measure]
-        if spec.measure == "svcca":  # the unit's protocol: each side keeps at most svcca_max_k directions
-            measure = partial(measure, max_k=spec.svcca_max_k)
-        matrix, times, extra = pairwise(measure, *held_features(fa, fb, xa, xb, ctx.device))
+        matrix, times, extra = pairwise(measure_fn(spec), *held_features(fa, fb, xa, xb, ctx.device))
     elif spec.estimator == "minibatch":
         ga = gram_reader(models[spec.a_key], spec.a_points)
         gb = None if same else gram_reader(models[spec.b_key], spec.b_points)
@@ -115,7 +113,7 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
             "b_point": pb,
             "a_index": i + 1,
             "b_index": j + 1,
-            spec.measure: float(matrix[i, j]),
+            index.entry.similarity_column: float(matrix[i, j]),
             "time_measure_s": None if times is None else float(times[i, j]),
             "a_acc": acc["a"],
             "b_acc": acc["b"],
@@ -126,13 +124,13 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
     ]
 
 
-def _svcca(a, b, max_k: int | None = None) -> tuple[float, dict]:
-    """SVCCA and the directions each side kept (`svcca_k_a`, `svcca_k_b`: its null depends on them)."""
-    value, k_a, k_b = svcca_k(a, b, max_k=max_k)
-    return value, {"svcca_k_a": k_a, "svcca_k_b": k_b}
-
-
-PAIRWISE = {"opd": opd, "svcca": _svcca}  # measures of one pair of whole matrices, beside CKA
+def measure_fn(spec: SimilaritySpec):
+    """The pairwise function of the unit's index (`similarity_by: pairwise`) with the unit's protocol options
+    bound (`Index.options`: SVCCA's `svcca_max_k` as `max_k`): (A's matrix, B's) -> value or (value, columns)."""
+    index = INDICES[spec.measure]
+    if index.similarity_by != "pairwise":
+        raise ValueError(f"measure {spec.measure!r}: computed by {index.similarity_by!r}, not by a pairwise function")
+    return partial(index.fn, **{kw: getattr(spec, opt) for opt, kw in index.options.items()})
 
 
 def pairwise(measure, a: list, b: list) -> tuple[torch.Tensor, torch.Tensor, dict]:

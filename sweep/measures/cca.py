@@ -142,6 +142,13 @@ def svcca_k(a, b, keep: float = 0.99, max_k: int | None = None) -> tuple[float, 
     return float(rho[: min(ra.shape[1], rb.shape[1])].mean()), ra.shape[1], rb.shape[1]
 
 
+def svcca_columns(a, b, max_k: int | None = None) -> tuple[float, dict]:
+    """SVCCA and the directions each side kept (`svcca_k_a`, `svcca_k_b`: its null depends on them): the
+    similarity kind's pairwise measure `svcca`."""
+    value, k_a, k_b = svcca_k(a, b, max_k=max_k)
+    return value, {"svcca_k_a": k_a, "svcca_k_b": k_b}
+
+
 def _leading(a: torch.Tensor, keep: float, max_k: int | None = None) -> torch.Tensor:
     """U_k S_k: the centred A's projection on its k leading singular directions, k the fewest whose squared
     singular values reach `keep` of the total, at most `max_k`."""

@@ -114,10 +114,20 @@ class Index:
     memory: Callable | None = None
     work: Callable | None = None
     fit_images: bool = False  # it reads the pair's fit images too (the DM distance): they are held with the rest
+    # Scope "similarity" (a `similarity:` entry's `measure`): how the similarity kind computes it. "pairwise":
+    # `fn(a, b, **options)` on every pair of points' whole (images x features) matrices, returning the value or
+    # (value, further columns); "cka": the kind's streamed / minibatch CKA; "saliency": its input-gradient cosine.
+    similarity_by: str = "pairwise"
+    # the similarity entry's options it takes: option name -> `fn`'s keyword (SVCCA: svcca_max_k -> max_k)
+    options: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.entry.index
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        return self.entry.scopes
 
     @property
     def kind(self) -> str:
@@ -191,18 +201,30 @@ def register_index(
     memory: Callable | None = None,
     work: Callable | None = None,
     fit_images: bool = False,
+    similarity_by: str = "pairwise",
+    options: dict | None = None,
     version: str | None = None,
 ) -> Index:
     """Register an index: `entry` is its catalogue entry (a new index: added to the catalogue, so its Parquet
     columns and its place in the reports follow) or the name of an entry the catalogue already holds; `memory`
-    and `work`, what planning charges it (see `Index`); `version`, a string to bump when its code changes its
-    numbers (default: its plugin module's)."""
+    and `work`, what planning charges it; `similarity_by` and `options`, how a `similarity:` entry computes it
+    (scope "similarity"; see `Index`); `version`, a string to bump when its code changes its numbers (default:
+    its plugin module's)."""
     if isinstance(entry, str):
         entry = INDEX_CATALOGUE[entry]
     elif INDEX_CATALOGUE.get(entry.index) != entry:
         add_entry(entry)
-    index = Index(entry, fn, layout, score, symmetric, after_fit, target_first_in_reptests, memory, work, fit_images)
+    if similarity_by not in SIMILARITY_BY:
+        raise ValueError(
+            f"index {entry.index!r}: similarity_by must be one of {SIMILARITY_BY}, found {similarity_by!r}"
+        )
+    planned = dict(memory=memory, work=work, fit_images=fit_images)
+    computed = dict(similarity_by=similarity_by, options=dict(options or {}))
+    index = Index(entry, fn, layout, score, symmetric, after_fit, target_first_in_reptests, **planned, **computed)
     return INDICES.add(entry.index, index, version)
+
+
+SIMILARITY_BY = ("pairwise", "cka", "saliency")
 
 
 # Their memory and work models (`sweep.plan.memory`, `sweep.plan.index_costs`, torch-free) are named, read when planned.
@@ -213,7 +235,7 @@ def _models(name: str) -> dict:
     return {"memory": lazy(f"{_MEM}:{name}_bytes"), "work": lazy(f"{_COST}:{name}_index_work")}
 
 
-register_index("cka", lazy(f"{_SIM}:linear_cka"), "flatten", **_models("cka"))  # Eq. 4
+register_index("cka", lazy(f"{_SIM}:linear_cka"), "flatten", similarity_by="cka", **_models("cka"))  # Eq. 4
 register_index(
     "pwcca", lazy(f"{_SIM}:pwcca"), "pooled", symmetric=False, target_first_in_reptests=True, **_models("pwcca")
 )  # Eq. 5-6, weights: A
@@ -277,3 +299,13 @@ def _receiver_ranks(net: Network) -> dict:
 
 
 register_index("receiver_rank", lazy(f"{_SIM}:numerical_rank"), "flatten", after_fit=_receiver_ranks)
+
+# Measures of a `similarity:` entry only (Cianfarani et al. 2022 B.1; saliency: their input gradients)
+register_index(
+    "svcca",
+    lazy("sweep.measures.cca:svcca_columns"),
+    "flatten",
+    memory=lazy(f"{_MEM}:svcca_bytes"),
+    options={"svcca_max_k": "max_k"},  # the unit's protocol: each side keeps at most svcca_max_k directions
+)
+register_index("saliency", lazy("sweep.measures.saliency:saliency_cosines"), "flatten", similarity_by="saliency")

@@ -109,8 +109,8 @@ def generic_numbers(rows: int, pa: int, pb: int) -> int:
     return _whole(rows, pa, pb, 2)
 
 
-# The shipped measures' numbers by name (the similarity kind's `measure:` cka, opd, svcca read them; an index
-# names its own model, `Index.memory`).
+# The shipped measures' numbers by name (each index names its model, `Index.memory`, built from these; the
+# benchmarks read them).
 NUMBERS = {"cka": cka_numbers, "opd": opd_numbers, "pwcca": pwcca_numbers, "svcca": svcca_numbers, "rank": rank_numbers}
 
 
@@ -176,7 +176,9 @@ def dm_bytes(pair: ShapePair, layout: str, n: int, k: int = 0) -> int:
 
 
 # The shipped indices' models, named by their `register_index` calls (`sweep.measures.indices`).
-cka_bytes, opd_bytes, pwcca_bytes = (on_matrices(f) for f in (cka_numbers, opd_numbers, pwcca_numbers))
+cka_bytes, opd_bytes, pwcca_bytes, svcca_bytes = (
+    on_matrices(f) for f in (cka_numbers, opd_numbers, pwcca_numbers, svcca_numbers)
+)
 rank_bytes = each_side(rank_numbers)
 
 
@@ -291,8 +293,10 @@ def _forward(largest: int, b: int) -> int:
 
 def similarity_need(spec, sweep=None) -> Need | None:
     """A similarity unit's CKA (minibatch on `batch_size` images at a time, or full on all `images`), or its
-    OPD or SVCCA (every point's activations held, and the widest pair's workspace: `NUMBERS`)."""
-    if spec.measure not in ("cka", "opd", "svcca"):
+    pairwise index, OPD, SVCCA or a plugin's (every point's activations held, and the widest pair's workspace:
+    the index's own model, `Index.memory`, else the generic one). Saliency: none."""
+    by = INDICES[spec.measure].similarity_by
+    if by == "saliency":
         return None
     big_a, sizes_a = _network(spec.a_arch, spec.dataset, spec.a_points)
     big_b, sizes_b = _network(spec.b_arch, spec.dataset, spec.b_points)
@@ -308,16 +312,16 @@ def similarity_need(spec, sweep=None) -> Need | None:
 
     def whole(n: int) -> int:  # a forward of a batch, and the products or every point's activations held
         forward = int(ALLOCATOR * F32 * LIVE * min(n, CKA_BATCH) * max(big_a, big_b))
-        if spec.measure != "cka":
-            pair = ShapePair((max(sizes_a),), (max(sizes_b),), {})
-            held = on_matrices(NUMBERS[spec.measure])(pair, "flatten", n)
+        if by == "pairwise":
+            pair = ShapePair((max(sizes_a),), (max(sizes_b),), {spec.measure: "flatten"})
+            held = pair.index_bytes(spec.measure, n)
             return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + held
         if cka_streams(n, sizes_a, sizes_b):
             return forward + int(ALLOCATOR * F64 * streamed_products(sizes_a, sizes_b))
         pair = ShapePair((max(sizes_a),), (max(sizes_b),), {})
         return forward + F32 * n * (sum(sizes_a) + sum(sizes_b)) + cka_bytes(pair, "flatten", n)
 
-    if spec.measure != "cka":
+    if by == "pairwise":
         return Need("similarity", spec.label, "images", spec.images, whole, spec.measure, "or read fewer points")
     label, instead = f"{spec.label} (full CKA)", "or use estimator: minibatch"
     return Need("similarity", label, "images", spec.images, whole, "cka", instead)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from sweep.registry import INDICES
+
 
 def shape_key(arch: str, channels: int, image_size: int) -> str:
     return f"{arch}@{channels}x{image_size}"
@@ -252,7 +254,7 @@ def similarity_seconds(unit, p: Pricer) -> float:
     """A similarity unit: its images (x passes) through A and B, adversarial inputs as PGD steps; saliency,
     one step per image and model."""
     ds = unit.dataset
-    if unit.measure == "saliency":
+    if INDICES[unit.measure].similarity_by == "saliency":
         return p.unit_s + p.step(unit.a_arch, ds, unit.images) + p.step(unit.b_arch, ds, unit.images)
     images = unit.images * (unit.passes or 1)
     adv = (unit.attack_steps or 0) if "adversarial" in (unit.a_inputs, unit.b_inputs) else 0

@@ -20,6 +20,10 @@ from sweep.registry import Registry
 
 KINDS = ("similarity", "distance", "rank")
 DTYPES = ("float64", "int32")
+# Where an index may be used: "trial" (`stitching.indices`: a trials column per stitch point), "reptest" (a
+# representation test's `indices`: its dissimilarity column), "similarity" (a `similarity:` entry's `measure`,
+# computed on whole activation matrices; it writes its column in the similarity table, never in trials).
+SCOPES = ("trial", "reptest", "similarity")
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,9 @@ class IndexEntry:
     `kind`: "similarity" (larger: more alike), "distance" (smaller: more alike), or "rank" (one value per
     side, no direction). A similarity or distance writes one trials column; a rank index one per side.
     `reptest_column`: its dissimilarity d(A, B) in representation tests (1 - s for a similarity, the value
-    itself for a distance); None when the index takes no part in them."""
+    itself for a distance); None when the index takes no part in them.
+    `scopes`: where it may be used (`SCOPES`); None: "trial", and "reptest" when it has a `reptest_column`. An
+    index of scope "similarity" only writes `columns` in the similarity table, not in trials or reptests."""
 
     index: str  # its name in a search space (`indices:`)
     columns: tuple[str, ...]  # the trials columns it writes
@@ -39,8 +45,15 @@ class IndexEntry:
     reptest_column: str | None = None
     reptest_label: str | None = None
     description: str = ""
+    scopes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.scopes is None:  # frozen: the default is filled in once
+            object.__setattr__(self, "scopes", ("trial",) + (("reptest",) if self.reptest_column else ()))
+        if not self.scopes or any(s not in SCOPES for s in self.scopes):
+            raise ValueError(f"index {self.index!r}: scopes must be some of {SCOPES}, found {self.scopes!r}")
+        if ("reptest" in self.scopes) != bool(self.reptest_column):
+            raise ValueError(f"index {self.index!r}: scope 'reptest' goes with a reptest_column, found {self!r}")
         if self.kind not in KINDS:
             raise ValueError(f"index {self.index!r}: kind must be one of {KINDS}, found {self.kind!r}")
         if self.dtype not in DTYPES:
@@ -61,7 +74,18 @@ class IndexEntry:
     @property
     def is_pair_measure(self) -> bool:
         """Scores a (front, end) pair by one number with a direction: a layer matrix and Table 1 can use it."""
-        return self.kind != "rank"
+        return self.kind != "rank" and "trial" in self.scopes
+
+    @property
+    def similarity_column(self) -> str:
+        """Its column in the similarity table (scope "similarity"): its name where it also writes trials
+        columns (`cka`, `opd`), else its own column."""
+        return self.index if self.in_trials else self.column
+
+    @property
+    def in_trials(self) -> bool:
+        """It writes trials columns (`stitching.indices` may request it)."""
+        return "trial" in self.scopes
 
 
 INDEX_CATALOGUE: Registry[IndexEntry] = Registry("similarity index")
@@ -85,6 +109,7 @@ for _entry in (
         reptest_column="d_cka",
         reptest_label="cka",
         description="linear CKA (Kornblith et al. 2019)",
+        scopes=("trial", "reptest", "similarity"),
     ),
     IndexEntry(
         "pwcca",
@@ -103,6 +128,7 @@ for _entry in (
         reptest_column="d_opd",
         reptest_label="opd",
         description="orthogonal Procrustes distance (Ding et al. 2021)",
+        scopes=("trial", "reptest", "similarity"),
     ),
     IndexEntry(
         "dm",
@@ -129,6 +155,23 @@ for _entry in (
         dtype="int32",
         description="rank of the receiver's first layer after the stitch (stitched activations), and unstitched",
     ),
+    # measures of a `similarity:` entry only: their columns are the similarity table's
+    IndexEntry(
+        "svcca",
+        ("svcca",),
+        "svcca",
+        "similarity",
+        description="SVCCA (Raghu et al. 2017): mean canonical correlation of the 99%-variance SVD reductions",
+        scopes=("similarity",),
+    ),
+    IndexEntry(
+        "saliency",
+        ("saliency_cosine",),
+        "saliency",
+        "similarity",
+        description="mean cosine of the two models' input gradients (saliency maps) on the same images",
+        scopes=("similarity",),
+    ),
 ):
     add_entry(_entry)
 
@@ -138,6 +181,11 @@ FUNCTIONAL_DM = ("dm (func.)", "d_dm_func")
 
 def pair_entries() -> list[IndexEntry]:
     return [e for e in INDEX_CATALOGUE.values() if e.is_pair_measure]
+
+
+def similarity_measures() -> list[str]:
+    """The indices a `similarity:` entry's `measure` may name: those of scope "similarity"."""
+    return [e.index for e in INDEX_CATALOGUE.values() if "similarity" in e.scopes]
 
 
 def reptest_indices() -> list[str]:

@@ -228,6 +228,7 @@ CURVE_SCHEMA = pa.schema(
 from sweep.store.units import (  # noqa: E402  (the measuring kinds' tables)
     DONOR_CURVES_SCHEMA,
     ENERGIES_SCHEMA,
+    SIMILARITY_SCHEMA,
 )
 
 # The tables the store declares itself, beside those of the kinds of work (each kind's `table`, with its
@@ -237,11 +238,11 @@ STORE_TABLES = {CURVES_DIR: CURVE_SCHEMA, DONOR_CURVES_DIR: DONOR_CURVES_SCHEMA,
 
 def _index_columns(reptest: bool) -> list[tuple[str, pa.DataType]]:
     cols = []
-    for e in INDEX_CATALOGUE.values():
+    for e in INDEX_CATALOGUE.values():  # scope "similarity" only: none (its columns are the similarity table's)
         dtype = getattr(pa, e.dtype)()
         if reptest:
             cols += [(e.reptest_column, pa.float64())] if e.reptest_column else []
-        else:
+        elif e.in_trials:
             cols += [(c, dtype) for c in e.columns]
             if e.kind in ("similarity", "distance"):  # its permutation null, when the trial asked for one
                 cols += [(f"{e.column}_null", pa.float64()), (f"{e.column}_p", pa.float64())]
@@ -266,7 +267,7 @@ def column_names(table: str) -> list[str]:
 
 
 def _description(table: str, column: str) -> str:
-    for e in INDEX_CATALOGUE.values():
+    for e in (e for e in INDEX_CATALOGUE.values() if e.in_trials or e.reptest_column):
         if e.kind in ("similarity", "distance") and column == f"{e.column}_null":
             side = "95th" if e.kind == "similarity" else "5th"
             return f"{e.label}: the {side} percentile of its permutation null (the target's images shuffled)"
@@ -281,6 +282,17 @@ def _description(table: str, column: str) -> str:
 def trials_schema() -> pa.Schema:
     """The trials table without descriptions: the trial kind's `Kind.schema`."""
     return pa.schema(_TRIAL_HEAD + _index_columns(reptest=False) + _TRIAL_TAIL)
+
+
+def similarity_schema() -> pa.Schema:
+    """The similarity table without descriptions: its own columns, and that of every index of scope
+    "similarity" that it does not hold yet (an index a plugin registers)."""
+    extra = [
+        (e.similarity_column, getattr(pa, e.dtype)())
+        for e in INDEX_CATALOGUE.values()
+        if "similarity" in e.scopes and e.similarity_column not in SIMILARITY_SCHEMA.names
+    ]
+    return pa.schema(list(SIMILARITY_SCHEMA) + extra)
 
 
 def reptests_schema() -> pa.Schema:

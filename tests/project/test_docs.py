@@ -135,7 +135,8 @@ def test_every_declared_field_is_documented():
 
 def test_the_extension_recipes_of_development_md_run():
     """The code of the one-file recipes registers what it says: run it in a fresh interpreter, then plan a
-    space that uses the new objective (with its parameter) and the new index."""
+    space that uses the new objective (with its parameter) and the new indices (one per trial, one a
+    similarity entry's measure)."""
     import json
     import subprocess
     import sys
@@ -151,6 +152,11 @@ def test_the_extension_recipes_of_development_md_run():
         f"sweep = parse_space({space!r})\n"
         "t = sweep.trials[0]\n"
         "assert t.params == (('gamma', 0.5),) and t.indices == ('cka_pooled',), t\n"
+    )
+    similarity = {"measure": "norm_cosine", "images": 20, "pairs": [{"a": "zoo:plain_a", "b": "zoo:plain_a"}]}
+    check += (
+        f"(u,) = parse_space(dict({space!r}, similarity={similarity!r})).units['similarity']\n"
+        "assert u.measure == 'norm_cosine' and u.a_points, u\n"
     )
     code = "\n".join(_dedent(s) for s in snippets) + "\n" + check
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)

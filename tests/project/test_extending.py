@@ -8,6 +8,7 @@ import math
 import sys
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -408,3 +409,113 @@ def test_an_objective_with_its_own_parameter_is_one_registry_entry(tmp_path, reg
     assert curves[curves["metric"] == "gamma_seen"]["value"].tolist() == [3.0]
     trials = analysis.load_trials(sweep_dir.path)
     assert trials["params"].tolist() == ['{"gamma": 3.0}']
+
+
+def _row_norm_cosine(a, b) -> float:
+    """A stand-in whole-matrix measure in numpy: the cosine between the two sides' per-image norms."""
+    na, nb = (np.linalg.norm(np.asarray(m, dtype=np.float64), axis=1) for m in (a, b))
+    return float(na @ nb / (np.linalg.norm(na) * np.linalg.norm(nb)))
+
+
+@pytest.fixture
+def norm_cosine(registered):
+    """The index `norm_cosine` of scope "similarity" only (a numpy pairwise function), and `norm_heavy`, the
+    same with a memory model of its own, registered for one test."""
+    entries = [
+        IndexEntry(name, (name,), name, "similarity", scopes=("similarity",)) for name in ("norm_cosine", "norm_heavy")
+    ]
+    for entry, memory in zip(entries, (None, lambda *a: 3 * 2**30)):
+        registered(INDEX_CATALOGUE, entry.index, entry)
+        registered(INDICES, entry.index, Index(entry, _row_norm_cosine, "flatten", memory=memory))
+    return entries[0]
+
+
+def _similarity_space(measure: str, **extra) -> dict:
+    space = copy.deepcopy(TINY_SPACE)
+    del space["stitching"]
+    space["donors"]["plain_b"] = dict(space["donors"]["plain_a"], seed=1)
+    pairs = [{"a": "zoo:plain_a", "b": "zoo:plain_b"}]
+    space["similarity"] = dict(measure=measure, images=40, points=["layer1.1", "layer3.1"], pairs=pairs, **extra)
+    return space
+
+
+def test_a_similarity_index_is_a_measure_of_similarity_entries_only(norm_cosine):
+    """An index of scope "similarity" with a numpy pairwise function: a `similarity:` entry's `measure` accepts it
+    (the JSON Schema lists it), its unit is sized with the generic model and priced, the kind's measure function
+    computes it on every pair of held matrices and the similarity table has its column; the trials and reptests
+    tables do not, and `stitching.indices` refuses it."""
+    from sweep.config.schema import space_schema
+    from sweep.config.shapes import activation_shape
+    from sweep.kinds.similarity import measure_fn, pairwise
+    from sweep.plan import memory
+    from sweep.plan.estimate import estimate, load_profile
+
+    sweep = parse_space(_similarity_space("norm_cosine"))
+    (unit,) = sweep.units["similarity"]
+    assert unit.measure == "norm_cosine" and unit.estimator is None and "(norm_cosine)" in unit.label
+    with pytest.raises(SpecError, match=r"^similarity.measure: .*found 'norm_cosin' \(did you mean 'norm_cosine'"):
+        parse_space(_similarity_space("norm_cosin"))
+    with pytest.raises(SpecError, match=r"^similarity.svcca_max_k: expected null \(it applies to measure: svcca\)"):
+        parse_space(_similarity_space("norm_cosine", svcca_max_k=2))
+    with pytest.raises(SpecError, match=r"^stitching.indices\[0\]: expected one of .*found 'norm_cosine'"):
+        parse_space(dict(TINY_SPACE, stitching=dict(TINY_SPACE["stitching"], indices=["norm_cosine"])))
+    measure = space_schema()["properties"]["similarity"]["anyOf"][0]["properties"]["measure"]
+    assert "norm_cosine" in measure["enum"] and "rank" not in measure["enum"]
+
+    # sized: the generic model on the widest pair (two float64 copies of each side, the p x p products, by hand)
+    need = memory.similarity_need(unit)
+    assert need is not None and need.largest == "norm_cosine"
+    heavy = memory.similarity_need(parse_space(_similarity_space("norm_heavy")).units["similarity"][0])
+    pa = pb = max(math.prod(activation_shape("resnet_tiny", "digits", p)) for p in unit.a_points)
+    generic = int(memory.ALLOCATOR * 8 * (2 * 40 * (pa + pb) + 2 * (pa * pb + max(pa, pb) ** 2)))
+    assert heavy.bytes - need.bytes == 3 * 2**30 - generic
+    # priced: its images through both donors, as OPD's units are
+    profile = load_profile(None)
+    opd = parse_space(_similarity_space("opd")).units["similarity"][0]
+    seconds = [estimate(s, {"similarity": [s.units["similarity"][0].unit_id]}, profile).seconds["similarity"]
+               for s in (sweep, parse_space(_similarity_space("opd")))]  # fmt: skip
+    assert seconds[0] == pytest.approx(seconds[1]) and seconds[0] > 0 and opd.unit_id != unit.unit_id
+
+    # computed: every pair of held (images x features) matrices, each against the numpy function
+    gen = torch.Generator().manual_seed(0)
+    held_a = [torch.randn(40, 12, generator=gen), torch.randn(40, 30, generator=gen)]
+    held_b = [torch.randn(40, 7, generator=gen)]
+    values, times, extra = pairwise(measure_fn(unit), held_a, held_b)
+    for i, a in enumerate(held_a):
+        na, nb = a.double().norm(dim=1), held_b[0].double().norm(dim=1)
+        assert values[i, 0].item() == pytest.approx(float(na @ nb / (na.norm() * nb.norm())), rel=1e-9)
+    assert values.shape == (2, 1) and (times >= 0).all() and extra == {(0, 0): {}, (1, 0): {}}
+
+    assert schema("similarity").field("norm_cosine").type == "double"
+    assert "norm_cosine" not in trial_schema().names + reptest_schema().names
+    assert not any("norm_cosine" in c for c in trial_schema().names + reptest_schema().names)
+
+
+@pytest.mark.slow
+def test_a_similarity_index_unit_runs_and_is_read_back(tmp_path, norm_cosine):
+    """A unit of the plugin index runs in-process: one row per pair of points, its value in its own column of
+    the similarity table (written and read back), each pair timed, against the numpy function on the held
+    activations; the shipped measures' columns stay empty."""
+    from sweep.kinds.base import RunContext
+    from sweep.kinds.similarity import run_similarity
+    from sweep.models.features import features
+
+    sweep = parse_space(_similarity_space("norm_cosine"))
+    (unit,) = sweep.units["similarity"]
+    sweep_dir = SweepDir(tmp_path, sweep.name)
+    sweep_dir.create()
+    for name in ("plain_a", "plain_b"):
+        row = run_donor(sweep.donors[name], sweep.donor_evals[name], sweep_dir, torch.device("cpu"))
+        assert row["status"] == "done", row.get("error")
+    assert run_similarity(unit, RunContext(sweep_dir, torch.device("cpu")))["status"] == "done"
+    rows = analysis.load_similarity(sweep_dir.path)
+    assert len(rows) == 4 and rows["measure"].eq("norm_cosine").all() and (rows["time_measure_s"] > 0).all()
+    assert rows["cka"].isna().all() and rows["opd"].isna().all()
+    a, b = (load_donor(sweep_dir, key, torch.device("cpu")) for key in (unit.a_key, unit.b_key))
+    data = sweep.donors["plain_a"].data
+    x = make_splits(data.dataset, data.train_size, data.val_size, data.test_size).test_x[: unit.images]
+    with torch.no_grad():
+        fa, fb = (features(m, unit.a_points)(x) for m in (a, b))
+    for row in rows.itertuples():
+        want = _row_norm_cosine(fa[row.a_index - 1].flatten(1), fb[row.b_index - 1].flatten(1))
+        assert row.norm_cosine == pytest.approx(want, rel=1e-6)

@@ -173,9 +173,9 @@ def test_the_report_draws_the_cka_matrices_curves_and_transfer_table(trained, tm
 def test_procrustes_and_svcca_units_measure_each_pair_on_the_held_activations_and_time_it(trained, measure):
     """Cianfarani et al. B.1: the same pairs of points under OPD and SVCCA, each pair timed. The unit's values
     are the measure on every activation of the images, held; a network against itself is 0 (OPD) or 1 (SVCCA)
-    on the diagonal. Plumbing only: the values are compared with the same `PAIRWISE` function the unit calls (the
-    measures themselves are checked against independent formulations in tests/sweep/measures/test_similarity.py)."""
-    from sweep.kinds.similarity import PAIRWISE
+    on the diagonal. Plumbing only: the values are compared with the same function the unit calls (`measure_fn`;
+    the measures themselves are checked against independent formulations in tests/sweep/measures/test_similarity.py)."""
+    from sweep.kinds.similarity import measure_fn
 
     space, sweep_dir = trained
     points = ["layer1.1", "layer2.1", "layer3.1"]
@@ -197,7 +197,7 @@ def test_procrustes_and_svcca_units_measure_each_pair_on_the_held_activations_an
             want, k_a, k_b = _svcca_reference(pa.double().numpy(), pb.double().numpy(), max_k=unit.svcca_max_k)
             assert (row.svcca_k_a, row.svcca_k_b) == (k_a, k_b)
         else:
-            want = PAIRWISE[measure](pa, pb)
+            want = measure_fn(unit)(pa, pb)
         assert getattr(row, measure) == pytest.approx(want, abs=1e-6)
     _, itself = _run(space, sweep_dir, dict(entry, pairs=[{"a": "zoo:plain_a", "b": "zoo:plain_a"}]))
     diagonal = itself[itself["a_index"] == itself["b_index"]][measure]
@@ -223,14 +223,15 @@ def test_the_report_compares_cka_procrustes_and_svcca_on_the_same_pairs(trained)
     assert len(mine) == 4 and set(table["images"]) <= {64, 80}  # 2 x 2 pairs; the 48-image unit stands alone
     for m in ("cka", "opd", "svcca"):
         assert mine[m].notna().all() and np.isfinite(mine[f"time_{m}_s"]).all() and (mine[f"time_{m}_s"] > 0).all()
-    from sweep.kinds.similarity import PAIRWISE
+    from sweep.measures.cca import svcca_columns
 
     fa, fb = _held(space, sweep_dir, ["layer1.1", "layer3.1"], 64)
     for row in mine.itertuples():
         a, b = fa[row.a_index - 1], fb[row.b_index - 1]
         assert row.cka == pytest.approx(_numpy_cka(a, b), abs=1e-6)
         assert row.opd == pytest.approx(_numpy_opd(a, b), abs=1e-6)
-        assert row.svcca == pytest.approx(PAIRWISE["svcca"](torch.from_numpy(a), torch.from_numpy(b)), abs=1e-6)
+        svcca, _ = svcca_columns(torch.from_numpy(a), torch.from_numpy(b), max_k=64 // 20)  # the default cap
+        assert row.svcca == pytest.approx(svcca, abs=1e-6)
 
 
 def _held(space: dict, sweep_dir: SweepDir, points: list[str], images: int) -> tuple[list, list]:

@@ -305,15 +305,19 @@ def test_pwcca_against_low_rank_approximations_falls_with_the_rank():
 
 def test_the_engine_computes_every_catalogued_index_and_the_schema_holds_their_columns():
     """An index's columns, report name and direction are written once, in the torch-free catalogue: the
-    engine has a function for each entry (and no index outside it), and the schemas derive the columns."""
+    engine has a function for each entry (and no index outside it), and the schemas derive the columns: the
+    trials table those of the indices of scope "trial", the similarity table those of scope "similarity"."""
     from sweep.registry import INDICES
     from sweep.store.catalogue import INDEX_CATALOGUE
-    from sweep.store.schema import reptest_schema, trial_schema
+    from sweep.store.schema import reptest_schema, schema, trial_schema
 
     assert list(INDICES) == list(INDEX_CATALOGUE)
     for name, index in INDICES.items():
         assert index.entry is INDEX_CATALOGUE[name]
-        assert set(index.columns) <= set(trial_schema().names)
+        in_trials = set(index.columns) <= set(trial_schema().names)
+        assert in_trials == ("trial" in index.scopes), name
+        if "similarity" in index.scopes:
+            assert index.entry.similarity_column in schema("similarity").names
         if index.entry.reptest_column:
             assert index.entry.reptest_column in reptest_schema().names
     assert {"sim_cka", "sim_dm", "rank_front", "rank_receiver_end"} <= set(trial_schema().names)
