@@ -36,11 +36,11 @@ from sweep.backends.checks import (  # noqa: E402
 )
 from sweep.backends.node import start_lean, stop_lean  # noqa: E402
 from sweep.backends.progress import SweepProgress, phase  # noqa: E402
+from sweep.backends.stage import compact_stage, eta_prices, plugin_env, trial_resources, worker_env  # noqa: E402
 from sweep.config.errors import SpecError  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
-from sweep.measures.chance import chance_warning  # noqa: E402
 from sweep.plan.planning import blocked_note, runnable  # noqa: E402
-from sweep.store.results import Loc, SweepDir, part_rows  # noqa: E402
+from sweep.store.results import Loc, SweepDir  # noqa: E402
 
 # With the logger callbacks off, Tune's result grid warns once per trial that it found no result.json:
 # expected, and our record is the Parquet parts.
@@ -291,27 +291,6 @@ def _remove_quietly(loc: Loc) -> None:
         print(f"note: could not remove Ray's run records at {loc}: {exc}", flush=True)
 
 
-def _compact_stage(stage: str, sweep_dir: SweepDir) -> None:
-    """At the end of a stage, no unit writes: its done parts (and any left loose before) go into compacted
-    files (`sweep.store.compact`), so that the tables stay a few files each."""
-    from sweep.store.compact import compact
-
-    done = compact(sweep_dir.path)
-    parts, files = sum(p for p, _ in done.values()), sum(f for _, f in done.values())
-    if parts:
-        print(f"[{stage}] compacted {parts} parts into {files} file(s)", flush=True)
-
-
-def _chance_warnings(sweep: Sweep, sweep_dir: SweepDir) -> list[str]:
-    """The zoo stage's warnings about this sweep's donors that ended training at chance (`at_chance` in their
-    rows of the donors table), one per donor."""
-    keys, flagged = {d.donor_key for d in sweep.donors.values()}, {}
-    for row in part_rows(sweep_dir.donors):
-        if row.get("donor_key") in keys and row.get("at_chance"):
-            flagged.setdefault(row["donor_key"], row)
-    return [chance_warning(row) for row in flagged.values()]
-
-
 def start_ray(address: str | None, num_cpus: int | None, runtime_env: dict | None = None) -> bool:
     """Join `address`, or start an embedded local Ray, with the job's `runtime_env` (the plugins' code).
     Returns whether we started it."""
@@ -332,48 +311,6 @@ def start_ray(address: str | None, num_cpus: int | None, runtime_env: dict | Non
     return True
 
 
-def trial_resources(sweep: Sweep) -> dict:
-    """What Ray reserves for each unit: CPUs, GPUs and, when the space sets it, memory (Ray then places a unit
-    only where that much is unreserved)."""
-    resources = {"cpu": sweep.cpus_per_trial, "gpu": sweep.gpus_per_trial}
-    if sweep.memory_per_trial:
-        resources["memory"] = int(sweep.memory_per_trial * 2**30)
-    return resources
-
-
-def _worker_env(sweep: Sweep) -> dict:
-    """What a worker needs besides its unit: CPUs, GPU, data, the driver's cache settings."""
-    return dict(
-        cpus=sweep.cpus_per_trial,
-        gpu=sweep.gpus_per_trial > 0,
-        data_root=sweep.data_root,
-        download=sweep.download,
-        cache={k: v for k, v in os.environ.items() if k.startswith("STITCHSWEEP_CACHE")},
-        share=True,
-        plugins=[(p.module, p.version) for p in sweep.plugins],
-    )
-
-
-def _prices(sweep: Sweep, plan: dict[str, list[str]]) -> tuple[dict[str, float], float]:
-    """The cost model's price per unit of each kind and its fixed cost per stage, for the ETA (none when the
-    shipped profile cannot be read: the ETA then waits for measured units only)."""
-    from sweep.plan.estimate import unit_prices
-
-    try:
-        return unit_prices(sweep, plan)
-    except (SpecError, KeyError, ValueError) as exc:  # the ETA is a convenience: it never stops a run
-        print(f"note: no cost model for the ETA ({exc})", flush=True)
-        return {}, 0.0
-
-
-def plugin_env(sweep: Sweep) -> dict | None:
-    """The job's `runtime_env`: the plugins' files (their content, not their paths) and packages in
-    `py_modules`, which Ray uploads once and puts on every worker's path, on this machine or another node."""
-    from sweep.config.plugins import ray_modules
-
-    return {"py_modules": ray_modules(sweep.plugins)} if sweep.plugins else None
-
-
 def run_stages(
     sweep: Sweep,
     sweep_dir: SweepDir,
@@ -388,7 +325,6 @@ def run_stages(
     registration order (a kind registers after the kinds it reads: `Kind.after`). Every kind goes through the
     same machinery: resources, retries on node loss, progress, chunking into bounded experiments. `trackers`
     (`sweep.backends.trackers.parse`): each completed unit's record is mirrored to them."""
-    from sweep.kinds.base import resolve
     from sweep.registry import KINDS
 
     started = start_ray(address, num_cpus, plugin_env(sweep))
@@ -400,40 +336,54 @@ def run_stages(
         if not started:  # a cluster: its workers' data root, seen from a worker (the driver checked an embedded one)
             check_data_on_a_worker(sweep)
         resources = trial_resources(sweep)
-        env = _worker_env(sweep)
+        env = worker_env(sweep)
         summaries = []
         names = [k for k in KINDS if plan.get(k)]
-        totals, (prices, stage_s) = {k: (KINDS[k].noun, len(plan[k])) for k in names}, _prices(sweep, plan)
+        totals, (prices, stage_s) = {k: (KINDS[k].noun, len(plan[k])) for k in names}, eta_prices(sweep, plan)
         sweep_progress = SweepProgress(totals, prices=prices, stage_s=stage_s)
         for name in names:
-            kind = KINDS[name]
-            everything = kind.units(sweep)
-            ready, blocked = runnable(sweep, sweep_dir, name, plan[name])  # after this run's donor stage
-            if blocked:
-                sweep_progress.skip(name, len(blocked))
-                print(f"[{kind.stage}] {blocked_note(kind.noun, blocked)}", flush=True)
-            if not ready:
-                continue
-            # Only what runs travels to the workers; units that share a front run one after the other
-            # (`Kind.locality`), so a worker's cached activations serve them.
-            order = sorted(ready, key=lambda uid: kind.locality(everything[uid])) if kind.locality else ready
-            units = {uid: everything[uid] for uid in order}
-            env["share"] = kind.shares_halves(units.values())  # are the node's cache files worth writing?
-            trainable = tune.with_parameters(
-                _trainable, run=kind.run, units=units, root=sweep_dir.root, sweep_name=sweep.name, env=env
-            )
-            label = lambda c, units=units, kind=kind: kind.label(units[c["unit"]])  # noqa: E731
-            progress = _Progress(kind.stage, name, len(units), label, sweep_progress)
-            if trackers:
-                progress.extra.append(_Tracking(trackers, kind, units, sweep_dir))
-            summaries.append(_fit(kind.stage, trainable, list(units), resources, sweep_dir, progress, max_concurrent))
-            _compact_stage(kind.stage, sweep_dir)
-            if kind.after_stage is not None:  # e.g. the end of the zoo stage: donors that learned nothing
-                for line in resolve(kind.after_stage)(sweep, sweep_dir):
-                    print(f"[{kind.stage}] {line}", flush=True)
+            summary = _run_stage(sweep, sweep_dir, plan, name, resources, env, sweep_progress, max_concurrent, trackers)
+            if summary is not None:
+                summaries.append(summary)
         sweep_progress.close()
         return summaries
     finally:
         if started:
             stop_lean()
         sys.stdout.flush()
+
+
+def _run_stage(
+    sweep: Sweep, sweep_dir: SweepDir, plan: dict, name: str, resources: dict, env: dict, sweep_progress,
+    max_concurrent: int | None, trackers: list | None,
+) -> StageSummary | None:  # fmt: skip
+    """One kind's stage: its runnable units as Tune trials (None when none is runnable), then its end."""
+    from sweep.kinds.base import resolve
+    from sweep.registry import KINDS
+
+    kind = KINDS[name]
+    everything = kind.units(sweep)
+    ready, blocked = runnable(sweep, sweep_dir, name, plan[name])  # after this run's donor stage
+    if blocked:
+        sweep_progress.skip(name, len(blocked))
+        print(f"[{kind.stage}] {blocked_note(kind.noun, blocked)}", flush=True)
+    if not ready:
+        return None
+    # Only what runs travels to the workers; units that share a front run one after the other
+    # (`Kind.locality`), so a worker's cached activations serve them.
+    order = sorted(ready, key=lambda uid: kind.locality(everything[uid])) if kind.locality else ready
+    units = {uid: everything[uid] for uid in order}
+    env["share"] = kind.shares_halves(units.values())  # are the node's cache files worth writing?
+    trainable = tune.with_parameters(
+        _trainable, run=kind.run, units=units, root=sweep_dir.root, sweep_name=sweep.name, env=env
+    )
+    label = lambda c: kind.label(units[c["unit"]])  # noqa: E731
+    progress = _Progress(kind.stage, name, len(units), label, sweep_progress)
+    if trackers:
+        progress.extra.append(_Tracking(trackers, kind, units, sweep_dir))
+    summary = _fit(kind.stage, trainable, list(units), resources, sweep_dir, progress, max_concurrent)
+    compact_stage(kind.stage, sweep_dir)
+    if kind.after_stage is not None:  # e.g. the end of the zoo stage: donors that learned nothing
+        for line in resolve(kind.after_stage)(sweep, sweep_dir):
+            print(f"[{kind.stage}] {line}", flush=True)
+    return summary

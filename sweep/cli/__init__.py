@@ -89,7 +89,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stitchsweep", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"stitchsweep {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_space_commands(sub)
+    _add_results_commands(sub)
+    add_figures(sub)
+    add_disk(sub)
+    p = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of search spaces (for editors)",
+        epilog="example: stitchsweep schema > stitchsweep-space.schema.json",
+    )
+    p.set_defaults(fn=cmd_schema)
+    _plugin_option(p)
+    return parser
 
+
+def _add_space_commands(sub) -> None:
+    """`plan` and `run`: the commands that read a search space."""
     p = _command(sub, "plan", cmd_plan, "validate a search space and summarise its work",
                  "search_spaces/quickstart.yaml --trials", SPACE)  # fmt: skip
     p.add_argument("overrides", nargs="*", help=OVERRIDES)
@@ -100,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", default=None, help="also say what this results root has recorded and would run")
     p.add_argument("--estimate", action="store_true", help="predict the device time of what would run (cost model)")
     p.add_argument("--costs", default=None, help="--estimate: a profile file, or cpu-2core (default), nvidia-h200")
-    p.add_argument("--workers", type=int, default=None, help="--estimate: units running at once (default: 1)")
+    p.add_argument("--workers", type=int, default=None, help="--estimate: units at once (default: as run here)")
 
     p = _command(sub, "run", cmd_run, "run a sweep (trials already recorded are skipped)",
                  "search_spaces/quickstart.yaml --storage results --num-cpus 2", SPACE)  # fmt: skip
@@ -118,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _ray_options(p)
 
+
+def _add_results_commands(sub) -> None:
+    """`resume`, `status`, `compact` and `report`: the commands that read a results directory."""
     p = _command(sub, "resume", cmd_resume, "finish an interrupted sweep from its results directory",
                  "results/quickstart --failed", RESULTS)  # fmt: skip
     _ray_options(p)
@@ -147,16 +165,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="output folder (default: ./report/<sweep>, or ./report/<paper>); it may hold its previous report",
     )
-    add_figures(sub)
-    add_disk(sub)
-    p = sub.add_parser(
-        "schema",
-        help="print the JSON Schema of search spaces (for editors)",
-        epilog="example: stitchsweep schema > stitchsweep-space.schema.json",
-    )
-    p.set_defaults(fn=cmd_schema)
-    _plugin_option(p)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -84,7 +84,7 @@ register_kind(
         key="donor",
         timing=None,  # its table records training and each evaluation apart
         price=f"{_PRICES}:donor_seconds",
-        after_stage="sweep.backends.ray:_chance_warnings",
+        after_stage="sweep.backends.stage:chance_warnings",
         run="sweep.kinds.donor:run_unit",
         label=lambda work: f"donor {work.donor.name}",
         describe=_describe_donor,

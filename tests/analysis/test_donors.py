@@ -28,7 +28,7 @@ def test_chance_is_three_standard_errors_above_one_over_the_classes():
 def test_a_constant_donor_is_flagged_warned_about_and_its_trials_marked(tmp_path):
     """A checkpoint whose classifier is all zeros predicts class 0 for every image: chance by construction (the
     share of 0s among the digits' test images, about 10%), while the trained donor (89-90% measured) is not."""
-    from sweep.backends.ray import _chance_warnings
+    from sweep.backends.stage import chance_warnings as _chance_warnings
     from sweep.registry import KINDS, resolve
 
     dead = build("resnet_tiny", 1, 10, (0.5,), (0.5,), image_size=28)
