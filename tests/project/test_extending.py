@@ -297,8 +297,10 @@ def test_a_registered_kind_is_in_the_json_schema_the_estimate_the_reader_and_the
     KINDS.remove("echo")
     KINDS.add("echo", echo_kind)
 
+    from sweep.cli import _prepare
+
     sweep_dir = SweepDir(tmp_path, sweep.name)
-    sweep_dir.create()
+    _prepare(sweep_dir, sweep)  # what run does: the folders of the kinds with units
     assert (sweep_dir.path / "echo").is_dir()  # its table's folder, beside the shipped kinds'
     assert schema("echo").field("value").metadata[b"description"] == b"the unit's number, doubled"
     for unit in sweep.units["echo"]:
