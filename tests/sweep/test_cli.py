@@ -292,7 +292,7 @@ def test_every_command_and_argument_has_help_and_an_example():
 
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
-    assert set(commands) == {"plan", "run", "resume", "status", "report", "figures", "schema"}
+    assert set(commands) == {"plan", "run", "resume", "status", "compact", "report", "figures", "du", "prune", "schema"}
     for name, sub in commands.items():
         assert sub.epilog and sub.epilog.startswith(f"example: stitchsweep {name} "), name
         for action in sub._actions:

@@ -260,7 +260,7 @@ def test_losing_a_worker_node_and_then_the_driver_loses_no_trial(cluster, tiny_s
 
 def test_a_plugin_reaches_a_second_node_only_through_ray(cluster, tmp_path):
     """The plugin file lies in a folder no node's path names; the worker node imports Ray's shipped copy."""
-    from tests.sweep.cli.test_plugins import LOG_ENV, plugin_space
+    from tests.project.test_plugins import LOG_ENV, plugin_space
 
     space, log = plugin_space(tmp_path / "src"), tmp_path / "imports.log"
     os.environ[LOG_ENV] = str(log)  # the nodes started below inherit it, and so their workers
