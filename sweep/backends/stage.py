@@ -55,11 +55,12 @@ def plugin_env(sweep: Sweep) -> dict | None:
 
 
 def compact_stage(stage: str, sweep_dir: SweepDir) -> None:
-    """At the end of a stage, no unit writes: its done parts (and any left loose before) go into compacted
-    files (`sweep.store.compact`), so that the tables stay a few files each."""
-    from sweep.store.compact import compact
+    """At the end of a stage, no unit writes: the done parts (and any left loose before) of each table that
+    holds more than `compact_above()` files go into compacted files (`sweep.store.compact`), so that no table
+    holds more than that many files."""
+    from sweep.store.compact import compact, compact_above
 
-    done = compact(sweep_dir.path)
+    done = compact(sweep_dir.path, above=compact_above())
     parts, files = sum(p for p, _ in done.values()), sum(f for _, f in done.values())
     if parts:
         print(f"[{stage}] compacted {parts} parts into {files} file(s)", flush=True)

@@ -168,7 +168,7 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
             trackers=args.trackers,
         )
     complete = print_status(sweep, sweep_dir)
-    _compact(sweep_dir.path)  # what earlier runs left loose (each stage compacts its own at its end)
+    _compact(sweep_dir.path, automatic=True)  # tables left over `compact_above()` files (each stage does it too)
     planning.write_manifest(sweep, sweep_dir)  # the next status reads only what changed since
     from analysis.reading import write_snapshot
 
@@ -220,11 +220,12 @@ RESULTS_MARKERS = ("space.yaml", "trials")
 RESULTS_EXPECTED = "a results directory with a space.yaml or a trials/ folder (made by `stitchsweep run`)"
 
 
-def _compact(results) -> int:
-    """Compact every table's done parts (`sweep.store.compact`), printing one line when there were any."""
-    from sweep.store.compact import compact
+def _compact(results, automatic: bool = False) -> int:
+    """Compact every table's done parts (`sweep.store.compact`; `automatic`, at the end of a run: only the
+    tables over `compact_above()` files), printing one line when there were any."""
+    from sweep.store.compact import compact, compact_above
 
-    done = compact(results)
+    done = compact(results, above=compact_above() if automatic else 0)
     parts, files = sum(p for p, _ in done.values()), sum(f for _, f in done.values())
     if parts:
         print(f"compacted {parts} parts into {files} file(s)", flush=True)

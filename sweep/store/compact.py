@@ -145,14 +145,29 @@ def compact_table(folder: Loc, max_files: int = MAX_FILES) -> tuple[int, int]:
     return len(read), 1
 
 
-def compact(results, tables: list[str] | None = None, max_files: int = MAX_FILES) -> dict[str, tuple[int, int]]:
-    """Compact every table folder of a sweep's results (or those named). Table -> (parts, files written)."""
+def compact_above() -> int:
+    """How many files a table may hold before a run compacts it: `STITCHSWEEP_COMPACT_ABOVE` (default
+    `MAX_FILES`). Below it a listing is already cheap, and a small sweep keeps one file per unit."""
+    import os
+
+    raw = os.environ.get("STITCHSWEEP_COMPACT_ABOVE", str(MAX_FILES))
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise ValueError(f"STITCHSWEEP_COMPACT_ABOVE: expected a whole number of files, found {raw!r}") from None
+
+
+def compact(
+    results, tables: list[str] | None = None, max_files: int = MAX_FILES, above: int = 0
+) -> dict[str, tuple[int, int]]:
+    """Compact every table folder of a sweep's results (or those named) that holds more than `above` files
+    (0: every one with a done part). Table -> (parts, files written)."""
     from sweep.store.layout import tables as all_tables
 
     root = open_root(results)
     out = {}
     for name in tables or all_tables():
         folder = root / name
-        if folder.exists():
+        if folder.exists() and (not above or len(folder.files(PART_SUFFIX)) > above):
             out[name] = compact_table(folder, max_files)
     return out

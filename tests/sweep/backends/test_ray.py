@@ -256,7 +256,8 @@ def test_each_stage_compacts_its_parts_and_resume_reruns_nothing(tiny_space, wri
     tiny_space["donors"]["plain_a"]["epochs"] = 1  # what is measured here is the bookkeeping, not the donor
     storage = tmp_path / "results"
     results = storage / "tiny"
-    out = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2).stdout
+    every = {"STITCHSWEEP_COMPACT_ABOVE": "0"}  # compact every table (the default waits for 100 files)
+    out = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2, env=every).stdout
     assert "[zoo] compacted 2 parts into 2 file(s)" in out, out  # the donor's row, its curves: a file per table
     assert "[stitch] compacted 2 parts into 1 file(s)" in out, out  # two dm trials: rows, no training curves
     assert "2 done, 0 failed, 0 pending" in out
@@ -269,7 +270,7 @@ def test_each_stage_compacts_its_parts_and_resume_reruns_nothing(tiny_space, wri
         t.trial_id for t in parse_space(tiny_space).trials
     }
     stamp = compacted.stat().st_mtime_ns
-    again = _cli("resume", results, "--num-cpus", 2).stdout
+    again = _cli("resume", results, "--num-cpus", 2, env=every).stdout
     assert "2 already recorded, 0 to run" in again and "compacted" not in again
     assert compacted.stat().st_mtime_ns == stamp and len(list((results / "trials").glob("*.parquet"))) == 1
     glob = ds.dataset([str(p) for p in results.rglob("*.parquet")], format="parquet")

@@ -201,3 +201,26 @@ def test_an_unreadable_compacted_file_is_set_aside_by_a_run_and_its_units_run_ag
     assert compacted.exists()  # `status` only looks
     assert sorted(planning.to_run(sweep, sweep_dir, False)["trial"]) == sorted(ids)
     assert not compacted.exists() and compacted.with_name(compacted.name + ".corrupt").exists()
+
+
+def test_a_run_compacts_only_the_tables_over_its_threshold(tmp_path, monkeypatch):
+    """At the end of a stage a table is compacted only when it holds more than `compact_above()` files
+    (`STITCHSWEEP_COMPACT_ABOVE`, default 100): a small sweep keeps a part per unit, a large one at most that
+    many files a table."""
+    import pyarrow as pa
+
+    from sweep.store.compact import compact, compact_above
+    from sweep.store.storage import open_root
+
+    root = open_root(tmp_path)
+    for k in range(5):
+        (root / "trials" / f"t{k}.parquet").write_parquet(pa.table({"trial_id": [f"t{k}"], "status": ["done"]}))
+    monkeypatch.setenv("STITCHSWEEP_COMPACT_ABOVE", "5")
+    assert compact_above() == 5 and compact(tmp_path, ["trials"], above=compact_above()) == {}
+    assert len(list((tmp_path / "trials").glob("*.parquet"))) == 5  # at the threshold: left as it is
+    monkeypatch.setenv("STITCHSWEEP_COMPACT_ABOVE", "4")
+    assert compact(tmp_path, ["trials"], above=compact_above()) == {"trials": (5, 1)}
+    assert len(list((tmp_path / "trials").glob("*.parquet"))) == 1
+    monkeypatch.setenv("STITCHSWEEP_COMPACT_ABOVE", "many")
+    with pytest.raises(ValueError, match="STITCHSWEEP_COMPACT_ABOVE"):
+        compact_above()
