@@ -41,8 +41,9 @@ def test_make_quickstart_records_every_planned_trial_and_draws_the_plots(tmp_pat
     assert len(self_dm) == 6 and (self_dm["relative_acc"] == 1.0).all()
 
     page = (report / "index.html").read_text()
-    for front, end in {(t.front, t.end) for t in sweep.trials}:
-        for setting in ("tlm init=identity", "dm"):  # panel titles: pair (objective and its options)
-            assert f"{front} -> {end} ({setting})" in page, (front, end, setting)
+    for front, end in {(t.front, t.end) for t in sweep.trials}:  # a panel per pair, the objectives overlaid
+        assert f"{front} -> {end}: accuracy by objective" in page, (front, end)
+    for setting in ("tlm init=identity", "dm"):  # the overlaid settings (objective and its options)
+        assert f'"setting": "{setting}"' in page or f'"setting":"{setting}"' in page, setting
     assert (report / "most_frequent_class.png").stat().st_size > 10_000
     assert (report / "stitching.png").stat().st_size > 10_000
