@@ -180,7 +180,10 @@ def test_every_kind_of_work_reads_a_streamed_folder_in_batches(folder, bounded, 
                 out = resolve(kind.run)(unit, ctx)
                 assert out["status"] == "done", (name, out.get("error"))
                 ran[name] = ran.get(name, 0) + 1
-    assert set(ran) == set(KINDS.names()), ran  # a kind added later must be added to the space above
+    # every shipped kind (a kind another test registered in this process is not the space's business); a kind
+    # added later must be added to the space above
+    shipped = {n for n in KINDS.names() if str(KINDS.get_entry(n).run).startswith("sweep.")}
+    assert set(ran) == shipped, ran
     tables = analysis.load(sweep_dir.path)
     assert len(tables["inversions"]) == 70 and tables["donors"]["clean_acc"].notna().all()
 
