@@ -147,7 +147,8 @@ def _cli(*args, check=True):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_sweep_on_s3_runs_resumes_and_reports_from_there(s3, tiny_space, write_space, tmp_path):
+def test_a_sweep_on_s3_runs_resumes_and_reports_from_there(s3, tiny_space, write_space, tmp_path, monkeypatch):
+    monkeypatch.setenv("STITCHSWEEP_COMPACT_ABOVE", "0")  # compact every table (the default waits for 100 files)
     tiny_space["stitching"]["objectives"] = ["dm"]
     space = write_space(tiny_space)
     storage = _uri(s3, "sweeps")
