@@ -7,11 +7,12 @@ worker cache configured as the Ray trainable configures it (`sweep.backends.ray.
 
 The data are random images in CIFAR-10's own file format at its full size (50,000 training and 10,000 test
 images: what a worker loads is the point), torchvision's md5 check switched off in the benchmark's processes;
-the donors are freshly initialised WRN-28-10s (seeds 0 and 1) written into the zoo (memory does not depend on
-the weights). The unit runs in a fresh process, which prints one JSON line: its peak RSS, the phases (RSS and
-the peak so far after each: the unit's data, each donor, each side's accuracy, each batch of CKA), the worker
-cache's bytes, the wall time and the matrix's checksum (the matrix itself goes to `--out` as .npy when given,
-to compare runs of two versions of the code).
+the donors are freshly initialised WRN-28-10s written into the zoo by `gpu_path.py`'s `random_zoo` (one
+initialisation for both: memory does not depend on the weights, and the unit reads A and B apart). The unit
+runs in a fresh process, which prints one JSON line: its peak RSS, the phases (RSS and the peak so far after
+each: the unit's data, each donor, each side's accuracy, each batch of CKA), the worker cache's MiB, the wall
+time and the matrix's checksum (the matrix itself goes to `--out` as .npy when given, to compare runs of
+two versions of the code).
 """
 
 from __future__ import annotations
@@ -155,6 +156,9 @@ def main() -> None:
         work = Path(args.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
         _prepare(work, args.images, args.batch)
+        from sweep.data.core import load_pool
+
+        load_pool.cache_clear()  # this process only waits: the dataset it read for the zoo goes
         cmd = [sys.executable, __file__, "--child", "--work", str(work), "--out", args.out]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
