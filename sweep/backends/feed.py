@@ -85,3 +85,6 @@ def _forget(trial) -> None:
     meta.last_result = kept | {"done": True}
     meta.invalidate_cache()
     trial._state_json = None  # a cached JSON of its state, from an experiment-state snapshot
+    # The reference to the default metrics Tune asks each trial's actor for when it gets one (never read once
+    # the trial reported): it would keep the object, and its entry in Ray's reference table, to the end.
+    trial._default_result_or_future = None

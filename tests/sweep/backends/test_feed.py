@@ -43,6 +43,7 @@ def _finished_trial() -> Trial:
 def test_a_finished_trial_keeps_its_config_and_status_not_its_results():
     trial = _finished_trial()
     before = len(pickle.dumps(trial.run_metadata))
+    trial._default_result_or_future = object()  # stands for the reference Tune keeps to its actor's metrics
     assert set(trial.run_metadata.metric_analysis) >= {f"metric_{i}" for i in range(20)}
     Forget().on_trial_complete(0, [trial], trial)
     assert trial.run_metadata.metric_analysis == {} and trial.run_metadata.metric_n_steps == {}
@@ -52,6 +53,7 @@ def test_a_finished_trial_keeps_its_config_and_status_not_its_results():
         "done": True,
     }
     assert len(pickle.dumps(trial.run_metadata)) < before / 5  # the statistics were most of its bytes
+    assert trial._default_result_or_future is None
     errored = _finished_trial()
     Forget().on_trial_error(0, [errored], errored)
     assert errored.run_metadata.metric_analysis == {}
