@@ -133,15 +133,16 @@ def _env() -> dict:
     return dict(os.environ, PYTHONPATH=str(REPO))
 
 
-def _peak_rss_mb(pid: int) -> float:
-    """The process's peak resident set so far (VmHWM), in MB; 0 once it is gone."""
+def _rss_mb(pid: int) -> tuple[float, float]:
+    """The process's resident set now (VmRSS) and its peak so far (VmHWM), in MB; zeros once it is gone."""
+    found = {}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                found[line[:5]] = int(line.split()[1]) / 1024
     except OSError:
         pass
-    return 0.0
+    return found.get("VmRSS", 0.0), found.get("VmHWM", 0.0)
 
 
 def _kill_tree(pid: int) -> None:
@@ -162,21 +163,31 @@ def _kill_tree(pid: int) -> None:
 
 
 def drive(args: list[str], parts_dir: Path, log: Path, kill_at_parts: int | None = None) -> dict:
-    """Run one command; poll the driver's peak RSS; SIGKILL it once `kill_at_parts` parts exist (if given)."""
+    """Run one command; poll the driver's RSS against the parts written so far (`rss`: (parts, MB) pairs) and
+    its peak; SIGKILL it once `kill_at_parts` parts exist (if given)."""
     t0 = time.time()
     with open(log, "w") as out:
         proc = subprocess.Popen(_cli(args), stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=REPO)
-        peak, killed = 0.0, False
+        peak, killed, rss = 0.0, False, []
         while proc.poll() is None:
-            peak = max(peak, _peak_rss_mb(proc.pid))
-            if kill_at_parts is not None and parts_dir.is_dir():
-                if sum(1 for _ in os.scandir(parts_dir)) >= kill_at_parts:
-                    _kill_tree(proc.pid)
-                    killed = True
-                    proc.wait()
-                    break
+            now, high = _rss_mb(proc.pid)
+            peak = max(peak, high)
+            parts = sum(1 for _ in os.scandir(parts_dir)) if parts_dir.is_dir() else 0
+            if parts and now:
+                rss.append((parts, now))
+            if kill_at_parts is not None and parts >= kill_at_parts:
+                _kill_tree(proc.pid)
+                killed = True
+                proc.wait()
+                break
             time.sleep(0.5)
-    return {"t0": t0, "wall": time.time() - t0, "rc": proc.returncode, "peak_rss_mb": peak, "killed": killed}
+    wall = time.time() - t0
+    return {"t0": t0, "wall": wall, "rc": proc.returncode, "peak_rss_mb": peak, "killed": killed, "rss": rss}
+
+
+def rss_at(samples: list[tuple[int, float]], parts: int) -> float | None:
+    """The driver's RSS at the first poll that saw at least `parts` parts (None: no such poll)."""
+    return next((mb for n, mb in samples if n >= parts), None)
 
 
 def busy_windows(rows, t_begin: float, slots: int, width: float = 10.0) -> list[float]:
@@ -260,7 +271,7 @@ def _print_figures(out: dict, n: int, slots: int, median_s: float, workdir: Path
     print(f"run: wall {first['wall']:.1f} s, fixed start-up {startup:.1f} s (to the first unit's start),"
           f" {'killed' if first['killed'] else 'rc ' + str(first['rc'])}; {len(fresh)} units at"
           f" {rate(fresh):.2f} units/s (first start to last end)")  # fmt: skip
-    if not first["killed"]:
+    if not first["killed"] and ideal > 0:
         span = fresh["t_end"].max() - fresh["t_start"].min()
         print(f"ideal {ideal:.1f} s: units' span {span:.1f} s = {span / ideal:.2f}x, whole command"
               f" {first['wall'] / ideal:.2f}x")  # fmt: skip
@@ -271,6 +282,11 @@ def _print_figures(out: dict, n: int, slots: int, median_s: float, workdir: Path
               f" (fresh run's: {rate(fresh):.2f}); driver peak RSS {res['peak_rss_mb']:.0f} MB")  # fmt: skip
         print("exactly once:", exactly_once(out, n) or "yes")
     print(f"driver peak RSS (run): {first['peak_rss_mb']:.0f} MB")
+    marks = {f: rss_at(first["rss"], int(f * n)) for f in (0.1, 0.5, 0.9)}
+    if None not in marks.values():  # the slope of Tune's per-trial state, apart from the start-up's peak
+        slope = (marks[0.9] - marks[0.1]) / (0.8 * n) * 1000
+        print("driver RSS at 10/50/90% of the parts:", " ".join(f"{v:.0f}" for v in marks.values()),
+              f"MB ({slope:+.1f} MB per 1,000 units)")  # fmt: skip
     if median_s > 0:
         windows = busy_windows(fresh, fresh["t_start"].min(), slots)
         print("busy slots per 10 s window:", " ".join(f"{w:.1f}" for w in windows))
