@@ -58,6 +58,7 @@ def _run(cluster: Cluster, victim, workdir: Path, n, slots, median_s, kill_at, c
     lost: dict = {}
 
     def kill() -> None:
+        lost["parts"] = sum(1 for _ in os.scandir(results / "sleep"))
         lost["pids"] = cluster.kill_node(victim)
         lost["t"] = time.time()
         lost["before"] = _snapshot(results)
@@ -90,8 +91,9 @@ def main_nodes(workdir: Path, n: int, slots: int, median_s: float, nodes: int, k
     if lost:
         pids = set(lost["pids"])
         on_victim = rows[rows["worker_pid"].isin(pids) & (rows["t_end"] <= lost["t"])]
-        print(f"worker node killed at {lost['t'] - run['t0']:.1f} s with {len(lost['before'])} units recorded"
-              f" ({len(on_victim)} of them on that node; {len(pids)} processes killed)")  # fmt: skip
+        print(f"worker node killed at {lost['t'] - run['t0']:.1f} s, {lost['parts']} parts written ({len(pids)}"
+              f" processes killed); just after: {len(lost['before'])} units recorded, {len(on_victim)} of them"
+              " on that node")  # fmt: skip
     print(f"retries seen: {out['retries']} trials lost with their node and retried; {out['skipped']} retried"
           " units found their part written and skipped")  # fmt: skip
     if "resume" in out:

@@ -169,3 +169,18 @@ def test_a_plugin_reaches_a_second_node_only_through_ray(cluster, tmp_path):
     lines = [line.split("\t") for line in log.read_text().splitlines()]
     # imported on the worker node from Ray's copy (its processes carry the node's tag)
     assert any("runtime_resources" in path and tag == worker for path, tag in lines), lines
+
+
+def test_60_sleep_units_lose_a_worker_node_at_30_percent_and_each_is_recorded_once(tmp_path):
+    """`tests/benchmarks/scale_ray.py --nodes 2 --kill-node-at 0.3`, small: the worker node's every process is
+    SIGKILLed once 18 of 60 units are recorded; Tune retries the lost trials on the head node."""
+    from tests.benchmarks import scale_ray, scale_ray_nodes
+
+    out = scale_ray_nodes.sweep_on_nodes(tmp_path, 60, 8, 0.2, nodes=2, kill_at=0.3)
+    log = (tmp_path / "run.log").read_text()
+    assert out["run"]["rc"] == 0 and "resume" not in out, log  # retried within the run, no stage failed
+    assert out["lost"] and 18 <= len(out["before_kill"]) < 60, log  # killed mid-sweep, not after the end
+    ran_there = out["rows"]["worker_pid"].isin(out["lost"]["pids"]) & (out["rows"]["t_end"] <= out["lost"]["t"])
+    assert ran_there.any(), "no unit ran on the killed node: the kill tested nothing"
+    assert scale_ray.exactly_once(out, 60) == []
+    assert out["leftovers"] == 0, "a Ray process of the test outlived it"
