@@ -305,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=None, help="run on a loopback cluster of this many Ray nodes")
     ap.add_argument("--kill-node-at", type=float, default=None, help="with --nodes: SIGKILL a worker node then")
     a = ap.parse_args(argv)
+    if a.kill_node_at is not None and (a.nodes or 0) < 2:
+        ap.error(f"--kill-node-at needs --nodes of at least 2 (a worker node to kill), found --nodes {a.nodes}")
     workdir = Path(a.workdir or tempfile.mkdtemp(prefix="scale_ray_"))
     workdir.mkdir(parents=True, exist_ok=True)
     if a.nodes is not None:

@@ -43,3 +43,17 @@ def test_500_units_killed_half_way_and_resumed_are_each_recorded_once(tmp_path):
     assert out["run"]["killed"] and out["resume"]["rc"] == 0
     assert 250 <= len(out["before_kill"]) < 500  # killed half way, not after the end
     assert scale_ray.exactly_once(out, 500) == []
+
+
+def test_a_sleep_unit_whose_part_exists_is_skipped_not_run_again(tmp_path):
+    """A trial Ray retries after its node died may find its unit's part written: the row must stay the first."""
+    from types import SimpleNamespace
+
+    from sweep.store.results import SweepDir
+
+    ctx = SimpleNamespace(sweep_dir=SweepDir(tmp_path, "s"))
+    assert scale_ray.run_unit(("u", 0.0), ctx)["status"] == "done"
+    part = scale_ray._parts(ctx.sweep_dir, ("u", 0.0))[0]
+    first = pd.read_parquet(part.path)["t_end"][0]
+    assert scale_ray.run_unit(("u", 0.0), ctx)["status"] == "skipped"
+    assert pd.read_parquet(part.path)["t_end"][0] == first  # the first run's own value, read back
