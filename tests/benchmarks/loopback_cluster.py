@@ -41,6 +41,17 @@ def marked(tag: str) -> list[psutil.Process]:
     return found
 
 
+def running_trial(tag: str) -> bool:
+    """Whether a process of the node tagged `tag` is running a Tune trial's trainable now."""
+    for p in marked(tag):
+        try:
+            if "ImplicitFunc.train" in " ".join(p.cmdline()):  # Ray's title for an actor running `train`
+                return True
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            pass
+    return False
+
+
 def _kill(procs: list[psutil.Process]) -> None:
     for p in procs:
         try:

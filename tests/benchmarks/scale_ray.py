@@ -168,7 +168,8 @@ def _kill_tree(pid: int) -> None:
 
 def drive(args: list[str], parts_dir: Path, log: Path, kill_at_parts: int | None = None, kill=None) -> dict:
     """Run one command; poll the driver's peak RSS; once `kill_at_parts` parts exist (if given), call `kill`
-    and go on, or without one SIGKILL the driver (which ends the command)."""
+    and go on (until it returns True: it may wait for its moment), or without one SIGKILL the driver (which
+    ends the command)."""
     t0 = time.time()
     with open(log, "w") as out:
         proc = subprocess.Popen(_cli(args), stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=REPO)
@@ -177,10 +178,10 @@ def drive(args: list[str], parts_dir: Path, log: Path, kill_at_parts: int | None
             peak = max(peak, _peak_rss_mb(proc.pid))
             if kill_at_parts is not None and not killed and parts_dir.is_dir():
                 if sum(1 for _ in os.scandir(parts_dir)) >= kill_at_parts:
-                    killed = True
                     if kill is not None:
-                        kill()
+                        killed = kill()
                         continue
+                    killed = True
                     _kill_tree(proc.pid)
                     proc.wait()
                     break

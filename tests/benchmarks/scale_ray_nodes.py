@@ -1,9 +1,9 @@
 """`scale_ray.py --nodes K [--kill-node-at F]`: the sleeping units through `stitchsweep run --address` on a
 loopback cluster of K Ray nodes on this machine (`loopback_cluster.py`: a head and K - 1 worker nodes, the
 machine's cores shared among them), the last worker node SIGKILLed whole (raylet, agents and workers, as the
-loss of its machine) once a fraction F of the parts exist. Tune retries the trials lost with it on the
-nodes left; if the command fails instead, `resume --address` finishes the sweep (and the run counts as
-failed). Checks: every unit recorded exactly once, none recorded before the kill ran again.
+loss of its machine) once a fraction F of the parts exist and a unit runs there. Tune retries the trials lost
+with it on the nodes left; if the command fails instead, `resume --address` finishes the sweep (and the run
+counts as failed). Checks: every unit recorded exactly once, none recorded before the kill ran again.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/scale_ray.py --units 2000 --slots 16 --nodes 2 --kill-node-at 0.3
 """
@@ -15,7 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.benchmarks.loopback_cluster import Cluster
+from tests.benchmarks.loopback_cluster import Cluster, running_trial
 from tests.benchmarks.scale_ray import drive, exactly_once, rate, read_rows, write_space
 
 RETRY = "lost with its worker or node; retrying"
@@ -57,11 +57,14 @@ def _run(cluster: Cluster, victim, workdir: Path, n, slots, median_s, kill_at, c
     address = ["--address", cluster.address]
     lost: dict = {}
 
-    def kill() -> None:
+    def kill() -> bool:
+        if not running_trial(victim):  # a loss that interrupts no unit would test no retry: wait for one
+            return False
         lost["parts"] = sum(1 for _ in os.scandir(results / "sleep"))
         lost["pids"] = cluster.kill_node(victim)
         lost["t"] = time.time()
         lost["before"] = _snapshot(results)
+        return True
 
     at = None if kill_at is None or victim is None else max(1, int(kill_at * n))
     cmd = ["run", str(space), "--storage", str(storage), *address]

@@ -13,12 +13,11 @@ import time
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
 import analysis
 from sweep.config.space import parse_space
-from tests.benchmarks.loopback_cluster import Cluster, marked
+from tests.benchmarks.loopback_cluster import Cluster, running_trial
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -61,19 +60,9 @@ def _wait_for_parts(results: Path, n: int, driver: subprocess.Popen, log: Path, 
         time.sleep(0.05)
 
 
-def _running_trial(tag: str) -> bool:
-    for p in marked(tag):
-        try:
-            if "ImplicitFunc.train" in " ".join(p.cmdline()):  # a Tune trial running its trainable
-                return True
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            pass
-    return False
-
-
 def _wait_for_trial_on(tag: str, driver: subprocess.Popen, log: Path, timeout: float = 300) -> None:
     deadline = time.time() + timeout
-    while not _running_trial(tag):
+    while not running_trial(tag):
         assert driver.poll() is None, log.read_text()
         assert time.time() < deadline, f"no trial ran on node {tag}\n{log.read_text()}"
         time.sleep(0.1)
@@ -173,14 +162,13 @@ def test_a_plugin_reaches_a_second_node_only_through_ray(cluster, tmp_path):
 
 def test_60_sleep_units_lose_a_worker_node_at_30_percent_and_each_is_recorded_once(tmp_path):
     """`tests/benchmarks/scale_ray.py --nodes 2 --kill-node-at 0.3`, small: the worker node's every process is
-    SIGKILLed once 18 of 60 units are recorded; Tune retries the lost trials on the head node."""
+    SIGKILLed once 18 of 60 units are recorded and one runs there; Tune retries the lost trials on the head."""
     from tests.benchmarks import scale_ray, scale_ray_nodes
 
-    out = scale_ray_nodes.sweep_on_nodes(tmp_path, 60, 8, 0.2, nodes=2, kill_at=0.3)
+    out = scale_ray_nodes.sweep_on_nodes(tmp_path, 60, 8, 0.5, nodes=2, kill_at=0.3)
     log = (tmp_path / "run.log").read_text()
     assert out["run"]["rc"] == 0 and "resume" not in out, log  # retried within the run, no stage failed
-    assert out["lost"] and 18 <= len(out["before_kill"]) < 60, log  # killed mid-sweep, not after the end
-    ran_there = out["rows"]["worker_pid"].isin(out["lost"]["pids"]) & (out["rows"]["t_end"] <= out["lost"]["t"])
-    assert ran_there.any(), "no unit ran on the killed node: the kill tested nothing"
+    assert out["lost"] and 18 <= out["lost"]["parts"] < 60, log  # killed mid-sweep, not after the end
+    assert out["retries"] >= 1, log  # the kill cut a unit short: Tune retried it
     assert scale_ray.exactly_once(out, 60) == []
     assert out["leftovers"] == 0, "a Ray process of the test outlived it"
