@@ -179,7 +179,8 @@ def drive(args: list[str], parts_dir: Path, log: Path, kill_at_parts: int | None
             if kill_at_parts is not None and not killed and parts_dir.is_dir():
                 if sum(1 for _ in os.scandir(parts_dir)) >= kill_at_parts:
                     if kill is not None:
-                        killed = kill()
+                        killed = kill()  # False: not yet; asked again at the next poll
+                        time.sleep(0.5)
                         continue
                     killed = True
                     _kill_tree(proc.pid)
