@@ -116,6 +116,7 @@ class _Progress(tune.Callback):
         self.sweep = sweep
         self.finished = 0  # trials whose trainable returned its final status, or that Ray gave up on
         self.errored = 0  # trials Ray gave up on (their logs under _ray/ are kept)
+        self.gave_up: list | None = []  # their units, run once more by `_fit` (None then: a second error is final)
         self.last: dict = {}
         self.workers: dict[tuple, dict] = {}  # (node, pid) -> its units and latest cache counters
         self.t0 = time.perf_counter()
@@ -169,9 +170,14 @@ class _Progress(tune.Callback):
         )
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self.done += 1
         self.finished += 1
         self.errored += 1
+        if self.gave_up is not None:  # Tune errors a trial lost with its node when its dead actor's second
+            # failed task arrives after the trial was requeued, whatever its retries left: run it again
+            self.gave_up.append(trial.config["unit"])
+            self.sweep.forget(self.kind, trial.trial_id)
+            return self.sweep.note(f"[{self.stage}] {self.label(trial.config)}: ray error; it runs again later")
+        self.done += 1
         self.sweep.finished(self.kind, trial.trial_id, failed=True)
         self.sweep.note(
             f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
@@ -232,6 +238,10 @@ def _fit(
     size = trials_per_experiment()
     for start in range(0, len(grid), size):
         _fit_chunk(name, trainable, grid[start : start + size], resources, sweep_dir, progress, max_concurrent)
+    again, progress.gave_up = progress.gave_up, None
+    if again:  # idempotent trials: a unit whose part was written is skipped
+        progress.sweep.note(f"[{name}] running again the {len(again)} unit(s) that Ray gave up on")
+        _fit_chunk(name, trainable, again, resources, sweep_dir, progress, max_concurrent)
     progress.sweep.note(progress.worker_line())
     progress.sweep.summary()
     return StageSummary(name, len(grid), time.perf_counter() - t0)
