@@ -78,6 +78,7 @@ def _run(cluster: Cluster, victim, workdir: Path, n, slots, median_s, kill_at, c
             raise SystemExit(f"stitchsweep resume failed:\n{logs[-1].read_text()[-3000:]}")
     text = "\n".join(log.read_text() for log in logs)
     out["retries"] = text.count(RETRY)
+    out["again"] = text.count("ray error; it runs again later")  # Tune gave up on it; the stage ran it again
     out["skipped"] = sum(1 for line in text.splitlines() if line.startswith("[sleep ") and ": skipped" in line)
     out["rows"] = read_rows(results)
     return out
@@ -98,7 +99,8 @@ def main_nodes(workdir: Path, n: int, slots: int, median_s: float, nodes: int, k
               f" processes killed); just after: {len(lost['before'])} units recorded, {len(on_victim)} of them"
               " on that node")  # fmt: skip
     print(f"retries seen: {out['retries']} trials lost with their node and retried; {out['skipped']} retried"
-          " units found their part written and skipped")  # fmt: skip
+          f" units found their part written and skipped; {out['again']} given up by Tune, run again by the"
+          " stage")  # fmt: skip
     if "resume" in out:
         print(f"the run failed; resume: wall {out['resume']['wall']:.1f} s, rc {out['resume']['rc']}")
     problems = exactly_once(out, n)
