@@ -113,6 +113,7 @@ class _Progress(tune.Callback):
         self.sweep = sweep
         self.finished = 0  # trials whose trainable returned its final status, or that Ray gave up on
         self.errored = 0  # trials Ray gave up on (their logs under _ray/ are kept)
+        self.gave_up: list | None = []  # their units, run once more by `_fit` (None then: a second error is final)
         self.last: dict = {}
         self.workers: dict[tuple, dict] = {}  # (node, pid) -> its units and latest cache counters
         self.t0 = time.perf_counter()
@@ -166,9 +167,14 @@ class _Progress(tune.Callback):
         )
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self.done += 1
         self.finished += 1
         self.errored += 1
+        if self.gave_up is not None:  # Tune errors a trial lost with its node when its dead actor's second
+            # failed task arrives after the trial was requeued, whatever its retries left: run it again
+            self.gave_up.append(trial.config["unit"])
+            self.sweep.forget(self.kind, trial.trial_id)
+            return self.sweep.note(f"[{self.stage}] {self.label(trial.config)}: ray error; it runs again later")
+        self.done += 1
         self.sweep.finished(self.kind, trial.trial_id, failed=True)
         self.sweep.note(
             f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
@@ -215,6 +221,10 @@ def _fit(
     )
     if grid:
         _experiment(name, trainable, grid, resources, sweep_dir, progress, max_concurrent)
+    again, progress.gave_up = progress.gave_up, None
+    if again:  # idempotent trials: a unit whose part was written is skipped
+        progress.sweep.note(f"[{name}] running again the {len(again)} unit(s) that Ray gave up on")
+        _experiment(name, trainable, again, resources, sweep_dir, progress, max_concurrent)
     progress.sweep.note(progress.worker_line())
     progress.sweep.summary()
     return StageSummary(name, len(grid), time.perf_counter() - t0)
@@ -230,6 +240,7 @@ def _experiment(
     max_concurrent: int | None,
 ) -> None:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    finished_before, errored_before = progress.finished, progress.errored
     tuner = tune.Tuner(
         tune.with_resources(trainable, resources),
         tune_config=tune.TuneConfig(
@@ -258,12 +269,12 @@ def _experiment(
     # Tune handles Ctrl+C itself: it stops the running trials and returns normally. A trial that never
     # reported its final status was cut short; stop the whole sweep then instead of starting the next
     # stage on missing inputs.
-    if progress.finished < len(grid):
+    if progress.finished - finished_before < len(grid):
         raise KeyboardInterrupt(
             f"the {name} stage was interrupted with"
             f" {progress.total - progress.finished} of {progress.total} trials unfinished"
         )
-    if not progress.errored:  # Ray's records of a clean run duplicate the parts: drop them
+    if progress.errored == errored_before:  # Ray's records of a clean run duplicate the parts: drop them
         _remove_quietly(sweep_dir.ray / f"{name}-{stamp}")
 
 

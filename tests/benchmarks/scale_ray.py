@@ -8,14 +8,16 @@ lognormal duration (median M, sigma 0.5, capped at C; M = 0: the zero-duration m
 writing its one row (start and end times, worker pid) as its Parquet part, as every kind does.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/scale_ray.py --units 2000 --slots 16 [--median 0.5]
-        [--kill-at 0.5] [--workdir DIR]
+        [--kill-at 0.5] [--workdir DIR] [--nodes 2 --kill-node-at 0.3]
 
 Prints: the command's wall time and its fixed start-up (to the first unit's start) apart from the marginal
 rate; wall time against the ideal (sum of durations / S, or the longest unit if larger); units a second; busy
 slots per 10-second window (a barrier between Tune experiments shows as a dip); the driver's peak RSS; files
 written; the times of `status`, `report` and the kind's table loader on the result. With --kill-at F the
 driver (and its embedded Ray) is SIGKILLed once a fraction F of the parts exist, then `resume` finishes the
-sweep: every unit recorded exactly once, none that had finished run again.
+sweep: every unit recorded exactly once, none that had finished run again. With --nodes K the sweep runs on a
+loopback cluster of K Ray nodes on this machine instead, and --kill-node-at F SIGKILLs a worker node whole
+(`scale_ray_nodes.py`).
 """
 
 from __future__ import annotations
@@ -75,9 +77,12 @@ def _parts(sweep_dir, unit) -> list:
 
 
 def run_unit(unit, ctx) -> dict:
-    """Sleep the unit's duration, then write its row as its one part (last, atomically: `write_rows`)."""
+    """Sleep the unit's duration, then write its row as its one part (last, atomically: `write_rows`); skipped
+    when its part exists, as every kind's unit (a trial Ray retries may have written it already)."""
     from sweep.store.results import write_rows
 
+    if _parts(ctx.sweep_dir, unit)[0].exists():
+        return {"status": "skipped", "error": None}
     t0 = time.time()
     time.sleep(unit[1])
     row = dict(unit_id=unit[0], status="done", error=None, duration_s=unit[1], t_start=t0, t_end=time.time())
@@ -162,9 +167,10 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(tree, timeout=30)
 
 
-def drive(args: list[str], parts_dir: Path, log: Path, kill_at_parts: int | None = None) -> dict:
+def drive(args: list[str], parts_dir: Path, log: Path, kill_at_parts: int | None = None, kill=None) -> dict:
     """Run one command; poll the driver's RSS against the parts written so far (`rss`: (parts, MB) pairs) and
-    its peak; SIGKILL it once `kill_at_parts` parts exist (if given)."""
+    its peak; once `kill_at_parts` parts exist (if given), call `kill` and go on (until it returns True: it may
+    wait for its moment), or without one SIGKILL the driver (which ends the command)."""
     t0 = time.time()
     with open(log, "w") as out:
         proc = subprocess.Popen(_cli(args), stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=REPO)
@@ -175,9 +181,13 @@ def drive(args: list[str], parts_dir: Path, log: Path, kill_at_parts: int | None
             parts = sum(1 for _ in os.scandir(parts_dir)) if parts_dir.is_dir() else 0
             if parts and now:
                 rss.append((parts, now))
-            if kill_at_parts is not None and parts >= kill_at_parts:
-                _kill_tree(proc.pid)
+            if kill_at_parts is not None and not killed and parts >= kill_at_parts:
+                if kill is not None:
+                    killed = kill()  # False: not yet; asked again at the next poll
+                    time.sleep(0.5)
+                    continue
                 killed = True
+                _kill_tree(proc.pid)
                 proc.wait()
                 break
             time.sleep(0.5)
@@ -309,9 +319,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--median", type=float, default=0.5, help="the durations' median in seconds (0: none)")
     ap.add_argument("--kill-at", type=float, default=None, help="SIGKILL the driver at this fraction, then resume")
     ap.add_argument("--workdir", default=None, help="where the space and results go (default: a temporary folder)")
+    ap.add_argument("--nodes", type=int, default=None, help="run on a loopback cluster of this many Ray nodes")
+    ap.add_argument("--kill-node-at", type=float, default=None, help="with --nodes: SIGKILL a worker node then")
     a = ap.parse_args(argv)
+    if a.kill_node_at is not None and (a.nodes or 0) < 2:
+        ap.error(f"--kill-node-at needs --nodes of at least 2 (a worker node to kill), found --nodes {a.nodes}")
     workdir = Path(a.workdir or tempfile.mkdtemp(prefix="scale_ray_"))
     workdir.mkdir(parents=True, exist_ok=True)
+    if a.nodes is not None:
+        from tests.benchmarks.scale_ray_nodes import main_nodes
+
+        return main_nodes(workdir, a.units, a.slots, a.median, a.nodes, a.kill_node_at)
     out = sweep_once(workdir, a.units, a.slots, a.median, a.kill_at)
     _print_figures(out, a.units, a.slots, a.median, workdir)
     return 1 if a.kill_at is not None and exactly_once(out, a.units) else 0

@@ -94,3 +94,17 @@ def test_a_stage_is_one_experiment_on_the_same_actors_and_ctrl_c_leaves_the_rest
     assert len(rows) == rows["unit_id"].nunique() == n
     assert rows[~rows["unit_id"].isin(first["unit_id"])]["worker_pid"].nunique() <= slots
     assert not list((results / "_ray").glob("sleep-*")), "Ray's records of a clean stage are removed"
+
+
+def test_a_sleep_unit_whose_part_exists_is_skipped_not_run_again(tmp_path):
+    """A trial Ray retries after its node died may find its unit's part written: the row must stay the first."""
+    from types import SimpleNamespace
+
+    from sweep.store.results import SweepDir
+
+    ctx = SimpleNamespace(sweep_dir=SweepDir(tmp_path, "s"))
+    assert scale_ray.run_unit(("u", 0.0), ctx)["status"] == "done"
+    part = scale_ray._parts(ctx.sweep_dir, ("u", 0.0))[0]
+    first = pd.read_parquet(part.path)["t_end"][0]
+    assert scale_ray.run_unit(("u", 0.0), ctx)["status"] == "skipped"
+    assert pd.read_parquet(part.path)["t_end"][0] == first  # the first run's own value, read back
