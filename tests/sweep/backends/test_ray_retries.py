@@ -30,7 +30,7 @@ def test_a_trial_ray_gave_up_on_runs_once_more_and_a_second_give_up_is_final(mon
                 prog.on_trial_result(0, [], trial, {"status": "done"})
                 prog.on_trial_complete(0, [], trial)
 
-    monkeypatch.setattr(backend, "_fit_chunk", experiment)
+    monkeypatch.setattr(backend, "_experiment", experiment)
     backend._fit("sleep", None, ["a", "b", "c"], {}, None, progress, None)
     assert experiments == [["a", "b", "c"], ["b"]]  # once more, then no third time
     kind = sweep.kinds["sleep"]
