@@ -111,6 +111,7 @@ def test_a_trial_reading_halves_the_donor_stage_filled_records_the_same_rows(set
             shutil.copytree(str(SweepDir(tmp_path / "computed", sweep.name).root / "zoo"), str(d.root / "zoo"))
         row = run_donor(work.donor, work.evaluations, d, CPU, predictions=True, fills=fills)
         assert row["status"] == "done", row.get("error")
+        donor_rows.append(row)
         if clear:  # another worker of the node: the node's files, nothing in memory
             c.clear()
         counted.clear()
@@ -118,9 +119,16 @@ def test_a_trial_reading_halves_the_donor_stage_filled_records_the_same_rows(set
         assert all(r["status"] == "done" for r in rows), [r.get("error") for r in rows]
         return pd.DataFrame(rows).drop(columns=VOLATILE).filter(regex="^(?!time_)"), sum(counted)
 
+    donor_rows = []
     computed, n_computed = run("computed", ())
     same_worker, n_same = run("fed", work.fills)
     other_worker, n_other = run("fed-elsewhere", work.fills, clear=True)
     assert n_computed >= 2 * len(test_x) and n_same == 0 and n_other == 2 * 2  # two fronts: one probe each
     pd.testing.assert_frame_equal(same_worker, computed, check_exact=False, rtol=1e-5, atol=1e-6)
     pd.testing.assert_frame_equal(other_worker, computed, check_exact=False, rtol=1e-5, atol=1e-6)
+    # the donor's clean accuracy from the pass's logits is the one `predict` gives (no trial reading it)
+    plain = SweepDir(tmp_path / "plain", sweep.name)
+    plain.create()
+    shutil.copytree(str(SweepDir(tmp_path / "computed", sweep.name).root / "zoo"), str(plain.root / "zoo"))
+    alone = run_donor(work.donor, work.evaluations, plain, CPU)
+    assert {r["clean_acc"] for r in donor_rows} == {alone["clean_acc"]}  # counts of images: exact
