@@ -116,6 +116,11 @@ class SweepProgress:
             self._bar.update(1)
         self._refresh()
 
+    def forget(self, kind: str, unit: str) -> None:
+        """`unit` of `kind` stopped without finishing (it will run again under another id)."""
+        self.kinds[kind].running.pop(unit, None)
+        self._refresh()
+
     def skip(self, kind: str, n: int) -> None:
         """`n` units of `kind` will not run in this sweep (blocked): they leave the counts."""
         self.kinds[kind].total -= n

@@ -2,10 +2,11 @@
 only modules that import Ray).
 
 One stage per registered kind with work to do (`sweep.kinds`: the zoo stage of donors first, then the kinds
-that read them: stitching trials, representation-test units), each as Tune experiments whose trials are the
-kind's units without a usable Parquet part. Ray's own experiment state is not what
-`resume` relies on: the parts are. A resumed or grown sweep is simply a new run that skips every trial whose
-part exists, which is correct after a driver crash, a node loss or an edited search space alike.
+that read them: stitching trials, representation-test units), each as one Tune experiment whose trials are the
+kind's units without a usable Parquet part, handed to Tune as slots free (`sweep.backends.feed`). Ray's own
+experiment state is not what `resume` relies on: the parts are. A resumed or grown sweep is simply a new run
+that skips every trial whose part exists, which is correct after a driver crash, a node loss or an edited
+search space alike.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from sweep.backends.checks import (  # noqa: E402
     check_resources,
     check_storage_shared,
 )
+from sweep.backends.feed import Forget, StageUnits, slots  # noqa: E402
 from sweep.backends.node import start_lean, stop_lean  # noqa: E402
 from sweep.backends.progress import SweepProgress, phase  # noqa: E402
 from sweep.backends.stage import compact_stage, eta_prices, plugin_env, trial_resources, worker_env  # noqa: E402
@@ -59,11 +61,6 @@ class _QuietTune(logging.Filter):
 
 
 logging.getLogger("ray.tune.tune").addFilter(_QuietTune())
-
-
-# Tune keeps every trial of an experiment in the driver (and in its experiment-state snapshots): a stage
-# longer than this runs as several experiments, one after the other.
-TRIALS_PER_EXPERIMENT = 2000
 
 
 @dataclass
@@ -116,6 +113,7 @@ class _Progress(tune.Callback):
         self.sweep = sweep
         self.finished = 0  # trials whose trainable returned its final status, or that Ray gave up on
         self.errored = 0  # trials Ray gave up on (their logs under _ray/ are kept)
+        self.gave_up: list | None = []  # their units, run once more by `_fit` (None then: a second error is final)
         self.last: dict = {}
         self.workers: dict[tuple, dict] = {}  # (node, pid) -> its units and latest cache counters
         self.t0 = time.perf_counter()
@@ -169,9 +167,14 @@ class _Progress(tune.Callback):
         )
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self.done += 1
         self.finished += 1
         self.errored += 1
+        if self.gave_up is not None:  # Tune errors a trial lost with its node when its dead actor's second
+            # failed task arrives after the trial was requeued, whatever its retries left: run it again
+            self.gave_up.append(trial.config["unit"])
+            self.sweep.forget(self.kind, trial.trial_id)
+            return self.sweep.note(f"[{self.stage}] {self.label(trial.config)}: ray error; it runs again later")
+        self.done += 1
         self.sweep.finished(self.kind, trial.trial_id, failed=True)
         self.sweep.note(
             f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
@@ -202,19 +205,6 @@ def _fmt_metrics(r: dict) -> str:
     return " ".join(parts)
 
 
-def trials_per_experiment() -> int:
-    """How many trials one Tune experiment holds at most (env STITCHSWEEP_TRIALS_PER_EXPERIMENT). A longer
-    stage runs as consecutive experiments of this size, so the driver's Tune state stays bounded."""
-    raw = os.environ.get("STITCHSWEEP_TRIALS_PER_EXPERIMENT", str(TRIALS_PER_EXPERIMENT))
-    try:
-        n = int(raw)
-        if n < 1:
-            raise ValueError
-    except ValueError:
-        raise SpecError("STITCHSWEEP_TRIALS_PER_EXPERIMENT", "a whole number >= 1", raw) from None
-    return n
-
-
 def _fit(
     name: str,
     trainable,
@@ -224,20 +214,23 @@ def _fit(
     progress: _Progress,
     max_concurrent: int | None,
 ) -> StageSummary:
-    """Run one stage: its trials in consecutive Tune experiments of at most `trials_per_experiment()`."""
+    """Run one stage as one Tune experiment, fed its units in order as slots free (`StageUnits`)."""
     t0 = time.perf_counter()
     progress.sweep.phase(
         f"{name}: starting workers for {len(grid)} unit(s) (each imports PyTorch and loads its data before its first)"
     )
-    size = trials_per_experiment()
-    for start in range(0, len(grid), size):
-        _fit_chunk(name, trainable, grid[start : start + size], resources, sweep_dir, progress, max_concurrent)
+    if grid:
+        _experiment(name, trainable, grid, resources, sweep_dir, progress, max_concurrent)
+    again, progress.gave_up = progress.gave_up, None
+    if again:  # idempotent trials: a unit whose part was written is skipped
+        progress.sweep.note(f"[{name}] running again the {len(again)} unit(s) that Ray gave up on")
+        _experiment(name, trainable, again, resources, sweep_dir, progress, max_concurrent)
     progress.sweep.note(progress.worker_line())
     progress.sweep.summary()
     return StageSummary(name, len(grid), time.perf_counter() - t0)
 
 
-def _fit_chunk(
+def _experiment(
     name: str,
     trainable,
     grid: list[str],
@@ -246,42 +239,43 @@ def _fit_chunk(
     progress: _Progress,
     max_concurrent: int | None,
 ) -> None:
-    if grid:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-        finished_before, errored_before = progress.finished, progress.errored
-        tuner = tune.Tuner(
-            tune.with_resources(trainable, resources),
-            param_space={"unit": tune.grid_search(grid)},
-            tune_config=tune.TuneConfig(
-                max_concurrent_trials=max_concurrent,
-                # One actor runs trial after trial (they all ask for the same resources), so its donors,
-                # splits and cached activations (`sweep.worker.cache`) serve every trial it runs.
-                reuse_actors=True,
-                trial_name_creator=lambda t: str(t.config["unit"]),
-                trial_dirname_creator=lambda t: str(t.config["unit"]),
-            ),
-            run_config=tune.RunConfig(
-                name=f"{name}-{stamp}",
-                storage_path=sweep_dir.ray.path,
-                storage_filesystem=None if sweep_dir.ray.is_local else sweep_dir.ray.fs,
-                verbose=0,
-                callbacks=[progress, *progress.extra],
-                # A trial lost with its node is retried; a trial's own errors are caught and recorded.
-                failure_config=tune.FailureConfig(max_failures=2),
-            ),
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    finished_before, errored_before = progress.finished, progress.errored
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, resources),
+        tune_config=tune.TuneConfig(
+            # One experiment for the whole stage: Tune asks for the next unit only when fewer than the slots'
+            # count are live, so trials exist from their start on, not all at once.
+            search_alg=StageUnits(grid),
+            num_samples=len(grid),
+            max_concurrent_trials=slots(resources, ray.cluster_resources(), max_concurrent),
+            # One actor runs trial after trial (they all ask for the same resources), so its donors,
+            # splits and cached activations (`sweep.worker.cache`) serve every trial it runs.
+            reuse_actors=True,
+            trial_name_creator=lambda t: str(t.config["unit"]),
+            trial_dirname_creator=lambda t: str(t.config["unit"]),
+        ),
+        run_config=tune.RunConfig(
+            name=f"{name}-{stamp}",
+            storage_path=sweep_dir.ray.path,
+            storage_filesystem=None if sweep_dir.ray.is_local else sweep_dir.ray.fs,
+            verbose=0,
+            callbacks=[progress, *progress.extra, Forget()],
+            # A trial lost with its node is retried; a trial's own errors are caught and recorded.
+            failure_config=tune.FailureConfig(max_failures=2),
+        ),
+    )
+    tuner.fit()
+    # Tune handles Ctrl+C itself: it stops the running trials and returns normally. A trial that never
+    # reported its final status was cut short; stop the whole sweep then instead of starting the next
+    # stage on missing inputs.
+    if progress.finished - finished_before < len(grid):
+        raise KeyboardInterrupt(
+            f"the {name} stage was interrupted with"
+            f" {progress.total - progress.finished} of {progress.total} trials unfinished"
         )
-        tuner.fit()
-        # Tune handles Ctrl+C itself: it stops the running trials and returns normally. A trial that never
-        # reported its final status was cut short; stop the whole sweep then instead of starting the next
-        # stage on missing inputs.
-        unfinished = len(grid) - (progress.finished - finished_before)
-        if unfinished:
-            raise KeyboardInterrupt(
-                f"the {name} stage was interrupted with"
-                f" {progress.total - progress.finished} of {progress.total} trials unfinished"
-            )
-        if progress.errored == errored_before:  # Ray's records of a clean run duplicate the parts: drop them
-            _remove_quietly(sweep_dir.ray / f"{name}-{stamp}")
+    if progress.errored == errored_before:  # Ray's records of a clean run duplicate the parts: drop them
+        _remove_quietly(sweep_dir.ray / f"{name}-{stamp}")
 
 
 def _remove_quietly(loc: Loc) -> None:
@@ -323,8 +317,8 @@ def run_stages(
 ) -> list[StageSummary]:
     """Run every kind's units of `plan` (kind name -> unit ids) as Ray Tune trials, one stage per kind, in
     registration order (a kind registers after the kinds it reads: `Kind.after`). Every kind goes through the
-    same machinery: resources, retries on node loss, progress, chunking into bounded experiments. `trackers`
-    (`sweep.backends.trackers.parse`): each completed unit's record is mirrored to them."""
+    same machinery: resources, retries on node loss, progress, one Tune experiment per stage fed as slots free.
+    `trackers` (`sweep.backends.trackers.parse`): each completed unit's record is mirrored to them."""
     from sweep.registry import KINDS
 
     started = start_ray(address, num_cpus, plugin_env(sweep))

@@ -158,7 +158,12 @@ def digits(root: Path, download: bool) -> Pool:
 @functools.lru_cache(maxsize=4)
 def load_pool(name: str, root: str | None = None, download: bool = True) -> Pool:
     """Load a registered dataset from `root` (default: $STITCHSWEEP_DATA or ~/.cache/stitchsweep/data),
-    downloading what is missing when `download` is on (cached per process)."""
+    downloading what is missing when `download` is on (cached per process: `read_pool` reads without keeping)."""
+    return read_pool(name, root, download)
+
+
+def read_pool(name: str, root: str | None = None, download: bool = True) -> Pool:
+    """`load_pool`'s dataset read now and not kept by this module."""
     info = DATASETS.get_entry(name)
     base = Path(root) if root else data_root()
     if not download:
@@ -177,6 +182,23 @@ def test_images(
     """The first `test_size` images of a dataset's official test set (what every split's test part is)."""
     pool = load_pool(name, root, download)
     return pool.test_x[:test_size], pool.test_y[:test_size]
+
+
+def worker_test_images(
+    name: str, n: int | None, *, root: str | None = None, download: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first `n` images of a dataset's official test set (all: None) and their labels, what every split's
+    test part starts with, kept by the worker's cache as a copy of their own. The dataset is read for them and
+    not kept (`read_pool`): a unit that reads test images only (a similarity unit) holds those, not the
+    training pool and its split (CIFAR-10: 1.4 GB as float32 on the host)."""
+    from sweep.worker.cache import worker_cache
+
+    def read() -> tuple[torch.Tensor, torch.Tensor]:
+        pool = read_pool(name, root, download)
+        x, y = pool.test_x[:n], pool.test_y[:n]
+        return (x if is_stream(x) else x.clone()), y.clone()  # a view would keep the whole pool alive
+
+    return worker_cache().get(("test_images", name, n, str(root or data_root())), read)
 
 
 def make_splits(

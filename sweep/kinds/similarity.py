@@ -22,7 +22,7 @@ from functools import partial
 import torch
 
 from sweep.config.similarity import SimilaritySpec
-from sweep.data.core import worker_splits
+from sweep.data.core import worker_test_images
 from sweep.data.stream import chunks
 from sweep.kinds.base import RunContext, record_unit
 from sweep.kinds.inversion import inverted_index, read_inverted
@@ -35,8 +35,6 @@ from sweep.store.layout import SIMILARITY_DIR
 from sweep.train.evaluate import accuracy, predict
 from sweep.train.threats import craft
 from sweep.worker.zoo import load_donor
-
-CPU = torch.device("cpu")  # the unit moves the images it uses; the worker keeps them on the host
 
 
 def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
@@ -68,19 +66,14 @@ def base_row(spec: SimilaritySpec, sweep_name: str, device: str) -> dict:
 
 
 def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
-    splits = worker_splits(
-        spec.dataset, spec.train_size, spec.val_size, spec.test_size, CPU, root=ctx.data_root, download=ctx.download
-    )
-    x, y = splits.test_x[: spec.images], splits.test_y[: spec.images]
+    x, y = unit_images(spec, ctx)
     inputs = {"benign": x}
-    if spec.inversion_id:  # the inversion's natural targets and (where a side reads them) its inverted images
-        index = torch.from_numpy(inverted_index(ctx.sweep_dir, spec.inversion_id))
-        x, y = splits.test_x[index], splits.test_y[index]
-        inputs = {"benign": x}
-        if "inverted" in (spec.a_inputs, spec.b_inputs):
-            inputs["inverted"] = torch.from_numpy(read_inverted(ctx.sweep_dir, spec.inversion_id)["inverted"])
+    if spec.inversion_id and "inverted" in (spec.a_inputs, spec.b_inputs):
+        inputs["inverted"] = torch.from_numpy(read_inverted(ctx.sweep_dir, spec.inversion_id)["inverted"])
     keys = {spec.a_key, spec.b_key} | ({spec.attack_key} if spec.attack_key else set())
-    models = {key: load_donor(ctx.sweep_dir, key, ctx.device) for key in keys}
+    # the worker's own copies: the unit changes nothing in a donor (no training, no BatchNorm statistics, no
+    # parameter gradients: attacks and saliency differentiate the images only)
+    models = {key: load_donor(ctx.sweep_dir, key, ctx.device, shared=True) for key in keys}
     if spec.attack_key:
         args = (spec.attack_eps, spec.attack_step_size, spec.attack_steps, spec.seed, ctx.device)
         inputs["adversarial"] = craft(spec.attack_norm, models[spec.attack_key], x, y, *args)
@@ -122,6 +115,16 @@ def _measure(spec: SimilaritySpec, ctx: RunContext) -> list[dict]:
         for i, pa in enumerate(spec.a_points)
         for j, pb in enumerate(spec.b_points)
     ]
+
+
+def unit_images(spec: SimilaritySpec, ctx: RunContext) -> tuple[torch.Tensor, torch.Tensor]:
+    """The unit's test images and labels on the host: the first `spec.images`, or the inversion's natural
+    targets. Only the test images are read (`worker_test_images`), not the split's training part."""
+    if not spec.inversion_id:
+        return worker_test_images(spec.dataset, spec.images, root=ctx.data_root, download=ctx.download)
+    x, y = worker_test_images(spec.dataset, spec.test_size, root=ctx.data_root, download=ctx.download)
+    index = torch.from_numpy(inverted_index(ctx.sweep_dir, spec.inversion_id))
+    return x[index], y[index]
 
 
 def measure_fn(spec: SimilaritySpec):

@@ -122,27 +122,50 @@ def _sourced(t: pa.Table, source: str) -> pa.Table:
     return t.append_column(SOURCE, pa.array([source] * t.num_rows, pa.string()))
 
 
-def compact_table(folder: Loc, max_files: int = MAX_FILES) -> tuple[int, int]:
-    """Compact the done parts of one table's folder into one new file (merging every compacted file into it
-    when there would be more than `max_files`). Returns (parts compacted, compacted files written)."""
+BATCH = 1000  # loose parts read at once: each is a small table with its own schema, and together they are
+# what a compaction holds in memory (about 27 KB a part): a batch bounds it whatever the number of parts
+
+
+def compact_table(folder: Loc, max_files: int = MAX_FILES, batch: int = BATCH) -> tuple[int, int]:
+    """Compact the done parts of one table's folder: each `batch` of loose parts into one new file, then, when
+    the table would hold more than `max_files` compacted files, all of them merged into one. Returns (parts
+    compacted, compacted files written)."""
     files = folder.files(PART_SUFFIX)
     loose = [f for f in files if not is_compacted(f)]
-    old = [f for f in files if is_compacted(f)]
+    old = sum(1 for f in files if is_compacted(f))
+    parts = written = 0
+    for start in range(0, len(loose), batch):
+        n = _compact_batch(folder, loose[start : start + batch])
+        parts, written = parts + n, written + (n > 0)  # a batch with a done part writes one file
+    if not parts:
+        return 0, 0
+    if old + written > max_files:
+        _merge_compacted(folder)
+        written += 1
+    return parts, written
+
+
+def _compact_batch(folder: Loc, loose: list[Loc]) -> int:
+    """The done parts among `loose` into one new compacted file (written whole), then deleted; how many."""
     with ThreadPoolExecutor(max_workers=16) as pool:  # on an object store each read is a request
         read = [(p, t) for p, t in zip(loose, pool.map(_done_part, loose)) if t is not None]
     if not read:
-        return 0, 0
-    merge = len(old) + 1 > max_files
-    tables = [_sourced(t, p.name) for p, t in read]
-    if merge:  # one copy of each part: the loose one, else the newest compacted one (`winners`)
-        tables = [_sourced(f.read_parquet(), f.name) for f in old] + tables
-    merged = keep_winners(pa.concat_tables(tables, promote_options="permissive"), SOURCE).drop_columns([SOURCE])
-    (folder / compacted_name()).write_parquet(merged)  # whole, or not at all
-    for f in old if merge else []:
-        f.unlink(missing_ok=True)
+        return 0
+    (folder / compacted_name()).write_parquet(pa.concat_tables([t for _, t in read], promote_options="permissive"))
     for p, _ in read:
         p.unlink(missing_ok=True)
-    return len(read), 1
+    return len(read)
+
+
+def _merge_compacted(folder: Loc) -> None:
+    """Every compacted file of `folder` into one, each part's copy the readers keep (`winners`): a few large
+    tables, cheap to hold."""
+    old = [f for f in folder.files(PART_SUFFIX) if is_compacted(f)]
+    tables = [_sourced(f.read_parquet(), f.name) for f in old]
+    merged = keep_winners(pa.concat_tables(tables, promote_options="permissive"), SOURCE).drop_columns([SOURCE])
+    (folder / compacted_name()).write_parquet(merged)  # whole, or not at all
+    for f in old:
+        f.unlink(missing_ok=True)
 
 
 def compact_above() -> int:

@@ -1,11 +1,13 @@
-"""What a worker process keeps between the units it runs: a byte-bounded LRU of donors, data splits and
-activations, and a node-local folder of activation files that the workers of one machine share.
+"""What a worker process keeps between the units it runs: a byte-bounded LRU of donors, data splits (or a
+unit's test images alone), donors-table rows and activations, and a node-local folder of activation files
+that the workers of one machine share.
 
 Every entry is a pure function of its key: a donor of its checkpoint file (path, size, modification time),
-splits of their dataset, sizes, data root and device, activations of (checkpoint, point, the split's content
-fingerprint, part, precision, memory layout, device kind, code version: `sweep.worker.activations`). So a cached
-run records the same rows as an uncached one; `STITCHSWEEP_CACHE=off` (or `stitchsweep run --cache off`)
-turns every level off. None of these settings is part of a unit's identity.
+splits of their dataset, sizes, data root and device, test images of their dataset, count and data root,
+activations of (checkpoint, point, the split's content fingerprint, part, precision, memory layout, device
+kind, code version: `sweep.worker.activations`). So a cached run records the same rows as an uncached one;
+`STITCHSWEEP_CACHE=off` (or `stitchsweep run --cache off`) turns every level off. None of these settings is
+part of a unit's identity.
 
 Levels:
 - memory: one LRU per process under `STITCHSWEEP_CACHE_MB` (default 2048) megabytes, counting every tensor of

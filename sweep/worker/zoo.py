@@ -29,10 +29,12 @@ def checkpoint_identity(sweep: SweepDir, donor_key: str) -> tuple:
     return (str(path), info.size, info.mtime_ns)
 
 
-def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedNet:
+def load_donor(sweep: SweepDir, donor_key: str, device: torch.device, shared: bool = False) -> StagedNet:
     """A zoo donor in eval mode: read once per worker (the worker's cache keeps it), a copy per caller (a
-    trial may move its BatchNorm statistics or its memory layout). `model.checkpoint_identity` is what the
-    cache knows it by (`checkpoint_identity`)."""
+    trial may move its BatchNorm statistics or its memory layout). `shared=True`: the cached model itself, for
+    a caller that changes nothing in it (no mode, statistics, layout or parameter gradients), which then holds
+    no second copy (two WRN-28-10s: 292 MB). `model.checkpoint_identity` is what the cache knows it by
+    (`checkpoint_identity`)."""
     identity = checkpoint_identity(sweep, donor_key)
     cache = worker_cache()
 
@@ -42,7 +44,7 @@ def load_donor(sweep: SweepDir, donor_key: str, device: torch.device) -> StagedN
         return model
 
     model = cache.get(("donor", *identity, str(device)), read)
-    return copy.deepcopy(model).eval() if cache.settings.enabled else model
+    return copy.deepcopy(model).eval() if cache.settings.enabled and not shared else model
 
 
 def _read_donor(path: Loc, device: torch.device) -> StagedNet:

@@ -44,8 +44,8 @@ def sample():
 
 CPU = 0.25  # a trivial trial needs little: several run at once, as cheap trials of a real sweep would
 
-def trivial(config):
-    tune.report({"status": "done", "value": int(config["i"])})
+def trivial(config):  # the engine's stage feeds {"unit": id}; the plain Tuner's grid, {"i": id}
+    tune.report({"status": "done", "value": int(config.get("unit", config.get("i")))})
 
 ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
 start = proc.memory_info().rss
@@ -55,7 +55,9 @@ grid = [str(i) for i in range(n)]
 if variant == "stitchsweep":
     sweep_dir = SweepDir(storage, "bench")
     sweep_dir.create()
-    ray_backend._fit("bench", trivial, grid, "i", {"cpu": CPU}, sweep_dir, lambda c: c["i"], None)
+    from sweep.backends.progress import SweepProgress
+    progress = ray_backend._Progress("bench", "bench", n, lambda c: c["unit"], SweepProgress({"bench": ("trial", n)}))
+    ray_backend._fit("bench", trivial, grid, {"cpu": CPU}, sweep_dir, progress, None)
 else:
     tune.Tuner(tune.with_resources(trivial, {"cpu": CPU}), param_space={"i": tune.grid_search(grid)},
                run_config=tune.RunConfig(name="bench", storage_path=storage)).fit()

@@ -8,14 +8,16 @@ lognormal duration (median M, sigma 0.5, capped at C; M = 0: the zero-duration m
 writing its one row (start and end times, worker pid) as its Parquet part, as every kind does.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/scale_ray.py --units 2000 --slots 16 [--median 0.5]
-        [--kill-at 0.5] [--workdir DIR]
+        [--kill-at 0.5] [--workdir DIR] [--nodes 2 --kill-node-at 0.3]
 
 Prints: the command's wall time and its fixed start-up (to the first unit's start) apart from the marginal
 rate; wall time against the ideal (sum of durations / S, or the longest unit if larger); units a second; busy
 slots per 10-second window (a barrier between Tune experiments shows as a dip); the driver's peak RSS; files
 written; the times of `status`, `report` and the kind's table loader on the result. With --kill-at F the
 driver (and its embedded Ray) is SIGKILLed once a fraction F of the parts exist, then `resume` finishes the
-sweep: every unit recorded exactly once, none that had finished run again.
+sweep: every unit recorded exactly once, none that had finished run again. With --nodes K the sweep runs on a
+loopback cluster of K Ray nodes on this machine instead, and --kill-node-at F SIGKILLs a worker node whole
+(`scale_ray_nodes.py`).
 """
 
 from __future__ import annotations
@@ -75,9 +77,12 @@ def _parts(sweep_dir, unit) -> list:
 
 
 def run_unit(unit, ctx) -> dict:
-    """Sleep the unit's duration, then write its row as its one part (last, atomically: `write_rows`)."""
+    """Sleep the unit's duration, then write its row as its one part (last, atomically: `write_rows`); skipped
+    when its part exists, as every kind's unit (a trial Ray retries may have written it already)."""
     from sweep.store.results import write_rows
 
+    if _parts(ctx.sweep_dir, unit)[0].exists():
+        return {"status": "skipped", "error": None}
     t0 = time.time()
     time.sleep(unit[1])
     row = dict(unit_id=unit[0], status="done", error=None, duration_s=unit[1], t_start=t0, t_end=time.time())
@@ -133,15 +138,16 @@ def _env() -> dict:
     return dict(os.environ, PYTHONPATH=str(REPO))
 
 
-def _peak_rss_mb(pid: int) -> float:
-    """The process's peak resident set so far (VmHWM), in MB; 0 once it is gone."""
+def _rss_mb(pid: int) -> tuple[float, float]:
+    """The process's resident set now (VmRSS) and its peak so far (VmHWM), in MB; zeros once it is gone."""
+    found = {}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                found[line[:5]] = int(line.split()[1]) / 1024
     except OSError:
         pass
-    return 0.0
+    return found.get("VmRSS", 0.0), found.get("VmHWM", 0.0)
 
 
 def _kill_tree(pid: int) -> None:
@@ -161,22 +167,37 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(tree, timeout=30)
 
 
-def drive(args: list[str], parts_dir: Path, log: Path, kill_at_parts: int | None = None) -> dict:
-    """Run one command; poll the driver's peak RSS; SIGKILL it once `kill_at_parts` parts exist (if given)."""
+def drive(args: list[str], parts_dir: Path, log: Path, kill_at_parts: int | None = None, kill=None) -> dict:
+    """Run one command; poll the driver's RSS against the parts written so far (`rss`: (parts, MB) pairs) and
+    its peak; once `kill_at_parts` parts exist (if given), call `kill` and go on (until it returns True: it may
+    wait for its moment), or without one SIGKILL the driver (which ends the command)."""
     t0 = time.time()
     with open(log, "w") as out:
         proc = subprocess.Popen(_cli(args), stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=REPO)
-        peak, killed = 0.0, False
+        peak, killed, rss = 0.0, False, []
         while proc.poll() is None:
-            peak = max(peak, _peak_rss_mb(proc.pid))
-            if kill_at_parts is not None and parts_dir.is_dir():
-                if sum(1 for _ in os.scandir(parts_dir)) >= kill_at_parts:
-                    _kill_tree(proc.pid)
-                    killed = True
-                    proc.wait()
-                    break
+            now, high = _rss_mb(proc.pid)
+            peak = max(peak, high)
+            parts = sum(1 for _ in os.scandir(parts_dir)) if parts_dir.is_dir() else 0
+            if parts and now:
+                rss.append((parts, now))
+            if kill_at_parts is not None and not killed and parts >= kill_at_parts:
+                if kill is not None:
+                    killed = kill()  # False: not yet; asked again at the next poll
+                    time.sleep(0.5)
+                    continue
+                killed = True
+                _kill_tree(proc.pid)
+                proc.wait()
+                break
             time.sleep(0.5)
-    return {"t0": t0, "wall": time.time() - t0, "rc": proc.returncode, "peak_rss_mb": peak, "killed": killed}
+    wall = time.time() - t0
+    return {"t0": t0, "wall": wall, "rc": proc.returncode, "peak_rss_mb": peak, "killed": killed, "rss": rss}
+
+
+def rss_at(samples: list[tuple[int, float]], parts: int) -> float | None:
+    """The driver's RSS at the first poll that saw at least `parts` parts (None: no such poll)."""
+    return next((mb for n, mb in samples if n >= parts), None)
 
 
 def busy_windows(rows, t_begin: float, slots: int, width: float = 10.0) -> list[float]:
@@ -260,7 +281,7 @@ def _print_figures(out: dict, n: int, slots: int, median_s: float, workdir: Path
     print(f"run: wall {first['wall']:.1f} s, fixed start-up {startup:.1f} s (to the first unit's start),"
           f" {'killed' if first['killed'] else 'rc ' + str(first['rc'])}; {len(fresh)} units at"
           f" {rate(fresh):.2f} units/s (first start to last end)")  # fmt: skip
-    if not first["killed"]:
+    if not first["killed"] and ideal > 0:
         span = fresh["t_end"].max() - fresh["t_start"].min()
         print(f"ideal {ideal:.1f} s: units' span {span:.1f} s = {span / ideal:.2f}x, whole command"
               f" {first['wall'] / ideal:.2f}x")  # fmt: skip
@@ -271,6 +292,11 @@ def _print_figures(out: dict, n: int, slots: int, median_s: float, workdir: Path
               f" (fresh run's: {rate(fresh):.2f}); driver peak RSS {res['peak_rss_mb']:.0f} MB")  # fmt: skip
         print("exactly once:", exactly_once(out, n) or "yes")
     print(f"driver peak RSS (run): {first['peak_rss_mb']:.0f} MB")
+    marks = {f: rss_at(first["rss"], int(f * n)) for f in (0.1, 0.5, 0.9)}
+    if None not in marks.values():  # the slope of Tune's per-trial state, apart from the start-up's peak
+        slope = (marks[0.9] - marks[0.1]) / (0.8 * n) * 1000
+        print("driver RSS at 10/50/90% of the parts:", " ".join(f"{v:.0f}" for v in marks.values()),
+              f"MB ({slope:+.1f} MB per 1,000 units)")  # fmt: skip
     if median_s > 0:
         windows = busy_windows(fresh, fresh["t_start"].min(), slots)
         print("busy slots per 10 s window:", " ".join(f"{w:.1f}" for w in windows))
@@ -293,9 +319,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--median", type=float, default=0.5, help="the durations' median in seconds (0: none)")
     ap.add_argument("--kill-at", type=float, default=None, help="SIGKILL the driver at this fraction, then resume")
     ap.add_argument("--workdir", default=None, help="where the space and results go (default: a temporary folder)")
+    ap.add_argument("--nodes", type=int, default=None, help="run on a loopback cluster of this many Ray nodes")
+    ap.add_argument("--kill-node-at", type=float, default=None, help="with --nodes: SIGKILL a worker node then")
     a = ap.parse_args(argv)
+    if a.kill_node_at is not None and (a.nodes or 0) < 2:
+        ap.error(f"--kill-node-at needs --nodes of at least 2 (a worker node to kill), found --nodes {a.nodes}")
     workdir = Path(a.workdir or tempfile.mkdtemp(prefix="scale_ray_"))
     workdir.mkdir(parents=True, exist_ok=True)
+    if a.nodes is not None:
+        from tests.benchmarks.scale_ray_nodes import main_nodes
+
+        return main_nodes(workdir, a.units, a.slots, a.median, a.nodes, a.kill_node_at)
     out = sweep_once(workdir, a.units, a.slots, a.median, a.kill_at)
     _print_figures(out, a.units, a.slots, a.median, workdir)
     return 1 if a.kill_at is not None and exactly_once(out, a.units) else 0

@@ -118,20 +118,11 @@ def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_sp
 def test_grown_space_runs_only_the_new_trials(tiny_space, write_space, tmp_path):
     tiny_space["stitching"]["objectives"] = ["dm"]
     storage = tmp_path / "results"
-    # One trial per Tune experiment: a stage longer than that runs as consecutive experiments.
-    first = _cli(
-        "run",
-        write_space(tiny_space),
-        "--storage",
-        storage,
-        "--num-cpus",
-        2,
-        env={"STITCHSWEEP_TRIALS_PER_EXPERIMENT": "1", "STITCHSWEEP_CACHE_DIR": str(tmp_path / "node")},
-    ).stdout
+    env = {"STITCHSWEEP_CACHE_DIR": str(tmp_path / "node")}
+    first = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2, env=env).stdout
     assert "[stitch 1/2" in first and "[stitch 2/2" in first and "2 done, 0 failed, 0 pending" in first
     assert not list((storage / "tiny" / "_ray").glob("stitch-*")), "records of clean experiments are removed"
     tiny_space["stitching"]["stitch_points"] = ["layer1.0", "layer2.0", "layer3.1"]
-    env = {"STITCHSWEEP_CACHE_DIR": str(tmp_path / "node")}
     out = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2, env=env).stdout
     assert "3 trials, 2 already recorded, 1 to run" in out
     assert len(_parts(storage / "tiny")) == 3

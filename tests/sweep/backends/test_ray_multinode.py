@@ -1,140 +1,27 @@
-"""A real two-node Ray cluster on this machine: lose the worker node mid-sweep, then the driver.
+"""A real two-node Ray cluster on this machine (`tests/benchmarks/loopback_cluster.py`): lose the worker node
+mid-sweep, then the driver.
 
 `ray start --head` plus a second `ray start --address` with its own CPU; the sweep joins through `--address
-127.0.0.1:PORT`. Nothing leaves the host (Ray 2.60 still advertises the machine's own address for both nodes
-whatever `--node-ip-address` says, and its GCS listens on every interface: run this where that is fine).
-Every process a `ray start` leaves behind carries a marker in its environment, so the test finds and kills
-them by PID (never `ray stop`, which would also stop other users' clusters on this machine).
+127.0.0.1:PORT`. The test finds and kills every process the nodes started by PID (never `ray stop`).
 """
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
 import analysis
 from sweep.config.space import parse_space
+from tests.benchmarks.loopback_cluster import Cluster, running_trial
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 CLI = [sys.executable, "-m", "sweep"]
-RAY = str(Path(sys.executable).with_name("ray"))
-MARK = "STITCHSWEEP_TEST_NODE"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _marked(tag: str) -> list[psutil.Process]:
-    """Live processes whose environment carries MARK=tag (what one `ray start` spawned, and their workers)."""
-    found = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get(MARK) == tag:
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return found
-
-
-def _kill(procs: list[psutil.Process]) -> None:
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=30)
-
-
-class Cluster:
-    """Ray nodes started with `ray start`, each tagged so that it can be found and killed by PID."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        self.port = _free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.tags: list[str] = []
-        self.temp_dir = f"/tmp/ray-{run_id}"
-        self.orphans: list[psutil.Process] = []  # children of a killed raylet (Ray's agents outlive it)
-
-    def _start(self, tag: str, *args: str) -> None:
-        # A joining node sends the head's token (~/.ray/auth_token, written by `ray start --head`) only in
-        # token mode; the driver (`stitchsweep run --address`) turns that mode on by itself.
-        env = {**os.environ, MARK: tag, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
-        self.tags.append(tag)
-        subprocess.run(
-            [RAY, "start", *args, "--disable-usage-stats"],
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-
-    def start_head(self) -> None:
-        self._start(
-            f"{self.run_id}-head",
-            "--head",
-            "--node-ip-address=127.0.0.1",
-            f"--port={self.port}",
-            "--num-cpus=1",
-            "--include-dashboard=false",
-            "--temp-dir",
-            self.temp_dir,
-        )
-
-    def add_worker(self, name: str) -> str:
-        tag = f"{self.run_id}-{name}"
-        self._start(tag, f"--address={self.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1")
-        return tag
-
-    def kill_raylet(self, tag: str) -> None:
-        """SIGKILL one node's raylet: the node is lost to the cluster (its agents are reaped by `stop`)."""
-        (raylet,) = [p for p in _marked(tag) if p.name() == "raylet"]
-        self.orphans += raylet.children(recursive=True)
-        raylet.send_signal(signal.SIGKILL)
-
-    def alive_nodes(self) -> int:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                f"import ray, json; ray.init(address={self.address!r}, log_to_driver=False);"
-                "print('alive nodes:', sum(n['Alive'] for n in ray.nodes()))",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "RAY_AUTH_MODE": "token"},
-        )
-        # Ray may print its own lines too (e.g. about a dying node's lagging heartbeats)
-        (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("alive nodes:")]
-        return int(line.split(":")[1])
-
-    def stop(self) -> None:
-        """Kill, by PID, every process the nodes started: the tagged ones, and their children (Ray starts its
-        agents with an environment of their own, so they carry no tag)."""
-        procs = list(self.orphans)
-        for tag in self.tags:
-            for p in _marked(tag):
-                procs.append(p)
-                try:
-                    procs += p.children(recursive=True)
-                except psutil.NoSuchProcess:
-                    pass
-        _kill(list({p.pid: p for p in procs}.values()))
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -145,7 +32,7 @@ def cluster():
         yield c
     finally:
         c.stop()
-    assert not [p for tag in c.tags for p in _marked(tag)], "a Ray process of the test outlived it"
+    assert not c.leftovers(), "a Ray process of the test outlived it"
 
 
 def _parts(results: Path) -> set[str]:
@@ -173,19 +60,9 @@ def _wait_for_parts(results: Path, n: int, driver: subprocess.Popen, log: Path, 
         time.sleep(0.05)
 
 
-def _running_trial(tag: str) -> bool:
-    for p in _marked(tag):
-        try:
-            if "ImplicitFunc.train" in " ".join(p.cmdline()):  # a Tune trial running its trainable
-                return True
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            pass
-    return False
-
-
 def _wait_for_trial_on(tag: str, driver: subprocess.Popen, log: Path, timeout: float = 300) -> None:
     deadline = time.time() + timeout
-    while not _running_trial(tag):
+    while not running_trial(tag):
         assert driver.poll() is None, log.read_text()
         assert time.time() < deadline, f"no trial ran on node {tag}\n{log.read_text()}"
         time.sleep(0.1)
@@ -281,3 +158,17 @@ def test_a_plugin_reaches_a_second_node_only_through_ray(cluster, tmp_path):
     lines = [line.split("\t") for line in log.read_text().splitlines()]
     # imported on the worker node from Ray's copy (its processes carry the node's tag)
     assert any("runtime_resources" in path and tag == worker for path, tag in lines), lines
+
+
+def test_60_sleep_units_lose_a_worker_node_at_30_percent_and_each_is_recorded_once(tmp_path):
+    """`tests/benchmarks/scale_ray.py --nodes 2 --kill-node-at 0.3`, small: the worker node's every process is
+    SIGKILLed once 18 of 60 units are recorded and one runs there; Tune retries the lost trials on the head."""
+    from tests.benchmarks import scale_ray, scale_ray_nodes
+
+    out = scale_ray_nodes.sweep_on_nodes(tmp_path, 60, 8, 0.5, nodes=2, kill_at=0.3)
+    log = (tmp_path / "run.log").read_text()
+    assert out["run"]["rc"] == 0 and "resume" not in out, log  # retried within the run, no stage failed
+    assert out["lost"] and 18 <= out["lost"]["parts"] < 60, log  # killed mid-sweep, not after the end
+    assert out["retries"] >= 1, log  # the kill cut a unit short: Tune retried it
+    assert scale_ray.exactly_once(out, 60) == []
+    assert out["leftovers"] == 0, "a Ray process of the test outlived it"

@@ -1,5 +1,12 @@
 """The engine at scale, small: `tests/benchmarks/scale_ray.py`'s sleeping units through `stitchsweep run`, the
-driver SIGKILLed half way, then `resume` (exactly-once, not speed; the benchmark measures speed)."""
+driver SIGKILLed half way, then `resume` (exactly-once, not speed; the benchmark measures speed); a stage as
+one Tune experiment on the same actors, interrupted with Ctrl+C."""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -43,3 +50,61 @@ def test_500_units_killed_half_way_and_resumed_are_each_recorded_once(tmp_path):
     assert out["run"]["killed"] and out["resume"]["rc"] == 0
     assert 250 <= len(out["before_kill"]) < 500  # killed half way, not after the end
     assert scale_ray.exactly_once(out, 500) == []
+
+
+def _interrupt_once(cmd: list[str], parts, count: int, log) -> tuple[int, int]:
+    """Run `cmd`, SIGINT it once `count` parts exist; (its exit status, Tune experiments seen at that time)."""
+    with open(log, "w") as out:
+        driver = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=scale_ray._env(), cwd=scale_ray.REPO)
+        try:
+            deadline = time.time() + 400
+            while not parts.is_dir() or sum(1 for _ in os.scandir(parts)) < count:
+                assert driver.poll() is None and time.time() < deadline, Path(log).read_text()[-3000:]
+                time.sleep(0.2)
+            experiments = len(list((parts.parent / "_ray").glob("sleep-*")))
+            os.kill(driver.pid, signal.SIGINT)
+            return driver.wait(timeout=120), experiments
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_stage_is_one_experiment_on_the_same_actors_and_ctrl_c_leaves_the_rest_pending(tmp_path):
+    """120 units on 4 slots: one Tune experiment, each of its units run by one of at most 4 worker processes
+    (actors live as long as the stage); Ctrl+C stops the sweep with the rest pending, which `resume` runs."""
+    n, slots = 120, 4
+    space = scale_ray.write_space(tmp_path / "space.yaml", n, slots, 0.2)
+    storage, results = tmp_path / "results", tmp_path / "results" / "scale_ray"
+    run = scale_ray._cli(["run", str(space), "--storage", str(storage), "--num-cpus", "2"])
+    rc, experiments = _interrupt_once(run, results / "sleep", 40, tmp_path / "run.log")
+    out = (tmp_path / "run.log").read_text()
+    assert rc == 130 and "the sleep stage was interrupted" in out, out[-3000:]
+    assert experiments == 1 and len(list((results / "_ray").glob("sleep-*"))) == 1
+    first = scale_ray.read_rows(results)
+    assert 40 <= len(first) < n and first["worker_pid"].nunique() <= slots
+    status = subprocess.run(scale_ray._cli(["status", str(results)]), capture_output=True, text=True,
+                            env=scale_ray._env(), cwd=scale_ray.REPO).stdout  # fmt: skip
+    assert f"{len(first)} done, 0 failed, {n - len(first)} pending" in status, status
+    resumed = subprocess.run(scale_ray._cli(["resume", str(results), "--num-cpus", "2"]), capture_output=True,
+                             text=True, env=scale_ray._env(), cwd=scale_ray.REPO)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    rows = scale_ray.read_rows(results)
+    assert len(rows) == rows["unit_id"].nunique() == n
+    assert rows[~rows["unit_id"].isin(first["unit_id"])]["worker_pid"].nunique() <= slots
+    assert not list((results / "_ray").glob("sleep-*")), "Ray's records of a clean stage are removed"
+
+
+def test_a_sleep_unit_whose_part_exists_is_skipped_not_run_again(tmp_path):
+    """A trial Ray retries after its node died may find its unit's part written: the row must stay the first."""
+    from types import SimpleNamespace
+
+    from sweep.store.results import SweepDir
+
+    ctx = SimpleNamespace(sweep_dir=SweepDir(tmp_path, "s"))
+    assert scale_ray.run_unit(("u", 0.0), ctx)["status"] == "done"
+    part = scale_ray._parts(ctx.sweep_dir, ("u", 0.0))[0]
+    first = pd.read_parquet(part.path)["t_end"][0]
+    assert scale_ray.run_unit(("u", 0.0), ctx)["status"] == "skipped"
+    assert pd.read_parquet(part.path)["t_end"][0] == first  # the first run's own value, read back

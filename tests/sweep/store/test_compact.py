@@ -224,3 +224,20 @@ def test_a_run_compacts_only_the_tables_over_its_threshold(tmp_path, monkeypatch
     monkeypatch.setenv("STITCHSWEEP_COMPACT_ABOVE", "many")
     with pytest.raises(ValueError, match="STITCHSWEEP_COMPACT_ABOVE"):
         compact_above()
+
+
+def test_parts_are_compacted_a_batch_at_a_time_and_merged_past_max_files(tmp_path):
+    """7 parts in batches of 3: three files, each part once for every reader; with room for only 2 compacted
+    files a table's files are merged into one, the rows unchanged. A batch bounds what a compaction holds."""
+    sweep_dir = SweepDir(tmp_path, "s")
+    for i in range(7):
+        _write_trial(sweep_dir, f"t{i:04d}", acc=i / 7)
+    before = _rows(sweep_dir)
+    assert compaction.compact_table(sweep_dir.trials, max_files=10, batch=3) == (7, 3)
+    assert len(_files(sweep_dir.trials)) == 3 and _rows(sweep_dir) == before
+    _write_trial(sweep_dir, "t0001", acc=0.99)  # a rerun: its loose part supersedes the compacted copy
+    assert compaction.compact_table(sweep_dir.trials, max_files=2, batch=3) == (1, 2)  # its batch, then the merge
+    assert len(_files(sweep_dir.trials)) == 1
+    rows = _rows(sweep_dir)
+    after = {t: a for t, _, a in rows}
+    assert len(rows) == len(after) == 7 and after["t0001"] == 0.99 and after["t0002"] == 2 / 7

@@ -1,0 +1,90 @@
+"""How a stage's units reach Ray Tune: one experiment per stage, fed lazily by a search algorithm that hands out
+the next pending unit whenever a slot frees, so the stage's reused actors live as long as the stage (no new
+workers, and no idle barrier, however many units it has); and the driver's memory per finished trial kept
+small, since Tune keeps every trial of an experiment until its end."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+from ray.tune.progress_reporter import TrialProgressCallback
+from ray.tune.search import Searcher
+
+# Ray's names of the resources `sweep.backends.stage.trial_resources` asks for.
+_CLUSTER_NAMES = {"cpu": "CPU", "gpu": "GPU", "memory": "memory"}
+
+
+class StageUnits(Searcher):
+    """Tune's search algorithm for one stage: each `suggest` is the next unit in the stage's order
+    (`{"unit": uid}`), `FINISHED` once every unit has been handed out. A trial Ray retries after a node loss
+    keeps its config: it is not suggested again."""
+
+    def __init__(self, units: list[str]) -> None:
+        super().__init__()
+        self.units, self.handed = list(units), 0
+
+    def suggest(self, trial_id: str) -> dict | str:
+        if self.handed >= len(self.units):
+            return Searcher.FINISHED
+        self.handed += 1
+        return {"unit": self.units[self.handed - 1]}
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        pass  # nothing to learn: the order is the stage's (`Kind.locality`)
+
+    # Tune saves its search algorithm with each experiment-state snapshot (and warns when it cannot); `resume`
+    # reads the Parquet parts, never this.
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump((self.units, self.handed), f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            self.units, self.handed = pickle.load(f)
+
+
+def slots(resources: dict, cluster: dict, max_concurrent: int | None) -> int:
+    """How many units run at once: `max_concurrent` when given, else how many units' `resources` (the
+    `trial_resources` keys) fit in the `cluster`'s totals (`ray.cluster_resources()`), at least 1. Tune asks
+    the search algorithm for a new unit only when fewer than this many are live."""
+    if max_concurrent:
+        return max_concurrent
+    fits = [
+        math.floor(cluster.get(_CLUSTER_NAMES[key], 0.0) / need + 1e-9)
+        for key, need in resources.items()
+        if need and key in _CLUSTER_NAMES
+    ]
+    return max(1, min(fits, default=1))
+
+
+class Forget(TrialProgressCallback):
+    """Takes the place of Tune's own progress callback (which at `verbose=0` prints nothing, yet formats every
+    result and keeps each trial in three dicts), and drops a finished trial's results from the driver (the
+    last result and Tune's running statistics of each metric), keeping its config and status: Tune holds
+    every trial of an experiment to its end, and the Parquet parts, not Tune's copies, are the record. Listed
+    after the callbacks that read the results."""
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        pass
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        _forget(trial)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        _forget(trial)
+
+
+def _forget(trial) -> None:
+    meta = trial.run_metadata
+    # Per metric, Tune's statistics hold a dict and two deques (last 5 and 10 values): most of a trial's bytes.
+    meta.metric_analysis, meta.metric_n_steps = {}, {}
+    # The last result's keys beyond these only fed our callbacks; "done" keeps Tune from asking the (gone or
+    # reused) actor for default metrics when it reads `trial.last_result` later.
+    kept = {k: v for k, v in meta.last_result.items() if k in ("trial_id", "done", "training_iteration")}
+    meta.last_result = kept | {"done": True}
+    meta.invalidate_cache()
+    trial._state_json = None  # a cached JSON of its state, from an experiment-state snapshot
+    # The reference to the default metrics Tune asks each trial's actor for when it gets one (never read once
+    # the trial reported): it would keep the object, and its entry in Ray's reference table, to the end.
+    trial._default_result_or_future = None

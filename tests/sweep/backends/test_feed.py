@@ -1,0 +1,79 @@
+"""A stage's feed to Tune, without starting Ray: the units in order through Tune's own concurrency limiter, the
+slots a cluster's resources give, and what a finished trial keeps in the driver."""
+
+import pickle
+
+import pytest
+
+pytest.importorskip("ray.tune")
+
+from ray.tune.experiment.trial import Trial  # noqa: E402
+from ray.tune.search import ConcurrencyLimiter, Searcher  # noqa: E402
+
+from sweep.backends.feed import Forget, StageUnits, slots  # noqa: E402
+
+
+def test_units_are_handed_out_in_order_as_slots_free_then_finished():
+    feed = ConcurrencyLimiter(StageUnits(["a", "b", "c"]), max_concurrent=2)  # what TuneConfig wraps it in
+    assert feed.suggest("t1") == {"unit": "a"} and feed.suggest("t2") == {"unit": "b"}
+    assert feed.suggest("t3") is None  # two live: no third until one ends
+    feed.on_trial_complete("t1", result={"status": "done"})
+    assert feed.suggest("t3") == {"unit": "c"}
+    feed.on_trial_complete("t2", result={})
+    assert feed.suggest("t4") == Searcher.FINISHED
+
+
+def test_slots_are_the_units_that_fit_in_the_cluster_unless_given():
+    assert slots({"cpu": 2 / 16, "gpu": 0}, {"CPU": 2.0}, None) == 16
+    assert slots({"cpu": 2 / 3, "gpu": 0}, {"CPU": 2.0}, None) == 3  # 2 / (2/3) is 2.9999... in floats
+    assert slots({"cpu": 1, "gpu": 0.5}, {"CPU": 16.0, "GPU": 1.0}, None) == 2  # the scarcest resource
+    assert slots({"cpu": 1, "gpu": 0, "memory": 3 * 2**30}, {"CPU": 8.0, "memory": 10 * 2**30}, None) == 3
+    assert slots({"cpu": 4, "gpu": 0}, {"CPU": 2.0}, None) == 1  # refused earlier (check_resources); never 0
+    assert slots({"cpu": 0.5, "gpu": 0}, {"CPU": 2.0}, 3) == 3  # --max-concurrent
+
+
+def _finished_trial() -> Trial:
+    trial = Trial("sleep", config={"unit": "u1"}, stub=True)
+    metrics = {f"metric_{i}": float(i) for i in range(20)}
+    for step in range(1, 4):
+        trial.update_last_result({"status": "done", "training_iteration": step, **metrics})
+    return trial
+
+
+def test_a_finished_trial_keeps_its_config_and_status_not_its_results():
+    trial = _finished_trial()
+    before = len(pickle.dumps(trial.run_metadata))
+    trial._default_result_or_future = object()  # stands for the reference Tune keeps to its actor's metrics
+    assert set(trial.run_metadata.metric_analysis) >= {f"metric_{i}" for i in range(20)}
+    Forget().on_trial_complete(0, [trial], trial)
+    assert trial.run_metadata.metric_analysis == {} and trial.run_metadata.metric_n_steps == {}
+    assert trial.config == {"unit": "u1"} and trial.last_result == {
+        "trial_id": trial.trial_id,
+        "training_iteration": 3,
+        "done": True,
+    }
+    assert len(pickle.dumps(trial.run_metadata)) < before / 5  # the statistics were most of its bytes
+    assert trial._default_result_or_future is None
+    errored = _finished_trial()
+    Forget().on_trial_error(0, [errored], errored)
+    assert errored.run_metadata.metric_analysis == {}
+
+
+def test_tunes_own_progress_callback_is_replaced_and_prints_nothing(capsys):
+    from ray.tune.progress_reporter import TrialProgressCallback
+
+    trial = _finished_trial()
+    quiet = Forget()
+    assert isinstance(quiet, TrialProgressCallback)  # so Tune adds none of its own
+    quiet.on_trial_result(0, [trial], trial, trial.last_result)
+    quiet.on_trial_complete(0, [trial], trial)
+    assert capsys.readouterr().out == ""
+
+
+def test_the_feed_saves_and_restores_where_it_stands(tmp_path):
+    feed = StageUnits(["a", "b", "c"])
+    feed.suggest("t1")
+    feed.save(str(tmp_path / "searcher.pkl"))
+    again = StageUnits([])
+    again.restore(str(tmp_path / "searcher.pkl"))
+    assert again.suggest("t2") == {"unit": "b"}
