@@ -47,6 +47,45 @@ class DonorWork:
     train_accuracy: bool = False  # `evaluation.train_accuracy`: the own evaluation on training images too
     # stitching trials read it: keep its predictions on each evaluation's test images (their agreement columns)
     predictions: bool = False
+    # the frozen halves of it the trials read on an evaluation's test images: its evaluation's pass fills them
+    fills: tuple[HalfFill, ...] = ()
+
+
+@dataclass(frozen=True)
+class HalfFill:
+    """A frozen half f<=point of a donor that a planned trial reads on the test images of the donor's
+    evaluation `ev` (the trial's own images): the trial's data (its splits name the cached activations), the
+    point, the precision and memory layout it reads them in."""
+
+    ev: DonorEval
+    data: tuple  # (dataset, train_size, val_size, test_size) of the trial
+    point: str
+    precision: str
+    channels_last: bool
+
+
+def trial_fills(trial) -> list[tuple[str, HalfFill]]:
+    """(donor ref, half) for each frozen half a stitching trial reads on its test images: the front at the
+    trial's precision for the clean evaluation (unless the fit moves its statistics: then only the indices read
+    it, before the fit), the front and end halves in fp32 for the indices and the OOD AUROC. None for a noise
+    sender (its halves are drawn per trial) or a donor evaluated on other images (cross-task: its own test set).
+    Mirrors what `sweep.kinds.stitch` reads through `Frozen.on("test")`."""
+    if trial.noise_sigma is not None:
+        return []
+    data = (trial.dataset, trial.train_size, trial.val_size, trial.test_size)
+    frozen = trial.donor_bn != "update"  # else the fit moves the front's statistics: read again uncached after it
+    front = [trial.precision] * frozen + ["fp32"] * bool(trial.indices or (trial.ood_outliers and frozen))
+    end = ["fp32"] * bool(trial.indices or trial.ood_outliers)
+    sides = [
+        (trial.front, trial.front_eval, trial.front_point, front),
+        (trial.end, trial.end_eval, trial.end_point, end),
+    ]
+    return [
+        (ref, HalfFill(ev, data, point, p, trial.channels_last))
+        for ref, ev, point, reads in sides
+        if ev is not None and ev.dataset == trial.dataset
+        for p in dict.fromkeys(reads)
+    ]
 
 
 def donor_part(sweep_dir, donor: DonorSpec, ev: DonorEval):
@@ -60,9 +99,16 @@ def _describe_donor(work: DonorWork) -> str:
 
 
 def _donor_units(sweep) -> dict[str, DonorWork]:
-    in_trials = {ref for t in sweep.units.get("trial", ()) for ref in (t.front, t.end)}
+    trials = sweep.units.get("trial", ())
+    in_trials = {ref for t in trials for ref in (t.front, t.end)}
+    fills: dict[str, dict] = {}
+    for t in trials:
+        for ref, half in trial_fills(t):
+            fills.setdefault(ref, {})[half] = None
     return {
-        n: DonorWork(d, sweep.donor_evals[n], sweep.evaluation.train_accuracy, d.ref in in_trials)
+        n: DonorWork(
+            d, sweep.donor_evals[n], sweep.evaluation.train_accuracy, d.ref in in_trials, tuple(fills.get(d.ref, ()))
+        )
         for n, d in sweep.donors.items()
         if d.network
     }

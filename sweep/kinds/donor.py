@@ -20,7 +20,7 @@ from sweep import __version__
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.data.core import Splits, test_images, worker_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.declared import DonorWork, donor_part
+from sweep.kinds.declared import DonorWork, HalfFill, donor_part
 from sweep.measures.chance import at_chance
 from sweep.models.base import StagedNet
 from sweep.registry import DONOR_SOURCES
@@ -28,8 +28,9 @@ from sweep.store.layout import DONOR_CURVES_DIR, DONORS_DIR
 from sweep.store.results import Loc, SweepDir, load_torch, recorded_row, save_torch, write_rows
 from sweep.store.schema import SCHEMA_VERSION, schema
 from sweep.train.donors import TRAIN_STATE
-from sweep.train.evaluate import accuracy, predict, robust_accuracy
-from sweep.worker.activations import compute
+from sweep.train.evaluate import accuracy, inference_batch, predict, robust_accuracy
+from sweep.worker.activations import CHUNK, compute
+from sweep.worker.feed import feed
 from sweep.worker.zoo import load_donor, predictions_loc
 
 
@@ -58,11 +59,13 @@ def run_donor(
     download: bool = True,
     train_accuracy: bool = False,
     predictions: bool = False,
+    fills: tuple[HalfFill, ...] = (),
 ) -> dict:
     """Train (or take from the cache) one donor and evaluate it once per evaluation; write one `donors` row
     each. Idempotent. Returns the row of the first evaluation (the donor's own test set), which with
     `train_accuracy` also measures the training images (and is measured again where a row lacks them);
-    `predictions` keeps its predictions on each evaluation's test images for the trials (`test_predictions`)."""
+    `predictions` keeps its predictions on each evaluation's test images for the trials (`test_predictions`);
+    the pass over an evaluation's test images also fills the frozen halves `fills` the trials read on them."""
     parts = [donor_part(sweep, donor, ev) for ev in evaluations]
     todo = [(ev, p) for ev, p in zip(evaluations, parts) if not _recorded(p, train_accuracy and ev == evaluations[0])]
     if not todo:
@@ -88,19 +91,14 @@ def run_donor(
             for ev, _ in todo
         ]
     else:
+        base.update(trained_now=trained_now, time_train_s=train_s)
         for ev, _ in todo:
-            row = dict(
-                base,
-                **ev.row_fields(),
-                eval_id=ev.eval_id(donor.donor_key),
-                trained_now=trained_now,
-                time_train_s=train_s,
-                **_evaluate(model, ev, device, data_root, download),
-            )
+            fed = _Pass(model, [f for f in fills if f.ev == ev], predictions, device, data_root, download)
+            row = dict(base, **ev.row_fields(), eval_id=ev.eval_id(donor.donor_key), **_evaluate(model, ev, fed))
             if ev == evaluations[0] and row["status"] == "done":
                 row.update(_own_evaluation(model, splits, ev, row["clean_acc"], train_accuracy, device))
             if predictions and row["status"] == "done":  # the stitching trials read the donor
-                _keep_predictions(sweep, donor.donor_key, model, ev, device, data_root, download)
+                _keep_predictions(sweep, donor.donor_key, model, ev, fed)
             rows.append(row)
     for row, (_, part) in zip(rows, todo):
         row["finished_at"] = datetime.now(timezone.utc)
@@ -108,11 +106,51 @@ def run_donor(
     return rows[0]
 
 
-def _keep_predictions(sweep: SweepDir, donor_key: str, model, ev: DonorEval, device, data_root, download) -> None:
-    x, _ = test_images(ev.dataset, ev.test_size, data_root, download)
+class _Pass:
+    """The donor's one pass over an evaluation's test images when the sweep's trials read the donor: its logits on
+    the chunk grid (the predictions kept for the trials, and the clean accuracy where the grid is the one
+    `predict` batches on), and in the same pass the frozen halves the trials read on these images
+    (`sweep.worker.feed`). Without trials reading the donor, nothing: the evaluation predicts as before."""
+
+    def __init__(self, model, fills: list[HalfFill], predictions: bool, device, data_root, download) -> None:
+        self.model, self.fills, self.device = model, fills, device
+        self.wanted = predictions or bool(fills)
+        self.where = (data_root, download)
+        self.logits: torch.Tensor | None = None
+
+    def predictions(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The predicted classes on `x` (the evaluation's test images) that `predict` would give, or None where
+        this pass does not give them (no trial reads the donor, or another batch grid: a GPU's)."""
+        if not self.wanted or not len(x):
+            return None
+        halves = []
+        for f in self.fills:
+            splits = worker_splits(*f.data, self.device, root=self.where[0], download=self.where[1])
+            if same_images(splits.test_x, x):  # by construction; a mismatch fills nothing
+                halves.append((splits, f.point, f.precision, f.channels_last))
+        self.logits = feed(self.model, x, self.device, halves, logits=True)
+        if inference_batch(500, self.device) != inference_batch(CHUNK, self.device):
+            return None  # `predict` batches otherwise: its own pass keeps the donors table's values
+        if not torch.isfinite(self.logits).all():
+            raise FloatingPointError("the network produced non-finite logits")
+        return self.logits.argmax(1)
+
+
+def same_images(a, b) -> bool:
+    """Whether two test parts hold the same images (tensors compared in full; streamed images by count)."""
+    if len(a) != len(b):
+        return False
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and torch.equal(a.cpu(), b.cpu())
+    return True
+
+
+def _keep_predictions(sweep: SweepDir, donor_key: str, model, ev: DonorEval, fed: _Pass) -> None:
+    x, _ = test_images(ev.dataset, ev.test_size, *fed.where)
     loc = predictions_loc(sweep, donor_key, ev.dataset, len(x))
     if not loc.exists():
-        save_torch(loc, test_predictions(model, x, device))
+        kept = fed.logits.argmax(1).cpu() if fed.logits is not None else test_predictions(model, x, fed.device)
+        save_torch(loc, kept)
 
 
 def test_predictions(model, x: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -175,9 +213,10 @@ def _make_checkpoint(
     state.unlink(missing_ok=True)  # the donor is complete: nothing to resume
 
 
-def _accuracies(model: StagedNet, x, y, ev: DonorEval, device: torch.device, n_robust: int) -> tuple:
-    """(clean accuracy on x, robust accuracy on its first `n_robust` images) under the evaluation's attack."""
-    clean = accuracy(predict(model, x, device), y)
+def _accuracies(model: StagedNet, x, y, ev: DonorEval, device: torch.device, n_robust: int, pred=None) -> tuple:
+    """(clean accuracy on x, robust accuracy on its first `n_robust` images) under the evaluation's attack.
+    `pred`: the predictions on x, when already computed."""
+    clean = accuracy(predict(model, x, device) if pred is None else pred, y)
     robust = robust_accuracy(
         model,
         x,
@@ -193,12 +232,13 @@ def _accuracies(model: StagedNet, x, y, ev: DonorEval, device: torch.device, n_r
     return clean, robust
 
 
-def _evaluate(model: StagedNet, ev: DonorEval, device: torch.device, data_root: str | None, download: bool) -> dict:
-    """Clean and robust accuracy on the evaluation's test images; a failure is recorded in the row."""
+def _evaluate(model: StagedNet, ev: DonorEval, fed: _Pass) -> dict:
+    """Clean and robust accuracy on the evaluation's test images (their pass `fed`); a failure is recorded in
+    the row."""
     t1 = time.perf_counter()
     try:
-        x, y = test_images(ev.dataset, ev.test_size, data_root, download)
-        clean, robust = _accuracies(model, x, y, ev, device, ev.n_eval_robust)
+        x, y = test_images(ev.dataset, ev.test_size, *fed.where)
+        clean, robust = _accuracies(model, x, y, ev, fed.device, ev.n_eval_robust, fed.predictions(x))
     except Exception as exc:
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
     return {"status": "done", "clean_acc": clean, "robust_acc": robust, "time_eval_s": time.perf_counter() - t1}
@@ -237,5 +277,6 @@ def run_unit(work: DonorWork, ctx: RunContext) -> dict:
         download=ctx.download,
         train_accuracy=work.train_accuracy,
         predictions=work.predictions,
+        fills=work.fills,
     )
     return {k: row.get(k) for k in ("clean_acc", "robust_acc", "error")} | {"status": row.get("status", "skipped")}

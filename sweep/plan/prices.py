@@ -119,6 +119,9 @@ def donor_seconds(work, p: Pricer) -> float:
         secs += p.step(d.arch, d.data.dataset, (d.epochs or 0) * train * passes)
     if d.noise_sigma is not None:
         return p.unit_s
+    for f in work.fills if p.fills is not None else ():  # the evaluation's pass fills them (`sweep.worker.feed`)
+        sizes = _sizes(*f.data)
+        p.fills[(d.donor_key, f.point, f.data[0], sizes, "test")] = sizes[2]
     for ev in work.evaluations:
         robust = _attack(p, d.arch, ev.dataset, ev.n_eval_robust, ev.attacks, ev.iterations, ev.restarts)
         secs += p.forward(d.arch, ev.dataset, ev.test_size) + robust

@@ -76,7 +76,7 @@ class Frozen:
         x = getattr(self.splits, f"{part}_x")
         if self.identity is None or not len(x):
             return self.identity is not None  # an empty part "fits"; a noise sender's is never kept
-        key = ("bytes-per-image", *self.identity, tuple(x.shape[1:]), precision, self.device.type)
+        key = per_image_key(self.identity, x, precision, self.device)
         per_image = worker_cache().get(key, lambda: _per_image(self.module, x[:2], self.device, precision))
         return per_image * len(x) <= worker_cache().settings.budget
 
@@ -91,9 +91,7 @@ class Frozen:
             return compute(self.module, x[:n], self.device, precision, self.channels_last)
         if not self.fits(part, precision):  # too large to keep: the prefix asked for, on the same chunk grid
             return compute(self.module, x[:end], self.device, precision, self.channels_last)[:n]
-        data = self.splits.fingerprint or fingerprint(self.splits)
-        key = ("activations", *self.identity, data, part, precision, self.channels_last)
-        key += (self.device.type, code_version())
+        key = part_key(self.identity, self.splits, part, precision, self.channels_last, self.device)
         cache = worker_cache()
         have = cache.peek(key)
         if have is not None and len(have) >= end:
@@ -106,6 +104,18 @@ class Frozen:
         prefix = pieces[0] if len(pieces) == 1 else torch.cat(pieces)
         cache.keep(key, prefix)
         return prefix[:n]
+
+
+def part_key(identity: tuple, splits: Splits, part: str, precision: str, channels_last: bool, device) -> tuple:
+    """The cache key of a frozen half's activations on a split's part (its chunk files add ("chunk", start)):
+    what `Frozen.on` reads, and what the donor stage fills (`sweep.worker.feed`)."""
+    data = splits.fingerprint or fingerprint(splits)
+    return ("activations", *identity, data, part, precision, channels_last, torch.device(device).type, code_version())
+
+
+def per_image_key(identity: tuple, x: torch.Tensor, precision: str, device) -> tuple:
+    """The cache key of a frozen half's bytes per image on images shaped like `x`'s (`Frozen.fits`)."""
+    return ("bytes-per-image", *identity, tuple(x.shape[1:]), precision, torch.device(device).type)
 
 
 def chunks(frozen: Frozen | None, module, x: torch.Tensor, part: str, n: int, device: torch.device):

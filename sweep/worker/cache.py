@@ -173,11 +173,24 @@ class WorkerCache:
         self.stats.misses += 1
         value = compute()
         if path is not None and self.write_node:
-            with self._lock:
-                if self._writer is None:
-                    self._writer = ThreadPoolExecutor(1, thread_name_prefix="cache-writer")
-                self._writes.append(self._writer.submit(_write_tensor, path, value, self.settings.disk_budget))
+            self._write_later(path, value)
         return value
+
+    def store(self, key: tuple, value: Any) -> bool:
+        """Write `value` (a tensor computed elsewhere, e.g. by the donor stage for later units) as the node's
+        file of `key`, in the background as `on_disk` does, unless the file is there or no file is written
+        (cache off, no disk level, `write_node` False). Whether a write began."""
+        path = self._disk_path(key) if self.settings.enabled and self.write_node else None
+        if path is None or path.exists():
+            return False
+        self._write_later(path, value)
+        return True
+
+    def _write_later(self, path: Path, value) -> None:
+        with self._lock:
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="cache-writer")
+            self._writes.append(self._writer.submit(_write_tensor, path, value, self.settings.disk_budget))
 
     def flush(self) -> None:
         """Wait until every file `on_disk` began writing is written (or given up)."""

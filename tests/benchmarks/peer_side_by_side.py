@@ -23,6 +23,12 @@ Untimed preparation: the peer's donor (`exec_train.py resnet18 -gpu -1 -d fashio
 STORAGE/peer_donor), ours (trained in STORAGE's zoo) and one run of each of our spaces; each timed run of
 ours first removes the sweep's trial parts, so only the stitching stage reruns (as engine_overhead.py).
 
+`--first-command`: each timed run of ours also removes the donor's evaluation (its donors-table rows and the
+test predictions kept in the zoo), so it times a new user's first command after the donor's training: the
+donor stage evaluates the donor (and fills the frozen halves the trials read: `sweep/worker/feed.py`), then
+the trials run. `--old-root DIR`: a third side, another stitchsweep checkout (e.g. one from before the donor
+stage fed the trials' halves) timed on the same sweeps the same way, interleaved with the other two.
+
     PYTHONPATH=. .venv/bin/python tests/benchmarks/peer_side_by_side.py --peer PEER_CHECKOUT \\
         --peer-python PEER_VENV/bin/python --storage /tmp/bench_peer --fmnist /usr/share/datasets/fashion-mnist \\
         --rounds 2 --items 1,2,3
@@ -158,10 +164,15 @@ def ours_cmd(args, space: Path) -> list[str]:
     ]
 
 
-def remove_trials(sweep_path: Path) -> None:
-    for sub in ("trials", "curves"):
+def remove_trials(sweep_path: Path, donor_evaluation: bool = False) -> None:
+    """Remove the sweep's trial parts (and with `donor_evaluation` the donors-table rows and the test
+    predictions the donor stage keeps in the zoo: the donor's checkpoint stays)."""
+    for sub in ("trials", "curves") + (("donors",) if donor_evaluation else ()):
         for part in (sweep_path / sub).glob("*.parquet"):
             part.unlink()
+    if donor_evaluation:
+        for kept in (sweep_path.parent / "zoo").glob("*/test-predictions-*.pt"):
+            kept.unlink()
 
 
 def read_trials(sweep_path: Path):
@@ -175,15 +186,17 @@ def read_trials(sweep_path: Path):
     return trials
 
 
-def run_ours(args, item: int, env: dict) -> tuple[float, list[float], dict]:
-    """Wall time of one `stitchsweep run` of the item's space (trial parts removed first), each trial's clean
-    accuracy and the sums of the trials' time_* columns."""
+def run_ours(args, item: int, env: dict, root: Path | None = None) -> tuple[float, list[float], dict]:
+    """Wall time of one `stitchsweep run` of the item's space by the checkout `root` (default: `--ours-root`;
+    trial parts removed first, and with `--first-command` the donor's evaluation), each trial's clean accuracy
+    and the sums of the trials' time_* columns."""
+    root = root or args.ours_root
     space = args.storage / "spaces" / f"item{item}.yaml"
     sweep_path = args.storage / "ours" / f"peer_item{item}"
-    remove_trials(sweep_path)
+    remove_trials(sweep_path, args.first_command)
     # a cold node-local activation cache, as the peer has none: an earlier round's files would be read back
     with tempfile.TemporaryDirectory(prefix="peer_bench_cache_") as cache:
-        wall, _ = timed(ours_cmd(args, space), args.ours_root, dict(env, STITCHSWEEP_CACHE_DIR=cache))
+        wall, _ = timed(ours_cmd(args, space), root, dict(env, STITCHSWEEP_CACHE_DIR=cache, PYTHONPATH=str(root)))
     trials = read_trials(sweep_path).sort_values(["front_point", "end_point"], ignore_index=True)
     times = {c: float(trials[c].fillna(0).sum()) for c in trials.columns if c.startswith("time_")}
     return wall, [float(a) for a in trials["clean_acc"]], times
@@ -221,14 +234,16 @@ def check_inputs(args) -> None:
 
 
 def one_round(args, r: int, items: list[int], donor: Path, peer_env: dict, ours_env: dict, log: dict) -> None:
+    print(f"round {r + 1}: load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     for item in items:
-        sides = ["peer", "ours"] if r % 2 == 0 else ["ours", "peer"]
+        sides = ["peer", "ours"] + (["old"] if args.old_root else [])
+        sides = sides[r % len(sides) :] + sides[: r % len(sides)]  # each side first in turn
         for side in sides:
             if side == "peer":
                 wall, accs = run_peer(args, item, donor, peer_env)
                 times = {}
             else:
-                wall, accs, times = run_ours(args, item, ours_env)
+                wall, accs, times = run_ours(args, item, ours_env, args.old_root if side == "old" else None)
             log.setdefault((item, side), []).append(wall)
             shown = " ".join(f"{a:.3f}" for a in accs)
             print(f"round {r + 1} item {item} {side}: {wall:.1f} s; clean_acc {shown}", flush=True)
@@ -237,12 +252,15 @@ def one_round(args, r: int, items: list[int], donor: Path, peer_env: dict, ours_
 
 
 def report(items: list[int], log: dict) -> None:
-    print(f"\n{'item':>4}  {'peer median s':>13}  {'ours median s':>13}  {'ratio':>6}  {'target':>6}")
+    print(f"\n{'item':>4}  {'side':>4}  {'peer median s':>13}  {'median s':>9}  {'ratio':>6}  {'target':>6}")
     for item in items:
-        peer, ours = statistics.median(log[item, "peer"]), statistics.median(log[item, "ours"])
-        ratio = ours / peer
-        verdict = "met" if ratio <= TARGETS[item] else "missed"
-        print(f"{item:>4}  {peer:>13.1f}  {ours:>13.1f}  {ratio:>6.2f}  {TARGETS[item]:>6.2f}  {verdict}")
+        peer = statistics.median(log[item, "peer"])
+        for side in [s for s in ("ours", "old") if (item, s) in log]:
+            ours = statistics.median(log[item, side])
+            ratio = ours / peer
+            verdict = "met" if ratio <= TARGETS[item] else "missed"
+            print(f"{item:>4}  {side:>4}  {peer:>13.1f}  {ours:>9.1f}  {ratio:>6.2f}  {TARGETS[item]:>6.2f}  {verdict}")
+    print(f"load average at the end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 
 def main() -> None:
@@ -255,9 +273,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--items", default="1,2,3", help="comma-separated: 1, 2, 3")
     ap.add_argument("--num-cpus", type=int, default=2, help="CPUs of our embedded Ray")
+    ap.add_argument(
+        "--first-command", action="store_true", help="time ours with the donor's evaluation too (a first command)"
+    )
+    ap.add_argument("--old-root", type=Path, default=None, help="another stitchsweep checkout, timed as 'old'")
     args = ap.parse_args()
     check_inputs(args)
     args.peer, args.storage = args.peer.resolve(), args.storage.resolve()
+    args.old_root = args.old_root.resolve() if args.old_root else None
     args.storage.mkdir(parents=True, exist_ok=True)
     items = sorted({int(i) for i in args.items.split(",")})
     peer_env, ours_env = envs(args)

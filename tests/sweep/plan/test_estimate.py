@@ -263,3 +263,16 @@ def test_the_estimate_includes_the_fixed_costs_per_unit_per_stage_and_of_the_com
     assert any("startup_s" in m for m in missing) and any("stage_s" in m for m in missing)
     shipped = estimate.load_profile()  # the shipped CPU profile carries measured fixed costs
     assert shipped["startup_s"] > 0 and shipped["stage_s"] > 0 and shipped["threads"] >= 1
+
+
+def test_a_trial_priced_after_its_donor_reads_the_fronts_test_activations_the_donor_stage_filled():
+    """The donor's evaluation passes the test images through the whole donor once (`sweep.worker.feed`): a
+    trial priced after it pays no pass of its front over them (300 images through f<=layer2.0, share 0.4);
+    without the cache it does."""
+    sweep = _space(objectives=["dm"], dm_samples=100)
+    (spec,) = sweep.trials
+    plan = {"donor": ["plain_a"], "trial": [spec.trial_id]}
+    for cache, saved in ((True, 300 * 0.01 * 0.4), (False, 0.0)):
+        alone = estimate.estimate(sweep, {"trial": [spec.trial_id]}, PROFILE, cache=cache).seconds["trial"]
+        after = estimate.estimate(sweep, plan, PROFILE, cache=cache).seconds["trial"]
+        assert alone - after == pytest.approx(saved)
