@@ -52,7 +52,8 @@ def running_trial(tag: str) -> bool:
     return False
 
 
-def _kill(procs: list[psutil.Process]) -> None:
+def kill_all(procs: list[psutil.Process]) -> None:
+    """SIGKILL each of `procs` (gone already: fine) and wait for them."""
     for p in procs:
         try:
             p.kill()
@@ -127,7 +128,7 @@ class Cluster:
         """SIGKILL every process of one node at once (raylet, agents, workers), as the loss of its machine
         would. Returns their PIDs."""
         procs = _with_children(marked(tag))
-        _kill(procs)
+        kill_all(procs)
         return [p.pid for p in procs]
 
     def alive_nodes(self) -> int:
@@ -149,7 +150,7 @@ class Cluster:
 
     def stop(self) -> None:
         """Kill, by PID, every process the nodes started: the tagged ones, and their children."""
-        _kill(_with_children(self.orphans + [p for tag in self.tags for p in marked(tag)]))
+        kill_all(_with_children(self.orphans + [p for tag in self.tags for p in marked(tag)]))
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def leftovers(self) -> list[psutil.Process]:

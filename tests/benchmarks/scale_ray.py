@@ -154,17 +154,14 @@ def _kill_tree(pid: int) -> None:
     """SIGKILL the driver and everything it started (its embedded Ray), as a crash of its machine would."""
     import psutil
 
+    from tests.benchmarks.loopback_cluster import kill_all
+
     try:
         tree = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         tree = []
     os.kill(pid, signal.SIGKILL)
-    for p in tree:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(tree, timeout=30)
+    kill_all(tree)
 
 
 def drive(args: list[str], parts_dir: Path, log: Path, kill_at_parts: int | None = None, kill=None) -> dict:

@@ -21,6 +21,7 @@ from sweep.store.compact import recorded_parts
 from sweep.store.results import write_rows
 from sweep.store.schema import trial_schema
 from sweep.store.storage import open_root
+from tests.benchmarks.loopback_cluster import kill_all
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -129,15 +130,6 @@ def test_grown_space_runs_only_the_new_trials(tiny_space, write_space, tmp_path)
     assert not list((tmp_path / "node").glob("*.pt")), "no half is read by two trials of a run: no node files"
 
 
-def _kill_tree(procs: list[psutil.Process]) -> None:
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=20)
-
-
 def test_driver_sigkill_then_resume_leaves_one_row_per_trial(tiny_space, write_space, tmp_path):
     tiny_space["stitching"]["stitch_points"] = "all"
     tiny_space["stitching"]["objectives"] = ["tlm", "dm"]
@@ -167,7 +159,7 @@ def test_driver_sigkill_then_resume_leaves_one_row_per_trial(tiny_space, write_s
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
     finally:
-        _kill_tree(ray_procs)
+        kill_all(ray_procs)
         if driver.poll() is None:
             driver.kill()
         log.close()
