@@ -176,7 +176,7 @@ def trial_phases(spec, p: Pricer, arch_of: dict, fills: dict | None = None, dete
     cost; the indices; the fit; the evaluation; the OOD AUROC. Each phase pays for the frozen halves'
     activations it is the first to read (`_Halves`; `fills`: None, no cache). `detectors`: the OOD detectors
     already trained in this sweep (the zoo keeps them)."""
-    from sweep.stitching.objectives import OBJECTIVES
+    from sweep.registry import OBJECTIVES
 
     train, val, test = _sizes(spec.dataset, spec.train_size, spec.val_size, spec.test_size)
     ea, ds = arch_of[spec.end_key], spec.dataset

@@ -48,12 +48,14 @@ ARCHITECTURES["resnet18"].activation_shapes(3, 32, 10)
 from sweep.cli import main
 sys.argv = ["stitchsweep", "plan", "search_spaces/quickstart.yaml"]
 main()
+sys.argv = ["stitchsweep", "plan", "search_spaces/quickstart.yaml", "--estimate"]  # what `run` prices its ETA by
+main()
 heavy = sorted(m for m in ("torch", "torchvision", "pandas", "altair", "ray") if m in sys.modules)
 print("HEAVY", heavy)
 """
 
 
-def test_reading_the_registries_and_planning_the_quickstart_import_no_torch():
+def test_reading_the_registries_and_planning_and_pricing_the_quickstart_import_no_torch():
     out = subprocess.run([sys.executable, "-c", READ_EVERYTHING], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "HEAVY []", out.stdout[-500:]
 
