@@ -8,7 +8,9 @@ from __future__ import annotations
 import math
 import pickle
 
+from ray.tune.experiment import Trial
 from ray.tune.progress_reporter import TrialProgressCallback
+from ray.tune.schedulers import FIFOScheduler
 from ray.tune.search import Searcher
 
 # Ray's names of the resources `sweep.backends.stage.trial_resources` asks for.
@@ -88,3 +90,37 @@ def _forget(trial) -> None:
     # The reference to the default metrics Tune asks each trial's actor for when it gets one (never read once
     # the trial reported): it would keep the object, and its entry in Ray's reference table, to the end.
     trial._default_result_or_future = None
+
+
+class Prune(FIFOScheduler):
+    """Tune's first-in-first-out scheduler that also takes each finished trial out of the driver's controller
+    once Tune has stopped it (at the next trial Tune adds). Tune keeps every trial of an experiment to its end,
+    serialises each to JSON for its snapshots (kept, one string per trial) and reads them all into an
+    `ExperimentAnalysis` when `fit` returns: the driver's memory grew with the stage's size, not its slots. A
+    stage's record is its Parquet parts; a trial that errored stays (its error is reported at the end)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finished: list[Trial] = []
+
+    def on_trial_complete(self, tune_controller, trial: Trial, result: dict) -> None:
+        self.finished.append(trial)
+
+    def on_trial_add(self, tune_controller, trial: Trial) -> None:
+        # Tune's controller behind the wrapper it hands its schedulers (Ray 2.60: `TrialRunnerWrapper`)
+        self.finished = prune(tune_controller._tune_controller, self.finished)
+
+
+def prune(controller, finished: list[Trial]) -> list[Trial]:
+    """Drop from Tune's `controller` each of the `finished` trials that it has stopped and detached from its
+    actor; returns those it still uses."""
+    kept = []
+    for trial in finished:
+        if trial.status != Trial.TERMINATED or trial in controller._trial_to_actor or trial in controller._live_trials:
+            kept.append(trial)
+            continue
+        controller._trials.remove(trial)
+        controller._stopped_trials.discard(trial)
+        controller._trials_to_cache.discard(trial)
+        controller._trial_metadata.pop(trial.trial_id, None)  # its JSON state from a snapshot
+    return kept

@@ -35,7 +35,7 @@ from sweep.backends.checks import (  # noqa: E402
     check_resources,
     check_storage_shared,
 )
-from sweep.backends.feed import Forget, StageUnits, slots  # noqa: E402
+from sweep.backends.feed import Forget, Prune, StageUnits, slots  # noqa: E402
 from sweep.backends.node import start_lean, stop_lean  # noqa: E402
 from sweep.backends.progress import SweepProgress, phase  # noqa: E402
 from sweep.backends.stage import compact_stage, eta_prices, plugin_env, trial_resources, worker_env  # noqa: E402
@@ -118,6 +118,7 @@ class _Progress(tune.Callback):
         self.workers: dict[tuple, dict] = {}  # (node, pid) -> its units and latest cache counters
         self.t0 = time.perf_counter()
         self.extra: list[tune.Callback] = []  # the stage's other callbacks (`_Tracking`)
+        self.held = 0  # the most trials Tune's controller held when one started (`Prune`)
 
     def worker_line(self) -> str:
         """How the stage's units spread over worker processes, and what their caches served."""
@@ -126,13 +127,15 @@ class _Progress(tune.Callback):
         held = max((x["mb"] for x in w), default=0.0)
         return (
             f"[{self.stage}] {sum(x['units'] for x in w)} {self.kind} units ran in {len(w)} worker process(es);"
-            f" worker cache: {hits} hits, {misses} misses, at most {held:.0f} MB held by a worker"
+            f" worker cache: {hits} hits, {misses} misses, at most {held:.0f} MB held by a worker;"
+            f" at most {self.held} trial(s) held by the driver at once"
         )
 
     def _prefix(self) -> str:
         return f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s]"
 
     def on_trial_start(self, iteration, trials, trial, **info):
+        self.held = max(self.held, len(trials))  # Tune's own list
         self.sweep.started(self.kind, trial.trial_id)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
@@ -247,6 +250,7 @@ def _experiment(
             # One experiment for the whole stage: Tune asks for the next unit only when fewer than the slots'
             # count are live, so trials exist from their start on, not all at once.
             search_alg=StageUnits(grid),
+            scheduler=Prune(),  # the driver holds the running trials, not the whole stage's
             num_samples=len(grid),
             max_concurrent_trials=slots(resources, ray.cluster_resources(), max_concurrent),
             # One actor runs trial after trial (they all ask for the same resources), so its donors,

@@ -10,7 +10,7 @@ pytest.importorskip("ray.tune")
 from ray.tune.experiment.trial import Trial  # noqa: E402
 from ray.tune.search import ConcurrencyLimiter, Searcher  # noqa: E402
 
-from sweep.backends.feed import Forget, StageUnits, slots  # noqa: E402
+from sweep.backends.feed import Forget, StageUnits, prune, slots  # noqa: E402
 
 
 def test_units_are_handed_out_in_order_as_slots_free_then_finished():
@@ -77,3 +77,38 @@ def test_the_feed_saves_and_restores_where_it_stands(tmp_path):
     again = StageUnits([])
     again.restore(str(tmp_path / "searcher.pkl"))
     assert again.suggest("t2") == {"unit": "b"}
+
+
+class _Controller:
+    """The parts of Tune's controller (Ray 2.60's `TuneController`) that `prune` reads and edits."""
+
+    def __init__(self, trials: list[Trial]) -> None:
+        self._trials, self._live_trials = list(trials), set()
+        self._stopped_trials = {t for t in trials if t.status == Trial.TERMINATED}
+        self._trial_to_actor, self._trials_to_cache = {}, set(trials)
+        self._trial_metadata = {t.trial_id: ("{}", "{}") for t in trials}
+
+
+def test_prune_drops_the_trials_tune_stopped_and_keeps_those_it_still_uses():
+    done, running, reused, errored = (Trial("sleep", config={"unit": u}, stub=True) for u in "abcd")
+    for trial, status in ((done, Trial.TERMINATED), (running, Trial.RUNNING), (reused, Trial.TERMINATED)):
+        trial.set_status(status)
+    errored.set_status(Trial.ERROR)
+    controller = _Controller([done, running, reused, errored])
+    controller._live_trials, controller._trial_to_actor = {running}, {reused: "actor"}  # not yet detached
+    kept = prune(controller, [done, running, reused, errored])
+    assert kept == [running, reused, errored]
+    assert controller._trials == [running, reused, errored] and controller._stopped_trials == {reused}
+    assert done not in controller._trials_to_cache and done.trial_id not in controller._trial_metadata
+    assert running.trial_id in controller._trial_metadata
+
+
+def test_prune_edits_attributes_that_tunes_controller_has():
+    import inspect
+
+    from ray.tune.execution.tune_controller import TrialRunnerWrapper, TuneController
+
+    source = inspect.getsource(TuneController.__init__)
+    for name in ("_trials", "_live_trials", "_stopped_trials", "_trial_to_actor", "_trials_to_cache", "_trial_metadata"):
+        assert f"self.{name}:" in source or f"self.{name} =" in source, name
+    assert "self._tune_controller = tune_controller" in inspect.getsource(TrialRunnerWrapper.__init__)

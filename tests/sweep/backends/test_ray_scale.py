@@ -3,6 +3,7 @@ driver SIGKILLed half way, then `resume` (exactly-once, not speed; the benchmark
 one Tune experiment on the same actors, interrupted with Ctrl+C."""
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -50,6 +51,9 @@ def test_500_units_killed_half_way_and_resumed_are_each_recorded_once(tmp_path):
     assert out["run"]["killed"] and out["resume"]["rc"] == 0
     assert 250 <= len(out["before_kill"]) < 500  # killed half way, not after the end
     assert scale_ray.exactly_once(out, 500) == []
+    # the resumed stage's 250 or so trials went through Tune's controller a few at a time (`Prune`)
+    held = re.search(r"at most (\d+) trial\(s\) held by the driver", (tmp_path / "resume.log").read_text())
+    assert held and int(held.group(1)) <= 2 * 8, held
 
 
 def _interrupt_once(cmd: list[str], parts, count: int, log) -> tuple[int, int]:
