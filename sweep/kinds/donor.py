@@ -92,8 +92,8 @@ def run_donor(
         ]
     else:
         base.update(trained_now=trained_now, time_train_s=train_s)
+        fed = _Pass(model, list(fills), predictions, device, data_root, download)  # shared: see `_Pass`
         for ev, _ in todo:
-            fed = _Pass(model, [f for f in fills if f.ev == ev], predictions, device, data_root, download)
             row = dict(base, **ev.row_fields(), eval_id=ev.eval_id(donor.donor_key), **_evaluate(model, ev, fed))
             if ev == evaluations[0] and row["status"] == "done":
                 row.update(_own_evaluation(model, splits, ev, row["clean_acc"], train_accuracy, device))
@@ -110,30 +110,41 @@ class _Pass:
     """The donor's one pass over an evaluation's test images when the sweep's trials read the donor: its logits on
     the chunk grid (the predictions kept for the trials, and the clean accuracy where the grid is the one
     `predict` batches on), and in the same pass the frozen halves the trials read on these images
-    (`sweep.worker.feed`). Without trials reading the donor, nothing: the evaluation predicts as before."""
+    (`sweep.worker.feed`). Without trials reading the donor, nothing: the evaluation predicts as before. One
+    `_Pass` serves a donor's evaluations in turn: one whose test images are those of the evaluation before (the
+    same dataset and images: e.g. the donor's own test set of nominal size 10,000 where the dataset's files hold
+    the 1,000 a trial's data asks for) reads that pass instead of passing them through the donor again."""
 
     def __init__(self, model, fills: list[HalfFill], predictions: bool, device, data_root, download) -> None:
         self.model, self.fills, self.device = model, fills, device
         self.wanted = predictions or bool(fills)
         self.where = (data_root, download)
         self.logits: torch.Tensor | None = None
+        self.last: tuple | None = None  # (dataset, images, predicted classes) of the last pass
 
-    def predictions(self, x: torch.Tensor) -> torch.Tensor | None:
-        """The predicted classes on `x` (the evaluation's test images) that `predict` would give, or None where
-        this pass does not give them (no trial reads the donor, or another batch grid: a GPU's)."""
+    def predictions(self, x: torch.Tensor, dataset: str) -> torch.Tensor | None:
+        """The predicted classes on `x` (the evaluation's test images of `dataset`) that `predict` would give,
+        or None where this pass does not give them (no trial reads the donor, or another batch grid: a GPU's)."""
         if not self.wanted or not len(x):
             return None
+        if self.last is not None and self.last[0] == dataset and same_images(self.last[1], x):
+            return self.last[2]
         halves = []
-        for f in self.fills:
+        for f in self.fills:  # the fills on these images, whichever evaluation they belong to
+            if f.ev.dataset != dataset:
+                continue
             splits = worker_splits(*f.data, self.device, root=self.where[0], download=self.where[1])
             if same_images(splits.test_x, x):  # by construction; a mismatch fills nothing
                 halves.append((splits, f.point, f.precision, f.channels_last))
         self.logits = feed(self.model, x, self.device, halves, logits=True)
         if inference_batch(500, self.device) != inference_batch(CHUNK, self.device):
-            return None  # `predict` batches otherwise: its own pass keeps the donors table's values
-        if not torch.isfinite(self.logits).all():
+            predicted = None  # `predict` batches otherwise: its own pass keeps the donors table's values
+        elif not torch.isfinite(self.logits).all():
             raise FloatingPointError("the network produced non-finite logits")
-        return self.logits.argmax(1)
+        else:
+            predicted = self.logits.argmax(1)
+        self.last = (dataset, x, predicted)
+        return predicted
 
 
 def same_images(a, b) -> bool:
@@ -238,7 +249,7 @@ def _evaluate(model: StagedNet, ev: DonorEval, fed: _Pass) -> dict:
     t1 = time.perf_counter()
     try:
         x, y = test_images(ev.dataset, ev.test_size, *fed.where)
-        clean, robust = _accuracies(model, x, y, ev, fed.device, ev.n_eval_robust, fed.predictions(x))
+        clean, robust = _accuracies(model, x, y, ev, fed.device, ev.n_eval_robust, fed.predictions(x, ev.dataset))
     except Exception as exc:
         return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
     return {"status": "done", "clean_acc": clean, "robust_acc": robust, "time_eval_s": time.perf_counter() - t1}

@@ -12,13 +12,13 @@ import torch
 
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
-from sweep.kinds.declared import trial_fills
+from sweep.kinds.declared import donor_part, trial_fills
 from sweep.kinds.donor import run_donor
 from sweep.kinds.stitch import run_trial
 from sweep.models.base import split
 from sweep.models.resnet import resnet_tiny
 from sweep.registry import KINDS
-from sweep.store.results import SweepDir
+from sweep.store.results import SweepDir, recorded_row
 from sweep.worker import activations, cache
 from sweep.worker.activations import compute
 from sweep.worker.feed import LOGITS, staged
@@ -132,3 +132,35 @@ def test_a_trial_reading_halves_the_donor_stage_filled_records_the_same_rows(set
     shutil.copytree(str(SweepDir(tmp_path / "computed", sweep.name).root / "zoo"), str(plain.root / "zoo"))
     alone = run_donor(work.donor, work.evaluations, plain, CPU)
     assert {r["clean_acc"] for r in donor_rows} == {alone["clean_acc"]}  # counts of images: exact
+
+
+def test_two_evaluations_of_the_same_images_take_one_pass_through_the_donor(settings, tmp_path, monkeypatch):
+    """The donor's own test set of a nominal size its files do not hold, and a trial's that asks for all they
+    hold: the same images, one pass (which fills the trials' halves), and each row the accuracy `predict` gives."""
+    import sweep.kinds.donor as donor_kind
+
+    settings()
+    sweep = _space(stitch_points=["layer1.0"])
+    work = KINDS["donor"].units(sweep)["plain_a"]
+    (own,) = work.evaluations
+    nominal = dataclasses.replace(own, test_size=own.test_size + 1000)  # more than the files hold
+    passes = []
+    real = donor_kind.feed
+
+    def counting(model, x, device, fills, logits):
+        passes.append((len(x), len(fills)))
+        return real(model, x, device, fills, logits)
+
+    monkeypatch.setattr(donor_kind, "feed", counting)
+    rows = {}
+    for name, kwargs in (("alone", {}), ("fed", {"predictions": True, "fills": work.fills})):
+        d = SweepDir(tmp_path / name, sweep.name)
+        d.create()
+        if name == "fed":  # the donor trained once
+            shutil.copytree(str(SweepDir(tmp_path / "alone", sweep.name).root / "zoo"), str(d.root / "zoo"))
+        run_donor(work.donor, (nominal, own), d, CPU, **kwargs)
+        rows[name] = [recorded_row(donor_part(d, work.donor, ev)) for ev in (nominal, own)]
+    assert passes == [(own.test_size, 1)]  # one pass for both evaluations, filling the trial's front
+    accuracy = {r["clean_acc"] for r in rows["alone"]}
+    assert len(accuracy) == 1 and [r["clean_acc"] for r in rows["fed"]] == [*accuracy] * 2  # counts: exact
+    assert {r["test_size"] for r in rows["fed"]} == {nominal.test_size, own.test_size}
