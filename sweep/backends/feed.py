@@ -1,12 +1,13 @@
-"""How a stage's units reach Ray Tune: one experiment per stage, fed lazily by a search algorithm that hands out
-the next pending unit whenever a slot frees, so the stage's reused actors live as long as the stage (no new
-workers, and no idle barrier, however many units it has); and the driver's memory per finished trial kept
-small, since Tune keeps every trial of an experiment until its end."""
+"""How a run's units reach Ray Tune: one experiment for the run, fed lazily by a search algorithm that hands out
+the next pending unit whenever a slot frees, stage after stage, so the reused actors live as long as the run
+(no new workers, and no idle barrier within a stage, however many units it has); and the driver's memory kept
+to the running trials, since Tune keeps every trial of an experiment until its end."""
 
 from __future__ import annotations
 
 import math
 import pickle
+from collections.abc import Callable
 
 from ray.tune.experiment import Trial
 from ray.tune.progress_reporter import TrialProgressCallback
@@ -17,33 +18,46 @@ from ray.tune.search import Searcher
 _CLUSTER_NAMES = {"cpu": "CPU", "gpu": "GPU", "memory": "memory"}
 
 
-class StageUnits(Searcher):
-    """Tune's search algorithm for one stage: each `suggest` is the next unit in the stage's order
-    (`{"unit": uid}`), `FINISHED` once every unit has been handed out. A trial Ray retries after a node loss
-    keeps its config: it is not suggested again."""
+class SweepUnits(Searcher):
+    """Tune's search algorithm for a run: each `suggest` is the current stage's next unit (`{"kind": k, "unit":
+    uid}`); once the stage's units are handed out it waits (None) for the stage's last trial, then asks
+    `next_units()` (the driver's end of one stage and start of the next: kind and unit ids, None after the
+    last) and says `FINISHED` at the end. A trial Ray retries after a node loss keeps its config: it is not
+    suggested again."""
 
-    def __init__(self, units: list[str]) -> None:
+    def __init__(self, next_units: Callable[[], tuple[str, list[str]] | None]) -> None:
         super().__init__()
-        self.units, self.handed = list(units), 0
+        self.next_units, self.kind, self.units, self.handed = next_units, "", [], 0
+        self.live: set[str] = set()
+        self.finished = False
 
-    def suggest(self, trial_id: str) -> dict | str:
-        if self.handed >= len(self.units):
-            return Searcher.FINISHED
+    def suggest(self, trial_id: str) -> dict | str | None:
+        while self.handed >= len(self.units):
+            if self.finished:
+                return Searcher.FINISHED
+            if self.live:
+                return None  # the stage's last trials run: the next stage reads what they write
+            nxt = self.next_units()
+            if nxt is None:
+                self.finished = True
+                return Searcher.FINISHED
+            (self.kind, self.units), self.handed = nxt, 0
         self.handed += 1
-        return {"unit": self.units[self.handed - 1]}
+        self.live.add(trial_id)
+        return {"kind": self.kind, "unit": self.units[self.handed - 1]}
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        pass  # nothing to learn: the order is the stage's (`Kind.locality`)
+        self.live.discard(trial_id)  # nothing to learn: the order is the stage's (`Kind.locality`)
 
     # Tune saves its search algorithm with each experiment-state snapshot (and warns when it cannot); `resume`
     # reads the Parquet parts, never this.
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
-            pickle.dump((self.units, self.handed), f)
+            pickle.dump((self.kind, self.units, self.handed), f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
-            self.units, self.handed = pickle.load(f)
+            self.kind, self.units, self.handed = pickle.load(f)
 
 
 def slots(resources: dict, cluster: dict, max_concurrent: int | None) -> int:

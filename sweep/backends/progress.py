@@ -163,8 +163,8 @@ class SweepProgress:
             if mean is None:
                 price = self.prices.get(name)
                 mean = overall if price is None or scale is None else price * scale
-                if not k.running and k.done + k.failed == 0:
-                    work += self.stage_s * (scale or 1.0) * self.parallel  # its workers start side by side
+                if not k.running and k.done + k.failed == 0:  # a stage to come: its workers but the one kept
+                    work += self.stage_s * (scale or 1.0) * (self.parallel - 1)  # start beside it
             work += k.pending * mean + sum(max(mean - (now - t), 0.0) for t in k.running.values())
         return work / self.parallel
 

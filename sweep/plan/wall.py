@@ -3,8 +3,10 @@ the fixed costs no unit accounts for, each measured by `tests/benchmarks/fixed_c
 
 - `startup_s`: the command's own start and end (Python, the driver's imports, Ray's lean node started and
   stopped), once;
-- `stage_s`: each stage's (each kind with units to run) Tune experiment, its worker's start, PyTorch's import and
-  its data's load, once per stage (a stage's workers start side by side);
+- `stage_s`: a worker's start, PyTorch's import and its data's load (with the run's one Tune experiment), paid
+  by the first stage whole (its workers start side by side); a later stage runs on a worker kept from the stage
+  before while the others (at most the stage's units at once, less one) start: they cost it `stage_s` x
+  (k - 1) / k of wall time, k the units it runs at once;
 - the units' work, each with the profile's `unit_s` (a unit's fixed cost on a warm worker), priced by
   `sweep.plan.estimate`. A profile is timed with `threads` threads (calibrate.py's `--threads`); a stage of n units
   runs min(n, workers) of them at once with `cpus_per_trial` threads each, so its work takes its device time x
@@ -54,5 +56,14 @@ def wall_time(seconds: dict[str, float], units: dict[str, int], profile: dict, s
         at_once = min(units[kind], workers)
         work += seconds[kind] * threads / (at_once * per_unit) if cpu else seconds[kind] / at_once
     startup = float(profile.get("startup_s", 0.0))
-    stage = float(profile.get("stage_s", 0.0)) * len(stages)
+    stage = float(profile.get("stage_s", 0.0)) * later_stages([min(units[k], workers) for k in stages])
     return Wall(startup, stage, work, workers, len(stages))
+
+
+def later_stages(at_once: list[int]) -> float:
+    """The stages' fixed costs in units of `stage_s`: the first stage's workers start side by side (1); a later
+    stage that runs k units at once starts k - 1 workers beside the one the stage before left, which runs units
+    meanwhile: (k - 1) / k of its wall time."""
+    if not at_once:
+        return 0.0
+    return 1.0 + sum((k - 1) / k for k in at_once[1:] if k > 0)

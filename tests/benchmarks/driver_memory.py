@@ -3,8 +3,8 @@
 Runs N trivial Tune trials (each reports one metric and returns; 0.25 CPU each) in a fresh process per variant
 and samples the driver's resident memory (RSS) every 0.2 s:
   defaults   : a plain tune.Tuner with Ray 2.60's defaults (JSON / CSV / TensorBoard logger callbacks on)
-  stitchsweep: the engine's own stage runner (`ray_backend._fit`: TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1,
-               verbose 0, our one-line progress callback)
+  stitchsweep: the engine's own experiment (`ray_backend._experiment`: TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1,
+               verbose 0, our one-line progress callback, the feed, `Prune`), one stage of N units
 
     .venv/bin/python tests/benchmarks/driver_memory.py [N] [VARIANT ...]   # N: 2000; VARIANT: both
 Prints one line per variant: trials, wall time, RSS at start, peak and end, and the growth per 1000 trials.
@@ -56,8 +56,15 @@ if variant == "stitchsweep":
     sweep_dir = SweepDir(storage, "bench")
     sweep_dir.create()
     from sweep.backends.progress import SweepProgress
-    progress = ray_backend._Progress("bench", "bench", n, lambda c: c["unit"], SweepProgress({"bench": ("trial", n)}))
-    ray_backend._fit("bench", trivial, grid, {"cpu": CPU}, sweep_dir, progress, None)
+    from sweep.backends.events import StageEvents
+
+    class OneStage(StageEvents):  # what `_experiment` asks of the run's stages, for one stage
+        left = [("bench", grid)]
+        next = lambda self: self.left.pop(0) if self.left else None  # noqa: E731
+        interrupted = lambda self: None  # noqa: E731
+    progress = OneStage("bench", "bench", n, lambda c: c["unit"], SweepProgress({"bench": ("trial", n)}))
+    progress.errored = lambda: 0
+    ray_backend._experiment("bench", trivial, progress, {"cpu": CPU}, sweep_dir, 8)
 else:
     tune.Tuner(tune.with_resources(trivial, {"cpu": CPU}), param_space={"i": tune.grid_search(grid)},
                run_config=tune.RunConfig(name="bench", storage_path=storage)).fit()

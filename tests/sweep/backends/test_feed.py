@@ -10,17 +10,46 @@ pytest.importorskip("ray.tune")
 from ray.tune.experiment.trial import Trial  # noqa: E402
 from ray.tune.search import ConcurrencyLimiter, Searcher  # noqa: E402
 
-from sweep.backends.feed import Forget, StageUnits, prune, slots  # noqa: E402
+from sweep.backends.feed import Forget, SweepUnits, prune, slots  # noqa: E402
+
+
+def _stages(*stages):
+    """A `next_units` that gives these (kind, ids) one after another, recording when it was asked."""
+    asked, left = [], list(stages)
+
+    def next_units():
+        asked.append(len(left))
+        return left.pop(0) if left else None
+
+    return next_units, asked
 
 
 def test_units_are_handed_out_in_order_as_slots_free_then_finished():
-    feed = ConcurrencyLimiter(StageUnits(["a", "b", "c"]), max_concurrent=2)  # what TuneConfig wraps it in
-    assert feed.suggest("t1") == {"unit": "a"} and feed.suggest("t2") == {"unit": "b"}
+    next_units, asked = _stages(("k", ["a", "b", "c"]))
+    feed = ConcurrencyLimiter(SweepUnits(next_units), max_concurrent=2)  # what TuneConfig wraps it in
+    assert feed.suggest("t1") == {"kind": "k", "unit": "a"} and feed.suggest("t2") == {"kind": "k", "unit": "b"}
     assert feed.suggest("t3") is None  # two live: no third until one ends
     feed.on_trial_complete("t1", result={"status": "done"})
-    assert feed.suggest("t3") == {"unit": "c"}
+    assert feed.suggest("t3") == {"kind": "k", "unit": "c"}
     feed.on_trial_complete("t2", result={})
-    assert feed.suggest("t4") == Searcher.FINISHED
+    assert feed.suggest("t4") is None  # t3 runs: the end of the stage waits for it
+    feed.on_trial_complete("t3", result={})
+    assert feed.suggest("t4") == Searcher.FINISHED and feed.suggest("t5") == Searcher.FINISHED
+    assert asked == [1, 0]  # asked for the next stage once at the start, once when the last trial ended
+
+
+def test_a_stage_starts_only_once_every_trial_of_the_stage_before_finished():
+    next_units, asked = _stages(("zoo", ["d1", "d2"]), ("stitch", ["t"]), ("reptest", []), ("more", ["m"]))
+    feed = SweepUnits(next_units)
+    assert [feed.suggest(i)["unit"] for i in ("1", "2")] == ["d1", "d2"]
+    feed.on_trial_complete("2", error=True)  # an error ends a trial too
+    assert feed.suggest("3") is None and len(asked) == 1  # d1 still runs: the trials' donors are not all there
+    feed.on_trial_complete("1")
+    assert feed.suggest("3") == {"kind": "stitch", "unit": "t"}
+    feed.on_trial_complete("3")
+    assert feed.suggest("4") == {"kind": "more", "unit": "m"}  # a stage with nothing to run is passed over
+    feed.on_trial_complete("4")
+    assert feed.suggest("5") == Searcher.FINISHED and asked == [4, 3, 2, 1, 0]
 
 
 def test_slots_are_the_units_that_fit_in_the_cluster_unless_given():
@@ -71,12 +100,12 @@ def test_tunes_own_progress_callback_is_replaced_and_prints_nothing(capsys):
 
 
 def test_the_feed_saves_and_restores_where_it_stands(tmp_path):
-    feed = StageUnits(["a", "b", "c"])
+    feed = SweepUnits(_stages(("k", ["a", "b", "c"]))[0])
     feed.suggest("t1")
     feed.save(str(tmp_path / "searcher.pkl"))
-    again = StageUnits([])
+    again = SweepUnits(_stages()[0])
     again.restore(str(tmp_path / "searcher.pkl"))
-    assert again.suggest("t2") == {"unit": "b"}
+    assert again.suggest("t2") == {"kind": "k", "unit": "b"}
 
 
 class _Controller:
@@ -109,6 +138,13 @@ def test_prune_edits_attributes_that_tunes_controller_has():
     from ray.tune.execution.tune_controller import TrialRunnerWrapper, TuneController
 
     source = inspect.getsource(TuneController.__init__)
-    for name in ("_trials", "_live_trials", "_stopped_trials", "_trial_to_actor", "_trials_to_cache", "_trial_metadata"):
+    for name in (
+        "_trials",
+        "_live_trials",
+        "_stopped_trials",
+        "_trial_to_actor",
+        "_trials_to_cache",
+        "_trial_metadata",
+    ):
         assert f"self.{name}:" in source or f"self.{name} =" in source, name
     assert "self._tune_controller = tune_controller" in inspect.getsource(TrialRunnerWrapper.__init__)

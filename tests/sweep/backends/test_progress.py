@@ -88,7 +88,8 @@ def test_durations_read_as_people_write_them(seconds, text):
 
 def test_a_numeric_eta_from_the_first_finished_unit_priced_for_the_kinds_not_yet_seen():
     """The similarity unit runs last: before it starts, its ETA comes from its price scaled by measured /
-    priced of the units that finished (here 2x slower than priced), plus its stage's fixed cost."""
+    priced of the units that finished (here 2x slower than priced), plus its stage's fixed cost (the workers
+    that start beside the one the stage before keeps)."""
     clock, out = Clock(), io.StringIO()
     totals = {"donor": ("donors", 2), "trial": ("trials", 4), "similarity": ("similarity units", 1)}
     prices = {"donor": 10.0, "trial": 5.0, "similarity": 30.0}
@@ -98,10 +99,10 @@ def test_a_numeric_eta_from_the_first_finished_unit_priced_for_the_kinds_not_yet
     assert "ETA after the first unit ends" in p.line()
     clock.t = 20.0
     p.finished("donor", "d0")  # 20 s against a price of 10: this machine runs at 2x the prices
-    # left: d1 (20 s mean, 20 s elapsed: 0), 4 trials x 5 x 2, their stage 3 x 2 x 2 workers, 1 x 30 x 2,
-    # the similarity stage 3 x 2 x 2; over 2 at once
-    assert p.eta() == pytest.approx((0 + 40 + 12 + 60 + 12) / 2)
-    assert "ETA 1m02s" in p.line() and "ETA 0s" not in p.line()
+    # left: d1 (20 s mean, 20 s elapsed: 0), 4 trials x 5 x 2, their stage 3 x 2 x (2 - 1) workers started,
+    # 1 x 30 x 2, the similarity stage 3 x 2 x (2 - 1); over 2 at once
+    assert p.eta() == pytest.approx((0 + 40 + 6 + 60 + 6) / 2)
+    assert "ETA 56s" in p.line() and "ETA 0s" not in p.line()
 
 
 def test_phase_lines_say_what_the_driver_does_before_the_first_unit():

@@ -58,7 +58,10 @@ def test_sweep_runs_every_trial_once_and_a_rerun_skips_them(tiny_space, write_sp
     # the whole sweep's counts after each stage: the donor, then its 4 trials
     assert "[sweep] 1/5 finished, 0 running, 4 pending" in out and "[sweep] 5/5 finished, 0 running, 0 pending" in out
     # what the driver does before the first unit, and a numeric ETA once the donor has finished
-    assert "[sweep] starting Ray (a local node) and importing Tune" in out and "[sweep] stitch: starting workers" in out
+    assert (
+        "[sweep] starting Ray (a local node) and importing Tune" in out
+        and "[sweep] stitch: 4 unit(s), on a worker of" in out
+    )
     assert re.search(r"\[sweep\] 1/5 finished, 0 running, 4 pending; \S+ elapsed, ETA \d", out), out
     # Tune reuses the workers (2 CPUs, 1 per trial: at most 2 processes for 4 trials), whose caches serve the
     # trials after their first: the donor, the splits and the shared fronts' activations
@@ -122,7 +125,7 @@ def test_grown_space_runs_only_the_new_trials(tiny_space, write_space, tmp_path)
     env = {"STITCHSWEEP_CACHE_DIR": str(tmp_path / "node")}
     first = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2, env=env).stdout
     assert "[stitch 1/2" in first and "[stitch 2/2" in first and "2 done, 0 failed, 0 pending" in first
-    assert not list((storage / "tiny" / "_ray").glob("stitch-*")), "records of clean experiments are removed"
+    assert not list((storage / "tiny" / "_ray").glob("*")), "records of a clean run are removed"
     fed = sorted((tmp_path / "node").glob("*.pt"))  # the donor stage's evaluation feeds the trials' fronts
     tiny_space["stitching"]["stitch_points"] = ["layer1.0", "layer2.0", "layer3.1"]
     out = _cli("run", write_space(tiny_space), "--storage", storage, "--num-cpus", 2, env=env).stdout
@@ -228,7 +231,7 @@ def test_ctrl_c_during_the_zoo_stops_the_sweep_instead_of_starting_the_stitching
     assert rc == 130, out
     assert "Tuner.restore" not in out and "Resume experiment with" not in out  # ours is `stitchsweep resume`
     assert "interrupted" in out and f"Finish with: stitchsweep resume {storage / 'tiny'}" in out
-    assert not (storage / "tiny" / "_ray").exists() or not list((storage / "tiny" / "_ray").glob("stitch-*"))
+    assert "[stitch 1/" not in out and "[sweep] stitch: " not in out  # the stage after never began
     assert not list((storage / "tiny" / "trials").glob("*.parquet"))
 
 

@@ -265,6 +265,14 @@ def test_the_estimate_includes_the_fixed_costs_per_unit_per_stage_and_of_the_com
     assert shipped["startup_s"] > 0 and shipped["stage_s"] > 0 and shipped["threads"] >= 1
 
 
+def test_a_later_stage_pays_for_the_workers_that_start_beside_the_one_kept():
+    from sweep.plan.wall import later_stages
+
+    assert later_stages([]) == 0.0 and later_stages([4]) == 1.0  # the first stage's workers start side by side
+    assert later_stages([1, 1, 1]) == 1.0  # one unit at a time: the kept worker runs every later stage
+    assert later_stages([2, 4]) == pytest.approx(1.0 + 3 / 4)  # 3 new workers beside the kept one
+
+
 def test_a_trial_priced_after_its_donor_reads_the_fronts_test_activations_the_donor_stage_filled():
     """The donor's evaluation passes the test images through the whole donor once (`sweep.worker.feed`): a
     trial priced after it pays no pass of its front over them (300 images through f<=layer2.0, share 0.4);

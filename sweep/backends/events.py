@@ -1,0 +1,120 @@
+"""What the driver does with Tune's events of a stage's trials: its progress lines and the whole sweep's counts
+and ETA (`StageEvents`), and each finished unit's record mirrored to the trackers (`Tracking`). The Parquet
+parts are the record; these only report."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ray import tune
+
+if TYPE_CHECKING:
+    from sweep.backends.progress import SweepProgress
+    from sweep.store.results import SweepDir
+
+
+class StageEvents(tune.Callback):
+    """Tune's events for one stage, as lines on the driver's stdout (the Parquet parts are the real record)
+    and as the whole sweep's counts and ETA (`SweepProgress`)."""
+
+    def __init__(self, stage: str, kind: str, total: int, label, sweep: SweepProgress) -> None:
+        self.stage, self.kind, self.total, self.label, self.done = stage, kind, total, label, 0
+        self.sweep = sweep
+        self.finished = 0  # trials whose trainable returned its final status, or that Ray gave up on
+        self.errored = 0  # trials Ray gave up on (their logs under _ray/ are kept)
+        self.gave_up: (
+            list | None
+        ) = []  # their units, run once more by the stage (`sweep.backends.ray`) (None then: a second error is final)
+        self.last: dict = {}
+        self.workers: dict[tuple, dict] = {}  # (node, pid) -> its units and latest cache counters
+        self.t0 = time.perf_counter()
+        self.extra: list[tune.Callback] = []  # the stage's other callbacks (`Tracking`)
+        self.held = 0  # the most trials Tune's controller held when one started (`Prune`)
+
+    def worker_line(self) -> str:
+        """How the stage's units spread over worker processes, and what their caches served."""
+        w = self.workers.values()
+        hits, misses = sum(x["hits"] for x in w), sum(x["misses"] for x in w)
+        held = max((x["mb"] for x in w), default=0.0)
+        return (
+            f"[{self.stage}] {sum(x['units'] for x in w)} {self.kind} units ran in {len(w)} worker process(es);"
+            f" worker cache: {hits} hits, {misses} misses, at most {held:.0f} MB held by a worker;"
+            f" at most {self.held} trial(s) held by the driver at once"
+        )
+
+    def _prefix(self) -> str:
+        return f"[{self.stage} {self.done}/{self.total} {time.perf_counter() - self.t0:6.0f}s]"
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.held = max(self.held, len(trials))  # Tune's own list
+        self.sweep.started(self.kind, trial.trial_id)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.last[trial.trial_id] = result
+        phase = result.get("phase")
+        if phase == "zoo":  # donor training is the long part of a small sweep: show epochs
+            line = f"epoch {result['epoch']}/{result['epochs']} train_loss={result['train_loss']:.3f}"
+        elif phase == "fit":  # a long fit's heartbeat (the trial reports one at most every 30 s)
+            line = f"fitting, epoch {result['epoch']}/{result['epochs']} train_loss={result['train_loss']:.3f}"
+        else:
+            return
+        self.sweep.note(f"{self._prefix()} {self.label(trial.config)}: {line}")
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.done += 1
+        r = self.last.pop(trial.trial_id, {})
+        if "worker_pid" in r:
+            w = self.workers.setdefault((r["worker_node"], r["worker_pid"]), {"units": 0})
+            w.update(units=w["units"] + 1, hits=r["cache_hits"], misses=r["cache_misses"], mb=r["cache_mb"])
+        status = r.get("status", "?")
+        if "status" in r:
+            self.finished += 1
+        self.sweep.finished(self.kind, trial.trial_id, failed=status != "done" and status != "skipped")
+        detail = r.get("error") if status == "failed" else fmt_metrics(r)
+        self.sweep.note(f"{self._prefix()} {self.label(trial.config)}: {status} {detail}")
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        # Ray lost the trial (its node or worker died) and schedules it again; the trial is idempotent.
+        self.sweep.note(
+            f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: lost with its worker or"
+            " node; retrying"
+        )
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.finished += 1
+        self.errored += 1
+        if self.gave_up is not None:  # Tune errors a trial lost with its node when its dead actor's second
+            # failed task arrives after the trial was requeued, whatever its retries left: run it again
+            self.gave_up.append(trial.config["unit"])
+            self.sweep.forget(self.kind, trial.trial_id)
+            return self.sweep.note(f"[{self.stage}] {self.label(trial.config)}: ray error; it runs again later")
+        self.done += 1
+        self.sweep.finished(self.kind, trial.trial_id, failed=True)
+        self.sweep.note(
+            f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
+            f"(after retries); rerun with `stitchsweep resume`"
+        )
+
+
+class Tracking(tune.Callback):
+    """Each completed unit's record mirrored to the trackers (`sweep.backends.trackers`), from its parts: on the
+    driver, after the unit wrote them; a tracker's failure is a printed note, never a failed unit."""
+
+    def __init__(self, trackers: list, kind, units: dict, sweep_dir: SweepDir) -> None:
+        self.trackers, self.kind, self.units, self.sweep_dir = trackers, kind, units, sweep_dir
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        from sweep.backends.trackers import log_unit
+
+        uid = trial.config["unit"]
+        for note in log_unit(self.trackers, self.kind, uid, self.units[uid], self.sweep_dir):
+            print(f"note: {note}", flush=True)
+
+
+def fmt_metrics(r: dict) -> str:
+    parts = []
+    for k in ("clean_acc", "robust_acc"):
+        if r.get(k) is not None:
+            parts.append(f"{k}={r[k]:.3f}")
+    return " ".join(parts)
