@@ -28,10 +28,26 @@ class SweepUnits(Searcher):
     def __init__(self, next_units: Callable[[], tuple[str, list[str]] | None]) -> None:
         super().__init__()
         self.next_units, self.kind, self.units, self.handed = next_units, "", [], 0
-        self.live: set[str] = set()
+        self.live: set[str] = set()  # the trials handed out and not yet ended
         self.finished = False
+        self.max_concurrent: float = math.inf  # Tune sets it (`max_concurrent_trials`)
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        """Tune's `ConcurrencyLimiter` leaves the limit to this searcher, so one set of live trials is kept
+        (and `settle` corrects it)."""
+        self.max_concurrent = max_concurrent
+        return True
+
+    def settle(self, trials) -> list:
+        """Tune's `trials` that ended without telling the searcher (Tune errors a trial whose reused actor
+        could not be reset, and says so to no one): they leave `live`, else the stage would wait for them."""
+        ended = [t for t in trials if t.trial_id in self.live and t.is_finished()]
+        self.live.difference_update(t.trial_id for t in ended)
+        return ended
 
     def suggest(self, trial_id: str) -> dict | str | None:
+        if len(self.live) >= self.max_concurrent:
+            return None
         while self.handed >= len(self.units):
             if self.finished:
                 return Searcher.FINISHED
@@ -118,7 +134,8 @@ class Prune(FIFOScheduler):
         self.finished: list[Trial] = []
 
     def on_trial_complete(self, tune_controller, trial: Trial, result: dict) -> None:
-        self.finished.append(trial)
+        if trial not in self.finished:  # a trial requeued after its stop failed completes again
+            self.finished.append(trial)
 
     def on_trial_add(self, tune_controller, trial: Trial) -> None:
         # Tune's controller behind the wrapper it hands its schedulers (Ray 2.60: `TrialRunnerWrapper`)
@@ -133,7 +150,8 @@ def prune(controller, finished: list[Trial]) -> list[Trial]:
         if trial.status != Trial.TERMINATED or trial in controller._trial_to_actor or trial in controller._live_trials:
             kept.append(trial)
             continue
-        controller._trials.remove(trial)
+        if trial in controller._trials:
+            controller._trials.remove(trial)
         controller._stopped_trials.discard(trial)
         controller._trials_to_cache.discard(trial)
         controller._trial_metadata.pop(trial.trial_id, None)  # its JSON state from a snapshot

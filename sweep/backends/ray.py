@@ -134,6 +134,7 @@ class _Stages(tune.Callback):
         self.ahead = [k for k in KINDS if plan.get(k)]
         self.events: dict[str, list] = {}  # kind -> its StageEvents, then its Tracking
         self.current: str | None = None
+        self.feed: SweepUnits | None = None  # what hands out the units (`_experiment` sets it)
         self.summaries: list[StageSummary] = []
         self.t0 = time.perf_counter()
 
@@ -223,7 +224,14 @@ class _Stages(tune.Callback):
     def on_trial_complete(self, iteration, trials, trial, **info):
         self._send("on_trial_complete", trial, iteration, trials, **info)
 
+    def on_step_begin(self, iteration, trials, **info):
+        for trial in self.feed.settle(trials) if self.feed else ():  # ended unheard: Ray gave up on it
+            if trial.config["kind"] in self.events:
+                self._send("on_trial_error", trial, iteration, trials, **info)
+
     def on_trial_recover(self, iteration, trials, trial, **info):
+        if self.feed:  # retried: live again, even where its stop had already told the searcher it ended
+            self.feed.live.add(trial.trial_id)
         self._send("on_trial_recover", trial, iteration, trials, **info)
 
     def on_trial_error(self, iteration, trials, trial, **info):
@@ -234,12 +242,13 @@ def _experiment(name: str, trainable, stages, resources: dict, sweep_dir: SweepD
     """Every stage of the run as one Tune experiment `name`: `stages.next` feeds it (`SweepUnits`), `stages` hears
     its events. Raises KeyboardInterrupt when Ctrl+C left units undone."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    stages.feed = SweepUnits(stages.next)
     tuner = tune.Tuner(
         tune.with_resources(trainable, resources),
         tune_config=tune.TuneConfig(
             # Tune asks for the next unit only when fewer than `slots_` are live, so trials exist from their
             # start on, not all at once; between stages the feed waits for the stage's last trial.
-            search_alg=SweepUnits(stages.next),
+            search_alg=stages.feed,
             num_samples=-1,  # as many as the feed hands out: it says when it is finished
             max_concurrent_trials=slots_,
             scheduler=Prune(),  # the driver holds the running trials, not the whole run's

@@ -10,7 +10,7 @@ pytest.importorskip("ray.tune")
 from ray.tune.experiment.trial import Trial  # noqa: E402
 from ray.tune.search import ConcurrencyLimiter, Searcher  # noqa: E402
 
-from sweep.backends.feed import Forget, SweepUnits, prune, slots  # noqa: E402
+from sweep.backends.feed import Forget, Prune, SweepUnits, prune, slots  # noqa: E402
 
 
 def _stages(*stages):
@@ -165,3 +165,29 @@ def test_tunes_count_of_the_callbacks_imports_no_tracker_when_usage_statistics_a
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr[-2000:]
+
+
+def test_the_feed_keeps_the_slots_and_lets_go_of_trials_tune_ended_without_a_word():
+    """Tune errors a trial whose reused actor could not be reset without telling the search algorithm: the feed
+    drops it from its live trials (else the stage would wait for it for ever), and only it."""
+    feed = ConcurrencyLimiter(SweepUnits(_stages(("k", ["a", "b", "c"]))[0]), max_concurrent=2)
+    inner = feed.searcher
+    assert inner.max_concurrent == 2  # the limiter left the limit to the feed
+    assert feed.suggest("t1")["unit"] == "a" and feed.suggest("t2")["unit"] == "b" and feed.suggest("t3") is None
+    lost, running = (Trial("sleep", config={"unit": u}, stub=True, trial_id=t) for u, t in (("a", "t1"), ("b", "t2")))
+    lost.set_status(Trial.ERROR)
+    running.set_status(Trial.RUNNING)
+    assert inner.settle([lost, running]) == [lost] and inner.live == {"t2"}
+    assert feed.suggest("t3")["unit"] == "c"
+
+
+def test_prune_takes_a_trial_that_completed_twice_once():
+    """A trial whose stop raised is requeued and completes again: one entry, and no error when it is gone."""
+    scheduler = Prune()
+    trial = Trial("sleep", config={"unit": "a"}, stub=True)
+    trial.set_status(Trial.TERMINATED)
+    scheduler.on_trial_complete(None, trial, {})
+    scheduler.on_trial_complete(None, trial, {})
+    assert scheduler.finished == [trial]
+    controller = _Controller([trial])
+    assert prune(controller, [trial]) == [] and prune(controller, [trial]) == [] and controller._trials == []
