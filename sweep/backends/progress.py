@@ -5,8 +5,9 @@ The ETA is the work left divided by the parallelism seen: each pending unit coun
 duration of the finished units of its kind (start to finish, Ray's per-trial overhead included), each running
 unit what is left of that mean; the parallelism is the largest number of units seen running at once. A kind
 without a finished unit yet counts the cost model's price of its units (`prices`: `plan --estimate`'s, per unit)
-times measured / priced of the units finished so far (this machine, its load), plus a stage's fixed cost
-(`stage_s`) if none of its units has started; a kind with no price, the mean of every finished unit. So the ETA
+times measured / priced of the units finished so far (this machine, its load), plus, if none of its units has
+started, the start of its workers but the one the stage before leaves (`stage_s` each, side by side); a kind
+with no price, the mean of every finished unit. So the ETA
 is a number from the first finished unit on; before it, the line says it waits for one.
 
 On a terminal a tqdm bar sits below the event lines; elsewhere (CI, a log file) every event is one line and a

@@ -24,8 +24,8 @@ The model counts image passes and prices them:
   image and model; inversion units, images x (steps + 1) steps up to the inverted point (a stitched network
   priced as its end network).
 What a profile has no timings for is listed ("not priced") and the total is then a lower bound. The wall time
-(`sweep.plan.wall`) adds the command's start-up and each stage's fixed cost (its workers' start, PyTorch's import,
-reading the dataset) to the work spread over the workers. Left out: decoding a streamed image folder (it overlaps
+(`sweep.plan.wall`) adds the command's start-up and the workers' start (PyTorch's import, reading the dataset:
+the first stage's, and the workers a later stage starts beside the one kept) to the work spread over the workers. Left out: decoding a streamed image folder (it overlaps
 the passes in the loader's processes), t-SNE itself (scikit-learn on the CPU), a receiver's rank after the fit.
 A sweep's own recorded timings correct the rest (`refine`). `tests/benchmarks/cost_check.py` checks the prediction
 against measured trials (docs/performance.md).
@@ -184,7 +184,7 @@ def describe(est: Estimate, profile: dict, sweep, workers: int) -> list[str]:
     low = " at least (some units are not priced: below)" if est.uncalibrated else ""
     lines.append(
         f"  total: {_hours(est.total)} device time{low}; {_hours(wall.total)} wall time with {wall.workers} worker(s)"
-        f" (start-up {_hours(wall.startup)}, {wall.n_stages} stage(s)' fixed costs {_hours(wall.stages)},"
+        f" (start-up {_hours(wall.startup)}, workers' start over {wall.n_stages} stage(s) {_hours(wall.stages)},"
         f" work {_hours(wall.work)})"
     )
     if profile.get("device", "cpu") != "cpu":

@@ -44,7 +44,7 @@ def wall_time(seconds: dict[str, float], units: dict[str, int], profile: dict, s
               missing: set[str]) -> Wall:  # fmt: skip
     """The wall time of running `units` (kind -> count) whose device time is `seconds` (kind -> s) with
     `workers` at once; what the profile lacks of the fixed costs goes into `missing`."""
-    for key, what in (("startup_s", "the command's start-up"), ("stage_s", "each stage's fixed cost")):
+    for key, what in (("startup_s", "the command's start-up"), ("stage_s", "the workers' start")):
         if key not in profile:
             missing.add(f"{what} (no `{key}`: tests/benchmarks/calibrate.py --fixed)")
     stages = [k for k, n in units.items() if n]
