@@ -25,8 +25,9 @@ The model counts image passes and prices them:
   priced as its end network).
 What a profile has no timings for is listed ("not priced") and the total is then a lower bound. The wall time
 (`sweep.plan.wall`) adds the command's start-up and the workers' start (PyTorch's import, reading the dataset:
-the first stage's, and the workers a later stage starts beside the one kept) to the work spread over the workers. Left out: decoding a streamed image folder (it overlaps
-the passes in the loader's processes), t-SNE itself (scikit-learn on the CPU), a receiver's rank after the fit.
+the first stage's, and the workers a later stage starts beside the one kept) to the work spread over the
+workers. Left out: decoding a streamed image folder (it overlaps the passes in the loader's processes), t-SNE
+itself (scikit-learn on the CPU), a receiver's rank after the fit.
 A sweep's own recorded timings correct the rest (`refine`). `tests/benchmarks/cost_check.py` checks the prediction
 against measured trials (docs/performance.md).
 """
