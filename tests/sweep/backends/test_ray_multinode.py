@@ -71,7 +71,9 @@ def _wait_for_trial_on(tag: str, driver: subprocess.Popen, log: Path, timeout: f
 def test_losing_a_worker_node_and_then_the_driver_loses_no_trial(cluster, tiny_space, write_space, tmp_path):
     tiny_space["stitching"]["stitch_points"] = "all"
     tiny_space["stitching"]["objectives"] = ["tlm", "dm"]
-    tiny_space["stitching"]["epochs"] = 3
+    # long enough that the worker node's actors start and take trials: the run's first worker, kept from the
+    # zoo stage, would otherwise run every trial before they are up
+    tiny_space["stitching"]["epochs"] = 12
     space = write_space(tiny_space)
     storage = tmp_path / "results"  # both nodes are on this machine: the folder is shared storage for them
     results = storage / "tiny"
