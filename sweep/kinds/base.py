@@ -135,11 +135,13 @@ def register_kind(kind: Kind, version: str | None = None) -> Kind:
 
 def exiting() -> bool:
     """Whether this process has begun to exit while a unit runs in another thread (a Ray worker told to exit
-    when its driver is gone): the interpreter marks its main thread stopped first, then thread pools refuse
-    work. A unit that fails then was interrupted, not failed: it must write nothing and stay pending."""
+    when its driver is gone, or a SLURM job cancelled): the interpreter's shutdown runs the threading atexit
+    calls (thread pools then refuse work: "cannot schedule new futures after interpreter shutdown") before it
+    marks its main thread stopped. A unit that fails then was interrupted, not failed: it must write nothing
+    and stay pending."""
     import threading
 
-    return not threading.main_thread().is_alive()
+    return bool(getattr(threading, "_SHUTTING_DOWN", False)) or not threading.main_thread().is_alive()
 
 
 def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[dict]]) -> dict:

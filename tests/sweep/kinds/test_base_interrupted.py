@@ -63,3 +63,23 @@ def test_a_unit_that_raises_while_its_process_runs_is_still_recorded_failed(tmp_
     part = SweepDir(tmp_path, "s").part(EXAMPLES_DIR, "u1")
     out = record_unit(part, EXAMPLES_DIR, {"unit_id": "u1"}, measure)
     assert out["status"] == "failed" and read_status(part) == "failed"
+
+
+def test_a_unit_failing_once_the_interpreter_began_to_shut_down_writes_no_part(tmp_path, monkeypatch):
+    """Python runs the threading atexit calls (thread pools then refuse work "after interpreter shutdown")
+    before it marks the main thread stopped: a trial cut by `scancel` failed in that window and was recorded
+    failed, so the resubmitted job skipped it (tests/project/test_slurm.py)."""
+    import threading
+
+    import pytest
+
+    from sweep.kinds.base import record_unit
+
+    def measure():
+        raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    monkeypatch.setattr(threading, "_SHUTTING_DOWN", True, raising=False)
+    part = SweepDir(tmp_path, "s").part(EXAMPLES_DIR, "u1")
+    with pytest.raises(RuntimeError, match="cannot schedule new futures after interpreter shutdown"):
+        record_unit(part, EXAMPLES_DIR, {"unit_id": "u1"}, measure)
+    assert not part.exists()
