@@ -72,6 +72,11 @@ _STARTING: _Started | None = None  # `begin_lean`'s node until `start_lean` join
 _STARTED: _Started | None = None  # the node this process runs on, until `stop_lean`
 
 
+def lean_node() -> bool:
+    """Whether this process runs on an embedded node it started (whose workers inherit its environment)."""
+    return _STARTED is not None
+
+
 def full_ray_wanted() -> bool:
     return os.environ.get("STITCHSWEEP_FULL_RAY", "") not in ("", "0")
 
@@ -125,6 +130,9 @@ def _new_node(num_cpus: int | None) -> ray_node.Node:
     ray_auth.enable_token_auth_by_default()
     ray_auth.ensure_token_if_auth_enabled({}, create_token_if_missing=True)
     usage_lib.set_usage_stats_enabled_via_env_var(False)
+    # What Tune sets on each trial's actor (PyTorch Lightning's fork-based launchers off), set where the node's
+    # workers inherit it: on this node, trial actors run without Tune's runtime environment (`sweep.backends.ray`).
+    os.environ.setdefault("PL_DISABLE_FORK", "1")
     params = ray_parameter.RayParams(
         num_cpus=num_cpus, include_dashboard=False, no_monitor=True, include_log_monitor=False
     )

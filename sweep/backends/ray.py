@@ -31,6 +31,7 @@ import ray  # noqa: E402
 from ray import tune  # noqa: E402
 from ray._common.usage import usage_lib  # noqa: E402
 from ray.air._internal import usage as air_usage  # noqa: E402
+from ray.tune.execution import class_cache  # noqa: E402
 
 from sweep.backends.checks import (  # noqa: E402
     _check_reachable,
@@ -40,7 +41,7 @@ from sweep.backends.checks import (  # noqa: E402
 )
 from sweep.backends.events import StageEvents, Tracking
 from sweep.backends.feed import Forget, Prune, SweepUnits, slots  # noqa: E402
-from sweep.backends.node import start_lean, stop_lean  # noqa: E402
+from sweep.backends.node import lean_node, start_lean, stop_lean  # noqa: E402
 from sweep.backends.progress import SweepProgress, phase  # noqa: E402
 from sweep.backends.stage import compact_stage, eta_prices, plugin_env, trial_resources, worker_env  # noqa: E402
 from sweep.config.errors import SpecError  # noqa: E402
@@ -75,6 +76,22 @@ def _tag_callbacks(callbacks, _tag=air_usage.tag_callbacks) -> bool:
 
 
 air_usage.tag_callbacks = _tag_callbacks  # `ray.tune.tune` looks it up on the module when it runs
+
+
+def _actor_class(cache, trainable_cls, _get=class_cache._ActorClassCache.get):
+    """Tune's actor class of a trainable, without Tune's `runtime_env` on the embedded node. Tune gives every
+    trial actor one (`env_vars`: a few of the driver's variables), and a worker serves only actors of its own
+    runtime environment, so the node's workers, started with the raylet while the driver imports Tune, could
+    not take the first trials: each one waited for a fresh worker's imports (and the idle ones were killed).
+    On the embedded node the workers inherit the driver's environment already (`sweep.backends.node`)."""
+    if not lean_node():
+        return _get(cache, trainable_cls)
+    if trainable_cls not in cache._cache:
+        cache._cache[trainable_cls] = ray.remote(trainable_cls)
+    return cache._cache[trainable_cls]
+
+
+class_cache._ActorClassCache.get = _actor_class  # the controller calls it on its own instance
 
 
 @dataclass

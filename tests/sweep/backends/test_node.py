@@ -109,3 +109,41 @@ def test_a_driver_killed_leaves_none_of_the_nodes_processes_behind(tmp_path):
             os.kill(pid, signal.SIGKILL)
         if driver.poll() is None:
             driver.kill()
+
+
+PRESTARTED = """
+import json, os, time
+import psutil, ray
+from sweep.backends import node
+
+node.begin_lean(2)
+from ray.tune.execution.class_cache import _ActorClassCache
+import sweep.backends.ray  # noqa: F401  (what a run imports: Tune's actor classes on this node)
+node.start_lean(2)
+
+def idle():
+    return {p.pid for p in psutil.Process().children(recursive=True) if p.cmdline()[:1] == ["ray::IDLE"]}
+
+deadline = time.time() + 60
+while len(idle()) < 2 and time.time() < deadline:  # the raylet starts one worker per CPU
+    time.sleep(0.2)
+before = idle()
+
+class Unit:
+    def pid(self):
+        return os.getpid()
+
+actor = _ActorClassCache().get(Unit).remote()  # as Tune's controller makes a trial's actor
+print(json.dumps({"prestarted": sorted(before), "actor": ray.get(actor.pid.remote())}), flush=True)
+node.stop_lean()
+"""
+
+
+def test_a_trial_actor_takes_a_worker_the_node_started_with_it(tmp_path):
+    """Tune gives trial actors a runtime environment of their own, which the workers the raylet starts with the
+    node do not have: the first trial then waited for a fresh worker's imports."""
+    out = subprocess.run([sys.executable, "-c", PRESTARTED], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(seen["prestarted"]) == 2
+    assert seen["actor"] in seen["prestarted"]
