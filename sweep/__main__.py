@@ -1,5 +1,3 @@
-import sys
+from sweep.cli import entry
 
-from sweep.cli import main
-
-sys.exit(main())
+entry()
