@@ -20,17 +20,19 @@ _SWAP = {"a": "b", "b": "a", "a_point": "b_point", "b_point": "a_point", "a_inde
 def main_budget_networks(cross: pd.DataFrame, training: pd.Series) -> set[str]:
     """Per threat model, the network at its main budget: of its networks, the one compared (on either side of
     a unit in `cross`, benign units of networks of two threat models) with the networks of the most other
-    threat models, then with the most other networks. A design like the paper's compares the main budget with
-    every threat model (Fig. 7) and varies budgets around it against one or two (Appendix E, Fig. 30), so the
-    main budget is the one that the comparison across threat models is built around. Read from which pairs
-    were measured rather than from budgets or entry names: no budget is "main" by value (the paper gives none
-    for four of the five threat models), and a space may name its entries as it likes. Ties keep every tied
-    network (the layout then shows them side by side rather than choosing silently)."""
+    threat models, then, of those, with the most other networks (one after the other: where the network with
+    the most threat models is not the one with the most networks, the first is kept). A design like the
+    paper's compares the main budget with every threat model (Fig. 7) and varies budgets around it against one
+    or two (Appendix E, Fig. 30), so the main budget is the one that the comparison across threat models is
+    built around. Read from which pairs were measured rather than from budgets or entry names: no budget is
+    "main" by value (the paper gives none for four of the five threat models), and a space may name its entries
+    as it likes. Ties keep every tied network (the layout then shows them side by side rather than choosing
+    silently)."""
     sides = pd.concat([cross[["a", "b"]], cross[["b", "a"]].set_axis(["a", "b"], axis=1)]).drop_duplicates()
     sides = sides.assign(threat=sides["a"].map(training), other=sides["b"].map(training))
     reach = sides.groupby("a").agg(threats=("other", "nunique"), networks=("b", "nunique"), threat=("threat", "first"))
-    best = reach.groupby("threat")[["threats", "networks"]].transform("max")
-    return set(reach.index[(reach["threats"] == best["threats"]) & (reach["networks"] == best["networks"])])
+    widest = reach[reach["threats"] == reach.groupby("threat")["threats"].transform("max")]
+    return set(widest.index[widest["networks"] == widest.groupby("threat")["networks"].transform("max")])
 
 
 def threat_rows(similarity: pd.DataFrame, donors: pd.DataFrame) -> pd.DataFrame:

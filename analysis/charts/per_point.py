@@ -9,12 +9,13 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from analysis.charts.titles import PANEL_WIDTH, wrap_title
 from analysis.stats import rank_correlation
 
 KEYS = ["front", "end", "setting", "front_point", "point_index"]
 
 
-def _same_layer(trials: pd.DataFrame) -> pd.DataFrame:
+def same_layer(trials: pd.DataFrame) -> pd.DataFrame:
     """The done trials that stitch a point to the same point (cross-layer trials belong to the layer matrices; a
     trial recorded before they existed has no end point and stitched to the same one)."""
     t = trials[trials["status"] == "done"] if "status" in trials else trials
@@ -32,7 +33,7 @@ def accuracy_rows(trials: pd.DataFrame) -> pd.DataFrame:
     """Per pair, setting, stitch point and metric (clean "accuracy"; "robust accuracy" where the trials measured
     one): the mean over seeds (`value`), its min and max (`lo`, `hi`), the seeds, and the donors' accuracies of
     that metric (`front_acc`, `end_acc`)."""
-    t = _same_layer(trials)
+    t = same_layer(trials)
     columns = [*KEYS, "metric", "value", "lo", "hi", "seeds", "front_acc", "end_acc"]
     parts = []
     for metric, prefix in (("accuracy", "clean"), ("robust accuracy", "robust")):
@@ -57,7 +58,7 @@ def accuracy_rows(trials: pd.DataFrame) -> pd.DataFrame:
 def index_rows(trials: pd.DataFrame) -> pd.DataFrame:
     """Per pair, stitch point and measured index: the index's mean over the trials at that point (`value`; an
     index compares the two donors, so every setting measures the same)."""
-    t, measured = _same_layer(trials), indices(trials)
+    t, measured = same_layer(trials), indices(trials)
     keys = ["front", "end", "front_point", "point_index"]
     parts = [
         t.groupby(keys)[column].mean().rename("value").reset_index().assign(index=label)
@@ -130,7 +131,7 @@ def accuracy_panel(acc: pd.DataFrame, order: list[str], title: str) -> alt.Layer
     return alt.layer(reference, *labels, whiskers, lines).properties(width=300, height=200, title=title)
 
 
-def index_panel(ind: pd.DataFrame, order: list[str], title: str) -> alt.Chart:
+def index_panel(ind: pd.DataFrame, order: list[str], title: str | list[str]) -> alt.Chart:
     """Each index measured at the trials' stitch points, over the same points."""
     return (
         alt.Chart(ind)
@@ -167,6 +168,6 @@ def overlay_grid(trials: pd.DataFrame) -> alt.VConcatChart:
         mine = ind[(ind["front"] == front) & (ind["end"] == end)]
         if len(mine):
             text = _rho_text(corr[(corr["front"] == front) & (corr["end"] == end)])
-            panels.append(index_panel(mine, order, f"{front} -> {end}: {text}"))
+            panels.append(index_panel(mine, order, wrap_title(f"{front} -> {end}: {text}", PANEL_WIDTH)))
         rows.append(alt.hconcat(*panels).resolve_scale(color="independent"))
     return alt.vconcat(*rows)

@@ -16,6 +16,9 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from analysis.charts.per_point import same_layer
+from analysis.charts.titles import PANEL_WIDTH, wrap_title
+
 END_LABEL = "end model"
 FRONT_LABEL = "front model"
 METRIC_COLORS = {"accuracy": "#1f77b4", "robust accuracy": "#e6a800"}
@@ -109,9 +112,8 @@ def _with_setting(trials: pd.DataFrame) -> pd.DataFrame:
 
 def _panel(trials: pd.DataFrame, front: str, end: str, setting: str) -> pd.DataFrame:
     """One stitching plot's trials: same-layer stitching only (cross-layer trials belong to the matrices)."""
-    t = _with_setting(trials)
-    t = t[(t["status"] == "done") & (t["front"] == front) & (t["end"] == end) & (t["setting"] == setting)]
-    return t[t["end_point"] == t["front_point"]] if "end_point" in t else t
+    t = _with_setting(same_layer(trials))
+    return t[(t["front"] == front) & (t["end"] == end) & (t["setting"] == setting)]
 
 
 def stitching_data(trials: pd.DataFrame, front: str, end: str, setting: str) -> tuple[pd.DataFrame, list[str]]:
@@ -166,10 +168,12 @@ def _pair_title(t: pd.DataFrame, front: str, end: str) -> str:
 def stitching_plot(
     trials: pd.DataFrame, front: str, end: str, setting: str, width: int = 300, height: int = 200
 ) -> alt.LayerChart:
-    """One stitching plot: stitched accuracies over stitch points with the donors' accuracy bands."""
+    """One stitching plot: stitched accuracies over stitch points with the donors' accuracy bands (robust
+    accuracy in the legend only where some was measured)."""
     points, order = stitching_data(trials, front, end, setting)
+    metrics = [m for m in METRIC_COLORS if m == "accuracy" or m in set(points["metric"])]
     color = alt.Color(
-        "metric:N", title="metric", scale=alt.Scale(domain=list(METRIC_COLORS), range=list(METRIC_COLORS.values()))
+        "metric:N", title="metric", scale=alt.Scale(domain=metrics, range=[METRIC_COLORS[m] for m in metrics])
     )
     donors = points[points["x"].isin([END_LABEL, FRONT_LABEL])]
     bands = (
@@ -190,12 +194,14 @@ def stitching_plot(
     )
     spread = points[points["n_seeds"] > 1] if "lo" in points else points.iloc[0:0]
     whiskers = alt.Chart(spread).mark_rule().encode(x=alt.X("x:N", sort=order), y="lo:Q", y2="hi:Q", color=color)
-    title = f"{_pair_title(_panel(trials, front, end, setting), front, end)} ({setting})"
+    title = wrap_title(f"{_pair_title(_panel(trials, front, end, setting), front, end)} ({setting})", PANEL_WIDTH)
     return alt.layer(band, whiskers, lines).properties(width=width, height=height, title=title)
 
 
 def _pairs_and_settings(trials: pd.DataFrame) -> tuple[pd.DataFrame, list, list[str]]:
-    done = _with_setting(trials[trials["status"] == "done"])
+    """The done same-layer trials (with their setting), their (front, end) pairs and settings: a pair stitched
+    cross-layer only has no stitching or class-collapse plot."""
+    done = _with_setting(same_layer(trials))
     pairs = list(done[["front", "end"]].drop_duplicates().sort_values(["front", "end"]).itertuples(index=False))
     return done, pairs, sorted(done["setting"].unique())
 
@@ -223,13 +229,17 @@ def cross_task_grid(trials: pd.DataFrame) -> alt.VConcatChart:
     return stitching_grid(trials[is_cross_task(trials)])
 
 
+def collapse_trials(trials: pd.DataFrame) -> pd.DataFrame:
+    """The trials the class-collapse plots draw: done, same-layer, with a most-frequent-class ratio."""
+    t = same_layer(trials)
+    return t[t["most_frequent_class_ratio"].notna()] if "most_frequent_class_ratio" in t else t.iloc[0:0]
+
+
 def class_collapse_data(trials: pd.DataFrame, front: str, end: str) -> tuple[pd.DataFrame, list[str], float | None]:
     """Per setting and stitch point, the most-frequent-class ratio's mean over seeds and its min and max (`lo`,
     `hi`: the paper plots every run); the x order; 1/num_classes."""
-    done = _with_setting(trials[trials["status"] == "done"])
+    done = _with_setting(collapse_trials(trials))
     t = done[(done["front"] == front) & (done["end"] == end)]
-    if "end_point" in t:
-        t = t[t["end_point"] == t["front_point"]]
     if t.empty:
         return pd.DataFrame(columns=["x", "setting", "ratio", "lo", "hi"]), [], None
     order = t[["front_point", "point_index"]].drop_duplicates().sort_values("point_index")["front_point"].tolist()
@@ -275,8 +285,8 @@ def class_collapse_plot(
 
 
 def class_collapse_grid(trials: pd.DataFrame, per_row: int = 3) -> alt.VConcatChart:
-    """One class-collapse plot per donor pair, `per_row` to a row."""
-    _, pairs, _ = _pairs_and_settings(trials)
+    """One class-collapse plot per donor pair with same-layer trials that measured the ratio, `per_row` to a row."""
+    _, pairs, _ = _pairs_and_settings(collapse_trials(trials))
     plots = [class_collapse_plot(trials, p.front, p.end) for p in pairs]
     rows = [alt.hconcat(*plots[i : i + per_row]) for i in range(0, len(plots), per_row)]
     return alt.vconcat(*rows)

@@ -11,6 +11,9 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from analysis.charts.per_point import same_layer
+from analysis.charts.stitching import collapse_trials
+
 MANIFEST = "manifest.json"  # what a report wrote: the next report of the same sweep replaces exactly that
 
 
@@ -74,16 +77,7 @@ def page(data, charts: list, html_tables: list[str], expected: dict | None = Non
         f"<h1>stitchsweep report: {html.escape(data.name)}</h1>"
         + counts(expected)
         + f"<p>{len(data.trials)} trials recorded: {len(data.done)} done, {len(data.failed)} failed."
-        " Stitching plots: clean (blue) and robust (yellow) accuracy of the stitched network at each stitch"
-        " point; bands span the two donors' accuracies. One row per donor pair, one column per setting"
-        " (objective, alpha, beta, init, stitcher). Class collapse: the share of the most often predicted"
-        " class (black line: 1/number of classes)."
-        + (
-            " Cross-task: donors trained on different datasets; 'on D' names the data the stitcher was"
-            " trained and tested on; each band spans the donors' accuracies on their own tasks."
-            if len(data.cross_task)
-            else ""
-        )
+        + chart_notes(data)
         + "</p>"
     )
     rest = "\n".join(html_tables) + TABLE_SCRIPT
@@ -95,6 +89,33 @@ def page(data, charts: list, html_tables: list[str], expected: dict | None = Non
         chart_html = chart_html.replace("<head>", head, 1)
         return chart_html.replace(marker, intro + "<h2>Charts</h2>" + marker + rest, 1)
     return f"<!DOCTYPE html><html>{head}</head><body>{intro}<p>No finished trials to plot yet.</p>{rest}</body></html>"
+
+
+def _robust(trials: pd.DataFrame) -> bool:
+    return "robust_acc" in trials and trials["robust_acc"].notna().any()
+
+
+def chart_notes(data) -> str:
+    """How to read the stitching, class-collapse and cross-task charts, for those the report draws (trials
+    stitched at the same points), robust accuracy named only where some trial measured one."""
+    notes = ""
+    stitched, crossed = same_layer(data.same_task), same_layer(data.cross_task)
+    if len(stitched):
+        notes += (
+            " Stitching plots: the stitched network's accuracy at each stitch point (mean over seeds; whiskers:"
+            " min-max), one line per setting (objective, alpha, beta, init, stitcher), one row per donor pair"
+            + ("; robust accuracy dashed." if _robust(stitched) else ".")
+        )
+    if len(collapse_trials(data.done)):
+        notes += " Class collapse: the share of the most often predicted class (black line: 1/number of classes)."
+    if len(crossed):
+        notes += (
+            " Cross-task: donors trained on different datasets, one column per setting; 'on D' names the data the"
+            " stitcher was trained and tested on; "
+            + ("clean (blue) and robust (yellow) accuracy" if _robust(crossed) else "accuracy")
+            + " of the stitched network; each band spans the donors' accuracies on their own tasks."
+        )
+    return notes
 
 
 # Inline, so the report stays one offline file: a readable page, and tables that sort (click a header) and

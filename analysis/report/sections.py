@@ -13,8 +13,10 @@ import pandas as pd
 
 from analysis.charts import cka, curves, examples, grids, per_point, robustness, senders
 from analysis.charts.energies import energy_density_chart, energy_rows
+from analysis.charts.per_point import same_layer
 from analysis.charts.stitching import (
     class_collapse_grid,
+    collapse_trials,
     cross_task_grid,
     donor_curves_chart,
     heatmap_grid,
@@ -67,15 +69,18 @@ CHARTS = [
         "Stitching plots: a row per donor pair, every setting in one panel (dashed: the donors' own accuracies),"
         " beside it each index the trials measured at their stitch point, titled with its rank correlation"
         " (Spearman's rho) with the accuracy across the points",
-        lambda d: d.same_task,
+        lambda d: same_layer(d.same_task),  # a pair stitched cross-layer only is the layer matrices'
         stitching_grid,
         "stitching.png",
         own=per_point.overlay_grid,
     ),
     ChartSection(
-        "Class collapse: most frequent class ratio", lambda d: d.done, class_collapse_grid, "most_frequent_class.png"
+        "Class collapse: most frequent class ratio",
+        lambda d: collapse_trials(d.done),
+        class_collapse_grid,
+        "most_frequent_class.png",
     ),
-    ChartSection("Cross-task stitching", lambda d: d.cross_task, cross_task_grid, "cross_task.png"),
+    ChartSection("Cross-task stitching", lambda d: same_layer(d.cross_task), cross_task_grid, "cross_task.png"),
     ChartSection(
         "CKA without stitching (Cianfarani et al. 2022): every point of A against every point of B",
         lambda d: cka.matrices(d.similarity),

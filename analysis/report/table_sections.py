@@ -79,7 +79,7 @@ class TableSection:
 
     title: str
     data: Callable[[ReportData], pd.DataFrame]
-    intro: str = ""
+    intro: str | Callable[[pd.DataFrame], str] = ""  # HTML; a function of the rows where it depends on them
     columns: list[str] | None = None  # None: every column
     csv: str | None = None
     md: str | None = None
@@ -91,6 +91,20 @@ class TableSection:
     def name(self) -> str | None:
         """What a notebook asks for it by (`analysis.table`): its CSV's stem; None when it writes no CSV."""
         return self.csv.rsplit(".", 1)[0] if self.csv else None
+
+    def intro_for(self, rows: pd.DataFrame) -> str:
+        """The introduction shown above `rows` (HTML; empty for none)."""
+        return self.intro(rows) if callable(self.intro) else self.intro
+
+
+def _chance_note(rows: pd.DataFrame) -> str:
+    """The trials table's note on donors at chance, where some trial has one."""
+    if "donor_at_chance" not in rows or not (rows["donor_at_chance"].fillna("") != "").any():
+        return ""
+    return (
+        "<i>donor_at_chance</i> names a donor of the trial that ended training at chance accuracy: read its"
+        " numbers with care."
+    )
 
 
 TABLES = [
@@ -194,16 +208,17 @@ TABLES = [
         "Block structure (Cianfarani et al. 2022 Fig. 2): mean CKA of a network with itself between points more"
         " than 20 apart",
         lambda d: cka.block_structure(d.similarity, d.donors),
-        intro="Distant layers that represent alike make the bright squares of Fig. 2; `far_cka` is their mean CKA"
-        " (`pairs`: how many ordered pairs of points are more than 20 apart), `mean_cka` the mean over every"
-        " pair of distinct points.",
+        intro="Distant layers that represent alike make the bright squares of Fig. 2; <i>far_cka</i> is their mean"
+        " CKA (<i>pairs</i>: how many ordered pairs of points are more than 20 apart), <i>mean_cka</i> the mean over"
+        " every pair of distinct points.",
         csv="block_structure.csv",
     ),
     TableSection(
         "One threat model across budgets (Cianfarani et al. 2022 Fig. 30): two networks of one training method at"
         " different budgets, on benign images",
         lambda d: cka.budget_steps(d.similarity, d.donors),
-        "`diagonal_cka`: the mean CKA at the same point of the two networks; `mean_cka`: over every pair of points."
+        "<i>diagonal_cka</i>: the mean CKA at the same point of the two networks; <i>mean_cka</i>: over every pair"
+        " of points."
         " Neighbouring budgets whose diagonal stays high: representations that change gradually with the budget.",
         csv="budget_steps.csv",
     ),
@@ -235,8 +250,7 @@ TABLES = [
         lambda d: mark_trials(d.done, d.donors).sort_values(
             [c for c in ("front", "end", "point_index", "end_index", "setting", "seed") if c in d.done]
         ),
-        intro="`donor_at_chance` names a donor of the trial that ended training at chance accuracy: read its"
-        " numbers with care.",
+        intro=_chance_note,
         columns=TRIAL_COLUMNS,
         always=True,
     ),

@@ -8,7 +8,9 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from analysis.charts.per_point import same_layer
 from analysis.charts.stitching import stitching_grid
+from analysis.charts.titles import wrap_title
 from analysis.report.data import report_data
 from analysis.report.page import MANIFEST, claim_folder, markdown_table, page, table, write_manifest
 from analysis.report.sections import chart_sections
@@ -43,21 +45,7 @@ def _write_report(results: str | Path | Loc, out: str | Path, expected: dict | N
     write_manifest(out, results.name, [])  # the folder is this sweep's from now on, even if this report stops
     data, stale = report_data(results, expected)
     data.trials.to_csv(out / "trials.csv", index=False)
-    charts = []
-    for section in chart_sections():
-        rows = section.data(data)
-        if section.drawn(rows):  # rows, and the data varies along the section's axis
-            chart = section.report_chart(rows)
-            _png(chart, out / section.png)
-            if section.csv:
-                rows.to_csv(out / section.csv, index=False)
-            charts.append(chart.properties(title=section.title))
-    for pair in data.same_task[["front", "end"]].drop_duplicates().itertuples(index=False):
-        one = data.same_task[(data.same_task["front"] == pair.front) & (data.same_task["end"] == pair.end)]
-        _png(
-            stitching_grid(one),
-            out / (re.sub(r"[^A-Za-z0-9_.-]+", "_", f"stitching_{pair.front}__{pair.end}") + ".png"),
-        )
+    charts = write_charts(data, out)
     if len(data.reptests):
         data.correlations_per_unit.to_csv(out / "rank_correlations_per_unit.csv", index=False)
     html_tables = []
@@ -70,7 +58,7 @@ def _write_report(results: str | Path | Loc, out: str | Path, expected: dict | N
         if section.md and len(rows):
             (out / section.md).write_text(markdown_table(rows))
         if len(rows) or section.always:
-            intro = f"<p>{section.intro}</p>" if section.intro else ""
+            intro = f"<p>{text}</p>" if (text := section.intro_for(rows)) else ""
             columns = shown_columns(rows, section.columns or list(rows.columns))
             html_tables.append(f"<h2>{section.title}</h2>{intro}" + table(rows, columns))
     if len(stale):
@@ -85,12 +73,37 @@ def _write_report(results: str | Path | Loc, out: str | Path, expected: dict | N
     return index
 
 
+def write_charts(data, out: Path) -> list:
+    """Write the PNG (and CSV) of every chart section that draws something from `data`, and one
+    `stitching_<front>__<end>.png` per pair stitched at the same points (a pair stitched cross-layer only has
+    its layer matrices); return the sections' charts for the page, each titled with its section's title in
+    lines that fit the page."""
+    charts = []
+    for section in chart_sections():
+        rows = section.data(data)
+        if section.drawn(rows):  # rows, and the data varies along the section's axis
+            chart = section.report_chart(rows)
+            _png(chart, out / section.png)
+            if section.csv:
+                rows.to_csv(out / section.csv, index=False)
+            charts.append(chart.properties(title=wrap_title(section.title)))
+    stitched = same_layer(data.same_task)
+    for pair in stitched[["front", "end"]].drop_duplicates().itertuples(index=False):
+        one = stitched[(stitched["front"] == pair.front) & (stitched["end"] == pair.end)]
+        _png(
+            stitching_grid(one),
+            out / (re.sub(r"[^A-Za-z0-9_.-]+", "_", f"stitching_{pair.front}__{pair.end}") + ".png"),
+        )
+    return charts
+
+
 def shown_columns(rows: pd.DataFrame, columns: list[str]) -> list[str]:
     """The page's columns of a table: `columns` but those no row has a value in (robust accuracy of a study
-    that measured none); every column without rows. The CSV keeps them all."""
+    that measured none, `donor_at_chance` empty where no donor is at chance); every column without rows. The
+    CSV keeps them all."""
     if not len(rows):
         return columns
-    return [c for c in columns if c not in rows or rows[c].notna().any()]
+    return [c for c in columns if c not in rows or (rows[c].notna() & (rows[c].astype(str) != "")).any()]
 
 
 STALE_COLUMNS = ["trial_id", "front", "end", "front_point", "end_point", "objective", "seed", "status"]

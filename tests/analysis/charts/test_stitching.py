@@ -249,3 +249,34 @@ def test_fig1c_draws_one_network_into_its_first_layer_from_every_layer_with_tlm(
     assert len(bottom) == 9  # three samples from each of the three front layers, no other trial's
     spec = energy_density_chart(rows).to_dict()
     assert spec["facet"]["row"]["field"] == "panel" and "x" not in spec.get("resolve", {}).get("scale", {})
+
+
+def test_a_study_without_robustness_has_no_robust_accuracy_in_the_legend():
+    from tests.analysis.report.test_write import study_trials
+
+    spec = stitching_plot(study_trials(), "zoo:a", "zoo:b", "tlm").to_dict()
+    domains = [m["encoding"]["color"]["scale"]["domain"] for m in spec["layer"]]
+    assert domains and all(d == ["accuracy"] for d in domains)
+    robust = stitching_plot(study_trials(robust=True), "zoo:a", "zoo:b", "tlm").to_dict()
+    assert robust["layer"][0]["encoding"]["color"]["scale"]["domain"] == ["accuracy", "robust accuracy"]
+
+
+def test_pairs_stitched_cross_layer_only_get_no_stitching_or_class_collapse_panel():
+    from analysis.charts.stitching import class_collapse_grid
+    from tests.analysis.report.test_write import study_trials
+
+    trials = study_trials()  # zoo:a -> zoo:b same-layer, zoo:a -> zoo:c cross-layer only
+    grid = stitching_grid(trials).to_dict()
+    assert len(grid["vconcat"]) == 1 and grid["vconcat"][0]["hconcat"][0]["title"] == "zoo:a -> zoo:b (tlm)"
+    collapse = class_collapse_grid(trials).to_dict()
+    assert [p["title"] for row in collapse["vconcat"] for p in row["hconcat"]] == ["zoo:a -> zoo:b"]
+    assert class_collapse_grid(study_trials(same_layer=False)).to_dict()["vconcat"] == []
+
+
+def test_a_long_setting_wraps_the_panel_title_into_lines():
+    t = _trials().assign(lr=0.01, donor_bn="frozen", weight_decay=5e-4)
+    t.loc[t["seed"] == 1, ["lr", "donor_bn", "weight_decay", "seed"]] = [0.1, "update", 1e-3, 0]
+    long = [s for s in setting_label(t).unique() if s.startswith("tlm") and len(s) > 40][0]
+    title = stitching_plot(t, "zoo:r", "zoo:p", long).to_dict()["title"]
+    assert isinstance(title, list) and len(title) > 1 and all(len(line) <= 60 for line in title)
+    assert " ".join(title) == f"zoo:r -> zoo:p ({long})"

@@ -31,3 +31,15 @@ def test_section_finds_a_chart_before_a_table_of_the_same_name_and_names_the_kno
     assert section("donors") in TABLES and section("stitching") in CHARTS
     with pytest.raises(ValueError, match="unknown report section 'donor'.*'donors'"):
         section("donor")
+
+
+def test_stitching_class_collapse_and_cross_task_are_left_out_without_same_layer_trials():
+    from tests.analysis.report.test_write import report_of, study_trials
+
+    names = ("stitching", "most_frequent_class", "cross_task")
+    cross_layer = report_of(study_trials(same_layer=False))
+    assert not [n for n in names if section(n).drawn(section(n).data(cross_layer))]
+    both = report_of(study_trials())
+    rows = section("stitching").data(both)
+    assert section("stitching").drawn(rows) and set(rows["end"]) == {"zoo:b"}
+    assert set(section("most_frequent_class").data(both)["end"]) == {"zoo:b"}
