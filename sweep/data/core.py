@@ -6,8 +6,8 @@ Registered datasets:
   failing both, through torchvision's `FashionMNIST(root, download=True)` (needs the network once).
 - `digits`: scikit-learn's 1,797 8x8 digits (shipped inside scikit-learn), scaled to [0, 1] and resized
   bilinearly to 28x28 so that they fit the same networks as Fashion-MNIST.
-- `cifar10`, `svhn`, `mnist`: through torchvision (`sweep.datasets`), from a root folder, downloading
-  there when allowed.
+- `cifar10`, `svhn`, `mnist`: through torchvision (`sweep.data.torchvision_sets`), from a root folder,
+  downloading there when allowed.
 """
 
 from __future__ import annotations

@@ -167,3 +167,58 @@ def _dedent(snippet: str) -> str:
     import textwrap
 
     return textwrap.dedent(snippet)
+
+
+# A dotted name the docs show in backticks (`sweep.plan.memory.Need`, `"sweep.data.core:fashion_mnist"`,
+# `analysis.tables()`): its leading identifier path; file paths (`sweep/models/base.py`) and patterns with
+# `<...>` placeholders do not match.
+_DOTTED = re.compile(r"`\"?((?:sweep|analysis)(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)?)(?![\w.:<])")
+_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+(.+)|import\s+(.+))$")
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether `module.attr...` or `module:attr...` names something: the longest prefix importable as a
+    module, then each remaining part an attribute."""
+    import importlib
+
+    module, _, attrs = dotted.partition(":")
+    parts = module.split(".") + (attrs.split(".") if attrs else [])
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError as err:
+            if err.name and ".".join(parts[:cut]).startswith(err.name):
+                continue  # that prefix is no module: try a shorter one
+            raise
+        for part in parts[cut:]:
+            if not hasattr(obj, part):
+                return False
+            obj = getattr(obj, part)
+        return True
+    return False
+
+
+def _imported_names(code: str) -> list[str]:
+    """What the `import` / `from ... import` lines of a code block name, as dotted paths."""
+    out = []
+    for line in code.splitlines():
+        m = _IMPORT.match(line.split("#")[0].rstrip())
+        if m and m.group(1):
+            names = m.group(2).strip("() ").split(",")
+            out += [f"{m.group(1)}:{n.split(' as ')[0].strip()}" for n in names if n.strip()]
+        elif m:
+            out += [n.split(" as ")[0].strip() for n in m.group(3).split(",")]
+    return out
+
+
+def test_every_import_path_the_docs_show_resolves():
+    shown = set()
+    for path in DOCS:
+        text = path.read_text()
+        for code in re.findall(r"```python\n(.*?)```", text, flags=re.S):
+            shown.update((path.name, name) for name in _imported_names(code))
+        shown.update((path.name, m.group(1)) for m in _DOTTED.finditer(text))
+    names = {name for _, name in shown}
+    assert {"sweep.data.core:fashion_mnist", "analysis.load", "sweep.store.catalogue:IndexEntry"} <= names
+    broken = sorted(f"{doc}: {name}" for doc, name in shown if not _resolves(name))
+    assert not broken, "names the docs show that do not resolve:\n" + "\n".join(broken)

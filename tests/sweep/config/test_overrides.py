@@ -77,3 +77,56 @@ def test_plan_takes_overrides_before_or_after_its_options_and_expand_shows_them(
         err.startswith("stitchsweep: error: override 'stitching.epochs=x': stitching.epochs:")
         and len(err.splitlines()) == 1
     )
+
+
+def _two_blocks(space: dict) -> dict:
+    """`space` with its stitching a list of two blocks (the second: dm at one point)."""
+    first = space["stitching"]
+    space["stitching"] = [first, dict(first, objectives=["dm"], stitch_points=["layer1.0"])]
+    return space
+
+
+def test_a_key_of_a_list_of_blocks_is_refused_with_the_paths_into_it(tiny_space, write_space, capsys):
+    space = str(write_space(_two_blocks(tiny_space)))
+    assert main(["plan", space, "stitching.epochs=2"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "zoo:plain_a" not in err  # not the whole list
+    assert err.rstrip().endswith(
+        "expected stitching to be a mapping, found a list of 2 items"
+        " (stitching.0.epochs=2 for item 0, stitching.*.epochs=2 for every item)"
+    )
+
+
+def test_a_star_applies_the_override_to_every_block(tiny_space, write_space):
+    space = write_space(_two_blocks(tiny_space))
+    sweep = load_space(space, ["stitching.*.epochs=3", "+stitching.*.seeds=[0,1]", "~stitching.*.dm_samples"])
+    assert {t.epochs for t in sweep.trials if t.objective == "tlm"} == {3}  # dm is fitted, with no epochs
+    assert {b["epochs"] for b in sweep.raw["stitching"]} == {3}
+    assert all(b["seeds"] == [0, 1] and "dm_samples" not in b for b in sweep.raw["stitching"])
+    forced = load_space(space, ["++stitching.*.lr=0.5", "++stitching.*.indices=[cka]"])
+    assert {t.indices for t in forced.trials} == {("cka",)} and {b["lr"] for b in forced.raw["stitching"]} == {0.5}
+    with pytest.raises(SpecError, match=r"^override 'stitching.\*.epochs=x': stitching\[0\].epochs: expected an int"):
+        load_space(space, ["stitching.*.epochs=x"])
+
+
+def test_a_star_names_the_item_that_lacks_the_key(tiny_space, write_space):
+    space = _two_blocks(tiny_space)
+    del space["stitching"][1]["dm_samples"]
+    with pytest.raises(SpecError) as err:
+        load_space(write_space(space), ["stitching.*.dm_samples=50"])
+    assert str(err.value).startswith("override 'stitching.*.dm_samples=50': expected a key of stitching.1 (")
+    assert "found 'dm_samples' (to add it: +stitching.*.dm_samples=50)" in str(err.value)
+    with pytest.raises(SpecError, match=r"found 'stitching.0.epochs' \(it is present; to replace it: stitching"):
+        load_space(write_space(space), ["+stitching.*.epochs=2"])
+
+
+def test_a_star_on_a_mapping_applies_to_each_value(tiny_space, write_space):
+    tiny_space["donors"]["plain_b"] = dict(tiny_space["donors"]["plain_a"], seed=1)
+    sweep = load_space(write_space(tiny_space), ["donors.*.epochs=2"])
+    assert [d["epochs"] for d in sweep.raw["donors"].values()] == [2, 2]
+    assert parse_override("~donors.*.noise").path == ("donors", "*", "noise")
+    for text in ("donors.*=1", "*.seed=1"):  # `*` stands before a key, after the section
+        with pytest.raises(SpecError, match="'\\*' for every item"):
+            parse_override(text)
+    with pytest.raises(SpecError, match=r"expected name to be a list or a mapping \(for '\*'\), found 'tiny'"):
+        load_space(write_space(tiny_space), ["name.*.x=1"])
