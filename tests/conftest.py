@@ -66,3 +66,38 @@ def registered():
     yield add
     for registry, name in reversed(added):
         registry.remove(name)
+
+
+@pytest.fixture
+def plugin_file(tmp_path):
+    """`plugin_file(source) -> (path, module)`: a plugin file of a fresh module name in `tmp_path`, imported as a
+    space's `plugins:` entry is (so its frames and versions are a plugin's); what it registered is removed
+    afterwards (registries are per process)."""
+    import sys
+    import uuid
+
+    from sweep import registry
+    from sweep.config.plugins import load_plugins
+
+    loaded = []
+
+    def write(source: str, name: str | None = None) -> tuple[Path, str]:
+        module = name or f"plug_{uuid.uuid4().hex[:8]}"
+        path = tmp_path / f"{module}.py"
+        path.write_text(source)
+        load_plugins([path.name], tmp_path)
+        loaded.append(module)
+        return path, module
+
+    yield write
+    from sweep.store import catalogue
+
+    found = [*vars(registry).values(), *vars(catalogue).values()]
+    registries = [r for r in found if isinstance(r, registry.Registry)]
+    for module in loaded:
+        for kind, name in [key for key, origin in registry.ORIGINS.items() if origin == module]:
+            for r in registries:
+                if r.kind == kind and name in r._entries:
+                    r.remove(name)
+        sys.modules.pop(module, None)
+        registry.PLUGIN_VERSIONS.pop(module, None)

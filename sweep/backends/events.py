@@ -75,11 +75,11 @@ class StageEvents(tune.Callback):
         self.sweep.note(f"{self._prefix()} {self.label(trial.config)}: {status} {detail}")
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        # Ray lost the trial (its node or worker died) and schedules it again; the trial is idempotent.
-        self.sweep.note(
-            f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: lost with its worker or"
-            " node; retrying"
-        )
+        # Tune schedules the trial again (the trial is idempotent): its worker or node died, or the code around
+        # its unit raised (a unit's own failures are recorded in its part and never reach Tune)
+        died, why = trial_error(trial)
+        what = "lost with its worker or node" if died else f"failed on its worker outside its unit ({why})"
+        self.sweep.note(f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: {what}; retrying")
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.finished += 1
@@ -95,6 +95,25 @@ class StageEvents(tune.Callback):
             f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
             f"(after retries); rerun with `stitchsweep resume`"
         )
+
+
+def trial_error(trial) -> tuple[bool, str]:
+    """(whether the trial's worker process or node died, the error's first line) from what Tune kept of the
+    trial's last error (its pickled exception: a `RayActorError` when the actor died, a `RayTaskError` when the
+    trainable raised)."""
+    import cloudpickle
+    from ray.exceptions import RayActorError
+
+    try:
+        with open(trial.pickled_error_file, "rb") as f:
+            exc = cloudpickle.load(f)
+    except Exception:  # nothing kept, or not readable here: say what Tune says, a lost worker
+        return True, ""
+    if isinstance(exc, RayActorError):
+        return True, ""
+    cause = getattr(exc, "cause", None) or exc
+    lines = str(cause).strip().splitlines()
+    return False, f"{type(cause).__name__}: {lines[0] if lines else ''}"
 
 
 class Tracking(tune.Callback):

@@ -105,15 +105,16 @@ def _threads(cpus: float) -> int:
     return max(1, int(cpus))
 
 
-def _trainable(config: dict, runs: dict, units: dict, root: Loc, sweep_name: str, env: dict) -> None:
-    """One unit (`config`: its kind and id) on a worker: its kind's own `run` (shipped by value or by reference,
-    as cloudpickle sees fit, so a kind registered only in the driver runs too; a "module:function" name is
-    imported here), its progress forwarded to Tune."""
+def _trainable(config: dict, kinds: dict, units: dict, root: Loc, sweep_name: str, env: dict) -> None:
+    """One unit (`config`: its kind and id) on a worker: its kind's own `run` (the `Kind` shipped by value or by
+    reference, as cloudpickle sees fit, so a kind registered only in the driver runs too; a "module:function"
+    name is imported here), its progress forwarded to Tune. A unit whose code raises is recorded failed with its
+    reason (`run_recorded`) and ends normally: only a worker or node that dies is retried by Tune."""
     import torch
 
     from sweep.config.plugins import import_on_worker
     from sweep.data import stream
-    from sweep.kinds.base import RunContext, resolve
+    from sweep.kinds.base import RunContext, run_recorded
     from sweep.worker.cache import configure
 
     import_on_worker(env["plugins"])  # registries are per process: the plugins register here too
@@ -129,7 +130,7 @@ def _trainable(config: dict, runs: dict, units: dict, root: Loc, sweep_name: str
         env["download"],
         report=lambda m: tune.report(m),
     )
-    out = resolve(runs[kind])(units[kind][config["unit"]], ctx)
+    out = run_recorded(kinds[kind], units[kind][config["unit"]], ctx)
     worker = {"worker_pid": os.getpid(), "worker_node": ray.get_runtime_context().get_node_id()}
     st = cache.stats
     worker.update(cache_hits=st.hits + st.disk_hits, cache_misses=st.misses, cache_mb=cache.bytes / 2**20)
@@ -364,7 +365,7 @@ def run_stages(
         # is a kind's node cache worth writing (do two of its units read the same frozen half)?
         env["share"] = {k: KINDS[k].shares_halves(list(u.values())) for k, u in units.items()}
         trainable = tune.with_parameters(
-            _trainable, runs={k: KINDS[k].run for k in units}, units=units, root=sweep_dir.root,
+            _trainable, kinds={k: KINDS[k] for k in units}, units=units, root=sweep_dir.root,
             sweep_name=sweep.name, env=env,
         )  # fmt: skip
         resources = trial_resources(sweep)

@@ -11,6 +11,7 @@ from sweep.config.data import OPTIONS as DATA_OPTIONS
 from sweep.config.data import DataSpec, parse_data
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
+from sweep.config.shapes import check_builds
 from sweep.registry import (
     ARCHITECTURES,
     AUGMENTATIONS,
@@ -236,11 +237,12 @@ ZOO_OPTIONS = by_key(
 def parse_donor(
     name: Any, raw: Any, data: DataSpec, evaluation: EvalSpec, root: str | None = None, download: bool = True
 ) -> DonorSpec:
-
     path = f"donors.{name}"
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise SpecError(path, "a donor name of letters, digits, '_', '-' or '.'", name)
-    return source_of(raw).parse(name, raw, data, evaluation, root, download)
+    donor = source_of(raw).parse(name, raw, data, evaluation, root, download)
+    check_builds(donor.arch, donor.data.dataset, f"{path}.arch")  # a plugin's network: built and run once
+    return donor
 
 
 def source_of(raw: Any):

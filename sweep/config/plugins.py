@@ -167,3 +167,25 @@ def recorded_versions(sweep_dir) -> dict[str, str]:
     if not folder.exists():
         return {}
     return {q.name[:-3]: source_version(q.read_bytes()) for q in folder.files(".py")}
+
+
+def plugin_frame(tb) -> tuple[str, int, str] | None:
+    """(file name, line, function) of the innermost frame of traceback `tb` that runs a plugin module's code
+    (a module `load_plugin` imported, here or on a worker): where the user's own code was when it failed."""
+    found = None
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if module in PLUGIN_VERSIONS or module.split(".")[0] in PLUGIN_VERSIONS:
+            code = tb.tb_frame.f_code
+            found = (Path(code.co_filename).name, tb.tb_lineno, code.co_name)
+        tb = tb.tb_next
+    return found
+
+
+def describe_failure(exc: BaseException) -> str:
+    """What a unit records of the exception that failed it: its type and message, and where the traceback last
+    passed through a plugin's code (`my_models.py:42 in forward`), so that a user reads their own file and line
+    without the worker's log."""
+    text = f"{type(exc).__name__}: {exc}"
+    at = plugin_frame(exc.__traceback__)
+    return f"{text} (at {at[0]}:{at[1]} in {at[2]})" if at else text

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from sweep.config.errors import SpecError
-from sweep.registry import ARCHITECTURES, DATASETS
+from sweep.registry import ARCHITECTURES, DATASETS, lazy
 
 
 def activation_shape(arch: str, dataset: str, point: str) -> tuple[int, ...]:
@@ -15,6 +15,22 @@ def activation_shape(arch: str, dataset: str, point: str) -> tuple[int, ...]:
     (D,) for a vector (the pooled features before a classifier)."""
     info = DATASETS[dataset]
     return tuple(ARCHITECTURES[arch].activation_shapes(info.channels, info.image_size, info.num_classes)[point])
+
+
+def check_builds(arch: str, dataset: str, field: str) -> None:
+    """A donor's architecture that is not a shipped one (a plugin's) is built and run once on `dataset`'s image
+    shape before anything else: a builder that refuses the engine's keywords, stitch points that are not
+    stages, or a stage that fails on the shape before it stops the command here, in one line naming the
+    builder's file and line and what was expected, rather than as a traceback later. Shipped networks are
+    not built (their points and shapes are in the architectures' table)."""
+    if not arch or arch not in ARCHITECTURES or ARCHITECTURES.get_entry(arch).builtin:
+        return
+    info = DATASETS[dataset]
+    problem = lazy("sweep.models.base:build_problem")(arch, info.channels, info.image_size, info.num_classes)
+    if problem:
+        shape = f"{info.channels}x{info.image_size}x{info.image_size}"
+        expected = f"an architecture that builds and classifies the {shape} images of {dataset}"
+        raise SpecError(field, expected, arch, " ".join(problem.split()))
 
 
 def channels(shape: tuple[int, ...]) -> int:

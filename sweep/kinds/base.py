@@ -144,16 +144,41 @@ def exiting() -> bool:
     return bool(getattr(threading, "_SHUTTING_DOWN", False)) or not threading.main_thread().is_alive()
 
 
+def failure(exc: BaseException) -> str:
+    """The `error` a failed unit records: the exception's type and message, and the plugin file and line it
+    came from (`sweep.config.plugins.describe_failure`)."""
+    from sweep.config.plugins import describe_failure
+
+    return describe_failure(exc)
+
+
+def commit(part: Loc, rows: list[dict], schema, failed: dict) -> list[dict]:
+    """Write `rows` as the unit's part, last (the commit marker); when they cannot be written (a value that does
+    not fit its column: a plugin index that returned an array), write the one row `failed` instead, with the
+    reason, so that the unit is recorded failed once rather than raising (which Ray would take for a lost
+    worker and retry). Returns the rows written. A process that is exiting writes nothing (`exiting`)."""
+    from sweep.store.results import write_rows
+
+    try:
+        write_rows(part, rows, schema)
+        return rows
+    except Exception as exc:
+        if exiting():
+            raise
+        rows = [dict(failed, status="failed", error=f"writing its row: {failure(exc)}")]
+    write_rows(part, rows, schema)  # only the columns every failed row has: an error here is the engine's
+    return rows
+
+
 def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[dict]]) -> dict:
     """Run `measure` (a unit's rows) and write them, each with the `base` columns, as the unit's one Parquet
-    part, last: status "done", or, when it raises, one "failed" row with the error (the sweep goes on; nothing
-    when the process is exiting, see `exiting`). Adds the unit's wall time, the finishing time and the versions.
-    Returns {"status", "error"}."""
+    part, last: status "done", or, when measuring or writing raises, one "failed" row with the error (the sweep
+    goes on; nothing when the process is exiting, see `exiting`). Adds the unit's wall time, the finishing time
+    and the versions. Returns {"status", "error"}."""
     import time
     from datetime import datetime, timezone
 
     from sweep import __version__
-    from sweep.store.results import write_rows
     from sweep.store.schema import SCHEMA_VERSION, schema
 
     base = dict(base, stitchsweep_version=__version__, schema_version=SCHEMA_VERSION)
@@ -163,9 +188,40 @@ def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[di
     except Exception as exc:  # recorded; the sweep goes on
         if exiting():
             raise
-        rows = [dict(base, status="failed", error=f"{type(exc).__name__}: {exc}")]
+        rows = [dict(base, status="failed", error=failure(exc))]
     now = datetime.now(timezone.utc)
     for r in rows:
         r.update(time_unit_s=time.perf_counter() - t0, finished_at=now)
-    write_rows(part, rows, schema(table))
+    rows = commit(part, rows, schema(table), dict(base, time_unit_s=time.perf_counter() - t0, finished_at=now))
     return {"status": rows[0]["status"], "error": rows[0].get("error")}
+
+
+def run_recorded(kind: Kind, unit, ctx: RunContext) -> dict:
+    """Run one unit of `kind` as a backend does: its `run`, and when that raises (a kind's own code, a
+    plugin's above all, that does not record its failures), every part of the unit written as one failed row
+    with the reason (the unit's key, status and error; the other columns null), so that the unit is recorded
+    failed once, listed by `status` and rerun by `run --failed`, never retried as if its worker were lost.
+    A process that is exiting writes nothing and raises (`exiting`)."""
+    from sweep.store.results import write_rows
+    from sweep.store.schema import schema
+
+    try:
+        return resolve(kind.run)(unit, ctx)
+    except Exception as exc:
+        if exiting():
+            raise
+        error = failure(exc)
+    import pyarrow as pa
+
+    uid = kind.unit_id(unit) if kind.unit_id else None
+    try:
+        table = schema(kind.table)
+    except Exception:  # a kind whose table is none of the results tables: the columns a status needs
+        table = pa.schema([(kind.key, pa.string()), ("status", pa.string()), ("error", pa.string())])
+    row = {"status": "failed", "error": error}
+    if kind.key in table.names and table.field(kind.key).type == pa.string():  # a key of another type: the
+        row[kind.key] = uid  # unit itself (not its id) names its row, which the engine cannot know
+    for part in kind.parts(ctx.sweep_dir, unit):
+        if not part.exists():  # a part the unit wrote before failing stands
+            write_rows(part, [row], table)
+    return {"status": "failed", "error": error}

@@ -20,7 +20,7 @@ from sweep import __version__
 from sweep.config.donors import DonorEval
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits, worker_splits
-from sweep.kinds.base import RunContext, exiting
+from sweep.kinds.base import RunContext, commit, exiting, failure
 from sweep.kinds.trial_measures import ood_auroc, similarities
 from sweep.measures.indices import Network
 from sweep.models.base import split
@@ -99,6 +99,7 @@ def run_trial(
         stitchsweep_version=__version__,
         schema_version=SCHEMA_VERSION,
     )
+    failed = dict(row)  # what a failed row records: the configuration, not the metrics
     curves: list[tuple[int, str, float]] = []
     t0 = time.perf_counter()
     try:
@@ -119,11 +120,10 @@ def run_trial(
     except Exception as exc:  # recorded with its reason; the sweep goes on
         if exiting():  # interrupted, not failed: no part, the trial stays pending
             raise
-        row.update(status="failed", error=f"{type(exc).__name__}: {exc}")
-    row["time_total_s"] = time.perf_counter() - t0
-    row["finished_at"] = datetime.now(timezone.utc)
-    write_rows(part, [row], trial_schema())  # last: the trial part is the commit marker
-    return row
+        row = dict(failed, status="failed", error=failure(exc))
+    row["time_total_s"] = failed["time_total_s"] = time.perf_counter() - t0
+    row["finished_at"] = failed["finished_at"] = datetime.now(timezone.utc)
+    return commit(part, [row], trial_schema(), failed)[0]  # last: the trial part is the commit marker
 
 
 @dataclass

@@ -8,11 +8,14 @@ normalisation is the first stage. The registered architectures live in one modul
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch import nn
 
+from sweep.config.plugins import describe_failure
 from sweep.models.declared import Architecture, register_architecture  # noqa: F401  (re-exported)
 from sweep.registry import ARCHITECTURES
 
@@ -75,7 +78,7 @@ class StagedNet(nn.Module):
         self.stage_names = names
         unknown = [p for p in stitch_points if p not in self.stage_names]
         if unknown:
-            raise ValueError(f"stitch points {unknown} are not stages of this network")
+            raise ValueError(f"stitch points {unknown} are not stages of this network (its stages: {names})")
         self.stitch_points = list(stitch_points)
         self.extra_points = [PENULTIMATE] if PENULTIMATE in names and PENULTIMATE not in stitch_points else []
 
@@ -116,6 +119,58 @@ def build(arch: str, in_channels: int, num_classes: int, mean, std, image_size: 
             f" {entry.stitch_points()}; run tests/scripts/architectures.py --write"
         )
     return model
+
+
+def build_problem(arch: str, in_channels: int, image_size: int, num_classes: int) -> str | None:
+    """Why `arch` cannot serve as a donor on `in_channels` x `image_size` px images of `num_classes` classes
+    (None: it can): its builder refuses the engine's keyword arguments or raises, returns no `StagedNet`, a
+    stage fails on the activation the stage before gives, or the output is not one logit per class. Each
+    reason names the builder's file and line and what was expected, on one line; checked once per builder
+    (a plugin imported again registers a new one) and input."""
+    return _build_problem(ARCHITECTURES.get_entry(arch).build, arch, in_channels, image_size, num_classes)
+
+
+@functools.cache
+def _build_problem(fn: Callable, arch: str, in_channels: int, image_size: int, num_classes: int) -> str | None:
+    code = getattr(fn, "__code__", None)
+    builder = f"builder {getattr(fn, '__name__', arch)}" + (
+        f" ({Path(code.co_filename).name}:{code.co_firstlineno})" if code else ""
+    )
+    kwargs = dict(in_channels=in_channels, num_classes=num_classes, mean=(0.5,) * in_channels)
+    kwargs.update(std=(0.5,) * in_channels, image_size=image_size)
+    try:
+        inspect.signature(fn).bind(**kwargs)
+    except TypeError as exc:
+        return f"its {builder} must take the keyword arguments {', '.join(kwargs)} ({exc})"
+    except ValueError:  # no signature to read: its call says
+        pass
+    try:
+        model = fn(**kwargs)
+    except Exception as exc:
+        return f"its {builder} raised {describe_failure(exc)}"
+    if not isinstance(model, StagedNet):
+        return f"its {builder} returned a {type(model).__name__}, expected a StagedNet"
+    return _forward_problem(model, in_channels, image_size, num_classes)
+
+
+def _forward_problem(model: StagedNet, in_channels: int, image_size: int, num_classes: int) -> str | None:
+    """The first stage of `model` that fails on two blank images, with the shapes each stage gave before it;
+    or an output that is not (images, num_classes) logits."""
+    x, seen = torch.zeros(2, in_channels, image_size, image_size), []
+    with torch.no_grad():
+        for name in model.stage_names:
+            try:
+                x = model.eval().stage(name)(x)
+            except Exception as exc:
+                shapes = ", ".join(seen) or "none"
+                return (
+                    f"its stage {name!r} fails on an input of shape {tuple(x.shape)} (the stages before gave {shapes}):"
+                    f" {describe_failure(exc)}"
+                )
+            seen.append(f"{name} {tuple(x.shape)}")
+    if tuple(x.shape) != (2, num_classes):
+        return f"its output has shape {tuple(x.shape)}, expected (images, {num_classes}) logits"
+    return None
 
 
 @functools.cache

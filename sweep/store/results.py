@@ -34,7 +34,25 @@ def write_rows(path: Loc, rows: list[dict], schema: pa.Schema) -> None:
     extra = {k for r in rows for k in r} - set(schema.names)
     if extra:
         raise KeyError(f"fields not in the results schema: {sorted(extra)}")
-    open_root(path).write_parquet(pa.Table.from_pylist(rows, schema=schema))
+    try:
+        table = pa.Table.from_pylist(rows, schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+        raise misfit(rows, schema) or exc from None
+    open_root(path).write_parquet(table)
+
+
+def misfit(rows: list[dict], schema: pa.Schema) -> ValueError | None:
+    """The first value of `rows` that does not fit its column of `schema`, as an error naming the column, its
+    type and what was found (Arrow's own message names neither); None when each column converts alone."""
+    for f in schema:
+        for r in rows:
+            try:
+                pa.array([r.get(f.name)], type=f.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                value = r.get(f.name)
+                shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+                return ValueError(f"column {f.name!r}: expected {f.type}, found {type(value).__name__} {shown}")
+    return None
 
 
 CORRUPT_SUFFIX = ".corrupt"

@@ -98,3 +98,109 @@ def test_a_plugin_architecture_runs_reports_and_reruns_exactly_its_units_when_ed
     assert (ran(out, "donor"), ran(out, "trial")) == (1, 1), out
     assert len(list((results / "donors").glob("mine-*.parquet"))) == 2
     assert len(list((results / "trials").glob("*.parquet"))) == 3
+
+
+ATTEMPTS_ENV = "STITCHSWEEP_TEST_ATTEMPTS"
+
+# A plugin index that returns an array where its trials column holds a number, and a plugin kind whose run
+# raises: each appends a line to the attempts file every time it runs. Its PLUGIN_VERSION stays "1" across the
+# fix (a fix that changes no result keeps the units' ids, so `--failed` reruns the same units).
+FAILING = f'''
+import os
+
+import numpy as np
+import pyarrow as pa
+
+from sweep.kinds.base import Kind, register_kind
+from sweep.measures.indices import register_index
+from sweep.store.catalogue import IndexEntry
+
+PLUGIN_VERSION = "1"
+FIXED = False
+
+
+def attempt(what):
+    with open(os.environ["{ATTEMPTS_ENV}"], "a") as log:
+        log.write(what + "\\n")
+
+
+def r2(a, b):
+    attempt("r2")
+    return 0.5 if FIXED else np.ones(3)
+
+
+register_index(IndexEntry("r2_units", ("sim_r2_units",), "r2 per unit"), r2, "flatten")
+
+SCHEMA = pa.schema([("unit_id", pa.string()), ("status", pa.string()), ("error", pa.string())])
+
+
+def parts(sweep_dir, unit):
+    return [sweep_dir.path / "probe" / (unit + ".parquet")]
+
+
+def run(unit, ctx):
+    attempt("probe")
+    if not FIXED:
+        raise ValueError("the probe is not ready")
+    from sweep.store.results import write_rows
+
+    write_rows(parts(ctx.sweep_dir, unit)[0], [dict(unit_id=unit, status="done")], SCHEMA)
+    return dict(status="done")
+
+
+def label(unit):
+    return "probe " + unit
+
+
+def units(raw, ctx):
+    return ("p0",)
+
+
+def unit_id(unit):
+    return unit
+
+
+register_kind(
+    Kind("probe", "probe", "probe units", "probe", parts, run, label, section="probe", parse=units, unit_id=unit_id,
+         schema=SCHEMA, after=("donor",))
+)
+'''
+
+
+def test_failing_plugin_code_is_recorded_failed_once_with_its_reason_and_rerun_with_failed(tmp_path):
+    """Under Ray, through the CLI: each failing unit runs once (no retry as a lost worker), is recorded failed
+    with its reason, named by `status` (exit 1); fixed, `run --failed` reruns exactly those."""
+    src, work, attempts = tmp_path / "src", tmp_path / "work", tmp_path / "attempts.log"
+    src.mkdir()
+    work.mkdir()
+    (src / "checks.py").write_text(FAILING)
+    space = {
+        **SPACE,
+        "name": "failing",
+        "plugins": ["checks.py"],
+        "donors": {"shipped": SPACE["donors"]["shipped"]},
+        "stitching": {**SPACE["stitching"], "pairs": [{"front": "zoo:shipped", "end": "zoo:shipped"}]},
+        "probe": {},
+    }
+    space["stitching"]["indices"] = ["r2_units"]
+    (src / "space.yaml").write_text(yaml.safe_dump(space, sort_keys=False))
+    env = {**os.environ, ATTEMPTS_ENV: str(attempts), "PYTHONPATH": str(Path(__file__).parents[2])}
+    results = tmp_path / "results"
+
+    def call(*args):
+        return subprocess.run([*CLI, *args], cwd=work, env=env, capture_output=True, text=True, timeout=900)
+
+    out = call("run", str(src / "space.yaml"), "--storage", str(results), "--num-cpus", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert sorted(attempts.read_text().split()) == ["probe", "r2"], out.stdout  # each ran once: no retry
+    assert "lost with its worker" not in out.stdout and "ray error" not in out.stdout, out.stdout
+    status = call("status", str(results / "failing"))
+    assert status.returncode == 1, status.stdout + status.stderr
+    assert "column 'sim_r2_units': expected double, found ndarray" in status.stdout, status.stdout
+    assert "ValueError: the probe is not ready (at checks.py:" in status.stdout, status.stdout
+
+    (src / "checks.py").write_text(FAILING.replace("FIXED = False", "FIXED = True"))
+    out = call("run", str(src / "space.yaml"), "--storage", str(results), "--num-cpus", "2", "--failed")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert sorted(attempts.read_text().split()) == ["probe", "probe", "r2", "r2"], out.stdout
+    assert call("status", str(results / "failing")).returncode == 0
