@@ -21,11 +21,14 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from sweep.store.compact import keep_winners
 from sweep.store.layout import (
+    CURRENT_FILE,
     CURVES_DIR,
     DONORS_DIR,
+    KEPT_SUFFIX,
     REPTESTS_DIR,
     SIMILARITY_DIR,
     SNAPSHOT_DIR,
+    STALE_DIR,
     TRIALS_DIR,
     key_column,
     tables,
@@ -140,22 +143,70 @@ def _gather(root: Loc, kind: str, problems: list[dict] | None = None) -> pa.Tabl
     return _to_schema(merged, expected)
 
 
+def _current(root: Loc, kind: str) -> set[str] | None:
+    """The part names of `kind`'s table that the sweep's current space names (`RESULTS/current.json`, written by
+    every run); None where no run recorded them (every part is read)."""
+    try:
+        return set(json.loads((root / CURRENT_FILE).read_text())[kind])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _stale(root: Loc, kind: str, expected: pa.Schema, problems: list[dict] | None) -> list[pa.Table]:
+    """The rows of the parts `RESULTS/_stale/<kind>/` keeps (units the space no longer names), each part's rows
+    with its `_part` and `_file`."""
+    out = []
+    for f in (root / STALE_DIR / kind).files(KEPT_SUFFIX):
+        try:
+            t = _read_part(f, kind, expected)
+        except Exception as exc:
+            if problems is not None:
+                problems.append({"path": str(f), "kind": kind, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        name = pa.array([f.name[: -len(KEPT_SUFFIX)]] * t.num_rows, pa.string())
+        out.append(t.append_column(PART, name).append_column(FILE, pa.array([f.name] * t.num_rows, pa.string())))
+    return out
+
+
 def read_table(
-    results: str | os.PathLike | Loc, kind: str, problems: list[dict] | None = None, with_parts: bool = False
+    results: str | os.PathLike | Loc,
+    kind: str,
+    problems: list[dict] | None = None,
+    with_parts: bool = False,
+    stale: bool = False,
 ) -> pa.Table:
     """All parts of `kind` ("trials", "donors" or "curves") as one Arrow table with a unified schema, in the
     parts' name order (`with_parts`: a `_part` column names each row's part, and `_file` the file it was read
     from). Parts compacted into one file (`sweep.store.compact`) are read like loose ones; a part recorded
     twice (a loose copy and a compacted one, or two compacted ones) counts once: the loose copy, else the
     newest compacted one. The rows of files unchanged since the last snapshot come from it (`write_snapshot`).
-    Unreadable files are skipped with a warning and appended to `problems` as {path, kind, error}."""
-    expected = schema(kind)
-    merged = _gather(open_root(results), kind, problems)
+    Unreadable files are skipped with a warning and appended to `problems` as {path, kind, error}.
+
+    Only the rows of the units the sweep's space names are read (`RESULTS/current.json`: the parts of units
+    an edited plugin or a shrunk space left behind are stale); `stale=True` adds the stale ones too (those a
+    run moved to `RESULTS/_stale/` and any the tables still hold), with a boolean column `stale`."""
+    expected, root = schema(kind), open_root(results)
+    merged = _gather(root, kind, problems)
+    if merged is not None:
+        merged = keep_winners(merged, FILE)
+    current = _current(root, kind)
+    kept = _stale(root, kind, expected, problems) if stale else []
+    if merged is not None and current is not None:
+        is_current = pa.compute.is_in(merged[PART], value_set=pa.array(sorted(current), pa.string()))
+        kept += [merged.filter(pa.compute.invert(is_current))] if stale else []
+        merged = merged.filter(is_current)
+    if stale:
+        flags = [pa.array([False] * (0 if merged is None else merged.num_rows), pa.bool_())] + [
+            pa.array([True] * t.num_rows, pa.bool_()) for t in kept
+        ]
+        parts = ([] if merged is None else [merged]) + [_to_schema(t, expected) for t in kept]
+        merged = pa.concat_tables(parts, promote_options="permissive") if parts else None
+        merged = merged.append_column("stale", pa.concat_arrays(flags)) if merged is not None else None
     if merged is None:
         empty = expected.empty_table()
         names = pa.array([], pa.string())
         return empty.append_column(PART, names).append_column(FILE, names) if with_parts else empty
-    merged = keep_winners(merged, FILE).sort_by(PART)
+    merged = merged.sort_by(PART)
     return merged if with_parts else merged.drop_columns([PART, FILE])
 
 
@@ -197,13 +248,14 @@ def load_similarity(results: str | os.PathLike | Loc) -> pd.DataFrame:
     return read_table(results, SIMILARITY_DIR).to_pandas()
 
 
-def load(results: str | os.PathLike | Loc) -> dict[str, pd.DataFrame]:
+def load(results: str | os.PathLike | Loc, stale: bool = False) -> dict[str, pd.DataFrame]:
     """Every table of a results directory (`tables()`: each registered kind's, then curves, donor_curves and
     energies), plus "problems": the parts that could not be read (path, kind, error), empty when every part is
-    fine."""
+    fine. Each table holds the units of the sweep's current space; `stale=True` adds those of units it no
+    longer names (an edited plugin's earlier version, a shrunk space), marked by a boolean column `stale`."""
     problems: list[dict] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported through "problems" instead
-        read = {name: read_table(results, name, problems).to_pandas() for name in tables()}
+        read = {name: read_table(results, name, problems, stale=stale).to_pandas() for name in tables()}
     read["donors"] = _latest_donors(read["donors"])
     return {**read, "problems": pd.DataFrame(problems, columns=["path", "kind", "error"])}

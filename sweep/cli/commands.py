@@ -127,12 +127,15 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
 
 
 def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
+    from sweep.plan.current import retire_lines, retire_stale
     from sweep.registry import KINDS
     from sweep.store.results import remove_stale_tmp
 
     stale = remove_stale_tmp(sweep_dir)
     if stale:
         print(f"removed {stale} partial file(s) left by an interrupted run")
+    for line in retire_lines(*retire_stale(sweep, sweep_dir)):  # the tables hold the space's units only
+        print(line, flush=True)
     chosen = run_selection(sweep, sweep_dir, args)
     plan = planning.to_run(sweep, sweep_dir, retry_failed, only=chosen)
     counts = {k: len(KINDS[k].units(sweep)) if chosen is None else len(chosen[k]) for k in plan}

@@ -39,7 +39,7 @@ def cmd_prune(args) -> int:
     for line in need.unreadable:
         print(f"note: zoo kept whole: a space under the root could not be read ({line})")
     cache = usage.cache_files(_cache_folder()) if args.cache else []
-    gone = usage.removable(usage.files(sweep_dir) + cache, need, args.zoo_unused, args.cache)
+    gone = usage.removable(usage.files(sweep_dir) + cache, need, args.zoo_unused, args.cache, args.stale)
     print(("would remove" if args.dry_run else "removing") + f" ({len(gone)} files):")
     print("\n".join(usage.lines(usage.summary(gone))))
     if args.dry_run:
@@ -68,5 +68,6 @@ def add_disk(sub) -> None:
     p.add_argument("results", help="RESULTS directory, e.g. results/quickstart (a folder or a pyarrow.fs URI)")
     p.add_argument("--cache", action="store_true", help="also empty the node cache (STITCHSWEEP_CACHE_DIR)")
     p.add_argument("--zoo-unused", action="store_true", help="also the zoo folders of donors no sweep's space reads")
+    p.add_argument("--stale", action="store_true", help="also the parts of units the sweep's space no longer names")
     p.add_argument("--dry-run", action="store_true", help="list what would go, remove nothing")
     p.set_defaults(fn=cmd_prune)

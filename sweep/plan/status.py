@@ -3,7 +3,9 @@ as lines or as JSON (which `report` reads for its header)."""
 
 from __future__ import annotations
 
+from sweep.plan.current import stale_counts
 from sweep.plan.planning import progress, read_error
+from sweep.store.layout import STALE_DIR
 
 
 def print_status(sweep, sweep_dir, only: dict | None = None) -> bool:
@@ -32,6 +34,10 @@ def print_status(sweep, sweep_dir, only: dict | None = None) -> bool:
             print(f"  ... and {len(prog.failed) - 20} more failed (see the {kind.table} table)")
         complete = complete and not prog.failed and not prog.pending and not prog.blocked
         any_failed = any_failed or bool(prog.failed)
+    stale = stale_counts(sweep_dir)
+    if stale:
+        parts = ", ".join(f"{n} {table}" for table, n in sorted(stale.items()))
+        print(f"stale, no longer in the space (kept in {STALE_DIR}/, not read): {parts} part(s)")
     if not complete:
         print(f"finish with: stitchsweep resume {sweep_dir.uri}" + (" --failed" if any_failed else ""))
     return complete
@@ -58,4 +64,5 @@ def status_json(sweep, sweep_dir, only: dict | None = None) -> dict:
         counts = {"total": prog.total, "done": len(prog.done), "failed": len(prog.failed), "pending": len(prog.pending)}
         kinds[name] = {"noun": kind.noun, **counts, "blocked": prog.blocked, "failures": failures}
     complete = all(k["failed"] == 0 and k["pending"] == 0 and not k["blocked"] for k in kinds.values())
-    return {"sweep": sweep.name, "results": sweep_dir.uri, "complete": complete, "kinds": kinds}
+    stale = stale_counts(sweep_dir)  # table -> parts of units the space no longer names
+    return {"sweep": sweep.name, "results": sweep_dir.uri, "complete": complete, "kinds": kinds, "stale": stale}

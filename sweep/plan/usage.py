@@ -22,6 +22,7 @@ from sweep.store.layout import (
     SET_ASIDE_DIR,
     SNAPSHOT_DIR,
     SPACE_FILE,
+    STALE_DIR,
     STITCHERS_DIR,
     ZOO_DIR,
     SweepDir,
@@ -32,6 +33,7 @@ from sweep.store.storage import TMP_PREFIX, Loc, open_root
 
 TEMPORARY = "temporary files"
 SET_ASIDE = "set-aside parts"
+STALE = "stale parts"  # of units the sweep's space no longer names (`sweep.plan.current`)
 CHECKPOINTS = "zoo checkpoints"
 KEPT_EPOCHS = "kept epochs"
 NODE_CACHE = "node cache"
@@ -71,6 +73,8 @@ def _sweep_category(rel: str) -> str:
         return TEMPORARY
     if name.endswith(CORRUPT_SUFFIX) or top == SET_ASIDE_DIR:
         return SET_ASIDE
+    if top == STALE_DIR:
+        return STALE
     if top in tables() and "/" in rel and name.endswith(PART_SUFFIX) and not name.startswith("."):
         return f"{top} parts"
     if top == INVERTED_DIR:
@@ -148,13 +152,16 @@ def summary(entries: list[Entry]) -> dict[str, dict[str, int]]:
     return dict(sorted(out.items()))
 
 
-def removable(entries: list[Entry], need: Needs, zoo_unused: bool, cache: bool) -> list[Entry]:
+def removable(entries: list[Entry], need: Needs, zoo_unused: bool, cache: bool, stale: bool = False) -> list[Entry]:
     """The files no unit needs: temporary files, set-aside parts, kept epochs no unit reads, with `zoo_unused`
-    every zoo file of a donor no unit reads, with `cache` the node cache. Never a table's part."""
+    every zoo file of a donor no unit reads, with `cache` the node cache, with `stale` the parts of units the
+    space no longer names. Never a table's part."""
     out = []
     for e in entries:
+        if e.category == STALE and stale:
+            out.append(e)
         if e.category.endswith(" parts") and e.category != SET_ASIDE:
-            continue  # a part a row is read from
+            continue  # a part a row is read from, or a stale one kept
         unused_donor = need.known and e.donor_key is not None and e.donor_key not in need.donor_keys
         if e.category in (TEMPORARY, SET_ASIDE) or (e.category == NODE_CACHE and cache):
             out.append(e)

@@ -96,8 +96,18 @@ def test_a_plugin_architecture_runs_reports_and_reruns_exactly_its_units_when_ed
     assert "trials rerun because a plugin's code changed: 1" in plan, plan
     out = cli("run", str(space), "--storage", str(tmp_path / "results"), "--num-cpus", "2", cwd=work, log=log)
     assert (ran(out, "donor"), ran(out, "trial")) == (1, 1), out
-    assert len(list((results / "donors").glob("mine-*.parquet"))) == 2
-    assert len(list((results / "trials").glob("*.parquet"))) == 3
+    assert "no longer in the space: " in out and "1 donors, 1 trials part(s), set aside in _stale/" in out, out
+    # the results are the edited code's: the earlier version's units are kept apart, read on request
+    assert len(list((results / "donors").glob("mine-*.parquet"))) == 1
+    assert len(list((results / "trials").glob("*.parquet"))) == 2
+    assert len(list((results / "_stale" / "trials").glob("*.parquet.kept"))) == 1
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    check = (
+        "import analysis, sys; t = analysis.load(sys.argv[1]); s = analysis.load(sys.argv[1], stale=True);"
+        "print(t['trials']['trial_id'].nunique(), len(t['trials']), len(t['donors']), int(s['trials']['stale'].sum()))"
+    )
+    read = subprocess.run([sys.executable, "-c", check, str(results)], env=env, capture_output=True, text=True)
+    assert read.stdout.split() == ["2", "2", "2", "1"], read.stdout + read.stderr  # one donors row per donor
 
 
 ATTEMPTS_ENV = "STITCHSWEEP_TEST_ATTEMPTS"

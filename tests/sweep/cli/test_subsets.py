@@ -38,8 +38,8 @@ def test_only_runs_its_selection_and_rerun_sets_parts_aside_and_runs_them_again(
     second = _cli("run", space, "--storage", storage, "--num-cpus", 2, "--rerun", "objective=dm,stitch_point=layer3.*")
     assert second.returncode == 1, second.stdout + second.stderr
     assert "--rerun: set aside 1 part(s) of 1 unit(s)" in second.stdout
-    aside = list((results / "_set_aside").glob("*/trials/*.parquet"))
-    assert {p.stem for p in aside} == again  # kept
+    aside = list((results / "_set_aside").glob("*/trials/*.parquet.kept"))
+    assert {p.name.removesuffix(".parquet.kept") for p in aside} == again  # kept
     after = _parts(results)
     assert set(after) == dm  # the rerun wrote its part again under the same id, the other dm part untouched
     assert all(after[u] != before[u] for u in again) and all(after[u] == before[u] for u in dm - again)

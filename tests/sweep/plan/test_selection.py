@@ -82,8 +82,8 @@ def test_set_aside_moves_the_selected_units_parts_and_keeps_them(tiny_space, tmp
     chosen = select(sweep, ["objective=dm"])
     folder, moved = set_aside_units(sweep, sweep_dir, chosen)
     assert moved == 2 and folder.parent.path == (sweep_dir.path / SET_ASIDE_DIR).path
-    kept = {p.stem: p.read_text() for p in (tmp_path / sweep.name / SET_ASIDE_DIR).glob("*/trials/*.parquet")}
-    assert kept == {u: u for u in chosen["trial"]}  # moved, content intact
+    kept = {p.name: p.read_text() for p in (tmp_path / sweep.name / SET_ASIDE_DIR).glob("*/trials/*.parquet.kept")}
+    assert kept == {f"{u}.parquet.kept": u for u in chosen["trial"]}  # moved, content intact, out of the glob
     left = {p.stem for p in (tmp_path / sweep.name / "trials").glob("*.parquet")}
     assert left == {t.trial_id for t in sweep.trials} - chosen["trial"]
 
@@ -108,8 +108,8 @@ def test_set_aside_takes_a_unit_out_of_a_compacted_file(tiny_space, tmp_path):
     chosen = select(sweep, ["objective=dm"])
     _, moved = set_aside_units(sweep, sweep_dir, chosen)
     assert moved == 2
-    kept = {p.stem for p in (tmp_path / sweep.name / SET_ASIDE_DIR).glob("*/trials/*.parquet")}
-    assert kept == chosen["trial"]
+    kept = {p.name for p in (tmp_path / sweep.name / SET_ASIDE_DIR).glob("*/trials/*.parquet.kept")}
+    assert kept == {f"{u}.parquet.kept" for u in chosen["trial"]}
     left = set(read_table(sweep_dir.path, "trials").to_pandas()["trial_id"])
     assert left == {t.trial_id for t in sweep.trials} - chosen["trial"]
     parts = {t.trial_id: sweep_dir.trial_part(t.trial_id) for t in sweep.trials}
