@@ -120,6 +120,9 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
 
     _check_counts(args)
     _cache_settings(args)
+    from sweep.worker.cache import record_in
+
+    record_in(sweep_dir)  # workers list the node-cache files they use in RESULTS/<sweep>/cache-keys/
     args.trackers = trackers.parse(args.tracker or (), sweep.name)  # a bad one is refused before anything runs
     _prepare(sweep_dir, sweep)
     with Lease(sweep_dir):  # one driver per sweep
@@ -194,6 +197,7 @@ def cmd_run(args) -> int:
         )
     sweep = load_space(args.space, args.overrides, args.plugin)
     storage("--storage", args.storage)
+    _cache_settings(args)  # a refused cache folder stops the command before anything is written
     sweep_dir = SweepDir(args.storage, sweep.name)
     _prepare(sweep_dir, sweep)
     # The sweep's own copy: `resume`, `status` and `report` read it. A grown space replaces it; trial ids

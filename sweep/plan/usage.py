@@ -5,10 +5,15 @@ kept epochs, inversion shards, ...), from one recursive listing of each through 
 local folder and a `pyarrow.fs` URI are counted alike. What a unit reads is decided from the spaces of every
 sweep under the root, because the zoo is shared by them all: a checkpoint or kept epoch that another sweep's
 units read is needed. A table's Parquet part is never a candidate for removal: `analysis.load` reads its rows.
+
+The node cache's files are this sweep's, other sweeps' or unrecorded, by the records that the workers of each
+sweep under the root wrote (`sweep.worker.cache.RECORD_DIR`): `prune --cache` removes only this sweep's files
+that no other sweep's record lists.
 """
 
 from __future__ import annotations
 
+import json
 import posixpath
 from dataclasses import dataclass, field
 
@@ -30,13 +35,17 @@ from sweep.store.layout import (
 )
 from sweep.store.results import CORRUPT_SUFFIX
 from sweep.store.storage import TMP_PREFIX, Loc, open_root
+from sweep.worker.cache import RECORD_DIR
 
 TEMPORARY = "temporary files"
 SET_ASIDE = "set-aside parts"
 STALE = "stale parts"  # of units the sweep's space no longer names (`sweep.plan.current`)
 CHECKPOINTS = "zoo checkpoints"
 KEPT_EPOCHS = "kept epochs"
-NODE_CACHE = "node cache"
+CACHE_RECORDS = "node cache records"
+CACHE_MINE = "node cache: this sweep's"
+CACHE_OTHERS = "node cache: other sweeps'"
+CACHE_UNRECORDED = "node cache: unrecorded"
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ class Entry:
     category: str
     donor_key: str | None = None
     epoch: int | None = None
+    also_others: bool = False  # a node-cache file of this sweep that another sweep's record lists too
 
 
 @dataclass
@@ -80,6 +90,7 @@ def _sweep_category(rel: str) -> str:
     if top == INVERTED_DIR:
         return "inversion shards"
     named = {STITCHERS_DIR: "stitchers", SNAPSHOT_DIR: "reader snapshots", RAY_DIR: "ray records"}
+    named[RECORD_DIR] = CACHE_RECORDS
     return named.get(top, "space and other files")
 
 
@@ -111,12 +122,63 @@ def files(sweep_dir: SweepDir) -> list[Entry]:
     return out + [_zoo_entry(i, zoo) for i in _listing(zoo)]
 
 
-def cache_files(folder) -> list[Entry]:
-    """The node cache's files (a local folder: `STITCHSWEEP_CACHE_DIR`, see `sweep.worker.cache`)."""
+@dataclass
+class Records:
+    """The node-cache files that the workers of the sweeps under a root recorded using: this sweep's, the other
+    sweeps', and the record files that could not be read (then no cache file is a candidate for removal)."""
+
+    mine: set[str] = field(default_factory=set)
+    others: set[str] = field(default_factory=set)
+    unreadable: list[str] = field(default_factory=list)
+
+
+def records(sweep_dir: SweepDir) -> Records:
+    """The records of every sweep folder under the root (`<sweep>/cache-keys/*.json`: each a worker process's
+    `{"files": [names], ...}`), this sweep's apart from the others'."""
+    out = Records()
+    for folder in sweep_dir.root.glob("*"):
+        names = out.mine if folder.name == sweep_dir.name else out.others
+        for f in (folder / RECORD_DIR).glob("*.json"):
+            try:
+                names.update(str(n) for n in json.loads(f.read_text())["files"])
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                out.unreadable.append(f"{f}: {type(exc).__name__}")
+    return out
+
+
+def cache_files(folder, recorded: Records | None = None) -> list[Entry]:
+    """The node cache's files (a local folder: `STITCHSWEEP_CACHE_DIR`, see `sweep.worker.cache`), each this
+    sweep's, other sweeps' or unrecorded by `recorded`'s lists."""
     if folder is None:
         return []
-    loc = open_root(str(folder))
-    return [Entry(Loc(loc.fs, i.path), int(i.size or 0), NODE_CACHE) for i in _listing(loc)]
+    loc, recorded = open_root(str(folder)), recorded or Records()
+    out = []
+    for i in _listing(loc):
+        name = i.base_name
+        category = CACHE_MINE if name in recorded.mine else CACHE_OTHERS if name in recorded.others else None
+        also = category == CACHE_MINE and name in recorded.others
+        out.append(Entry(Loc(loc.fs, i.path), int(i.size or 0), category or CACHE_UNRECORDED, also_others=also))
+    return out
+
+
+def cache_lines(cache: list[Entry], folder, gone: list[Entry] | None = None) -> list[str]:
+    """`du`'s (`gone` None) or `prune --cache`'s account of the node cache: this sweep's entries apart from the
+    rest; for `prune`, what stays there and why."""
+
+    def count(entries: list[Entry]) -> str:
+        return f"{len(entries)} files, {human(sum(e.size for e in entries))}"
+
+    mine = [e for e in cache if e.category == CACHE_MINE]
+    if gone is None:
+        rest = [e for e in cache if e.category != CACHE_MINE]
+        return [f"this sweep's cache entries: {count(mine)}; other entries in the cache folder {folder}: {count(rest)}"]
+    removed = {e.loc.path for e in gone}
+    kept = {
+        "of this sweep that another sweep's record lists": [e for e in mine if e.loc.path not in removed],
+        "of other sweeps": [e for e in cache if e.category == CACHE_OTHERS],
+        "unrecorded (no sweep under the root lists them)": [e for e in cache if e.category == CACHE_UNRECORDED],
+    }
+    return [f"kept in the cache folder {folder}: " + "; ".join(f"{count(v)} {k}" for k, v in kept.items())]
 
 
 def needs(root: Loc) -> Needs:
@@ -154,8 +216,8 @@ def summary(entries: list[Entry]) -> dict[str, dict[str, int]]:
 
 def removable(entries: list[Entry], need: Needs, zoo_unused: bool, cache: bool, stale: bool = False) -> list[Entry]:
     """The files no unit needs: temporary files, set-aside parts, kept epochs no unit reads, with `zoo_unused`
-    every zoo file of a donor no unit reads, with `cache` the node cache, with `stale` the parts of units the
-    space no longer names. Never a table's part."""
+    every zoo file of a donor no unit reads, with `cache` the node cache's files of this sweep that no other sweep's
+    record lists, with `stale` the parts of units the space no longer names. Never a table's part."""
     out = []
     for e in entries:
         if e.category == STALE and stale:
@@ -163,7 +225,7 @@ def removable(entries: list[Entry], need: Needs, zoo_unused: bool, cache: bool, 
         if e.category.endswith(" parts") and e.category != SET_ASIDE:
             continue  # a part a row is read from, or a stale one kept
         unused_donor = need.known and e.donor_key is not None and e.donor_key not in need.donor_keys
-        if e.category in (TEMPORARY, SET_ASIDE) or (e.category == NODE_CACHE and cache):
+        if e.category in (TEMPORARY, SET_ASIDE) or (e.category == CACHE_MINE and cache and not e.also_others):
             out.append(e)
         elif e.category == KEPT_EPOCHS and need.known and (e.donor_key, e.epoch) not in need.epochs:
             out.append(e)

@@ -13,18 +13,29 @@ Levels:
 - memory: one LRU per process under `STITCHSWEEP_CACHE_MB` (default 2048) megabytes, counting every tensor of
   an entry (a donor's parameters and buffers, a split's images, an activation tensor). An entry larger than
   the budget is computed and not kept.
-- disk (activations only): `STITCHSWEEP_CACHE_DIR` (default: `stitchsweep-cache` in the system's temporary
-  folder), files written atomically and read back memory-mapped, so the workers of a node compute a
-  representation once and share its pages. `STITCHSWEEP_CACHE_DISK_MB` (default 8192) bounds the folder:
-  the least recently used files go first. An empty `STITCHSWEEP_CACHE_DIR` turns the disk level off.
+- disk (activations only): `STITCHSWEEP_CACHE_DIR` (default: `stitchsweep-cache-<uid>` in `$TMPDIR` or the
+  system's temporary folder, made owner-only), files written atomically and read back memory-mapped, so the
+  workers of a node compute a representation once and share its pages. Each file holds its full key, compared
+  on read: a planted, stale or torn file is computed again. `STITCHSWEEP_CACHE_DISK_MB` (default 8192) bounds
+  the folder, least recently used files first; an empty `STITCHSWEEP_CACHE_DIR` turns the level off. Another
+  user's folder or one group or others can write is refused (`check_folder`; the driver stops in one line, a
+  worker leaves its disk level off) unless `STITCHSWEEP_CACHE_SHARED=1`.
+- records: with `STITCHSWEEP_CACHE_RECORD` (a sweep's folder: `record_in`), each process lists the files it
+  read or wrote in `<sweep>/cache-keys/<host>-<pid>-<token>.json`, its own (`du`, `prune --cache`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
+import socket
+import stat
+import sys
 import tempfile
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,7 +49,11 @@ SWITCH_ENV = "STITCHSWEEP_CACHE"
 BUDGET_ENV = "STITCHSWEEP_CACHE_MB"
 DIR_ENV = "STITCHSWEEP_CACHE_DIR"
 DISK_ENV = "STITCHSWEEP_CACHE_DISK_MB"
+SHARED_ENV = "STITCHSWEEP_CACHE_SHARED"
+RECORD_ENV = "STITCHSWEEP_CACHE_RECORD"
+RECORD_DIR = "cache-keys"  # under a sweep's folder: one JSON file per process that used the node's folder
 MB = 2**20
+_HOST = "".join(c if c.isalnum() or c in "-." else "_" for c in socket.gethostname()) or "host"  # in names
 
 
 @dataclass
@@ -56,29 +71,83 @@ class Settings:
     budget: int  # bytes, memory level
     disk_dir: Path | None
     disk_budget: int  # bytes, disk level
+    record: str | None = None  # the sweep folder (local path or URI) whose `RECORD_DIR` lists the files used
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> Settings:
+        """The settings of `env` (default: the environment); a bad variable, or a cache folder `check_folder`
+        refuses, is a SpecError naming it."""
         env = os.environ if env is None else env
         switch = env.get(SWITCH_ENV, "on").strip().lower()
         if switch not in ("on", "off"):
             raise SpecError(SWITCH_ENV, "'on' or 'off'", switch)
-        raw_dir = env.get(DIR_ENV)
-        disk_dir = Path(raw_dir) if raw_dir else None
-        if raw_dir is None:  # default: node-local; "" turns the disk level off
-            disk_dir = Path(tempfile.gettempdir()) / "stitchsweep-cache"
-        return cls(switch == "on", _megabytes(env, BUDGET_ENV, 2048), disk_dir, _megabytes(env, DISK_ENV, 8192))
+        if (shared := env.get(SHARED_ENV, "0").strip() or "0") not in ("0", "1"):
+            raise SpecError(SHARED_ENV, "'1' (a cache folder shared on purpose) or '0'", shared)
+        raw_dir = env.get(DIR_ENV)  # default: node-local, the user's own; "" turns the disk level off
+        disk_dir = default_folder() if raw_dir is None else Path(raw_dir) if raw_dir else None
+        if disk_dir is not None:
+            check_folder(disk_dir, shared == "1", create=switch == "on")
+        budgets = _megabytes(env, BUDGET_ENV, 2048), _megabytes(env, DISK_ENV, 8192)
+        return cls(switch == "on", budgets[0], disk_dir, budgets[1], env.get(RECORD_ENV) or None)
+
+
+def default_folder() -> Path:
+    """`stitchsweep-cache-<uid>` in `$TMPDIR` or the system's temporary folder: one per user and node."""
+    user = os.getuid() if hasattr(os, "getuid") else os.getlogin()
+    return Path(tempfile.gettempdir()) / f"stitchsweep-cache-{user}"
+
+
+def check_folder(folder: Path, shared: bool = False, create: bool = True) -> None:
+    """Create `folder` owner-only (0700) when absent (with `create`); refuse it (a SpecError naming it and
+    `STITCHSWEEP_CACHE_DIR`) when it or a link at its name is another user's, or group or others can write it,
+    unless `shared`. A folder that cannot be made or reached is let be: nothing is written or read there."""
+    if create and not os.path.lexists(folder):
+        with contextlib.suppress(OSError):  # a file in the way, no permission, or made meanwhile (checked below)
+            folder.mkdir(mode=0o700, parents=True)
+    try:
+        link, st = os.lstat(folder), os.stat(folder)
+    except OSError:
+        return
+    if shared or not hasattr(os, "getuid"):
+        return
+    uid, owners = os.getuid(), {link.st_uid, st.st_uid} - {os.getuid()}
+    found = [f"owned by uid {min(owners)}"] if owners else []
+    if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o022:
+        found.append(f"mode {stat.S_IMODE(st.st_mode):04o}, writable by group or others")
+    if found:
+        expected = f"a cache folder this user (uid {uid}) owns and only it can write (set {DIR_ENV} to one"
+        raise SpecError(
+            DIR_ENV, f"{expected}, or {SHARED_ENV}=1 for a folder shared on purpose)", f"{folder}: {', '.join(found)}"
+        )
+
+
+def record_in(sweep_dir) -> None:
+    """The driver's: every worker of the run lists the node's files its units use in the sweep's `RECORD_DIR`
+    (the variable reaches them with the other `STITCHSWEEP_CACHE*` settings: `backends.stage.worker_env`)."""
+    os.environ[RECORD_ENV] = sweep_dir.path.path if sweep_dir.path.is_local else sweep_dir.uri
+
+
+def _lenient(env: dict | None) -> Settings:
+    """A worker's settings: a refused folder turns its disk level off, with a note on stderr (once per line),
+    instead of failing the unit (the driver refused it already where it resolves the same settings)."""
+    try:
+        return Settings.from_env(env)
+    except SpecError as exc:
+        if exc.field != DIR_ENV:
+            raise
+        if str(exc) not in _NOTED:
+            _NOTED.add(str(exc))
+            print(f"note: the node's cache folder is not used: {exc}", file=sys.stderr)
+        return Settings.from_env({**(os.environ if env is None else env), DIR_ENV: ""})
+
+
+_NOTED: set[str] = set()
 
 
 def _megabytes(env, name: str, default: int) -> int:
-    raw = env.get(name, str(default))
-    try:
-        value = int(raw)
-        if value < 0:
-            raise ValueError
-    except ValueError:
-        raise SpecError(name, "a whole number of megabytes >= 0", raw) from None
-    return value * MB
+    if not str(raw := env.get(name, str(default))).strip().isdigit():
+        raise SpecError(name, "a whole number of megabytes >= 0", raw)
+    return int(raw) * MB
 
 
 def nbytes(obj: Any) -> int:
@@ -103,7 +172,7 @@ class WorkerCache:
     """The process's LRU (thread-safe: Tune runs a function trainable in a thread of its actor)."""
 
     def __init__(self, settings: Settings | None = None) -> None:
-        self.settings = settings or Settings.from_env()
+        self.settings = settings or _lenient(None)
         self.stats = Stats()
         self._entries: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
         self._bytes = 0
@@ -111,6 +180,9 @@ class WorkerCache:
         self._writer: ThreadPoolExecutor | None = None  # `on_disk`'s files, one at a time, in order
         self._writes: list[Future] = []
         self.write_node = True  # whether `on_disk` writes the node's files (`configure`)
+        self._used: set[str] = set()  # names of the node's files read or written, `_recorded` of them recorded
+        self._recorded = 0
+        self._record_name = f"{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"
 
     @property
     def bytes(self) -> int:
@@ -131,18 +203,19 @@ class WorkerCache:
                 self._entries.move_to_end(key)
                 self.stats.hits += 1
                 return self._entries[key][0]
-        value = None
-        path = self._disk_path(key) if disk else None
-        if path is not None:
-            value = _read_tensor(path)
-            if value is not None:
-                self.stats.disk_hits += 1
-                value = value.to(device) if device is not None else value
-        if value is None:
+        entry = self._disk_entry(key) if disk else None
+        value = self._read(entry) if entry is not None else None
+        if value is not None:
+            self.stats.disk_hits += 1
+            value = value.to(device) if device is not None else value
+        else:
             self.stats.misses += 1
             value = compute()
-            if path is not None:
-                _write_tensor(path, value, self.settings.disk_budget)
+            if entry is not None:
+                self._use(entry[0])
+                _write_tensor(entry, value, self.settings.disk_budget)
+        if entry is not None:
+            self._write_record()
         self._keep(key, value)
         return value
 
@@ -165,39 +238,68 @@ class WorkerCache:
         (its caller keeps what it assembles from such pieces). The file is written by a background thread
         while the caller computes its next piece (the value must not change afterwards: cached values never
         do); `flush()` waits for the writes. With `write_node` False, files are read but none is written."""
-        path = self._disk_path(key) if self.settings.enabled else None
-        value = _read_tensor(path) if path is not None else None
+        entry = self._disk_entry(key) if self.settings.enabled else None
+        value = self._read(entry) if entry is not None else None
         if value is not None:
             self.stats.disk_hits += 1
             return value.to(device) if device is not None else value
         self.stats.misses += 1
         value = compute()
-        if path is not None and self.write_node:
-            self._write_later(path, value)
+        if entry is not None and self.write_node:
+            self._write_later(entry, value)
         return value
 
     def store(self, key: tuple, value: Any) -> bool:
         """Write `value` (a tensor computed elsewhere, e.g. by the donor stage for later units) as the node's
         file of `key`, in the background as `on_disk` does, unless the file is there or no file is written
         (cache off, no disk level, `write_node` False). Whether a write began."""
-        path = self._disk_path(key) if self.settings.enabled and self.write_node else None
-        if path is None or path.exists():
-            return False
-        self._write_later(path, value)
+        entry = self._disk_entry(key) if self.settings.enabled and self.write_node else None
+        if entry is None or entry[0].exists():
+            return entry is not None and self._use(entry[0], False)  # a later unit of this sweep reads it
+        self._write_later(entry, value)
         return True
 
-    def _write_later(self, path: Path, value) -> None:
+    def _write_later(self, entry: tuple[Path, str], value) -> None:
+        self._use(entry[0])
         with self._lock:
             if self._writer is None:
                 self._writer = ThreadPoolExecutor(1, thread_name_prefix="cache-writer")
-            self._writes.append(self._writer.submit(_write_tensor, path, value, self.settings.disk_budget))
+            self._writes.append(self._writer.submit(_write_tensor, entry, value, self.settings.disk_budget))
 
     def flush(self) -> None:
-        """Wait until every file `on_disk` began writing is written (or given up)."""
+        """Wait until every file `on_disk` began writing is written (or given up); then bring this process's
+        record of the files it used up to date."""
         with self._lock:
             writes, self._writes = self._writes, []
         for w in writes:
             w.result()
+        self._write_record()
+
+    def _read(self, entry: tuple[Path, str]):
+        value = _read_tensor(*entry)
+        return None if value is None else self._use(entry[0], value)
+
+    def _use(self, path: Path, passed: Any = None) -> Any:
+        """Note that this process used the node's file at `path` (`_write_record`); returns `passed`."""
+        with self._lock:
+            self._used.add(path.name)
+        return passed
+
+    def _write_record(self) -> None:
+        """Rewrite this process's record (`RECORD_DIR`) when it used files it does not list yet (a failed write
+        costs `du`'s and `prune`'s attribution only, never the unit)."""
+        from sweep.store.storage import open_root
+
+        with self._lock:
+            if self.settings.record is None or len(self._used) == self._recorded:
+                return
+            names = sorted(self._used)
+        doc = {"host": _HOST, "pid": os.getpid(), "folder": str(self.settings.disk_dir), "files": names}
+        try:
+            (open_root(self.settings.record) / RECORD_DIR / self._record_name).write_text(json.dumps(doc))
+            self._recorded = max(self._recorded, len(names))
+        except Exception:  # pyarrow raises OSError, ArrowInvalid, ...
+            pass
 
     def _keep(self, key: tuple, value: Any) -> None:
         size = nbytes(value)
@@ -214,62 +316,63 @@ class WorkerCache:
             self._entries[key] = (value, size)
             self._bytes += size
 
-    def _disk_path(self, key: tuple) -> Path | None:
-        if self.settings.disk_dir is None:
-            return None
-        digest = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
-        return self.settings.disk_dir / f"{digest}.pt"
+    def _disk_entry(self, key: tuple) -> tuple[Path, str] | None:
+        """The node's file of `key` and the full key it must hold (its name is a hash of it)."""
+        text = repr(key)
+        name = f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.pt"
+        return None if self.settings.disk_dir is None else (self.settings.disk_dir / name, text)
 
 
-def _read_tensor(path: Path):
+def _read_tensor(path: Path, key: str):
+    """The tensor of the file at `path` when the file holds it under the full `key`; else None (recompute):
+    absent, torn by a writer that died, unreadable, another format, or planted or stale under this name."""
     import torch
 
     try:
-        value = torch.load(path, mmap=True, weights_only=True)
-        os.utime(path)  # recently used: evicted last
-        return value
-    except Exception:  # absent, or torn by a writer that died, or unreadable: recompute
+        held = torch.load(path, mmap=True, weights_only=True)
+    except Exception:
         return None
+    if not isinstance(held, dict) or held.get("key") != key or not isinstance(held.get("value"), torch.Tensor):
+        return None
+    with contextlib.suppress(OSError):  # another user's file in a shared folder
+        os.utime(path)  # recently used: evicted last
+    return held["value"]
 
 
-def _write_tensor(path: Path, value, disk_budget: int) -> None:
-    """Write atomically (a temporary name, then a rename); a full disk or a folder this user cannot write
-    only costs the sharing, never the unit. Oldest files are removed first to stay within `disk_budget`."""
+def _write_tensor(entry: tuple[Path, str], value, disk_budget: int) -> None:
+    """Write `{"key": full key, "value": tensor}` atomically (a temporary name, then a rename); a full disk or a
+    folder this user cannot write only costs the sharing, never the unit. Oldest files are removed first to
+    stay within `disk_budget`."""
     import torch
 
+    path, key = entry
     size = nbytes(value)
     if size > disk_budget:
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         _make_room(path.parent, disk_budget - size)
-        torch.save(value.detach().cpu() if value.device.type != "cpu" else value, tmp)
+        torch.save({"key": key, "value": value.detach().cpu() if value.device.type != "cpu" else value}, tmp)
         os.replace(tmp, path)
     except Exception:  # torch.save raises RuntimeError, not OSError, for a path it cannot write
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
 
 
 def _make_room(folder: Path, budget: int) -> None:
     files = []
     for f in [*folder.glob("*.pt"), *folder.glob(".*.tmp")]:  # temporary files of writers that died count too
-        try:
+        with contextlib.suppress(OSError):
             st = f.stat()
-        except OSError:
-            continue
-        files.append((st.st_mtime, st.st_size, f))
+            files.append((st.st_mtime, st.st_size, f))
     total = sum(s for _, s, _ in files)
     for _, size, f in sorted(files):
         if total <= budget:
             break
-        try:
+        with contextlib.suppress(OSError):
             f.unlink()
             total -= size
-        except OSError:
-            pass
 
 
 _CACHE: WorkerCache | None = None
@@ -289,7 +392,7 @@ def configure(env: dict | None = None, write_node: bool = True) -> WorkerCache:
     the node's cache files are written (the backend's `Kind.shares_halves` of the stage); they are read
     either way."""
     global _CACHE
-    settings = Settings.from_env(env)
+    settings = _lenient(env)
     if _CACHE is None or _CACHE.settings != settings:
         _CACHE = WorkerCache(settings)
     _CACHE.write_node = write_node

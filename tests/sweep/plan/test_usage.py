@@ -13,6 +13,7 @@ import pytest
 
 from sweep.cli import main
 from sweep.store.layout import SPACE_FILE
+from sweep.worker.cache import RECORD_DIR
 
 SPACE = """
 name: tiny
@@ -32,7 +33,8 @@ def _write(path: Path, n: int) -> Path:
 
 @pytest.fixture
 def results(tmp_path, monkeypatch):
-    """A sweep folder with synthetic parts, a zoo with a read and an unread donor, and leftovers."""
+    """A sweep folder with synthetic parts, a zoo with a read and an unread donor, leftovers, and a node cache
+    holding a file this sweep's record lists and one no record lists."""
     from sweep.config.space import load_space
     from tests.synthetic import synthetic_results
 
@@ -53,7 +55,10 @@ def results(tmp_path, monkeypatch):
         "tmp": _write(sweep_root / "trials" / ".tmp-x.parquet.1234", 10),
         "aside": _write(sweep_root / "trials" / "old.parquet.corrupt", 20),
         "cache": _write(tmp_path / "cache" / "act.npy", 40),
+        "unrecorded_cache": _write(tmp_path / "cache" / "other.npy", 30),
     }
+    (tmp_path / "cache").chmod(0o700)  # the user's own folder, whatever the umask
+    _write(sweep_root / RECORD_DIR / "host-1-ab.json", 0).write_text(json.dumps({"files": ["act.npy"]}))
     monkeypatch.setenv("STITCHSWEEP_CACHE_DIR", str(tmp_path / "cache"))
     return sweep_root, files
 
@@ -66,13 +71,18 @@ def _du(results: Path | str, capsys) -> dict:
 def test_du_counts_every_file_at_its_size(results, capsys):
     sweep_root, files = results
     doc = _du(sweep_root, capsys)
-    listed = [p for top in (sweep_root, sweep_root.parent / "zoo", files["cache"].parent) for p in top.rglob("*")]
-    on_disk = [p for p in listed if p.is_file()]
+    listed = [p for top in (sweep_root, sweep_root.parent / "zoo") for p in top.rglob("*")] + [files["cache"]]
+    on_disk = [p for p in listed if p.is_file()]  # the cache folder's unrecorded file apart
     assert doc["total"] == {"files": len(on_disk), "bytes": sum(os.path.getsize(p) for p in on_disk)}
     cats = doc["categories"]
     assert cats["zoo checkpoints"] == {"files": 2, "bytes": 1700}
     assert cats["kept epochs"] == {"files": 2, "bytes": 500}
-    assert cats["node cache"] == {"files": 1, "bytes": 40}
+    assert cats["node cache: this sweep's"] == {"files": 1, "bytes": 40}
+    assert doc["cache"] == {
+        "folder": str(files["cache"].parent),
+        "node cache: this sweep's": {"files": 1, "bytes": 40},
+        "node cache: unrecorded": {"files": 1, "bytes": 30},
+    }
     for table in ("donors", "training_similarity"):
         parts = list((sweep_root / table).glob("*.parquet"))
         assert parts and cats[f"{table} parts"] == {"files": len(parts), "bytes": sum(map(os.path.getsize, parts))}
@@ -88,10 +98,11 @@ def _rows(results: Path) -> dict[str, pd.DataFrame]:
 def test_prune_removes_only_unread_files(results, capsys, flags):
     sweep_root, files = results
     before = _rows(sweep_root)
-    everything = {p for p in sweep_root.parent.rglob("*") if p.is_file()} | {files["cache"]}
+    cache = set(files["cache"].parent.iterdir())
+    everything = {p for p in sweep_root.parent.rglob("*") if p.is_file()} | cache
     assert main(["prune", str(sweep_root), "--dry-run", *flags]) == 0
     listing = capsys.readouterr().out
-    assert everything == {p for p in sweep_root.parent.rglob("*") if p.is_file()} | {files["cache"]}
+    assert everything == {p for p in sweep_root.parent.rglob("*") if p.is_file()} | cache
     gone = {"tmp", "aside", "unread_epoch"} | ({"stale_ckpt", "stale_state", "cache"} if flags else set())
     assert {k for k, p in files.items() if str(p) in listing} == gone
     assert main(["prune", str(sweep_root), *flags]) == 0

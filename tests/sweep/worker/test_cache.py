@@ -137,10 +137,10 @@ def test_chunk_files_are_written_while_the_next_chunk_is_computed(settings, tmp_
     release, written = threading.Event(), []
     write = cache._write_tensor
 
-    def held_write(path, value, budget):
+    def held_write(entry, value, budget):
         assert release.wait(30)
-        write(path, value, budget)
-        written.append(path)
+        write(entry, value, budget)
+        written.append(entry[0])
 
     monkeypatch.setattr(cache, "_write_tensor", held_write)
     values = [torch.full((4,), float(i)) for i in range(3)]
