@@ -48,7 +48,7 @@ class StageEvents(tune.Callback):
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.held = max(self.held, len(trials))  # Tune's own list
-        self.sweep.started(self.kind, trial.trial_id)
+        self.sweep.started(self.kind, trial.config["unit"])  # the planned unit: its price
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         self.last[trial.trial_id] = result
@@ -70,7 +70,7 @@ class StageEvents(tune.Callback):
         status = r.get("status", "?")
         if "status" in r:
             self.finished += 1
-        self.sweep.finished(self.kind, trial.trial_id, failed=status != "done" and status != "skipped")
+        self.sweep.finished(self.kind, trial.config["unit"], failed=status != "done" and status != "skipped")
         detail = r.get("error") if status == "failed" else fmt_metrics(r)
         self.sweep.note(f"{self._prefix()} {self.label(trial.config)}: {status} {detail}")
 
@@ -87,10 +87,10 @@ class StageEvents(tune.Callback):
         if self.gave_up is not None:  # Tune errors a trial lost with its node when its dead actor's second
             # failed task arrives after the trial was requeued, whatever its retries left: run it again
             self.gave_up.append(trial.config["unit"])
-            self.sweep.forget(self.kind, trial.trial_id)
+            self.sweep.forget(self.kind, trial.config["unit"])
             return self.sweep.note(f"[{self.stage}] {self.label(trial.config)}: ray error; it runs again later")
         self.done += 1
-        self.sweep.finished(self.kind, trial.trial_id, failed=True)
+        self.sweep.finished(self.kind, trial.config["unit"], failed=True)
         self.sweep.note(
             f"[{self.stage} {self.done}/{self.total}] {self.label(trial.config)}: ray error "
             f"(after retries); rerun with `stitchsweep resume`"

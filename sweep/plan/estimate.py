@@ -23,7 +23,10 @@ The model counts image passes and prices them:
   PGD steps), a representation test's linear probes and indices' algebra too; saliency units, one step per
   image and model; inversion units, images x (steps + 1) steps up to the inverted point (a stitched network
   priced as its end network).
-What a profile has no timings for is listed ("not priced") and the total is then a lower bound. The wall time
+An architecture of the user's (a plugin's) that the profile does not know is measured here, as calibration
+measures a profile's, and scaled to the profile's seconds (`sweep.plan.calibration.measure_here`): the estimate
+says so on a line of its own. What a profile still has no timings for is listed ("not priced") and the total is
+then a lower bound (a shipped architecture is never measured by `plan`: it would import PyTorch). The wall time
 (`sweep.plan.wall`) adds the command's start-up and the workers' start (PyTorch's import, reading the dataset:
 the first stage's, and the workers a later stage starts beside the one kept) to the work spread over the
 workers. Left out: decoding a streamed image folder (it overlaps the passes in the loader's processes), t-SNE
@@ -37,12 +40,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from sweep.plan.index_costs import RATES
 from sweep.plan.prices import Pricer
 
 PROFILES = Path(__file__).parent / "profiles"
 DEFAULT_PROFILE = PROFILES / "cpu-2core.json"
+
+
+class UnitPrice(NamedTuple):
+    """One unit's price: its id, its group (the architectures its price read, `+`-joined), its device-seconds,
+    and whether the profile priced all of it (False: a lower bound)."""
+
+    unit: str
+    group: str
+    seconds: float
+    priced: bool
 
 
 @dataclass
@@ -53,6 +67,9 @@ class Estimate:
     units: dict[str, int] = field(default_factory=dict)
     uncalibrated: set[str] = field(default_factory=set)  # what the profile has no timings for (arch@shape, ...)
     scale: dict[str, float] = field(default_factory=dict)  # kind -> measured / predicted of its recorded units
+    per_unit: dict[str, list[UnitPrice]] = field(default_factory=dict)  # kind -> its units' prices, in plan order
+    measured: dict[str, str] = field(default_factory=dict)  # shape key measured here -> how (the estimate's line)
+    measuring_s: float = 0.0  # the seconds measuring them took (once per process: the first time's)
 
     @property
     def total(self) -> float:
@@ -80,8 +97,36 @@ def load_profile(path: str | Path | None = None) -> dict:
     return profile
 
 
-def estimate(sweep, plan: dict[str, list[str]], profile: dict, cache: bool = True) -> Estimate:
-    """Device-seconds of the units of `plan` (kind -> unit ids) under `profile`."""
+def estimate(sweep, plan: dict[str, list[str]], profile: dict, cache: bool = True, measure: bool = True) -> Estimate:
+    """Device-seconds of the units of `plan` (kind -> unit ids) under `profile`. A plugin's architecture the
+    profile has no entry for is measured here first (`measure`; `sweep.plan.calibration.measure_here`, once per
+    process) and priced with the measured entry; a shipped one is left unpriced (measuring it would import
+    PyTorch, which `plan` never does for shipped architectures)."""
+    out, pricer = _priced(sweep, plan, profile, cache)
+    todo = {key: shape for key, shape in pricer.unknown.items() if _plugin(shape[0])} if measure else {}
+    if not todo:
+        return out
+    from sweep.plan.calibration import measure_here
+
+    entries, notes, failed, took = measure_here(todo, profile, pricer.wanted)
+    if entries:
+        out, _ = _priced(sweep, plan, {**profile, "archs": {**profile["archs"], **entries}}, cache)
+    out.measured, out.measuring_s = notes, took
+    for key, why in failed.items():
+        out.uncalibrated.discard(key)
+        out.uncalibrated.add(f"{key} (measuring it here failed: {why})")
+    return out
+
+
+def _plugin(arch: str) -> bool:
+    """Whether `arch` is registered by the user's code (not a shipped architecture)."""
+    from sweep.registry import ARCHITECTURES
+
+    return arch in ARCHITECTURES.names() and not getattr(ARCHITECTURES[arch], "builtin", True)
+
+
+def _priced(sweep, plan: dict[str, list[str]], profile: dict, cache: bool):
+    """The estimate of `plan` with `profile`'s timings as they are, and the `Pricer` (what it lacked)."""
     from sweep.registry import KINDS, resolve
 
     out = Estimate()
@@ -94,17 +139,34 @@ def estimate(sweep, plan: dict[str, list[str]], profile: dict, cache: bool = Tru
                 out.uncalibrated.add(f"{kind.noun} (the kind declares no price)")
             out.seconds[name], out.units[name] = 0.0, len(ids)
             continue
-        price, units = resolve(kind.price), kind.units(sweep)
-        out.seconds[name], out.units[name] = sum(price(units[uid], p) for uid in ids), len(ids)
-    return out
+        price, units, rows = resolve(kind.price), kind.units(sweep), []
+        for uid in ids:
+            p.start()
+            seconds = price(units[uid], p)
+            rows.append(UnitPrice(uid, "+".join(sorted(p.touched)), seconds, not p.lacking))
+        out.per_unit[name] = rows
+        out.seconds[name], out.units[name] = sum(r.seconds for r in rows), len(ids)
+    return out, p
 
 
-def unit_prices(sweep, plan: dict[str, list[str]], costs: str | None = None) -> tuple[dict[str, float], float]:
-    """What the progress line's ETA starts from: per kind of `plan`, the mean price of its units under the
-    profile (kinds the profile cannot price left out), and the profile's fixed cost of a stage."""
+def unit_prices(sweep, plan: dict[str, list[str]], costs: str | None = None) -> tuple[dict[str, list], float]:
+    """What the progress line's ETA starts from: per kind of `plan` that declares a price, its units' prices
+    (`UnitPrice`: each with the architectures it reads and whether the profile priced all of it), in the order
+    its stage hands them out (`Kind.locality`, as `sweep.backends.ray` sorts them); and the profile's fixed cost
+    of a stage. A plugin's architecture the profile lacks is measured here (`estimate`)."""
+    from sweep.registry import KINDS
+
     profile = load_profile(costs)
     est = estimate(sweep, plan, profile)
-    prices = {k: s / est.units[k] for k, s in est.seconds.items() if est.units[k] and s > 0}
+    for key, how in sorted(est.measured.items()):
+        print(f"note: {key} measured here for the ETA ({est.measuring_s:.0f} s; not in the profile): {how}", flush=True)
+    prices = {}
+    for name, rows in est.per_unit.items():
+        kind = KINDS[name]
+        if kind.locality:
+            units = kind.units(sweep)
+            rows = sorted(rows, key=lambda r, kind=kind, units=units: kind.locality(units[r.unit]))
+        prices[name] = rows
     return prices, float(profile.get("stage_s", 0.0))
 
 
@@ -181,17 +243,20 @@ def describe(est: Estimate, profile: dict, sweep, workers: int) -> list[str]:
     if not any(est.units.values()):
         lines.append("  nothing to run")
     gpus = sweep.gpus_per_trial or 1
-    wall = wall_time(est.seconds, est.units, profile, sweep, max(1, workers), est.uncalibrated)
+    wall = wall_time(est.seconds, est.units, profile, sweep, max(1, workers), est.uncalibrated, est.measuring_s)
     low = " at least (some units are not priced: below)" if est.uncalibrated else ""
+    measuring = f", measuring {_hours(wall.measuring)} (below)" if est.measured else ""
     lines.append(
         f"  total: {_hours(est.total)} device time{low}; {_hours(wall.total)} wall time with {wall.workers} worker(s)"
-        f" (start-up {_hours(wall.startup)}, workers' start over {wall.n_stages} stage(s) {_hours(wall.stages)},"
-        f" work {_hours(wall.work)})"
+        f" (start-up {_hours(wall.startup)}{measuring}, workers' start over {wall.n_stages} stage(s)"
+        f" {_hours(wall.stages)}, work {_hours(wall.work)})"
     )
     if profile.get("device", "cpu") != "cpu":
         lines.append(f"  GPU-hours: {est.total * gpus / 3600:.1f} (gpus_per_trial {gpus})")
     else:
         lines.append("  GPU-hours: not predicted (a CPU profile; calibrate on the GPU: tests/benchmarks/calibrate.py)")
+    for key, how in sorted(est.measured.items()):
+        lines.append(f"  {key} measured here (not in the profile): {how}")
     if est.uncalibrated:
         lines.append(f"  not priced (no timings in the profile): {', '.join(sorted(est.uncalibrated))}")
     return lines

@@ -14,7 +14,9 @@ def shape_key(arch: str, channels: int, image_size: int) -> str:
 
 
 class Pricer:
-    """Prices image passes of one architecture on one input shape with a profile's timings."""
+    """Prices image passes of one architecture on one input shape with a profile's timings. Per unit priced
+    (`start`), it notes the architectures the price read (`touched`) and whether it lacked timings (`lacking`);
+    over the estimate, the shapes the profile does not know (`unknown`) and the OOD detectors asked of each."""
 
     def __init__(self, profile: dict, missing: set[str], arch_of: dict | None = None, cache: bool = True) -> None:
         self.archs = profile["archs"]
@@ -26,12 +28,28 @@ class Pricer:
         self.arch_of = arch_of or {}
         self.fills: dict | None = {} if cache else None
         self.detectors: set = set()
+        self.unknown: dict[str, tuple[str, int, int]] = {}  # shape key -> (arch, channels, image size)
+        self.wanted: dict[str, set[str]] = {}  # shape key -> the OOD detector kinds priced on it
+        self.start()
+
+    def start(self) -> None:
+        """A new unit is priced: what it reads and lacks is noted afresh."""
+        self.touched: set[str] = set()
+        self.lacking = False
+
+    def lack(self, what: str) -> None:
+        """`what` has no timings: listed as not priced, and the unit's price is a lower bound."""
+        self.missing.add(what)
+        self.lacking = True
 
     def _entry(self, arch: str, dataset: str) -> dict | None:
-        key = shape_key(arch, *_shape(dataset))
+        shape = _shape(dataset)
+        key = shape_key(arch, *shape)
+        self.touched.add(arch)
         entry = self.archs.get(key)
         if entry is None:
-            self.missing.add(key)
+            self.unknown[key] = (arch, *shape)
+            self.lack(key)
         return entry
 
     def forward(self, arch: str, dataset: str, images: float, upto: str | None = None, after: str | None = None):
@@ -53,21 +71,22 @@ class Pricer:
     def algebra(self, work) -> float:
         """Seconds of float64 algebra (`sweep.plan.index_costs.Work`) at the profile's rates."""
         if self.rates is None:
-            self.missing.add("the indices' algebra (no `algebra` timings)")
+            self.lack("the indices' algebra (no `algebra` timings)")
             return 0.0
         return work.seconds(self.rates)
 
     def detector(self, arch: str, dataset: str, point: str, kind: str, steps: float, forwards: float) -> float:
         """Seconds of `steps` training steps and `forwards` forward passes (images) of the `kind` OOD detector
         on `arch`'s activations at `point`."""
+        key = shape_key(arch, *_shape(dataset))
+        self.wanted.setdefault(key, set()).add(kind)
         e = self._entry(arch, dataset)
         if e is None:
             return 0.0
         timed = e.get("detector", {}).get(kind, {}).get(point)
         if timed is None:
-            key = shape_key(arch, *_shape(dataset))
-            self.missing.add(f"the {kind} OOD detector of {key} at {point}" if kind in e.get("detector", {})
-                             else f"the {kind} OOD detector of {key}")  # fmt: skip
+            self.lack(f"the {kind} OOD detector of {key} at {point}" if kind in e.get("detector", {})
+                      else f"the {kind} OOD detector of {key}")  # fmt: skip
             return 0.0
         return steps * timed["step_s"] + forwards * timed["forward_s"]
 

@@ -7,6 +7,8 @@ the fixed costs no unit accounts for, each measured by `tests/benchmarks/fixed_c
   by the first stage whole (its workers start side by side); a later stage runs on a worker kept from the stage
   before while the others (at most the stage's units at once, less one) start: they cost it `stage_s` x
   (k - 1) / k of wall time, k the units it runs at once;
+- `measuring`: the seconds the driver spends measuring a plugin's architectures the profile lacks
+  (`sweep.plan.calibration.measure_here`: `run` prices its ETA with them too), once;
 - the units' work, each with the profile's `unit_s` (a unit's fixed cost on a warm worker), priced by
   `sweep.plan.estimate`. A profile is timed with `threads` threads (calibrate.py's `--threads`); a stage of n units
   runs min(n, workers) of them at once with `cpus_per_trial` threads each, so its work takes its device time x
@@ -28,10 +30,11 @@ class Wall:
     work: float
     workers: int
     n_stages: int
+    measuring: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.startup + self.stages + self.work
+        return self.startup + self.measuring + self.stages + self.work
 
 
 def default_workers(sweep) -> int:
@@ -41,9 +44,10 @@ def default_workers(sweep) -> int:
 
 
 def wall_time(seconds: dict[str, float], units: dict[str, int], profile: dict, sweep, workers: int,
-              missing: set[str]) -> Wall:  # fmt: skip
+              missing: set[str], measuring: float = 0.0) -> Wall:  # fmt: skip
     """The wall time of running `units` (kind -> count) whose device time is `seconds` (kind -> s) with
-    `workers` at once; what the profile lacks of the fixed costs goes into `missing`."""
+    `workers` at once, the driver measuring for `measuring` seconds first; what the profile lacks of the fixed
+    costs goes into `missing`."""
     for key, what in (("startup_s", "the command's start-up"), ("stage_s", "the workers' start")):
         if key not in profile:
             missing.add(f"{what} (no `{key}`: tests/benchmarks/calibrate.py --fixed)")
@@ -57,7 +61,7 @@ def wall_time(seconds: dict[str, float], units: dict[str, int], profile: dict, s
         work += seconds[kind] * threads / (at_once * per_unit) if cpu else seconds[kind] / at_once
     startup = float(profile.get("startup_s", 0.0))
     stage = float(profile.get("stage_s", 0.0)) * later_stages([min(units[k], workers) for k in stages])
-    return Wall(startup, stage, work, workers, len(stages))
+    return Wall(startup, stage, work, workers, len(stages), measuring)
 
 
 def later_stages(at_once: list[int]) -> float:

@@ -113,3 +113,67 @@ def test_phase_lines_say_what_the_driver_does_before_the_first_unit():
     lines = out.getvalue().splitlines()
     assert lines[0] == "[sweep] starting Ray (a local node) and importing Tune (3s elapsed)"
     assert lines[1].startswith("[sweep] stitch: starting workers for 1 trials (") and lines[1].endswith("elapsed)")
+
+
+def test_a_unit_class_priced_near_zero_does_not_blow_the_eta_up_once_one_of_it_finished():
+    """The issue's shape: donors of a network the profile priced at almost nothing (0.01 s) take 20 s each. Their
+    ratio (2,000x) must not scale the trials' prices; once a donor finished, the other donors count its 20 s,
+    the trials their price; once a trial finished, its class counts its measured mean, the kind's other
+    classes the kind's mean."""
+    clock = Clock()
+    totals = {"donor": ("donors", 3), "trial": ("trials", 6)}
+    prices = {
+        "donor": [(f"d{i}", "tiny_cnn", 0.01, True) for i in range(3)],
+        "trial": [(f"t{i}", "tiny_cnn", 5.0, True) for i in range(3)]
+        + [(f"t{i}", "resnet_tiny+tiny_cnn", 10.0, True) for i in range(3, 6)],
+    }
+    p = SweepProgress(totals, clock=clock, out=io.StringIO(), live=False, prices=prices, stage_s=0.0)
+    p.started("donor", "d0")
+    p.started("donor", "d1")
+    clock.t = 20.0
+    p.finished("donor", "d0")
+    p.finished("donor", "d1")
+    # left: d2 at its class's 20 s, then 3 x 5 + 3 x 10 s of trials at their prices; two at a time
+    assert p.eta() == pytest.approx((20 + 15 + 30) / 2)
+    _simulate(p, clock, "donor", 1, 20.0, 2)
+    p.started("trial", "t0")
+    clock.t += 8.0
+    p.finished("trial", "t0")  # 8 s a trial: the five left count that (none of the other class finished)
+    assert p.eta() == pytest.approx(5 * 8 / 2)
+    assert "ETA 20s" in p.line()
+
+
+def test_units_named_by_their_trials_ids_take_the_planned_places_in_order():
+    """The backend names a unit by its trial's id, not the unit's: it takes its kind's next planned place, so
+    its class is the planned unit's; a unit stopped unfinished gives its place back."""
+    clock = Clock()
+    prices = {"trial": [("a", "cheap", 2.0, True), ("b", "dear", 20.0, True), ("c", "dear", 20.0, True)]}
+    p = SweepProgress({"trial": ("trials", 3)}, clock=clock, out=io.StringIO(), live=False, prices=prices)
+    p.started("trial", "trial_00001")  # takes "a"'s place
+    clock.t = 4.0
+    p.finished("trial", "trial_00001")
+    assert p.eta() == pytest.approx(2 * 4.0)  # no dear one finished: they count the kind's mean
+    p.started("trial", "trial_00002")  # "b"
+    p.forget("trial", "trial_00002")  # lost with its worker: it runs again under another id
+    p.started("trial", "trial_00003")  # "b" again
+    clock.t = 34.0
+    p.finished("trial", "trial_00003")  # the dear class at 30 s: "c" counts that, not the kind's 17 s
+    assert p.eta() == pytest.approx(30.0)
+    p.started("trial", "trial_00004")  # "c"
+    clock.t = 44.0
+    assert p.eta() == pytest.approx(20.0)
+    assert p.line().startswith("2/3 finished, 1 running, 0 pending")
+
+
+def test_one_elapsed_clock_for_the_phase_lines_and_the_progress_line():
+    """The `[sweep]` phase lines and the progress line count from the same start: the driver's (`START`) on the
+    real clock, the one given on another."""
+    from sweep.backends import progress
+
+    assert SweepProgress({"trial": ("trials", 1)}, out=io.StringIO(), live=False).t0 == progress.START
+    clock, out = Clock(), io.StringIO()
+    p = SweepProgress({"trial": ("trials", 1)}, clock=clock, out=out, live=False, start=-8.0)
+    clock.t = 56.0
+    p.phase("stitch: 1 unit(s), on a worker of the stage before")
+    assert out.getvalue().strip().endswith("(1m04s elapsed)")
+    assert "; 1m04s elapsed, " in p.line()

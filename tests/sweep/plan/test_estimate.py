@@ -284,3 +284,106 @@ def test_a_trial_priced_after_its_donor_reads_the_fronts_test_activations_the_do
         alone = estimate.estimate(sweep, {"trial": [spec.trial_id]}, PROFILE, cache=cache).seconds["trial"]
         after = estimate.estimate(sweep, plan, PROFILE, cache=cache).seconds["trial"]
         assert alone - after == pytest.approx(saved)
+
+
+@pytest.fixture
+def plugin_cnn():
+    """`my_cnn`, a 2-point CNN registered as a user's plugin registers it (no entry in any profile)."""
+    from torch import nn
+
+    from sweep.models.base import ARCHITECTURES, Normalize, StagedNet, register_architecture
+
+    @register_architecture("my_cnn", "a user's 2-point CNN")
+    def my_cnn(*, in_channels, num_classes, mean, std, image_size):
+        conv = nn.Sequential(Normalize(mean, std), nn.Conv2d(in_channels, 8, 3, 2, 1), nn.ReLU())
+        head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, num_classes))
+        return StagedNet([("conv1", conv), ("conv2", nn.Conv2d(8, 16, 3, 2, 1)), ("head", head)], ["conv1", "conv2"])
+
+    yield "my_cnn"
+    ARCHITECTURES.remove("my_cnn")
+
+
+def _plugin_space(arch: str):
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"]["plain_a"]["arch"] = arch
+    space["stitching"].update(stitch_points=["conv2"], objectives=["dm"])
+    return parse_space(space)
+
+
+def test_a_plugin_architecture_the_profile_lacks_is_measured_here_and_said_so(plugin_cnn, monkeypatch):
+    """Timed here as calibration times a profile's entries (a few forward and backward passes of the built
+    network at the space's input), then priced like a shipped one and named on its own line."""
+    from sweep.plan import calibration
+
+    monkeypatch.setattr(calibration, "_MEASURED", {})
+    sweep = _plugin_space(plugin_cnn)
+    plan = {"donor": ["plain_a"], "trial": [t.trial_id for t in sweep.trials]}
+    unmeasured = estimate.estimate(sweep, plan, PROFILE, measure=False)
+    assert "my_cnn@1x28" in unmeasured.uncalibrated and not unmeasured.measured
+    est = estimate.estimate(sweep, plan, PROFILE)
+    assert "my_cnn@1x28" not in est.uncalibrated and set(est.measured) == {"my_cnn@1x28"}
+    assert est.seconds["donor"] > unmeasured.seconds["donor"] and est.seconds["trial"] > unmeasured.seconds["trial"]
+    (line,) = [x for x in estimate.describe(est, PROFILE, sweep, 1) if "measured here" in x]
+    assert line.startswith("  my_cnn@1x28 measured here") and "forward+backward passes of 128 images" in line
+    assert "forward of resnet_tiny@1x28, timed in turn" in line  # in the profile's seconds, by a network it knows
+    assert est.per_unit["donor"][0][1:] == ("my_cnn", est.seconds["donor"], True)  # its class, priced whole
+    assert not unmeasured.per_unit["donor"][0].priced  # a lower bound, which the ETA never scales by
+
+
+def test_a_measured_entry_is_in_the_profiles_seconds_and_measured_once(plugin_cnn, monkeypatch):
+    """The plugin and the profile's resnet_tiny are timed in turn: here the plugin's forward and step take a
+    tenth of resnet_tiny's (the ratio of each round's, their median), so in the profile's seconds they are a
+    tenth of its entry's. A second estimate reuses the measurement; one that raises leaves the shape unpriced,
+    with why."""
+    from sweep.plan import calibration
+
+    calls = []
+
+    def in_turn(nets, dev):  # fake timings, no clock read: a busy round (the third) slows both alike
+        calls.append([n[0].stage_names[0] for n in nets])
+        return [([0.002, 0.002, 0.02], [0.006, 0.006, 0.06]), ([0.02, 0.02, 0.2], [0.06, 0.06, 0.6])]
+
+    monkeypatch.setattr(calibration, "_MEASURED", {})
+    monkeypatch.setattr(calibration, "_in_turn", in_turn)
+    monkeypatch.setattr(calibration, "_passes", lambda *a: {"forward_s": 1.0, "step_s": 1.0, "share": {"conv1": 0.5}})
+    sweep = _plugin_space(plugin_cnn)
+    plan = {"donor": ["plain_a"]}
+    est = estimate.estimate(sweep, plan, PROFILE)
+    entry = {"forward_s": 0.001, "step_s": 0.003, "share": {"conv1": 0.5}, "detector": {}}
+    by_hand = estimate.estimate(sweep, plan, dict(PROFILE, archs={**PROFILE["archs"], "my_cnn@1x28": entry}))
+    assert est.seconds["donor"] == pytest.approx(by_hand.seconds["donor"])
+    assert "0.10x the step and 0.10x the forward of resnet_tiny@1x28" in est.measured["my_cnn@1x28"]
+    assert calls == [["conv1", "stem"]]  # the plugin, then the shipped network the profile prices
+    estimate.estimate(sweep, plan, PROFILE)
+    assert len(calls) == 1  # measured once per process
+
+    def failing(*args):
+        raise RuntimeError("no such kernel")
+
+    monkeypatch.setattr(calibration, "_MEASURED", {})
+    monkeypatch.setattr(calibration, "_passes", failing)
+    est = estimate.estimate(sweep, plan, PROFILE)
+    assert est.uncalibrated == {"my_cnn@1x28 (measuring it here failed: RuntimeError: no such kernel)"}
+
+
+def test_the_etas_unit_prices_carry_each_units_architectures_in_the_stages_order(tmp_path):
+    """`unit_prices`: per unit, its architectures (the ETA's classes) and whether the profile priced all of it;
+    a shipped architecture the profile lacks is never measured (that would import PyTorch): it stays a lower
+    bound."""
+    from sweep.registry import KINDS
+
+    sweep = _space(objectives=["dm", "tlm"])
+    plan = {"donor": ["plain_a"], "trial": [t.trial_id for t in sweep.trials]}
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(PROFILE))
+    prices, stage_s = estimate.unit_prices(sweep, plan, str(path))
+    assert stage_s == 0.0 and [r.group for r in prices["donor"]] == ["resnet_tiny"]
+    units, locality = KINDS["trial"].units(sweep), KINDS["trial"].locality
+    assert [r.unit for r in prices["trial"]] == sorted(plan["trial"], key=lambda u: locality(units[u]))
+    assert {r.group for r in prices["trial"]} == {"resnet_tiny"}
+    objective = {t.trial_id: t.objective for t in sweep.trials}
+    # PROFILE has no algebra rates: DM's fit is not priced, its price a lower bound; TLM's is whole
+    assert {(objective[r.unit], r.priced) for r in prices["trial"]} == {("dm", False), ("tlm", True)}
+    path.write_text(json.dumps(dict(PROFILE, archs={})))
+    prices, _ = estimate.unit_prices(sweep, plan, str(path))
+    assert not any(r.priced for rows in prices.values() for r in rows)
