@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import sys
 from pathlib import Path
 
 import yaml
@@ -21,6 +23,37 @@ from sweep.plan.status import print_status, status_json
 EXIT_INCOMPLETE = 1  # run/resume ended with failed or pending trials (all recorded; see `status`)
 EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT): stopped after the running trials were handed back
 EXIT_BAD_INPUT = 2
+EXIT_DISK_FULL = 3  # a write found no room (`DiskFull`: ENOSPC, a quota): stopped, no partial file read as a
+# result, every finished unit recorded once; free space in the folder it names, then `stitchsweep resume`
+
+
+def stops_on_disk_full(then: str):
+    """A command that ends in one line and EXIT_DISK_FULL when a write found no room, its own or a Ray worker's
+    (a `DiskFull` raised by the store's writers, however wrapped); `then`: the command to run once space is
+    freed (`{where}`: the results)."""
+
+    def wrap(cmd):
+        @functools.wraps(cmd)
+        def run(args) -> int:
+            from sweep.store.storage import disk_full_in
+
+            try:
+                return cmd(args)
+            except Exception as exc:
+                full = disk_full_in(exc)
+                if full is None:
+                    raise
+            where = getattr(args, "sweep_uri", None) or getattr(args, "results", None) or "RESULTS"
+            print(
+                f"stitchsweep: error: disk full: {full}; every finished unit is recorded and no partial file is"
+                f" read as a result. Free space there, then: {then.format(where=where)}",
+                file=sys.stderr,
+            )
+            return EXIT_DISK_FULL
+
+        return run
+
+    return wrap
 
 
 def cmd_plan(args) -> int:
@@ -122,7 +155,7 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
     _cache_settings(args)
     from sweep.worker.cache import record_in
 
-    record_in(sweep_dir)  # workers list the node-cache files they use in RESULTS/<sweep>/cache-keys/
+    record_in(sweep_dir)  # workers list the node-cache files they use in RESULTS/<sweep>/_cache_keys/
     args.trackers = trackers.parse(args.tracker or (), sweep.name)  # a bad one is refused before anything runs
     _prepare(sweep_dir, sweep)
     with Lease(sweep_dir):  # one driver per sweep
@@ -187,6 +220,7 @@ def _execute_leased(sweep, sweep_dir, args, retry_failed: bool) -> int:
     return 0 if complete else EXIT_INCOMPLETE
 
 
+@stops_on_disk_full("stitchsweep resume {where}")
 def cmd_run(args) -> int:
     from sweep.store.layout import SPACE_FILE
     from sweep.store.results import SweepDir
@@ -199,6 +233,7 @@ def cmd_run(args) -> int:
     storage("--storage", args.storage)
     _cache_settings(args)  # a refused cache folder stops the command before anything is written
     sweep_dir = SweepDir(args.storage, sweep.name)
+    args.sweep_uri = sweep_dir.uri  # for the hints of Ctrl+C and a full disk
     _prepare(sweep_dir, sweep)
     # The sweep's own copy: `resume`, `status` and `report` read it. A grown space replaces it; trial ids
     # keep finished trials finished. Its plugins are copies kept with it (`sweep.config.plugins`).
@@ -214,6 +249,7 @@ def cmd_schema(args) -> int:
     return 0
 
 
+@stops_on_disk_full("stitchsweep resume {where}")
 def cmd_resume(args) -> int:
     from sweep.plan import memory
 
@@ -239,6 +275,7 @@ def _compact(results, automatic: bool = False) -> int:
     return parts
 
 
+@stops_on_disk_full("stitchsweep compact {where}")
 def cmd_compact(args) -> int:
     """Compact an existing sweep's parts (the engine does it at the end of every stage)."""
     p = storage("RESULTS", args.results)

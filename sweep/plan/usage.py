@@ -133,7 +133,7 @@ class Records:
 
 
 def records(sweep_dir: SweepDir) -> Records:
-    """The records of every sweep folder under the root (`<sweep>/cache-keys/*.json`: each a worker process's
+    """The records of every sweep folder under the root (`<sweep>/_cache_keys/*.json`: each a worker process's
     `{"files": [names], ...}`), this sweep's apart from the others'."""
     out = Records()
     for folder in sweep_dir.root.glob("*"):

@@ -21,7 +21,7 @@ Levels:
   user's folder or one group or others can write is refused (`check_folder`; the driver stops in one line, a
   worker leaves its disk level off) unless `STITCHSWEEP_CACHE_SHARED=1`.
 - records: with `STITCHSWEEP_CACHE_RECORD` (a sweep's folder: `record_in`), each process lists the files it
-  read or wrote in `<sweep>/cache-keys/<host>-<pid>-<token>.json`, its own (`du`, `prune --cache`).
+  read or wrote in `<sweep>/_cache_keys/<host>-<pid>-<token>.json`, its own (`du`, `prune --cache`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ DIR_ENV = "STITCHSWEEP_CACHE_DIR"
 DISK_ENV = "STITCHSWEEP_CACHE_DISK_MB"
 SHARED_ENV = "STITCHSWEEP_CACHE_SHARED"
 RECORD_ENV = "STITCHSWEEP_CACHE_RECORD"
-RECORD_DIR = "cache-keys"  # under a sweep's folder: one JSON file per process that used the node's folder
+RECORD_DIR = "_cache_keys"  # under a sweep's folder: one JSON file per process that used the node's folder
 MB = 2**20
 _HOST = "".join(c if c.isalnum() or c in "-." else "_" for c in socket.gethostname()) or "host"  # in names
 
