@@ -101,3 +101,37 @@ def plugin_file(tmp_path):
                     r.remove(name)
         sys.modules.pop(module, None)
         registry.PLUGIN_VERSIONS.pop(module, None)
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """`full_disk(match, after=0, times=None)`: from now on the writes of the store's writers (`Loc.write_bytes`:
+    parts, curves, compacted files, checkpoints, manifests) to a path containing `match`, but the first `after`
+    ones, write half their bytes and then fail as a full disk does (OSError ENOSPC), `times` of them (None: all;
+    1: space freed at once, so a smaller file written next would fit); `full_disk(None)` frees the disk. Returns
+    the paths that failed."""
+    import errno
+
+    from sweep.store.storage import Loc
+
+    real, state = Loc._stream, {"match": None, "after": 0, "times": None, "hits": []}
+
+    def stream(self, path: str, data: bytes) -> None:
+        if state["match"] is None or state["match"] not in path.replace("/.tmp-", "/"):  # the file it will be
+            return real(self, path, data)
+        if state["after"] > 0 or state["times"] == 0:
+            state["after"] = max(0, state["after"] - 1)
+            return real(self, path, data)
+        state["hits"].append(path)
+        state["times"] = None if state["times"] is None else state["times"] - 1
+        with self.fs.open_output_stream(path) as fh:
+            fh.write(data[: len(data) // 2])  # what fitted
+        raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    monkeypatch.setattr(Loc, "_stream", stream)
+
+    def fill(match: str | None, after: int = 0, times: int | None = None) -> list[str]:
+        state.update(match=match, after=after, times=times)
+        return state["hits"]
+
+    return fill

@@ -144,6 +144,20 @@ def exiting() -> bool:
     return bool(getattr(threading, "_SHUTTING_DOWN", False)) or not threading.main_thread().is_alive()
 
 
+def not_a_failure(exc: BaseException) -> None:
+    """Raise what a unit's code raised when it is no failure of the unit, to go past the unit's record: a full
+    disk (`DiskFull`, raised as itself however it was wrapped: nothing could record it, the driver stops the run
+    in one line and `resume` runs the unit once space is freed), or anything while the process is exiting
+    (`exiting`). Returns otherwise: the caller records the unit failed."""
+    from sweep.store.storage import disk_full_in
+
+    full = disk_full_in(exc)
+    if full is exc or (full is None and exiting()):
+        raise exc
+    if full is not None:  # wrapped, or a plain OSError of a full disk (a write outside the store's)
+        raise full from (None if full.__traceback__ else exc)
+
+
 def failure(exc: BaseException) -> str:
     """The `error` a failed unit records: the exception's type and message, and the plugin file and line it
     came from (`sweep.config.plugins.describe_failure`)."""
@@ -156,15 +170,15 @@ def commit(part: Loc, rows: list[dict], schema, failed: dict) -> list[dict]:
     """Write `rows` as the unit's part, last (the commit marker); when they cannot be written (a value that does
     not fit its column: a plugin index that returned an array), write the one row `failed` instead, with the
     reason, so that the unit is recorded failed once rather than raising (which Ray would take for a lost
-    worker and retry). Returns the rows written. A process that is exiting writes nothing (`exiting`)."""
+    worker and retry). Returns the rows written. A full disk or a process that is exiting writes nothing and
+    raises (`not_a_failure`)."""
     from sweep.store.results import write_rows
 
     try:
         write_rows(part, rows, schema)
         return rows
     except Exception as exc:
-        if exiting():
-            raise
+        not_a_failure(exc)  # a full disk, an exiting process: raised
         rows = [dict(failed, status="failed", error=f"writing its row: {failure(exc)}")]
     write_rows(part, rows, schema)  # only the columns every failed row has: an error here is the engine's
     return rows
@@ -173,8 +187,8 @@ def commit(part: Loc, rows: list[dict], schema, failed: dict) -> list[dict]:
 def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[dict]]) -> dict:
     """Run `measure` (a unit's rows) and write them, each with the `base` columns, as the unit's one Parquet
     part, last: status "done", or, when measuring or writing raises, one "failed" row with the error (the sweep
-    goes on; nothing when the process is exiting, see `exiting`). Adds the unit's wall time, the finishing time
-    and the versions. Returns {"status", "error"}."""
+    goes on; nothing, and raised, on a full disk or when the process is exiting: `not_a_failure`). Adds the
+    unit's wall time, the finishing time and the versions. Returns {"status", "error"}."""
     import time
     from datetime import datetime, timezone
 
@@ -186,8 +200,7 @@ def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[di
     try:
         rows = [dict(base, **r, status="done") for r in measure()]
     except Exception as exc:  # recorded; the sweep goes on
-        if exiting():
-            raise
+        not_a_failure(exc)
         rows = [dict(base, status="failed", error=failure(exc))]
     now = datetime.now(timezone.utc)
     for r in rows:
@@ -201,15 +214,14 @@ def run_recorded(kind: Kind, unit, ctx: RunContext) -> dict:
     plugin's above all, that does not record its failures), every part of the unit written as one failed row
     with the reason (the unit's key, status and error; the other columns null), so that the unit is recorded
     failed once, listed by `status` and rerun by `run --failed`, never retried as if its worker were lost.
-    A process that is exiting writes nothing and raises (`exiting`)."""
+    A full disk or a process that is exiting writes nothing and raises (`not_a_failure`)."""
     from sweep.store.results import write_rows
     from sweep.store.schema import schema
 
     try:
         return resolve(kind.run)(unit, ctx)
     except Exception as exc:
-        if exiting():
-            raise
+        not_a_failure(exc)
         error = failure(exc)
     import pyarrow as pa
 

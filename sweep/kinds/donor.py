@@ -19,7 +19,7 @@ import torch
 from sweep import __version__
 from sweep.config.donors import DonorEval, DonorSpec
 from sweep.data.core import Splits, test_images, worker_splits
-from sweep.kinds.base import RunContext, commit, failure
+from sweep.kinds.base import RunContext, commit, failure, not_a_failure
 from sweep.kinds.declared import DonorWork, HalfFill, donor_part
 from sweep.measures.chance import at_chance
 from sweep.models.base import StagedNet
@@ -85,6 +85,7 @@ def run_donor(
         model = load_donor(sweep, donor.donor_key, device)
         train_s = time.perf_counter() - t0
     except Exception as exc:  # recorded for every evaluation; the stitching trials that need it fail
+        not_a_failure(exc)  # a full disk (its checkpoint), an exiting process: raised, nothing recorded
         error = failure(exc)
         rows = [
             dict(base, **ev.row_fields(), eval_id=ev.eval_id(donor.donor_key), status="failed", error=error)
@@ -254,6 +255,7 @@ def _evaluate(model: StagedNet, ev: DonorEval, fed: _Pass) -> dict:
         x, y = test_images(ev.dataset, ev.test_size, *fed.where)
         clean, robust = _accuracies(model, x, y, ev, fed.device, ev.n_eval_robust, fed.predictions(x, ev.dataset))
     except Exception as exc:
+        not_a_failure(exc)
         return {"status": "failed", "error": failure(exc)}
     t = time.perf_counter() - t1
     return {"status": "done", "clean_acc": clean, "robust_acc": robust, "time_eval_s": t, "_images": len(y)}
@@ -276,6 +278,7 @@ def _train_accuracies(model: StagedNet, splits: Splits, ev: DonorEval, device: t
     try:
         clean, robust = _accuracies(model, splits.train_x[:n], splits.train_y[:n], ev, device, min(ev.n_eval_robust, n))
     except Exception as exc:
+        not_a_failure(exc)
         return {"status": "failed", "error": f"accuracy on the training images: {failure(exc)}"}
     return {"train_clean_acc": clean, "train_robust_acc": robust}
 

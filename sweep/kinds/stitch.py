@@ -20,7 +20,7 @@ from sweep import __version__
 from sweep.config.donors import DonorEval
 from sweep.config.trial import TrialSpec
 from sweep.data.core import Splits, worker_splits
-from sweep.kinds.base import RunContext, commit, exiting, failure
+from sweep.kinds.base import RunContext, commit, failure, not_a_failure
 from sweep.kinds.trial_measures import ood_auroc, similarities
 from sweep.measures.indices import Network
 from sweep.models.base import split
@@ -118,8 +118,7 @@ def run_trial(
                 schema(CURVES_DIR),
             )
     except Exception as exc:  # recorded with its reason; the sweep goes on
-        if exiting():  # interrupted, not failed: no part, the trial stays pending
-            raise
+        not_a_failure(exc)  # a full disk, or interrupted: no part, the trial stays pending
         row = dict(failed, status="failed", error=failure(exc))
     row["time_total_s"] = failed["time_total_s"] = time.perf_counter() - t0
     row["finished_at"] = failed["finished_at"] = datetime.now(timezone.utc)

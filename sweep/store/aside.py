@@ -47,7 +47,10 @@ def _take_out(table, names: set[str], aside) -> int:
     under a new name) and the old one removed. Returns how many parts were taken out."""
     taken: set[str] = set()
     for f in [f for f in table.files(PART_SUFFIX) if is_compacted(f)]:
-        t = f.read_parquet()
+        try:
+            t = f.read_parquet()
+        except Exception:  # unreadable (truncated, its checksum wrong): holds nothing, the planner sets it aside
+            continue
         hit = pc.is_in(t[PART_COLUMN], value_set=pa.array(sorted(names), pa.string()))
         if not pc.any(hit).as_py():
             continue

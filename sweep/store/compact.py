@@ -96,12 +96,10 @@ def recorded_parts(folder: Loc) -> dict[str, Loc]:
 
 
 def _columns(loc: Loc, wanted: list[str]) -> pa.Table:
-    """Those of `wanted` that the Parquet file at `loc` has (only they are read)."""
-    import pyarrow.parquet as pq
-
-    with loc.fs.open_input_file(loc.path) as fh:  # one open: the footer, then those columns
-        pf = pq.ParquetFile(fh)
-        return pf.read(columns=[c for c in wanted if c in pf.schema_arrow.names])
+    """Those of `wanted` that the Parquet file at `loc` has (only they are decoded; the whole file is read, and
+    its checksum verified: `Loc.parquet_file`)."""
+    pf = loc.parquet_file()
+    return pf.read(columns=[c for c in wanted if c in pf.schema_arrow.names])
 
 
 def _done_part(part: Loc) -> pa.Table | None:
@@ -128,8 +126,8 @@ BATCH = 1000  # loose parts read at once: each is a small table with its own sch
 
 def compact_table(folder: Loc, max_files: int = MAX_FILES, batch: int = BATCH) -> tuple[int, int]:
     """Compact the done parts of one table's folder: each `batch` of loose parts into one new file, then, when
-    the table would hold more than `max_files` compacted files, all of them merged into one. Returns (parts
-    compacted, compacted files written)."""
+    the table would hold more than `max_files` compacted files (also when a merge was cut short: a full disk),
+    all of them merged into one. Returns (parts compacted, compacted files written)."""
     files = folder.files(PART_SUFFIX)
     loose = [f for f in files if not is_compacted(f)]
     old = sum(1 for f in files if is_compacted(f))
@@ -137,10 +135,7 @@ def compact_table(folder: Loc, max_files: int = MAX_FILES, batch: int = BATCH) -
     for start in range(0, len(loose), batch):
         n = _compact_batch(folder, loose[start : start + batch])
         parts, written = parts + n, written + (n > 0)  # a batch with a done part writes one file
-    if not parts:
-        return 0, 0
-    if old + written > max_files:
-        _merge_compacted(folder)
+    if old + written > max_files and _merge_compacted(folder):
         written += 1
     return parts, written
 
@@ -157,15 +152,24 @@ def _compact_batch(folder: Loc, loose: list[Loc]) -> int:
     return len(read)
 
 
-def _merge_compacted(folder: Loc) -> None:
-    """Every compacted file of `folder` into one, each part's copy the readers keep (`winners`): a few large
-    tables, cheap to hold."""
-    old = [f for f in folder.files(PART_SUFFIX) if is_compacted(f)]
-    tables = [_sourced(f.read_parquet(), f.name) for f in old]
+def _merge_compacted(folder: Loc) -> bool:
+    """Every readable compacted file of `folder` into one, each part's copy the readers keep (`winners`): a few
+    large tables, cheap to hold. One that cannot be read (truncated, its checksum wrong) stays, for the planner
+    to set aside. Whether it wrote a file (not for fewer than two readable ones)."""
+    old, tables = [], []
+    for f in [f for f in folder.files(PART_SUFFIX) if is_compacted(f)]:
+        try:
+            tables.append(_sourced(f.read_parquet(), f.name))
+        except Exception:  # unreadable: holds nothing (`compacted_statuses`)
+            continue
+        old.append(f)
+    if len(tables) < 2:
+        return False
     merged = keep_winners(pa.concat_tables(tables, promote_options="permissive"), SOURCE).drop_columns([SOURCE])
     (folder / compacted_name()).write_parquet(merged)  # whole, or not at all
     for f in old:
         f.unlink(missing_ok=True)
+    return True
 
 
 def compact_above() -> int:

@@ -9,6 +9,11 @@ Writes are atomic from a reader's point of view, whatever the filesystem:
   the store makes visible all at once or not at all (a writer that dies mid-upload leaves nothing);
 - any other pyarrow filesystem (HDFS, ...): write a `.tmp-*` sibling, then `move` it.
 
+A write that finds no room (ENOSPC; EDQUOT, a quota) removes its temporary file and raises `DiskFull`, naming
+the folder and the bytes it needed: the machine's fault, not a unit's (`sweep.kinds.base` raises it past the
+unit's record, the driver stops the run). Parquet files are written with checksums and verified when read
+(`sweep.store.checksum`).
+
 Credentials and endpoints come from the filesystem's usual sources (for S3: `AWS_ACCESS_KEY_ID`,
 `AWS_SECRET_ACCESS_KEY`, `AWS_ENDPOINT_URL`, instance roles, ...) or from pyarrow's URI query options
 (`s3://bucket/prefix?endpoint_override=host:port&scheme=http`). Query options are never printed: a `Loc`
@@ -17,6 +22,7 @@ shows itself as `scheme://path`.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import posixpath
@@ -27,6 +33,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from sweep.store.checksum import parquet_bytes, verified
+
 TMP_PREFIX = ".tmp-"
 OBJECT_STORES = {"s3", "gcs"}
 _SCHEME = {"s3": "s3", "gcs": "gs", "hadoop": "hdfs"}
@@ -34,6 +42,46 @@ _SCHEME = {"s3": "s3", "gcs": "gs", "hadoop": "hdfs"}
 
 class StorageError(ValueError):
     """A storage root that cannot be opened (unknown scheme, malformed URI, missing filesystem support)."""
+
+
+FULL = {errno.ENOSPC, errno.EDQUOT}  # the errors of a write that found no room
+
+
+class DiskFull(OSError):
+    """A write that found no room in `folder` for its `needed` bytes (None: a write the error does not size).
+    Picklable with its fields: a Ray worker's raises it to the driver."""
+
+    def __init__(self, folder: str, needed: int | None, code: int = errno.ENOSPC) -> None:
+        super().__init__(code, os.strerror(code), folder)
+        self.folder, self.needed = folder, needed
+
+    def __reduce__(self):
+        return type(self), (self.folder, self.needed, self.errno)
+
+    def __str__(self) -> str:
+        size = f"{self.needed:,} bytes" if self.needed is not None else "its file"
+        full = "its quota reached" if self.errno == errno.EDQUOT else "the disk full"
+        return f"{self.folder}: expected room to write {size}, found {full} ({self.strerror})"
+
+
+def disk_full_in(exc: BaseException | None) -> DiskFull | None:
+    """The `DiskFull` that `exc` is or was raised from (its `__cause__` / `__context__` chain; a Ray task error's
+    `cause`), or one for a plain OSError of a full disk (ENOSPC, EDQUOT: a write outside the store's); None
+    when there is neither."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        cause = getattr(exc, "cause", None)  # Ray's RayTaskError: the exception the task raised
+        if isinstance(cause, BaseException) and cause is not exc:
+            exc = cause
+            continue
+        if isinstance(exc, DiskFull):
+            return exc
+        if isinstance(exc, OSError) and exc.errno in FULL:
+            where = posixpath.dirname(str(exc.filename)) if exc.filename else "a folder the error does not name"
+            return DiskFull(where, None, exc.errno)
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def is_uri(root: str | os.PathLike) -> bool:
@@ -182,26 +230,38 @@ class Loc:
     def read_text(self) -> str:
         return self.read_bytes().decode()
 
+    def parquet_file(self) -> pq.ParquetFile:
+        """One Parquet file, read whole (one request on an object store) and its checksum verified: raises
+        `ChecksumError` when its bytes changed after they were written (`sweep.store.checksum`)."""
+        return verified(self.read_bytes(), str(self))
+
     def read_parquet(self, columns: list[str] | None = None) -> pa.Table:
-        """One Parquet file (no dataset discovery: about twice as fast as `pq.read_table` for small parts)."""
-        with self.fs.open_input_file(self.path) as fh:
-            return pq.ParquetFile(fh).read(columns=columns)
+        """One Parquet file, verified (`parquet_file`; no dataset discovery: about twice as fast as
+        `pq.read_table` for small parts)."""
+        return self.parquet_file().read(columns=columns)
 
     # writing --------------------------------------------------------------------------------------------
     def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:
         self.fs.create_dir(self.path, recursive=True)
 
     def write_bytes(self, data: bytes) -> None:
-        """Replace the file with `data`, atomically from a reader's point of view (see the module doc)."""
+        """Replace the file with `data`, atomically from a reader's point of view (see the module doc). No room
+        for it: `DiskFull` (naming the folder and `len(data)`), and no temporary file left."""
+        try:
+            self._write_whole(data)
+        except OSError as exc:
+            if exc.errno in FULL and not isinstance(exc, DiskFull):
+                raise DiskFull(str(self.parent), len(data), exc.errno) from exc
+            raise
+
+    def _write_whole(self, data: bytes) -> None:
         if self.is_object_store:
-            with self.fs.open_output_stream(self.path) as fh:  # one upload; visible only once complete
-                fh.write(data)
+            self._stream(self.path, data)  # one upload; visible only once complete
             return
         self.parent.mkdir()
         tmp = self.with_name(f"{TMP_PREFIX}{self.name}.{uuid.uuid4().hex[:8]}")
         try:
-            with self.fs.open_output_stream(tmp.path) as fh:
-                fh.write(data)
+            self._stream(tmp.path, data)
             if self.is_local:
                 os.replace(tmp.path, self.path)
             else:
@@ -209,13 +269,16 @@ class Loc:
         finally:
             tmp.unlink(missing_ok=True)
 
+    def _stream(self, path: str, data: bytes) -> None:
+        with self.fs.open_output_stream(path) as fh:
+            fh.write(data)
+
     def write_text(self, text: str) -> None:
         self.write_bytes(text.encode())
 
     def write_parquet(self, table: pa.Table) -> None:
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink)
-        self.write_bytes(sink.getvalue().to_pybytes())
+        """`table` as one Parquet file with its checksums (`sweep.store.checksum`), written as `write_bytes` does."""
+        self.write_bytes(parquet_bytes(table))
 
     def unlink(self, missing_ok: bool = False) -> None:
         try:
