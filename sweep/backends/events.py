@@ -1,6 +1,15 @@
 """What the driver does with Tune's events of a stage's trials: its progress lines and the whole sweep's counts
 and ETA (`StageEvents`), and each finished unit's record mirrored to the trackers (`Tracking`). The Parquet
-parts are the record; these only report."""
+parts are the record; these only report, but for a unit whose worker Ray's memory monitor killed: its worker
+wrote nothing, and the driver records it failed (`sweep.backends.kills`).
+
+Ray 2.60 reports such a kill to the actor's caller as `ray.exceptions.OutOfMemoryError`, neither the
+`RayActorError` of a dead actor nor the `RayTaskError` of a raising task, and Tune's actor manager stops the
+whole experiment on any other error ("Caught unexpected exception"). The two patches below make it Tune's
+case of a dead actor (`KilledForMemory`, a `RayActorError`: the actor is cleaned up and its trial fails) that
+is never retried (the trial's `max_failures` becomes 0: the unit would be killed again); a worker or node lost
+any other way is retried as before (`FailureConfig.max_failures`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,9 @@ import time
 from typing import TYPE_CHECKING
 
 from ray import tune
+from ray.air.execution._internal.actor_manager import RayActorManager
+from ray.exceptions import OutOfMemoryError, RayActorError
+from ray.tune.experiment import Trial
 
 if TYPE_CHECKING:
     from sweep.backends.progress import SweepProgress
@@ -18,9 +30,11 @@ class StageEvents(tune.Callback):
     """Tune's events for one stage, as lines on the driver's stdout (the Parquet parts are the real record)
     and as the whole sweep's counts and ETA (`SweepProgress`)."""
 
-    def __init__(self, stage: str, kind: str, total: int, label, sweep: SweepProgress) -> None:
+    def __init__(self, stage: str, kind: str, total: int, label, sweep: SweepProgress, record=None) -> None:
         self.stage, self.kind, self.total, self.label, self.done = stage, kind, total, label, 0
         self.sweep = sweep
+        # record(unit id, Ray's message, actor id) -> (error, parts written): a unit killed for memory, failed
+        self.record = record
         self.finished = 0  # trials whose trainable returned its final status, or that Ray gave up on
         self.errored = 0  # trials Ray gave up on (their logs under _ray/ are kept)
         self.gave_up: (
@@ -83,6 +97,9 @@ class StageEvents(tune.Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.finished += 1
+        killed = killed_for_memory(trial)
+        if killed is not None and self.record is not None:
+            return self._killed_for_memory(trial, killed)
         self.errored += 1
         if self.gave_up is not None:  # Tune errors a trial lost with its node when its dead actor's second
             # failed task arrives after the trial was requeued, whatever its retries left: run it again
@@ -96,20 +113,68 @@ class StageEvents(tune.Callback):
             f"(after retries); rerun with `stitchsweep resume`"
         )
 
+    def _killed_for_memory(self, trial, killed: KilledForMemory) -> None:
+        """Recorded failed from the driver (its worker, dead, wrote nothing), once: never retried."""
+        self.done += 1
+        uid = trial.config["unit"]
+        error, written = self.record(uid, killed.error_msg, killed.actor_id)
+        self.sweep.finished(self.kind, uid, failed=True)
+        what = "recorded failed" if written else "its parts were written before"
+        self.sweep.note(f"{self._prefix()} {self.label(trial.config)}: {what}, {error}")
+
+
+class KilledForMemory(RayActorError):
+    """The death of a trial's actor that Ray's memory monitor killed: `error_msg` is Ray's message (the node's
+    memory, each worker it killed and what it held), `actor_id` the actor's."""
+
+    def __init__(self, message: str = "", actor_id: str | None = None) -> None:
+        super().__init__(actor_id, message)
+
+
+def _actor_task_failed(self, tracked_actor_task, exception, _failed=RayActorManager._actor_task_failed):
+    """Tune's actor manager on a failed actor task, with the memory monitor's kill as the actor's death."""
+    if isinstance(exception, OutOfMemoryError):
+        held = self._live_actors_to_ray_actors_resources.get(tracked_actor_task._tracked_actor)
+        actor = held[0]._actor_id.hex() if held else None
+        exception = KilledForMemory(str(exception), actor)
+    return _failed(self, tracked_actor_task=tracked_actor_task, exception=exception)
+
+
+def _handle_error(self, exc=None, _handle=Trial.handle_error):
+    """Tune's count of a trial's failures (and its kept error), with no retry left after a memory kill."""
+    if isinstance(exc, OutOfMemoryError):  # an actor killed while it started: reported as is
+        exc = KilledForMemory(str(exc))
+    _handle(self, exc)
+    if isinstance(exc, KilledForMemory):
+        self.max_failures = 0  # `Trial.should_recover`: failures <= max_failures
+
+
+RayActorManager._actor_task_failed = _actor_task_failed  # Ray's version is pinned by the lock file:
+Trial.handle_error = _handle_error  # tests/sweep/backends/test_events.py checks both on each upgrade
+
+
+def kept_error(trial) -> BaseException | None:
+    """What Tune kept of the trial's last error (its pickled exception), or None."""
+    import cloudpickle
+
+    try:
+        with open(trial.pickled_error_file, "rb") as f:
+            return cloudpickle.load(f)
+    except Exception:  # nothing kept, or not readable here
+        return None
+
+
+def killed_for_memory(trial) -> KilledForMemory | None:
+    exc = kept_error(trial)
+    return exc if isinstance(exc, KilledForMemory) else None
+
 
 def trial_error(trial) -> tuple[bool, str]:
     """(whether the trial's worker process or node died, the error's first line) from what Tune kept of the
     trial's last error (its pickled exception: a `RayActorError` when the actor died, a `RayTaskError` when the
     trainable raised)."""
-    import cloudpickle
-    from ray.exceptions import RayActorError
-
-    try:
-        with open(trial.pickled_error_file, "rb") as f:
-            exc = cloudpickle.load(f)
-    except Exception:  # nothing kept, or not readable here: say what Tune says, a lost worker
-        return True, ""
-    if isinstance(exc, RayActorError):
+    exc = kept_error(trial)
+    if exc is None or isinstance(exc, RayActorError):  # nothing kept: say what Tune says, a lost worker
         return True, ""
     cause = getattr(exc, "cause", None) or exc
     lines = str(cause).strip().splitlines()

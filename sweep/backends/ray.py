@@ -39,8 +39,10 @@ from sweep.backends.checks import (  # noqa: E402
     check_resources,
     check_storage_shared,
 )
+from sweep.backends.disk_full import StopOnDiskFull  # noqa: E402
 from sweep.backends.events import StageEvents, Tracking
 from sweep.backends.feed import Forget, Prune, SweepUnits, slots  # noqa: E402
+from sweep.backends.kills import recorder, stop_on_sigterm  # noqa: E402
 from sweep.backends.node import lean_node, start_lean, stop_lean  # noqa: E402
 from sweep.backends.progress import SweepProgress, phase  # noqa: E402
 from sweep.backends.stage import compact_stage, eta_prices, plugin_env, trial_resources, worker_env  # noqa: E402
@@ -155,6 +157,7 @@ class _Stages(tune.Callback):
         self.feed: SweepUnits | None = None  # what hands out the units (`_experiment` sets it)
         self.summaries: list[StageSummary] = []
         self.t0 = time.perf_counter()
+        self.disk = StopOnDiskFull()  # a worker's full disk stops the run
 
     def next(self) -> tuple[str, list[str]] | None:
         if self.current is not None:
@@ -187,7 +190,8 @@ class _Stages(tune.Callback):
             return []
         order = sorted(ready, key=lambda uid: kind.locality(units[uid])) if kind.locality else ready
         label = lambda c: kind.label(units[c["unit"]])  # noqa: E731
-        events = StageEvents(kind.stage, name, len(order), label, self.sweep_progress)
+        record = recorder(kind, units, self.sweep, self.sweep_dir)  # a unit killed for memory: recorded failed
+        events = StageEvents(kind.stage, name, len(order), label, self.sweep_progress, record)
         self.events[name] = [events] + ([Tracking(self.trackers, kind, units, self.sweep_dir)] if self.trackers else [])
         if not self.summaries:
             self.sweep_progress.phase(
@@ -213,7 +217,8 @@ class _Stages(tune.Callback):
         self.summaries.append(StageSummary(kind.stage, events.total, time.perf_counter() - self.t0))
 
     def interrupted(self) -> str | None:
-        """After the experiment: what Ctrl+C (which Tune handles, stopping the running trials) left undone."""
+        """After the experiment: what Ctrl+C or SIGTERM (which Tune handles, stopping the running trials) left
+        undone."""
         if self.current is None and not self.ahead:
             return None
         if self.current is None:
@@ -250,10 +255,13 @@ class _Stages(tune.Callback):
     def on_trial_recover(self, iteration, trials, trial, **info):
         if self.feed:  # retried: live again, even where its stop had already told the searcher it ended
             self.feed.live.add(trial.trial_id)
+        if self.disk.check(trial):  # not retried: the run stops
+            return
         self._send("on_trial_recover", trial, iteration, trials, **info)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self._send("on_trial_error", trial, iteration, trials, **info)
+        if not self.disk.check(trial):
+            self._send("on_trial_error", trial, iteration, trials, **info)
 
 
 def _experiment(name: str, trainable, stages, resources: dict, sweep_dir: SweepDir, slots_: int) -> None:
@@ -282,13 +290,17 @@ def _experiment(name: str, trainable, stages, resources: dict, sweep_dir: SweepD
             storage_filesystem=None if sweep_dir.ray.is_local else sweep_dir.ray.fs,
             verbose=0,
             callbacks=[stages, Forget()],
-            # A trial lost with its node is retried; a trial's own errors are caught and recorded.
+            stop=stages.disk,
+            # A trial lost with its node is retried (not one killed for memory: `sweep.backends.events`); a
+            # trial's own errors are caught and recorded.
             failure_config=tune.FailureConfig(max_failures=2),
         ),
     )
     tuner.fit()
-    # Tune handles Ctrl+C itself: it stops the running trials and returns normally. A stage cut short
-    # stops the whole sweep instead of starting the next stage on missing inputs.
+    if stages.disk.error is not None:  # one line, EXIT_DISK_FULL (`sweep.cli.commands.stops_on_disk_full`)
+        raise stages.disk.error
+    # Tune handles Ctrl+C (and SIGTERM, `sweep.backends.kills`) itself: it stops the running trials and returns
+    # normally. A stage cut short stops the whole sweep instead of starting the next stage on missing inputs.
     stop = stages.interrupted()
     if stop:
         raise KeyboardInterrupt(stop)
@@ -347,6 +359,7 @@ def run_stages(
     from sweep.registry import KINDS
 
     started = start_ray(address, num_cpus, plugin_env(sweep))
+    stop_on_sigterm()  # SIGTERM stops the run as Ctrl+C does (`ray.init` put an immediate exit in its place)
     try:
         phase("checking the cluster's resources and the results storage")
         alive = [n for n in ray.nodes() if n.get("Alive")]

@@ -13,6 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
+from sweep.backends.kills import EXIT_TERMINATED, said, stop_on_sigterm, terminated, unhook
 from sweep.cli.commands import (  # noqa: F401  (re-exported: the exit codes and _prepare are used by tests)
     EXIT_BAD_INPUT,
     EXIT_INCOMPLETE,
@@ -177,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = [*args.overrides, *extra]  # overrides after options: `plan SPACE --trials a.b=1`
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command in ("run", "resume"):  # SIGTERM (SLURM, Kubernetes) stops them as Ctrl+C does
+        stop_on_sigterm(lambda: _resume_line(args))
     try:
         if getattr(args, "plugin", None):  # before anything reads a space or results: one line if one fails
             load_plugins(args.plugin, Path.cwd(), "--plugin")
@@ -188,13 +191,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt as exc:
-        where = getattr(args, "sweep_uri", None) or "RESULTS"
-        print(
-            f"stitchsweep: interrupted{f' ({exc})' if str(exc) else ''}; every finished trial is recorded."
-            f" Finish with: stitchsweep resume {where}",
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
+        what = "stopped by SIGTERM" if terminated() else "interrupted"
+        print(f"stitchsweep: {what}{f' ({exc})' if str(exc) else ''}; {_resume_line(args)}", file=sys.stderr)
+        said()
+        return EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED
+    finally:
+        unhook()
+
+
+def _resume_line(args) -> str:
+    where = getattr(args, "sweep_uri", None) or getattr(args, "results", None) or "RESULTS"
+    return f"every finished trial is recorded. Finish with: stitchsweep resume {where}"
 
 
 def entry() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from sweep.backends.kills import at_forced_exit
 from sweep.backends.lease import Lease
 from sweep.backends.progress import phase
 from sweep.cli.inputs import check_results, load_space, open_results, storage
@@ -22,6 +23,7 @@ from sweep.plan.status import print_status, status_json
 
 EXIT_INCOMPLETE = 1  # run/resume ended with failed or pending trials (all recorded; see `status`)
 EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT): stopped after the running trials were handed back
+# (SIGTERM: the same stop, exit code 143, `sweep.backends.kills.EXIT_TERMINATED`)
 EXIT_BAD_INPUT = 2
 EXIT_DISK_FULL = 3  # a write found no room (`DiskFull`: ENOSPC, a quota): stopped, no partial file read as a
 # result, every finished unit recorded once; free space in the folder it names, then `stitchsweep resume`
@@ -158,7 +160,8 @@ def _execute(sweep, sweep_dir, args, retry_failed: bool) -> int:
     record_in(sweep_dir)  # workers list the node-cache files they use in RESULTS/<sweep>/_cache_keys/
     args.trackers = trackers.parse(args.tracker or (), sweep.name)  # a bad one is refused before anything runs
     _prepare(sweep_dir, sweep)
-    with Lease(sweep_dir):  # one driver per sweep
+    with Lease(sweep_dir) as lease:  # one driver per sweep
+        at_forced_exit(lambda: lease.__exit__(None, None, None))  # SIGTERM's grace ran out: free it all the same
         return _execute_leased(sweep, sweep_dir, args, retry_failed)
 
 

@@ -211,29 +211,38 @@ def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[di
 
 def run_recorded(kind: Kind, unit, ctx: RunContext) -> dict:
     """Run one unit of `kind` as a backend does: its `run`, and when that raises (a kind's own code, a
-    plugin's above all, that does not record its failures), every part of the unit written as one failed row
-    with the reason (the unit's key, status and error; the other columns null), so that the unit is recorded
-    failed once, listed by `status` and rerun by `run --failed`, never retried as if its worker were lost.
-    A full disk or a process that is exiting writes nothing and raises (`not_a_failure`)."""
-    from sweep.store.results import write_rows
-    from sweep.store.schema import schema
-
+    plugin's above all, that does not record its failures), the unit recorded failed with the reason
+    (`record_failed`), so that it is listed by `status` and rerun by `run --failed`, never retried as if its
+    worker were lost. A full disk or a process that is exiting writes nothing and raises (`not_a_failure`)."""
     try:
         return resolve(kind.run)(unit, ctx)
     except Exception as exc:
         not_a_failure(exc)
         error = failure(exc)
+    record_failed(kind, unit, ctx.sweep_dir, error)
+    return {"status": "failed", "error": error}
+
+
+def record_failed(kind: Kind, unit, sweep_dir: SweepDir, error: str) -> int:
+    """Write each part of `unit` that does not exist as one failed row (its key, status and error; the other
+    columns null): a unit whose run raised (`run_recorded`, on its worker) or whose worker was killed (from the
+    driver, `sweep.backends.kills`). A part the unit wrote before it failed stands. Returns how many parts were
+    written."""
     import pyarrow as pa
 
-    uid = kind.unit_id(unit) if kind.unit_id else None
+    from sweep.store.results import write_rows
+    from sweep.store.schema import schema
+
     try:
         table = schema(kind.table)
     except Exception:  # a kind whose table is none of the results tables: the columns a status needs
         table = pa.schema([(kind.key, pa.string()), ("status", pa.string()), ("error", pa.string())])
     row = {"status": "failed", "error": error}
     if kind.key in table.names and table.field(kind.key).type == pa.string():  # a key of another type: the
-        row[kind.key] = uid  # unit itself (not its id) names its row, which the engine cannot know
-    for part in kind.parts(ctx.sweep_dir, unit):
-        if not part.exists():  # a part the unit wrote before failing stands
+        row[kind.key] = kind.unit_id(unit) if kind.unit_id else None  # unit itself names its row
+    written = 0
+    for part in kind.parts(sweep_dir, unit):
+        if not part.exists():
             write_rows(part, [row], table)
-    return {"status": "failed", "error": error}
+            written += 1
+    return written

@@ -214,3 +214,75 @@ def test_failing_plugin_code_is_recorded_failed_once_with_its_reason_and_rerun_w
     assert out.returncode == 0, out.stdout + out.stderr
     assert sorted(attempts.read_text().split()) == ["probe", "probe", "r2", "r2"], out.stdout
     assert call("status", str(results / "failing")).returncode == 0
+
+
+# A plugin kind whose run writes its part through the store, on a disk that is full until the test frees it
+# (a flag file): the run stops in one line (exit 3), nothing is recorded failed, and `resume` runs each once.
+FULL = f'''
+import os
+from pathlib import Path
+
+import pyarrow as pa
+
+from sweep.kinds.base import Kind, register_kind
+from sweep.store.storage import DiskFull
+
+SCHEMA = pa.schema([("unit_id", pa.string()), ("status", pa.string()), ("error", pa.string())])
+
+
+def parts(sweep_dir, unit):
+    return [sweep_dir.path / "filler" / (unit + ".parquet")]
+
+
+def run(unit, ctx):
+    with open(os.environ["{ATTEMPTS_ENV}"], "a") as log:
+        log.write(unit + "\\n")
+    part = parts(ctx.sweep_dir, unit)[0]
+    if unit == "f1" and not Path(os.environ["{ATTEMPTS_ENV}"] + ".freed").exists():
+        raise DiskFull(str(part.parent), 4096)
+    from sweep.store.results import write_rows
+
+    write_rows(part, [dict(unit_id=unit, status="done")], SCHEMA)
+    return dict(status="done")
+
+
+def label(unit):
+    return "filler " + unit
+
+
+register_kind(
+    Kind("filler", "filler", "filler units", "filler", parts, run, label, section="filler",
+         parse=lambda raw, ctx: ("f0", "f1", "f2"), unit_id=lambda u: u, schema=SCHEMA, after=("donor",))
+)
+'''
+
+
+def test_a_worker_s_full_disk_stops_the_run_in_one_line_and_resume_runs_each_unit_once(tmp_path):
+    src, attempts, results = tmp_path / "src", tmp_path / "attempts.log", tmp_path / "results"
+    src.mkdir()
+    (src / "full.py").write_text(FULL)
+    space = {**SPACE, "name": "full", "plugins": ["full.py"], "filler": {}}
+    space["donors"] = {"shipped": {**SPACE["donors"]["shipped"], "epochs": 1}}
+    del space["stitching"]
+    (src / "space.yaml").write_text(yaml.safe_dump(space, sort_keys=False))
+    env = {**os.environ, ATTEMPTS_ENV: str(attempts), "PYTHONPATH": str(Path(__file__).parents[2])}
+
+    def call(*args):
+        return subprocess.run([*CLI, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+
+    out = call("run", str(src / "space.yaml"), "--storage", str(results), "--num-cpus", "1")
+    assert out.returncode == 3, out.stdout + out.stderr
+    line = out.stderr.strip().splitlines()[-1]  # the command's last word: one line
+    assert line.startswith("stitchsweep: error: disk full: ") and "filler" in line and "4,096 bytes" in line, line
+    assert "stitchsweep resume" in line, line
+    assert attempts.read_text().split().count("f1") == 1, out.stdout  # not retried as a lost worker
+    assert not [p for p in (results / "full" / "filler").glob("*.parquet") if "failed" in p.read_bytes().decode(
+        "latin-1")]  # fmt: skip
+
+    Path(str(attempts) + ".freed").write_text("")  # space freed
+    again = call("resume", str(results / "full"), "--num-cpus", "1")
+    assert again.returncode == 0, again.stdout + again.stderr
+    ran = attempts.read_text().split()
+    assert ran.count("f1") == 2 and all(ran.count(u) <= 2 for u in ("f0", "f2")), ran
+    done = sorted(p.name for p in (results / "full" / "filler").glob("*.parquet"))
+    assert done == ["f0.parquet", "f1.parquet", "f2.parquet"]

@@ -258,7 +258,9 @@ def test_a_sweep_runs_through_sbatch_and_a_cancelled_one_resumes_exactly_once(sl
         time.sleep(0.1)
     cancel = slurm.slurm("scancel", job)
     assert cancel.returncode == 0, cancel.stderr
-    while slurm.slurm("squeue", "-h", "-j", job, "-o", "%T").stdout.strip():
+    _stopped(slurm, job, log, time.time())  # SIGTERM to every process: the driver stops, the job is not requeued
+    while state := slurm.slurm("squeue", "-h", "-j", job, "-o", "%T").stdout.strip():
+        assert state == "COMPLETING", f"job {job}: {state} after scancel\n{log.read_text()}"
         assert time.time() < deadline, f"job {job} still listed after scancel"
         time.sleep(0.5)
     before = _parts(results)
@@ -272,5 +274,54 @@ def test_a_sweep_runs_through_sbatch_and_a_cancelled_one_resumes_exactly_once(sl
     after = _parts(results)
     assert len(after) == planned
     assert {name: after[name] for name in before} == before, "a part written before the cancel changed"
+    assert not list(results.rglob(".tmp-*")), "no partial file may survive"
+    _recorded_once(results, planned)
+
+
+def _stopped(slurm: Slurm, job: str, log: Path, t0: float) -> None:
+    """The job's driver, sent SIGTERM at `t0`, says how to resume within SLURM's default grace (30 s); then the
+    job leaves the queue, or is requeued."""
+    while "Finish with: stitchsweep resume" not in log.read_text():
+        assert time.time() - t0 < 30, f"no resume line 30 s after SIGTERM\n{log.read_text()}\n{slurm.logs()}"
+        time.sleep(0.2)
+    text = log.read_text()
+    assert "stitchsweep: stopped by SIGTERM" in text, text
+    print(f"job {job}: the resume line {time.time() - t0:.1f} s after SIGTERM")
+    while slurm.slurm("squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING":
+        assert time.time() - t0 < 60, f"job {job} still running after SIGTERM\n{log.read_text()}"
+        time.sleep(0.5)
+
+
+def test_near_its_time_limit_a_job_stops_the_sweep_and_requeues_itself(slurm, tmp_path):
+    """`--signal=B:USR1@120` sends the batch shell USR1 two minutes before `--time`; here `scancel --batch
+    --signal=USR1` sends it at once. The script stops the driver (SIGTERM through srun), which exits with the
+    resume line, and requeues the job, which runs the rest: every unit exactly once, the parts written before
+    left as they were, one log for both runs (`--open-mode=append`)."""
+    storage = tmp_path / "results"
+    space = _space(tmp_path, "tiny_requeued", stitch_points="all", epochs=3)
+    planned, results, log = _planned(space), storage / "tiny_requeued", tmp_path / "job.log"
+    job = _submit(slurm, space, storage, log, wait=False)
+    deadline = time.time() + 600
+    while len(_parts(results)) < 3:
+        state = slurm.slurm("squeue", "-h", "-j", job, "-o", "%T").stdout.strip()
+        assert state in ("PENDING", "RUNNING"), f"job {job}: {state!r}\n{log.read_text()}"
+        assert time.time() < deadline, f"no trial finished in time\n{log.read_text()}"
+        time.sleep(0.1)
+    warn = slurm.slurm("scancel", "--batch", "--signal=USR1", job)
+    assert warn.returncode == 0, warn.stderr
+    _stopped(slurm, job, log, time.time())
+    before = _parts(results)
+    assert 3 <= len(before) < planned, f"the stop should land mid-sweep\n{log.read_text()}"
+    while (
+        f"{planned} trials: {planned} done" not in log.read_text()
+        or slurm.slurm("squeue", "-h", "-j", job, "-o", "%T").stdout.strip()
+    ):
+        assert time.time() < deadline, f"the requeued job did not finish\n{log.read_text()}\n{slurm.logs()}"
+        time.sleep(1)
+    out = log.read_text()
+    assert f"job {job} requeued, it resumes the sweep when it runs again" in out, out
+    assert f"{planned} trials, {len(before)} already recorded, {planned - len(before)} to run" in out, out
+    after = _parts(results)
+    assert len(after) == planned and {name: after[name] for name in before} == before
     assert not list(results.rglob(".tmp-*")), "no partial file may survive"
     _recorded_once(results, planned)
