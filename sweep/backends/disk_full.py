@@ -5,6 +5,8 @@ and stay pending), then ends the command in one line naming the folder and the b
 
 from __future__ import annotations
 
+import logging
+
 from ray import tune
 
 from sweep.store.storage import DiskFull, disk_full_in
@@ -42,3 +44,16 @@ class StopOnDiskFull(tune.Stopper):
         if full is not None and self.error is None:
             self.error = full
         return full is not None
+
+
+class _QuietDiskFull(logging.Filter):
+    """Tune's traceback of a trial whose worker found its disk full (`Trial task failed`, 48 lines): the
+    command's last line says what happened and what to do. Other trials' errors are logged as before."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        info = record.exc_info
+        exc = info[1] if isinstance(info, tuple) else info if isinstance(info, BaseException) else None
+        return exc is None or "Trial task failed" not in record.getMessage() or disk_full_in(exc) is None
+
+
+logging.getLogger("ray.tune.execution.tune_controller").addFilter(_QuietDiskFull())

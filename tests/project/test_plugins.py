@@ -272,6 +272,7 @@ def test_a_worker_s_full_disk_stops_the_run_in_one_line_and_resume_runs_each_uni
 
     out = call("run", str(src / "space.yaml"), "--storage", str(results), "--num-cpus", "1")
     assert out.returncode == 3, out.stdout + out.stderr
+    assert "Trial task failed" not in out.stderr, out.stderr  # no traceback of Tune's before it
     line = out.stderr.strip().splitlines()[-1]  # the command's last word: one line
     assert line.startswith("stitchsweep: error: disk full: ") and "filler" in line and "4,096 bytes" in line, line
     assert "stitchsweep resume" in line, line
