@@ -25,6 +25,7 @@ EXIT_INCOMPLETE = 1  # run/resume ended with failed or pending trials (all recor
 EXIT_INTERRUPTED = 130  # Ctrl+C (SIGINT): stopped after the running trials were handed back
 # (SIGTERM: the same stop, exit code 143, `sweep.backends.kills.EXIT_TERMINATED`)
 EXIT_BAD_INPUT = 2
+EXIT_STORE_UNAVAILABLE = 4  # an object store kept failing past the store's retries: resume when it answers
 EXIT_DISK_FULL = 3  # a write found no room (`DiskFull`: ENOSPC, a quota): stopped, no partial file read as a
 # result, every finished unit recorded once; free space in the folder it names, then `stitchsweep resume`
 
@@ -37,15 +38,24 @@ def stops_on_disk_full(then: str):
     def wrap(cmd):
         @functools.wraps(cmd)
         def run(args) -> int:
+            from sweep.store.retry import StoreUnavailable
             from sweep.store.storage import disk_full_in
 
+            where = lambda: getattr(args, "sweep_uri", None) or getattr(args, "results", None) or "RESULTS"  # noqa: E731
             try:
                 return cmd(args)
+            except StoreUnavailable as exc:
+                print(
+                    f"stitchsweep: error: object store unavailable: {exc}; every finished unit is recorded. When it"
+                    f" answers again: {then.format(where=where())}",
+                    file=sys.stderr,
+                )
+                return EXIT_STORE_UNAVAILABLE
             except Exception as exc:
                 full = disk_full_in(exc)
                 if full is None:
                     raise
-            where = getattr(args, "sweep_uri", None) or getattr(args, "results", None) or "RESULTS"
+            where = where()
             print(
                 f"stitchsweep: error: disk full: {full}; every finished unit is recorded and no partial file is"
                 f" read as a result. Free space there, then: {then.format(where=where)}",

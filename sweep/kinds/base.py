@@ -147,10 +147,18 @@ def exiting() -> bool:
 def not_a_failure(exc: BaseException) -> None:
     """Raise what a unit's code raised when it is no failure of the unit, to go past the unit's record: a full
     disk (`DiskFull`, raised as itself however it was wrapped: nothing could record it, the driver stops the run
-    in one line and `resume` runs the unit once space is freed), or anything while the process is exiting
-    (`exiting`). Returns otherwise: the caller records the unit failed."""
+    in one line and `resume` runs the unit once space is freed), an object store that kept failing
+    (`StoreUnavailable`: Tune retries the unit), or anything while the process is exiting (`exiting`). Returns
+    otherwise: the caller records the unit failed."""
+    from sweep.store.retry import StoreUnavailable
     from sweep.store.storage import disk_full_in
 
+    seen, chain = set(), exc  # an object store that kept failing: the store's fault, the unit stays pending
+    while chain is not None and id(chain) not in seen:
+        if isinstance(chain, StoreUnavailable):
+            raise chain
+        seen.add(id(chain))
+        chain = chain.__cause__ or chain.__context__
     full = disk_full_in(exc)
     if full is exc or (full is None and exiting()):
         raise exc

@@ -8,8 +8,10 @@ The rules (docs/results.md, "Compacted parts"):
 - a compacted file `<table>/@compacted-<ns>-<hex>.parquet` holds the parts' rows with a `_part` column naming
   the part each row came from (its file name); the name starts with a character no unit id or donor name can
   start with, and sorts by the time it was written;
-- it is written whole (write, then rename; one upload on an object store) before the loose parts it holds, and
-  the older compacted files it replaces, are deleted: a crash in between leaves the same part twice;
+- it is written whole (write, then rename; one upload on an object store) and read back (its checksum verified,
+  its `_part` column the one written) before the loose parts it holds, and the older compacted files it
+  replaces, are deleted: a crash in between leaves the same part twice, and a write that failed, or that landed
+  but was answered as failed (a store's lost answer), deletes nothing;
 - readers keep one copy of each part: a loose part wins over every compacted copy (it is newer: a part is
   only rewritten loose), and among compacted files the newest (last by name) wins.
 """
@@ -24,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sweep.store.layout import PART_SUFFIX
+from sweep.store.retry import StoreUnavailable
 from sweep.store.storage import Loc, open_root
 
 COMPACTED_PREFIX = "@compacted-"
@@ -73,6 +76,8 @@ def compacted_statuses(folder: Loc, names: list[str], unreadable: list | None = 
     for name in sorted(n for n in names if n.startswith(COMPACTED_PREFIX)):
         try:
             t = _columns(folder / name, [PART_COLUMN, "status"])
+        except StoreUnavailable:  # not known unreadable: setting it aside would compute its units again
+            raise
         except Exception:  # truncated or not Parquet
             if unreadable is not None:
                 unreadable.append(folder / name)
@@ -89,6 +94,8 @@ def recorded_parts(folder: Loc) -> dict[str, Loc]:
     for f in folder.files(PART_SUFFIX):
         try:
             held = _columns(f, [PART_COLUMN])[PART_COLUMN].to_pylist() if is_compacted(f) else [f.name]
+        except StoreUnavailable:
+            raise
         except Exception:  # unreadable: holds nothing
             continue
         pairs += [(f.name, p) for p in held]
@@ -140,15 +147,43 @@ def compact_table(folder: Loc, max_files: int = MAX_FILES, batch: int = BATCH) -
     return parts, written
 
 
+class UnverifiedCopy(OSError):
+    """A compacted file that, read back just after it was written, is not what was written (unreadable, or other
+    parts in it): the parts it was to hold stay loose."""
+
+
+def _write_verified(folder: Loc, table: pa.Table) -> Loc:
+    """`table` (with its `_part` column) as a new compacted file of `folder`, written whole and then read back:
+    its checksum verified and its `_part` column the one written, or `UnverifiedCopy`. A write that raised
+    (the store's retries spent: `StoreUnavailable`, a full disk) raises too: nothing may be deleted then, even
+    where the file landed with its answer lost (a part twice, which readers count once)."""
+    loc = folder / compacted_name()
+    loc.write_parquet(table)
+    try:
+        back = _columns(loc, [PART_COLUMN])
+    except StoreUnavailable:
+        raise
+    except Exception as exc:  # truncated, its checksum wrong, gone
+        raise UnverifiedCopy(f"{loc}: expected the compacted file just written, found it unreadable ({exc})") from exc
+    if PART_COLUMN not in back.column_names or not back[PART_COLUMN].equals(table[PART_COLUMN]):
+        raise UnverifiedCopy(f"{loc}: expected the {table.num_rows} rows just written, found others")
+    return loc
+
+
+def _delete(files: list[Loc]) -> None:
+    with ThreadPoolExecutor(max_workers=16) as pool:  # on an object store each delete is a request or two
+        list(pool.map(lambda f: f.unlink(missing_ok=True), files))
+
+
 def _compact_batch(folder: Loc, loose: list[Loc]) -> int:
-    """The done parts among `loose` into one new compacted file (written whole), then deleted; how many."""
+    """The done parts among `loose` into one new compacted file (written whole and verified), then deleted; how
+    many."""
     with ThreadPoolExecutor(max_workers=16) as pool:  # on an object store each read is a request
         read = [(p, t) for p, t in zip(loose, pool.map(_done_part, loose)) if t is not None]
     if not read:
         return 0
-    (folder / compacted_name()).write_parquet(pa.concat_tables([t for _, t in read], promote_options="permissive"))
-    for p, _ in read:
-        p.unlink(missing_ok=True)
+    _write_verified(folder, pa.concat_tables([t for _, t in read], promote_options="permissive"))
+    _delete([p for p, _ in read])
     return len(read)
 
 
@@ -166,9 +201,8 @@ def _merge_compacted(folder: Loc) -> bool:
     if len(tables) < 2:
         return False
     merged = keep_winners(pa.concat_tables(tables, promote_options="permissive"), SOURCE).drop_columns([SOURCE])
-    (folder / compacted_name()).write_parquet(merged)  # whole, or not at all
-    for f in old:
-        f.unlink(missing_ok=True)
+    _write_verified(folder, merged)  # whole and read back, or nothing deleted
+    _delete(old)
     return True
 
 

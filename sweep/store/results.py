@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from sweep.store.layout import SweepDir
+from sweep.store.retry import StoreUnavailable
 from sweep.store.storage import TMP_PREFIX, Loc, StorageError, open_root
 
 __all__ = [
@@ -59,9 +60,13 @@ CORRUPT_SUFFIX = ".corrupt"
 
 
 def read_status(part: Loc) -> str | None:
-    """The `status` of a one-row part ("done" / "failed"), or None when the file cannot be read as one."""
+    """The `status` of a one-row part ("done" / "failed"), or None when the file cannot be read as one. A store
+    that kept failing to answer raises `StoreUnavailable`: the part is not known unreadable (a run would set it
+    aside and compute it again)."""
     try:
         return open_root(part).read_parquet(columns=["status"])["status"][0].as_py()
+    except StoreUnavailable:
+        raise
     except Exception:  # truncated, not Parquet, no status column, empty: all mean "not a usable record"
         return None
 
@@ -82,11 +87,15 @@ def recorded_row(part: Loc) -> dict | None:
     if part.exists():
         try:
             return part.read_parquet().slice(0, 1).to_pylist()[0]
+        except StoreUnavailable:  # not known unreadable: the store did not answer
+            raise
         except Exception:  # truncated, not Parquet, empty: not a usable record
             return None
     for f in reversed([f for f in part.parent.files(".parquet") if is_compacted(f)]):  # newest first
         try:
             t = f.read_parquet()
+        except StoreUnavailable:
+            raise
         except Exception:
             continue
         rows = t.filter(pa.compute.equal(t[PART_COLUMN], part.name)).slice(0, 1).drop_columns([PART_COLUMN])
@@ -107,6 +116,8 @@ def part_rows(folder: Loc) -> Iterator[dict]:
     for part in folder.files(".parquet"):
         try:
             got = part.read_parquet().to_pylist()
+        except StoreUnavailable:  # not known unreadable: the store did not answer
+            raise
         except Exception:  # truncated or not Parquet: not a record (`status` lists such parts)
             continue
         rows += [(part.name, r.pop(PART_COLUMN, part.name), r) for r in got]

@@ -14,6 +14,12 @@ the folder and the bytes it needed: the machine's fault, not a unit's (`sweep.ki
 unit's record, the driver stops the run). Parquet files are written with checksums and verified when read
 (`sweep.store.checksum`).
 
+On any filesystem but a local one, each whole operation (a write, a read, a listing, a delete, a rename) is
+retried while the store answers with a transient error (503 SlowDown, 500, a timed-out request), with exponential
+backoff and jitter, then `StoreUnavailable` (`sweep.store.retry`, `STITCHSWEEP_STORE_RETRIES`). Each is
+idempotent: a write sends the whole object again; a delete or a rename (on S3 a copy then a delete) whose answer
+was lost is done when its retry finds the file gone (and, for a rename, the target there).
+
 Credentials and endpoints come from the filesystem's usual sources (for S3: `AWS_ACCESS_KEY_ID`,
 `AWS_SECRET_ACCESS_KEY`, `AWS_ENDPOINT_URL`, instance roles, ...) or from pyarrow's URI query options
 (`s3://bucket/prefix?endpoint_override=host:port&scheme=http`). Query options are never printed: a `Loc`
@@ -33,6 +39,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from sweep.store import retry
 from sweep.store.checksum import parquet_bytes, verified
 
 TMP_PREFIX = ".tmp-"
@@ -164,8 +171,15 @@ class Loc:
     def __hash__(self) -> int:
         return hash(str(self))
 
+    def _retried(self, op):
+        """`op(attempt)` once on a local folder; elsewhere again while the store errs transiently (`retry.call`)."""
+        return op(0) if self.is_local else retry.call(op, str(self))
+
     # queries --------------------------------------------------------------------------------------------
     def _type(self) -> pafs.FileType:
+        return self._retried(lambda _: self._raw_type())
+
+    def _raw_type(self) -> pafs.FileType:
         return self.fs.get_file_info(self.path).type
 
     def exists(self) -> bool:
@@ -180,7 +194,7 @@ class Loc:
     def _children(self, recursive: bool = False) -> list[pafs.FileInfo]:
         sel = pafs.FileSelector(self.path, allow_not_found=True, recursive=recursive)
         try:
-            return self.fs.get_file_info(sel)
+            return self._retried(lambda _: self.fs.get_file_info(sel))
         except (NotADirectoryError, FileNotFoundError):
             return []
 
@@ -224,8 +238,11 @@ class Loc:
 
     # reading --------------------------------------------------------------------------------------------
     def read_bytes(self) -> bytes:
-        with self.fs.open_input_stream(self.path) as fh:
-            return fh.read()
+        def read(_):
+            with self.fs.open_input_stream(self.path) as fh:
+                return fh.read()
+
+        return self._retried(read)
 
     def read_text(self) -> str:
         return self.read_bytes().decode()
@@ -242,13 +259,13 @@ class Loc:
 
     # writing --------------------------------------------------------------------------------------------
     def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:
-        self.fs.create_dir(self.path, recursive=True)
+        self._retried(lambda _: self.fs.create_dir(self.path, recursive=True))
 
     def write_bytes(self, data: bytes) -> None:
         """Replace the file with `data`, atomically from a reader's point of view (see the module doc). No room
         for it: `DiskFull` (naming the folder and `len(data)`), and no temporary file left."""
         try:
-            self._write_whole(data)
+            self._retried(lambda _: self._write_whole(data))  # a whole object, sent again: idempotent
         except OSError as exc:
             if exc.errno in FULL and not isinstance(exc, DiskFull):
                 raise DiskFull(str(self.parent), len(data), exc.errno) from exc
@@ -281,21 +298,35 @@ class Loc:
         self.write_bytes(parquet_bytes(table))
 
     def unlink(self, missing_ok: bool = False) -> None:
-        try:
-            self.fs.delete_file(self.path)
-        except FileNotFoundError:
-            if not missing_ok:
-                raise
+        def delete(attempt: int) -> None:
+            try:
+                self.fs.delete_file(self.path)
+            except FileNotFoundError:
+                if not (missing_ok or attempt):  # a retry that finds it gone: the lost answer's delete was done
+                    raise
+
+        self._retried(delete)
 
     def rename(self, target: Loc) -> Loc:
-        """Move onto `target` (replacing it). On object stores this is a copy then a delete."""
+        """Move onto `target` (replacing it). On object stores this is a copy then a delete: a retry that finds
+        the source gone and the target there is done (the attempt before it landed, its answer lost)."""
         if self.is_local:
             os.replace(self.path, target.path)
-        else:
+            return target
+
+        def move(attempt: int) -> None:
+            if attempt and self._raw_type() == pafs.FileType.NotFound and target._raw_type() != pafs.FileType.NotFound:
+                return
             self.fs.move(self.path, target.path)
+
+        self._retried(move)
         return target
 
     def delete_tree(self) -> None:
         """Delete this folder and everything below it (nothing if it does not exist)."""
-        if self.exists():
-            self.fs.delete_dir(self.path)
+
+        def delete(_) -> None:
+            if self._raw_type() != pafs.FileType.NotFound:  # a retry after a partial delete deletes the rest
+                self.fs.delete_dir(self.path)
+
+        self._retried(delete)

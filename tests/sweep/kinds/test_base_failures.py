@@ -86,3 +86,20 @@ def test_commit_writes_the_rows_that_fit_and_raises_when_even_the_failed_row_can
     with pytest.raises(ValueError, match="column 'unit_id'"):  # the engine's own failed row: not hidden
         commit(SweepDir(tmp_path, "t").part(EXAMPLES_DIR, "u1"), [{"unit_id": 1.5}], table, {"unit_id": [1]})
     assert schema(EXAMPLES_DIR).field("status").type == pa.string()
+
+
+def test_an_object_store_that_kept_failing_is_no_failure_of_the_unit(tmp_path):
+    """A part write that ran out of the store's retries leaves the unit pending (raised, not recorded failed)."""
+    from sweep.store.retry import StoreUnavailable
+
+    part = SweepDir(tmp_path, "s").part(EXAMPLES_DIR, "u1")
+
+    def measure():
+        try:
+            raise StoreUnavailable("s3://b/s/examples", 7, 12.0, OSError("AWS Error SLOW_DOWN"))
+        except StoreUnavailable as exc:
+            raise RuntimeError("while writing") from exc  # however a unit's code wrapped it
+
+    with pytest.raises(StoreUnavailable, match="expected the object store to answer"):
+        record_unit(part, EXAMPLES_DIR, {"unit_id": "u1"}, measure)
+    assert not part.exists()  # nothing recorded: the unit stays pending
