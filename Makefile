@@ -25,8 +25,8 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-# Re-resolve the lock from pyproject.toml's ranges (pip's own resolver, honouring this machine's pip
-# configuration), then reinstall from it. Commit requirements.lock afterwards.
+# Re-resolve the lock from pyproject.toml's ranges held to constraints.txt's exact versions (pip's own resolver,
+# honouring this machine's pip configuration), then reinstall from it. Commit requirements.lock afterwards.
 lock:
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) tests/scripts/lock.py

@@ -5,15 +5,18 @@ the schema are kept too, so nothing written is dropped silently. Temporary files
 `results` is a local folder or a pyarrow.fs URI (`s3://bucket/prefix/<sweep>`; see `sweep.store.storage`).
 A part that cannot be read (truncated, not Parquet, not one of ours, types that do not cast) is skipped with a
 warning naming its path, and listed in `load(...)["problems"]`: it never crashes a reader.
+
+Each reader first imports the plugins the sweep kept (`RESULTS/space.yaml`'s `plugins:`, the copies `run`
+keeps in `RESULTS/plugins/`), so that a plugin kind's table and a plugin index's columns are read as the CLI's
+`report` reads them (`import_plugins`); `plugins=` names others, `plugins=False` none.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import posixpath
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -25,122 +28,77 @@ from sweep.store.layout import (
     CURVES_DIR,
     DONORS_DIR,
     KEPT_SUFFIX,
-    REPTESTS_DIR,
-    SIMILARITY_DIR,
-    SNAPSHOT_DIR,
+    SPACE_FILE,
     STALE_DIR,
     TRIALS_DIR,
-    key_column,
     tables,
 )
 from sweep.store.schema import schema
+from sweep.store.snapshot import FILE, PART, gather, read_part, to_schema
 from sweep.store.storage import Loc, open_root
 
-READ_THREADS = 16
+# what a reader's `plugins=` takes (`import_plugins`): None, a list of plugins, or False
+Plugins = list | tuple | str | os.PathLike | bool | None
 
 
-def _parts(directory: Loc) -> list[Loc]:
-    return directory.files(".parquet")
+def import_plugins(results: str | os.PathLike | Loc, plugins: Plugins = None) -> list:
+    """Import the plugins a reader of `results` needs before it reads (their registries are per process), and
+    return them (`sweep.config.plugins.Plugin`s). `plugins`: None (or True) the ones the sweep kept, its
+    `RESULTS/space.yaml`'s `plugins:` list, each relative to the results folder (none when it has no
+    space.yaml: a bare trials folder); a list of plugins (files and package folders relative to the working
+    directory, or module names, as `--plugin` takes them) to import instead; False or [] none. A plugin that
+    does not import is skipped with a warning naming it and why; the rest are imported. Importing one again
+    (a second `load`) keeps the first import's registrations."""
+    from sweep.config.plugins import load_plugin
 
-
-def _read_part(part: Loc, kind: str, expected: pa.Schema) -> pa.Table:
-    t = part.read_parquet()
-    if t.schema.equals(expected):  # written by this version: nothing to add or cast
-        return t
-    key = key_column(kind)
-    if key not in t.column_names:
-        raise ValueError(f"not a stitchsweep {kind} part: it has no {key!r} column")
-    return _to_schema(t, expected)
-
-
-def _to_schema(t: pa.Table, expected: pa.Schema) -> pa.Table:
-    """The schema's columns first, in its order and types (null where `t` predates a column: a part or a
-    snapshot written by an earlier release); columns beyond it kept after them."""
-    names = set(t.column_names)
-    for field in expected:
-        if field.name not in names:
-            t = t.append_column(field, pa.nulls(len(t), field.type))
-    known = [f.name for f in expected]
-    extra = [c for c in t.column_names if c not in known]
-    return t.select(known + extra).cast(pa.schema(list(expected) + [t.schema.field(c) for c in extra]))
-
-
-PART = "_part"  # the name of the part a row came from (a compacted file keeps it for each row)
-FILE = "_file"  # the file a row was read from: the part itself, or a compacted file holding it
-SNAPSHOT_SUFFIX = ".snapshot"  # Parquet inside, named so that a `**/*.parquet` glob does not count it again
-
-
-def _snapshot(root: Loc, kind: str, stamps: dict[str, tuple[int, int]], expected: pa.Schema) -> tuple:
-    """(the snapshot's rows of the files whose listing is unchanged since it was taken, those files' paths);
-    nothing when there is no usable snapshot."""
-    folder = root / kind
-    try:
-        snap = (root / SNAPSHOT_DIR / f"{kind}{SNAPSHOT_SUFFIX}").read_parquet()
-        taken = json.loads((root / SNAPSHOT_DIR / f"{kind}.json").read_text())
-    except (OSError, ValueError, pa.ArrowException):
-        return None, set()
-    if FILE not in snap.column_names:
-        return None, set()
-    same = {p for p, st in stamps.items() if list(taken.get(posixpath.basename(p), [])) == list(st)}
-    names = pa.array(sorted(posixpath.basename(p) for p in same), pa.string())
-    keep = snap.filter(pa.compute.is_in(snap[FILE], value_set=names))
-    rows = _to_schema(keep, expected) if keep.num_rows else None  # `_part`, `_file` stay after the schema's
-    return rows, {str(folder / posixpath.basename(p)) for p in same}
-
-
-def write_snapshot(results: str | os.PathLike | Loc) -> int:
-    """Take a snapshot of every table (after a run): one file per table holding every part's rows (Parquet,
-    named `<table>.snapshot`), and each file's listed size and time. Later reads take the unchanged files' rows
-    from it: on an object store a few requests instead of one per part. Returns how many files it covers."""
-    root = open_root(results)
-    covered = 0
-    for kind in tables():
-        stamps = (root / kind).file_stamps(".parquet")
-        (root / SNAPSHOT_DIR / f"{kind}.parquet").unlink(missing_ok=True)  # an earlier release's name
-        if not stamps:
-            continue
-        table = _gather(root, kind)  # every copy of a part: which one wins depends on what is listed later
-        (root / SNAPSHOT_DIR / f"{kind}{SNAPSHOT_SUFFIX}").write_parquet(table)
-        (root / SNAPSHOT_DIR / f"{kind}.json").write_text(
-            json.dumps({posixpath.basename(p): list(st) for p, st in stamps.items()})
-        )
-        covered += len(stamps)
-    return covered
-
-
-def _gather(root: Loc, kind: str, problems: list[dict] | None = None) -> pa.Table | None:
-    """Every row of every file of `kind`, loose parts and compacted files, each with its `_part` and `_file`
-    (None when there is none): a part may appear twice (a compaction interrupted before it removed it)."""
-    expected = schema(kind)  # with the columns of every index registered now
-    stamps = (root / kind).file_stamps(".parquet")
-    snapped, covered = _snapshot(root, kind, stamps, expected)
-    tables = [] if snapped is None else [snapped]
-    parts = [p for p in _parts(root / kind) if str(p) not in covered]
-
-    def attempt(part: Loc) -> pa.Table | Exception:
+    if plugins is False:
+        return []
+    if plugins is None or plugins is True:
+        kept = _kept_plugins(open_root(results))
+    else:
+        listed = [plugins] if isinstance(plugins, (str, os.PathLike)) else list(plugins)
+        kept = [(os.fspath(s) if isinstance(s, os.PathLike) else s, Path.cwd()) for s in listed]
+    loaded = []
+    for i, (spec, base) in enumerate(kept):
         try:
-            return _read_part(part, kind, expected)
-        except Exception as exc:  # reported below, in the parts' order
-            return exc
+            loaded.append(load_plugin(spec, base, f"plugins[{i}]"))
+        except Exception as exc:  # a broken plugin costs its own tables and columns, not the reader
+            warnings.warn(f"plugin {spec!r} not imported (its tables and columns are not read): {exc}", stacklevel=3)
+    return loaded
 
-    # One part per unit: many small files, and on an object store each read is a round trip. Read them
-    # concurrently (pyarrow releases the GIL while it reads).
-    with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
-        results_ = list(pool.map(attempt, parts))
-    for part, got in zip(parts, results_):
-        if isinstance(got, Exception):
-            error = f"{type(got).__name__}: {got}"
-            warnings.warn(f"skipping unreadable results part {part}: {error}", stacklevel=3)
-            if problems is not None:
-                problems.append({"path": str(part), "kind": kind, "error": error})
-            continue
-        if PART not in got.column_names:  # a loose part: its own name
-            got = got.append_column(PART, pa.array([part.name] * got.num_rows, pa.string()))
-        tables.append(got.append_column(FILE, pa.array([part.name] * got.num_rows, pa.string())))
-    if not tables:
-        return None
-    merged = pa.concat_tables(tables, promote_options="permissive")
-    return _to_schema(merged, expected)
+
+def _kept_plugins(root: Loc) -> list[tuple[object, Path]]:
+    """(each plugin the sweep's own space.yaml lists, the local folder it is imported relative to): the results
+    folder itself, or for results on remote storage a local copy of the plugin (`localise`). A space that
+    cannot be read is a warning and no plugin."""
+    import yaml
+
+    from sweep.config.plugins import MODULE, localise, plugin_form
+
+    space = root / SPACE_FILE
+    try:
+        if not space.is_file():
+            return []
+        raw = yaml.safe_load(space.read_text())
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        warnings.warn(f"{space}: unreadable, the sweep's plugins are not imported ({exc})", stacklevel=4)
+        return []
+    specs = raw.get("plugins") if isinstance(raw, dict) else None
+    if not specs:
+        return []
+    if not isinstance(specs, list):
+        warnings.warn(f"{space}: plugins is not a list ({specs!r}): none is imported", stacklevel=4)
+        return []
+    if root.is_local:
+        return [(spec, Path(root.path)) for spec in specs]
+    kept = []
+    for spec in specs:  # each copied on its own: one missing costs only itself
+        try:
+            by_name = not isinstance(spec, str) or plugin_form(spec, root) == MODULE  # nothing to copy
+            kept.append((spec, Path.cwd() if by_name else localise(root, [spec])))
+        except Exception as exc:
+            warnings.warn(f"plugin {spec!r} not imported (its tables and columns are not read): {exc}", stacklevel=4)
+    return kept
 
 
 def _current(root: Loc, kind: str) -> set[str] | None:
@@ -158,7 +116,7 @@ def _stale(root: Loc, kind: str, expected: pa.Schema, problems: list[dict] | Non
     out = []
     for f in (root / STALE_DIR / kind).files(KEPT_SUFFIX):
         try:
-            t = _read_part(f, kind, expected)
+            t = read_part(f, kind, expected)
         except Exception as exc:
             if problems is not None:
                 problems.append({"path": str(f), "kind": kind, "error": f"{type(exc).__name__}: {exc}"})
@@ -174,19 +132,24 @@ def read_table(
     problems: list[dict] | None = None,
     with_parts: bool = False,
     stale: bool = False,
+    plugins: Plugins = None,
 ) -> pa.Table:
-    """All parts of `kind` ("trials", "donors" or "curves") as one Arrow table with a unified schema, in the
-    parts' name order (`with_parts`: a `_part` column names each row's part, and `_file` the file it was read
-    from). Parts compacted into one file (`sweep.store.compact`) are read like loose ones; a part recorded
-    twice (a loose copy and a compacted one, or two compacted ones) counts once: the loose copy, else the
-    newest compacted one. The rows of files unchanged since the last snapshot come from it (`write_snapshot`).
+    """All parts of `kind` ("trials", "donors", "curves", a plugin kind's table, ...) as one Arrow table with a
+    unified schema, in the parts' name order (`with_parts`: a `_part` column names each row's part, and `_file` the
+    file it was read from). Parts compacted into one file (`sweep.store.compact`) are read like loose ones; a part
+    recorded twice (a loose copy and a compacted one, or two compacted ones) counts once: the loose copy, else the
+    newest compacted one. The rows of files unchanged since the last snapshot come from it
+    (`sweep.store.snapshot.write_snapshot`, after each run).
     Unreadable files are skipped with a warning and appended to `problems` as {path, kind, error}.
 
     Only the rows of the units the sweep's space names are read (`RESULTS/current.json`: the parts of units
     an edited plugin or a shrunk space left behind are stale); `stale=True` adds the stale ones too (those a
-    run moved to `RESULTS/_stale/` and any the tables still hold), with a boolean column `stale`."""
-    expected, root = schema(kind), open_root(results)
-    merged = _gather(root, kind, problems)
+    run moved to `RESULTS/_stale/` and any the tables still hold), with a boolean column `stale`.
+    The sweep's kept plugins are imported first (`plugins`: `import_plugins`)."""
+    root = open_root(results)
+    import_plugins(root, plugins)
+    expected = schema(kind)
+    merged = gather(root, kind, problems)
     if merged is not None:
         merged = keep_winners(merged, FILE)
     current = _current(root, kind)
@@ -199,7 +162,7 @@ def read_table(
         flags = [pa.array([False] * (0 if merged is None else merged.num_rows), pa.bool_())] + [
             pa.array([True] * t.num_rows, pa.bool_()) for t in kept
         ]
-        parts = ([] if merged is None else [merged]) + [_to_schema(t, expected) for t in kept]
+        parts = ([] if merged is None else [merged]) + [to_schema(t, expected) for t in kept]
         merged = pa.concat_tables(parts, promote_options="permissive") if parts else None
         merged = merged.append_column("stale", pa.concat_arrays(flags)) if merged is not None else None
     if merged is None:
@@ -210,14 +173,15 @@ def read_table(
     return merged if with_parts else merged.drop_columns([PART, FILE])
 
 
-def load_trials(results: str | os.PathLike | Loc) -> pd.DataFrame:
-    """One row per recorded trial (done and failed)."""
-    return read_table(results, TRIALS_DIR).to_pandas()
+def load_trials(results: str | os.PathLike | Loc, plugins: Plugins = None) -> pd.DataFrame:
+    """One row per recorded trial (done and failed), with the columns of every index registered (`plugins`:
+    `import_plugins`)."""
+    return read_table(results, TRIALS_DIR, plugins=plugins).to_pandas()
 
 
-def load_donors(results: str | os.PathLike | Loc) -> pd.DataFrame:
+def load_donors(results: str | os.PathLike | Loc, plugins: Plugins = None) -> pd.DataFrame:
     """One row per donor and evaluation setting; the latest record of each when evaluated more than once."""
-    return _latest_donors(read_table(results, DONORS_DIR).to_pandas())
+    return _latest_donors(read_table(results, DONORS_DIR, plugins=plugins).to_pandas())
 
 
 def _latest_donors(df: pd.DataFrame) -> pd.DataFrame:
@@ -233,29 +197,35 @@ def _latest_donors(df: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def load_curves(results: str | os.PathLike | Loc) -> pd.DataFrame:
+def load_curves(results: str | os.PathLike | Loc, plugins: Plugins = None) -> pd.DataFrame:
     """Training curves in long format: trial_id, epoch, metric, value."""
-    return read_table(results, CURVES_DIR).to_pandas()
+    return read_table(results, CURVES_DIR, plugins=plugins).to_pandas()
 
 
-def load_reptests(results: str | os.PathLike | Loc) -> pd.DataFrame:
+def load_reptests(results: str | os.PathLike | Loc, plugins: Plugins = None) -> pd.DataFrame:
     """Representation-test rows: one per unit and member (Balogh & Jelasity 2025 Section 5)."""
-    return read_table(results, REPTESTS_DIR).to_pandas()
+    return read_table(results, "reptests", plugins=plugins).to_pandas()
 
 
-def load_similarity(results: str | os.PathLike | Loc) -> pd.DataFrame:
+def load_similarity(results: str | os.PathLike | Loc, plugins: Plugins = None) -> pd.DataFrame:
     """Similarity-unit rows (Cianfarani et al. 2022): one per unit and (A point, B point)."""
-    return read_table(results, SIMILARITY_DIR).to_pandas()
+    return read_table(results, "similarity", plugins=plugins).to_pandas()
 
 
-def load(results: str | os.PathLike | Loc, stale: bool = False) -> dict[str, pd.DataFrame]:
+def load(results: str | os.PathLike | Loc, stale: bool = False, plugins: Plugins = None) -> dict[str, pd.DataFrame]:
     """Every table of a results directory (`tables()`: each registered kind's, then curves, donor_curves and
     energies), plus "problems": the parts that could not be read (path, kind, error), empty when every part is
     fine. Each table holds the units of the sweep's current space; `stale=True` adds those of units it no
-    longer names (an edited plugin's earlier version, a shrunk space), marked by a boolean column `stale`."""
+    longer names (an edited plugin's earlier version, a shrunk space), marked by a boolean column `stale`.
+
+    The plugins the sweep kept are imported first, so that their kinds' tables and their indices' columns are
+    read (`plugins`: None those the sweep's space.yaml lists; a list of plugins to import instead, as
+    `--plugin` takes them; False none: `import_plugins`). One that fails to import is a warning."""
     problems: list[dict] = []
+    root = open_root(results)
+    import_plugins(root, plugins)  # its warnings shown: the reading's own are reported through "problems"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reported through "problems" instead
-        read = {name: read_table(results, name, problems, stale=stale).to_pandas() for name in tables()}
+        read = {name: read_table(root, name, problems, stale=stale, plugins=False).to_pandas() for name in tables()}
     read["donors"] = _latest_donors(read["donors"])
     return {**read, "problems": pd.DataFrame(problems, columns=["path", "kind", "error"])}

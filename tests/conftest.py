@@ -135,3 +135,58 @@ def full_disk(monkeypatch):
         return state["hits"]
 
     return fill
+
+
+@pytest.fixture
+def forget_plugins():
+    """`forget(module)`: at the end of the test, remove what plugin `module` (a file's module, or a package and
+    each of its modules) registered in this process, the modules themselves and their versions (registries are
+    per process)."""
+    import sys
+
+    from sweep import registry
+    from sweep.config import plugins
+    from sweep.store import catalogue
+
+    modules: list[str] = []
+    yield modules.append
+
+    def ours(name: str) -> bool:
+        return any(name == m or name.startswith(m + ".") for m in modules)
+
+    found = [*vars(registry).values(), *vars(catalogue).values()]
+    registries = [r for r in found if isinstance(r, registry.Registry)]
+    for kind, name in [key for key, origin in registry.ORIGINS.items() if ours(origin)]:
+        for r in registries:
+            if r.kind == kind and name in r._entries:
+                r.remove(name)
+    for name in [n for n in [*sys.modules, *registry.PLUGIN_VERSIONS] if ours(n)]:
+        sys.modules.pop(name, None)
+        registry.PLUGIN_VERSIONS.pop(name, None)
+    plugins._PACKAGES.difference_update(modules)
+
+
+# docs/plugins.md's "A kind of work and an index": each file it shows, fenced as ```python PATH or ```yaml PATH.
+PLUGIN_PAGE_FILE = r"```(?:python|yaml) ([\w./]+)\n(.*?)```"
+
+
+@pytest.fixture
+def kind_plugin(tmp_path, forget_plugins):
+    """`kind_plugin(folder=None) -> folder`: docs/plugins.md's kind of work (the package `echo/`), index
+    (`my_index.py`) and space (`space.yaml`) written into `folder` (default: `tmp_path / "study"`) as the page
+    shows them; what they register in this process is removed after the test."""
+    import re
+
+    page = (REPO / "docs" / "plugins.md").read_text()
+    shown = dict(re.findall(PLUGIN_PAGE_FILE, page, flags=re.S))
+
+    def write(folder: Path | None = None) -> Path:
+        folder = folder or tmp_path / "study"
+        for rel, text in shown.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_text(text)
+        forget_plugins("echo")
+        forget_plugins("my_index")
+        return folder
+
+    return write

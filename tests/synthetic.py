@@ -51,7 +51,7 @@ def _fill(row: dict, table: pa.Schema, rng: np.random.Generator) -> dict:
 
 
 def _donors(sweep, rng) -> tuple[list[dict], list[dict]]:
-    from sweep.kinds.donor import base_row
+    from sweep.kinds.donor.run import base_row
     from sweep.registry import KINDS
 
     rows, curves = [], []
@@ -67,7 +67,7 @@ def _donors(sweep, rng) -> tuple[list[dict], list[dict]]:
 
 
 def _trials(sweep) -> tuple[list[dict], list[dict]]:
-    from sweep.kinds.stitch import config_row
+    from sweep.kinds.trial.run import config_row
 
     rows, energies = [], []
     for spec in sweep.trials:
@@ -79,7 +79,7 @@ def _trials(sweep) -> tuple[list[dict], list[dict]]:
 
 
 def _similarity(units, sweep_name: str) -> list[dict]:
-    from sweep.kinds.similarity import base_row
+    from sweep.kinds.similarity.run import base_row
 
     rows = []
     for spec in units:
@@ -93,7 +93,7 @@ def _similarity(units, sweep_name: str) -> list[dict]:
 
 
 def _training_similarity(units, sweep_name: str) -> list[dict]:
-    from sweep.kinds.training_similarity import base_row
+    from sweep.kinds.training_similarity.run import base_row
 
     rows = []
     for spec in units:
@@ -105,7 +105,7 @@ def _training_similarity(units, sweep_name: str) -> list[dict]:
 
 
 def _inversions(units, sweep_name: str, root: Path) -> list[dict]:
-    from sweep.kinds.inversion import base_row
+    from sweep.kinds.inversion.run import base_row
     from sweep.store import inverted as stored
     from sweep.store.storage import open_root
 
@@ -120,7 +120,7 @@ def _inversions(units, sweep_name: str, root: Path) -> list[dict]:
 
 
 def _tsne(units, sweep_name: str) -> list[dict]:
-    from sweep.kinds.embedding import base_row
+    from sweep.kinds.tsne.run import base_row
 
     return [
         dict(base_row(spec, sweep_name, DEVICE), point=p, point_index=k + 1, image=j, label=j % 3)
@@ -131,7 +131,7 @@ def _tsne(units, sweep_name: str) -> list[dict]:
 
 
 def _examples(units, sweep_name: str) -> list[dict]:
-    from sweep.kinds.examples import base_row
+    from sweep.kinds.examples.run import base_row
 
     pixels = np.full((1, 8, 8), 128, np.uint8).tobytes()
     return [
@@ -142,7 +142,7 @@ def _examples(units, sweep_name: str) -> list[dict]:
 
 
 def _reptests(units, sweep_name: str) -> list[dict]:
-    from sweep.kinds.reptest import base_row
+    from sweep.kinds.reptest.run import base_row
 
     rows = []
     for spec in units:

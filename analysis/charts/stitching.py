@@ -346,22 +346,3 @@ def donor_curves_chart(curves: pd.DataFrame) -> alt.FacetChart:
         .properties(width=260, height=160)
         .facet(facet=alt.Facet("donor:N", title=None), columns=3)
     )
-
-
-def tsne_chart(points: pd.DataFrame) -> alt.FacetChart:
-    """t-SNE maps (Balogh & Jelasity 2023 Fig. 7): a row per donor, a column per point, a dot per image coloured
-    by its class."""
-    order = points.sort_values("point_index")["point"].drop_duplicates().tolist()
-    return (
-        alt.Chart(points[["donor", "point", "x", "y", "label"]])
-        .mark_circle(size=8, opacity=0.7)
-        .encode(
-            x=alt.X("x:Q", axis=None),
-            y=alt.Y("y:Q", axis=None),
-            color=alt.Color("label:N", title="class"),
-            tooltip=["donor:N", "point:N", "label:N"],
-        )
-        .properties(width=150, height=150)
-        .facet(row=alt.Row("donor:N", title=None), column=alt.Column("point:N", sort=order, title=None))
-        .resolve_scale(x="independent", y="independent")
-    )

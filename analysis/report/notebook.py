@@ -9,10 +9,11 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from analysis.reading import Plugins
 from analysis.report.data import ReportData
 from analysis.report.data import report_data as _report_data
 from analysis.report.sections import chart_sections
-from analysis.report.table_sections import TABLES
+from analysis.report.table_sections import table_sections
 
 
 def figures() -> list[str]:
@@ -22,12 +23,14 @@ def figures() -> list[str]:
 
 def tables() -> list[str]:
     """The names of the report's tables that have one (its CSV's stem), in report order."""
-    return [s.name for s in TABLES if s.name]
+    return [s.name for s in table_sections() if s.name]
 
 
-def report_data(results) -> ReportData:
-    """Every table of a results directory (a folder or a `pyarrow.fs` URI), prepared as the report uses them."""
-    return _report_data(results)[0]
+def report_data(results, plugins: Plugins = None) -> ReportData:
+    """Every table of a results directory (a folder or a `pyarrow.fs` URI), prepared as the report uses them;
+    the plugins the sweep kept imported first (`plugins`: others, or False for none, as `analysis.load` takes
+    them), so that a plugin kind's figures and tables can be drawn."""
+    return _report_data(results, plugins=plugins)[0]
 
 
 def figure(name: str, data: ReportData) -> alt.TopLevelMixin:
@@ -41,12 +44,12 @@ def figure(name: str, data: ReportData) -> alt.TopLevelMixin:
 
 def table(name: str, data: ReportData) -> pd.DataFrame:
     """The report's table `name` (empty when `data` has nothing for it)."""
-    return _find(name, TABLES).data(data)
+    return _find(name, table_sections()).data(data)
 
 
 def section(name: str):
     """The report's chart or table section named `name` (a ValueError naming the known ones)."""
-    return _find(name, [*chart_sections(), *TABLES])
+    return _find(name, [*chart_sections(), *table_sections()])
 
 
 def _find(name: str, sections: list):

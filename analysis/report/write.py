@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import altair as alt
 import pandas as pd
 
-from analysis.charts.per_point import same_layer
-from analysis.charts.stitching import stitching_grid
 from analysis.charts.titles import wrap_title
 from analysis.report.data import report_data
 from analysis.report.page import MANIFEST, claim_folder, markdown_table, page, table, write_manifest
 from analysis.report.sections import chart_sections
-from analysis.report.table_sections import TABLES
+from analysis.report.table_sections import table_sections
 from sweep.store.storage import Loc, open_root
 
 
@@ -25,11 +22,10 @@ def _png(chart, path: Path) -> None:
 
 
 def write_report(results: str | Path | Loc, out: str | Path, expected: dict | None = None) -> Path:
-    """Write into `out`: `index.html` and the files of every chart (`chart_sections()`: the shared ones, then
-    the kinds') and table section that has data
-    (`stitching.png` with one `stitching_<front>__<end>.png` per pair, `most_frequent_class.png`,
-    `cross_task.png`, `layer_matrices.png`/`.csv`, `layer_identification.csv`/`.md`, `rank_correlations*`,
-    `problems.csv`), plus `trials.csv` and `donors.csv`. Returns the HTML path.
+    """Write into `out`: `index.html` and the files of every chart and table section that has data
+    (`chart_sections()` and `table_sections()`: those of each kind of work, in report order; e.g.
+    `stitching.png` with one `stitching_<front>__<end>.png` per pair, `layer_identification.csv`/`.md`,
+    `problems.csv`, `donors.csv`), plus `trials.csv`. Returns the HTML path.
 
     `expected` (what `stitchsweep report` passes: the sweep's `space.yaml` read by the engine) holds per kind
     of work its counts (`kinds`: name -> {noun, total, done, failed, pending, blocked}) and the trial ids of
@@ -46,21 +42,7 @@ def _write_report(results: str | Path | Loc, out: str | Path, expected: dict | N
     data, stale = report_data(results, expected)
     data.trials.to_csv(out / "trials.csv", index=False)
     charts = write_charts(data, out)
-    if len(data.reptests):
-        data.correlations_per_unit.to_csv(out / "rank_correlations_per_unit.csv", index=False)
-    html_tables = []
-    for section in TABLES:
-        rows = section.data(data)
-        if len(rows) and section.shown is not None and not section.shown(rows):
-            continue
-        if section.csv and (len(rows) or section.always):
-            rows.to_csv(out / section.csv, index=False)
-        if section.md and len(rows):
-            (out / section.md).write_text(markdown_table(rows))
-        if len(rows) or section.always:
-            intro = f"<p>{text}</p>" if (text := section.intro_for(rows)) else ""
-            columns = shown_columns(rows, section.columns or list(rows.columns))
-            html_tables.append(f"<h2>{section.title}</h2>{intro}" + table(rows, columns))
+    html_tables = write_tables(data, out)
     if len(stale):
         stale.to_csv(out / "stale_trials.csv", index=False)
         html_tables.append(
@@ -74,10 +56,9 @@ def _write_report(results: str | Path | Loc, out: str | Path, expected: dict | N
 
 
 def write_charts(data, out: Path) -> list:
-    """Write the PNG (and CSV) of every chart section that draws something from `data`, and one
-    `stitching_<front>__<end>.png` per pair stitched at the same points (a pair stitched cross-layer only has
-    its layer matrices); return the sections' charts for the page, each titled with its section's title in
-    lines that fit the page."""
+    """Write the PNG (and CSV) of every chart section that draws something from `data`, and the further PNGs
+    it draws from the same rows (`ChartSection.pngs`: the stitching plot's one per donor pair); return the
+    sections' charts for the page, each titled with its section's title in lines that fit the page."""
     charts = []
     for section in chart_sections():
         rows = section.data(data)
@@ -87,14 +68,28 @@ def write_charts(data, out: Path) -> list:
             if section.csv:
                 rows.to_csv(out / section.csv, index=False)
             charts.append(chart.properties(title=wrap_title(section.title)))
-    stitched = same_layer(data.same_task)
-    for pair in stitched[["front", "end"]].drop_duplicates().itertuples(index=False):
-        one = stitched[(stitched["front"] == pair.front) & (stitched["end"] == pair.end)]
-        _png(
-            stitching_grid(one),
-            out / (re.sub(r"[^A-Za-z0-9_.-]+", "_", f"stitching_{pair.front}__{pair.end}") + ".png"),
-        )
+            for name, more in (section.pngs(rows) if section.pngs else {}).items():
+                _png(more, out / name)
     return charts
+
+
+def write_tables(data, out: Path) -> list[str]:
+    """Write the CSV (and Markdown) of every table section that has rows (or is shown `always`); return the
+    HTML of those the page shows, each under its title."""
+    html_tables = []
+    for section in table_sections():
+        rows = section.data(data)
+        if len(rows) and section.shown is not None and not section.shown(rows):
+            continue
+        if section.csv and (len(rows) or section.always):
+            rows.to_csv(out / section.csv, index=False)
+        if section.md and len(rows):
+            (out / section.md).write_text(markdown_table(rows))
+        if section.page and (len(rows) or section.always):
+            intro = f"<p>{text}</p>" if (text := section.intro_for(rows)) else ""
+            columns = shown_columns(rows, section.columns or list(rows.columns))
+            html_tables.append(f"<h2>{section.title}</h2>{intro}" + table(rows, columns))
+    return html_tables
 
 
 def shown_columns(rows: pd.DataFrame, columns: list[str]) -> list[str]:

@@ -11,7 +11,7 @@ import ray
 
 from sweep.config.errors import SpecError
 from sweep.config.space import Sweep
-from sweep.plan.planning import check_data
+from sweep.planning.planning import check_data
 from sweep.store.results import Loc, SweepDir
 
 

@@ -3,7 +3,7 @@ while a sweep runs (no Ray here: the backend feeds it events).
 
 The ETA is the work left divided by the parallelism seen (the largest number of units seen running at once).
 Units are grouped by kind and by the architectures their price reads (`prices`: `plan --estimate`'s per unit,
-`sweep.plan.estimate.unit_prices`, in the order the stage starts them). A unit left counts, in this order: the
+`sweep.planning.estimate.unit_prices`, in the order the stage starts them). A unit left counts, in this order: the
 mean driver-side duration (start to finish, Ray's per-trial overhead included) of the finished units of its
 group; else of its kind; else its price times measured / priced over the finished units the profile priced
 whole at `FLOOR_S` or more (a price near zero, or one that lacked timings, never scales the others up; none
@@ -137,7 +137,7 @@ class SweepProgress:
         start: float | None = None,
     ) -> None:
         """`prices`: per kind, the cost model's seconds of each unit (a number) or its units' prices in the order
-        its stage runs them (`sweep.plan.estimate.unit_prices`); `stage_s`: its fixed cost of a stage; `start`:
+        its stage runs them (`sweep.planning.estimate.unit_prices`); `stage_s`: its fixed cost of a stage; `start`:
         when the elapsed time starts (default: `START` on the real clock, else now)."""
         self.kinds = {name: _Kind(noun, total) for name, (noun, total) in totals.items()}
         for name, kind_prices in (prices or {}).items():
@@ -149,13 +149,12 @@ class SweepProgress:
         self.t0 = start if start is not None else START if clock is time.monotonic else clock()
         self.parallel = 1
         self.summary_every, self._last_summary = summary_every, self.t0
-        self.live = self.out.isatty() if live is None else live
+        notebook = live is None and in_notebook()
+        self.live = (self.out.isatty() or notebook) if live is None else live
         self._bar = None
         if self.live:
-            from tqdm import tqdm
-
             total = sum(k.total for k in self.kinds.values())
-            self._bar = tqdm(total=total, file=self.out, dynamic_ncols=True, bar_format="{l_bar}{bar}| {postfix}")
+            self._bar = _bar(total, self.out, notebook)
 
     @property
     def out(self) -> TextIO:
@@ -304,3 +303,24 @@ def _left(k: _Kind, scale: float | None, overall: float) -> float:
         else:
             left += g.priced * (scale or 1.0)
     return left * k.pending / planned
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (IPython's ZMQ shell): its output is a cell, not a terminal."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def _bar(total: int, out: TextIO, notebook: bool):
+    """A tqdm bar of `total` units: in a notebook its widget bar where ipywidgets is installed, else the text bar."""
+    if notebook:
+        try:
+            import ipywidgets  # noqa: F401  (tqdm's notebook bar draws with it)
+            from tqdm.notebook import tqdm as notebook_bar
+
+            return notebook_bar(total=total, bar_format="{l_bar}{bar}| {postfix}")
+        except ImportError:
+            pass
+    from tqdm import tqdm
+
+    return tqdm(total=total, file=out, dynamic_ncols=True, bar_format="{l_bar}{bar}| {postfix}")

@@ -48,7 +48,7 @@ from sweep.backends.progress import SweepProgress, phase  # noqa: E402
 from sweep.backends.stage import compact_stage, eta_prices, plugin_env, trial_resources, worker_env  # noqa: E402
 from sweep.config.errors import SpecError  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
-from sweep.plan.planning import blocked_note, runnable  # noqa: E402
+from sweep.planning.planning import blocked_note, runnable  # noqa: E402
 from sweep.store.results import Loc, SweepDir  # noqa: E402
 
 # With the logger callbacks off, Tune's result grid warns once per trial that it found no result.json:

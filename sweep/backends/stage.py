@@ -22,7 +22,9 @@ def trial_resources(sweep: Sweep) -> dict:
 
 
 def worker_env(sweep: Sweep) -> dict:
-    """What a worker needs besides its unit: CPUs, GPU, data, the driver's cache settings."""
+    """What a worker needs besides its unit: CPUs, GPU, data, the driver's cache settings, the plugins."""
+    from sweep.config.plugins import worker_plugins
+
     return dict(
         cpus=sweep.cpus_per_trial,
         gpu=sweep.gpus_per_trial > 0,
@@ -30,14 +32,14 @@ def worker_env(sweep: Sweep) -> dict:
         download=sweep.download,
         cache={k: v for k, v in os.environ.items() if k.startswith("STITCHSWEEP_CACHE")},
         share=True,
-        plugins=[(p.module, p.version) for p in sweep.plugins],
+        plugins=worker_plugins(sweep.plugins),  # (module, version, form): a file, a package folder or a module
     )
 
 
 def eta_prices(sweep: Sweep, plan: dict[str, list[str]]) -> tuple[dict[str, float], float]:
     """The cost model's price per unit of each kind and its fixed cost per stage, for the ETA (none when the
     shipped profile cannot be read: the ETA then waits for measured units only)."""
-    from sweep.plan.estimate import unit_prices
+    from sweep.planning.estimate import unit_prices
 
     try:
         return unit_prices(sweep, plan)
@@ -47,8 +49,9 @@ def eta_prices(sweep: Sweep, plan: dict[str, list[str]]) -> tuple[dict[str, floa
 
 
 def plugin_env(sweep: Sweep) -> dict | None:
-    """The job's `runtime_env`: the plugins' files (their content, not their paths) and packages in
-    `py_modules`, which Ray uploads once and puts on every worker's path, on this machine or another node."""
+    """The job's `runtime_env`: the plugins' files and package folders (their content, not their paths) and the
+    packages of their module names in `py_modules`, which Ray uploads once and puts on every worker's path, on
+    this machine or another node."""
     from sweep.config.plugins import ray_modules
 
     return {"py_modules": ray_modules(sweep.plugins)} if sweep.plugins else None

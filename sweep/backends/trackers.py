@@ -16,8 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sweep.config.errors import SpecError
-from sweep.store.layout import DONOR_CURVES_DIR, SweepDir
+from sweep.registry import resolve
+from sweep.store.layout import CURVES_DIR, DONOR_CURVES_DIR, SweepDir
 from sweep.store.storage import Loc
+
+CURVE_TABLES = (CURVES_DIR, DONOR_CURVES_DIR)  # the store's tables of (epoch, metric, value) rows
 
 TRACKERS = ("mlflow", "wandb")
 
@@ -131,9 +134,9 @@ def record(kind, unit_id: str, unit, sweep_dir: SweepDir) -> Record | None:
                 out.metrics.setdefault(k, []).append((step, number))
             elif v is not None and (len(rows) == 1 or k not in out.params):
                 out.params[k] = str(v)
-    curves = {"donor": (DONOR_CURVES_DIR, rows[0].get("donor_key")), "trial": ("curves", unit_id)}.get(kind.name)
-    if curves and curves[1]:
-        for row in _rows([sweep_dir.part(curves[0], curves[1])]):
+    side = resolve(kind.side_parts)(sweep_dir, unit) if kind.side_parts else []
+    for curves in (p for p in side if p.parent.name in CURVE_TABLES):  # its training curves
+        for row in _rows([curves]):
             value = _number(row.get("value"))
             if value is not None:
                 out.metrics.setdefault(f"curve/{row['metric']}", []).append((int(row["epoch"]), value))

@@ -1,4 +1,4 @@
-"""`stitchsweep` command line: plan, run, resume, status, compact, report, figures, du, prune, schema.
+"""`stitchsweep` command line: plan, run, resume, status, compact, report, figures, du, prune, schema, init.
 
 Bad input (a wrong search space, a path that is not a results directory) exits with code 2 and one line
 that names the field, what was expected and what was found, before anything runs or is written.
@@ -14,11 +14,10 @@ import threading
 from pathlib import Path
 
 from sweep.backends.kills import EXIT_TERMINATED, said, stop_on_sigterm, terminated, unhook
-from sweep.cli.commands import (  # noqa: F401  (re-exported: the exit codes and _prepare are used by tests)
+from sweep.cli.commands import (  # noqa: F401  (re-exported: the exit codes are used by tests)
     EXIT_BAD_INPUT,
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
-    _prepare,
     cmd_compact,
     cmd_plan,
     cmd_report,
@@ -28,7 +27,7 @@ from sweep.cli.commands import (  # noqa: F401  (re-exported: the exit codes and
     cmd_status,
 )
 from sweep.config.errors import SpecError
-from sweep.config.plugins import load_plugins
+from sweep.config.plugins import absolute, load_plugins
 
 
 def _command(sub, name: str, fn, help: str, example: str, first: tuple[str, str]) -> argparse.ArgumentParser:
@@ -45,8 +44,8 @@ def _plugin_option(p: argparse.ArgumentParser) -> None:
         "--plugin",
         action="append",
         default=[],
-        help="a module of your own to import first (a .py file or a module name; repeatable): its architectures,"
-        " indices, objectives and kinds then validate, run and report like shipped ones",
+        help="a module of your own to import first (a .py file, a package folder or a module name; repeatable):"
+        " its architectures, indices, objectives and kinds then validate, run and report like shipped ones",
     )
 
 
@@ -78,20 +77,31 @@ def _ray_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-SPACE = ("space", "a search-space YAML file")
+SPACE = ("space", "a search-space YAML file, or a shipped space's name (stitchsweep init --list)")
 OVERRIDES = "overrides as in Hydra: key.path=value (replace), +key.path=value (add), ~key.path (delete)"
 ONLY = "only the units this selection picks: field=glob pairs, ',' = and (e.g. objective=dm,stitch_point=layer2.*);"
 ONLY += " repeat it for or"
 RESULTS = ("results", "RESULTS directory, e.g. results/quickstart")
 
 
+class _Version(argparse._VersionAction):
+    """argparse's `version` action, which looks the version up only when asked: `sweep.__version__` reads the
+    installed package's metadata (importlib.metadata), tens of milliseconds that no other command needs."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from sweep import __version__
+
+        self.version = f"stitchsweep {__version__}"
+        super().__call__(parser, namespace, values, option_string)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from sweep import __version__
     from sweep.cli.disk import add_disk
     from sweep.cli.papers import add_figures
+    from sweep.cli.shipped import add_init
 
     parser = argparse.ArgumentParser(prog="stitchsweep", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"stitchsweep {__version__}")
+    parser.add_argument("--version", action=_Version, help="print stitchsweep's version (the installed package's)")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_space_commands(sub)
     _add_results_commands(sub)
@@ -104,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(fn=cmd_schema)
     _plugin_option(p)
+    add_init(sub)
     return parser
 
 
@@ -183,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "plugin", None):  # before anything reads a space or results: one line if one fails
             load_plugins(args.plugin, Path.cwd(), "--plugin")
+            args.plugin = [absolute(p, Path.cwd()) for p in args.plugin]  # files, folders: of the working directory
         return args.fn(args)
     except SpecError as exc:
         print(f"stitchsweep: error: {exc}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from sweep.plan import usage
+from sweep.planning import usage
 
 
 def _cache_folder():

@@ -172,7 +172,8 @@ def space_schema() -> dict:
             "anyOf": [files, {"type": "array", "items": files, "minItems": 1}],
         },
         "plugins": {
-            "description": "modules of your own imported first: .py files (relative to this one) or module names",
+            "description": "modules of your own imported first: .py files or package folders (relative to this one), or"
+            " module names",
             "type": "array",
             "items": files,
         },

@@ -40,7 +40,7 @@ class Sweep:
     gpus_per_trial: float
     raw: dict
     plugins: tuple[Plugin, ...] = ()  # the user's modules, imported before validation (`sweep.config.plugins`)
-    memory_per_trial: float | None = None  # GiB (`sweep.plan.memory` sizes the units against it)
+    memory_per_trial: float | None = None  # GiB (`sweep.planning.memory` sizes the units against it)
     data_root: str | None = None  # where datasets are read from (None: $STITCHSWEEP_DATA or the cache)
     download: bool = True
     # donor name -> the evaluations the zoo stage records for it: its own test set first, then those of the

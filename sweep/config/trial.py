@@ -82,6 +82,10 @@ class TrialSpec:
     # trial's own test images and settings; one trained on another task (cross-task) on its own test set.
     front_eval: DonorEval | None = field(default=None, compare=False)
     end_eval: DonorEval | None = field(default=None, compare=False)
+    # the ids of those rows (`DonorEval.eval_id`: their parts' names), computed here, when the space is parsed, so
+    # that the worker reads them rather than hashing again; set from the evaluations, never given
+    front_eval_id: str | None = field(default=None, init=False, compare=False)
+    end_eval_id: str | None = field(default=None, init=False, compare=False)
     # a noise sender (Smith & Marcu 2024): its settings, which its front_key already hashes
     noise_sigma: float | None = field(default=None, compare=False)
     noise_train_per_class: int | None = field(default=None, compare=False)
@@ -103,11 +107,18 @@ class TrialSpec:
         "stitch_data",
         "front_eval",
         "end_eval",
+        "front_eval_id",
+        "end_eval_id",
         "noise_sigma",
         "noise_train_per_class",
         "noise_test_per_class",
         "noise_seed",
     )
+
+    def __post_init__(self) -> None:
+        for side in ("front", "end"):
+            ev = getattr(self, f"{side}_eval")
+            object.__setattr__(self, f"{side}_eval_id", ev.eval_id(getattr(self, f"{side}_key")) if ev else None)
 
     def _options(self) -> str:
         """The options that tell this trial's configuration apart, as ' key=value' words."""
@@ -127,6 +138,11 @@ class TrialSpec:
     def group(self) -> str:
         """The label without point and seed: what `plan`'s summary counts trials under."""
         return f"{self.front} -> {self.end} {self.objective}{self._options()}"
+
+    @property
+    def layouts(self) -> dict:
+        """Index -> the layout this trial sets for it (`pwcca_layout`, `opd_layout`; None: the index's own)."""
+        return {"pwcca": self.pwcca_layout, "opd": self.opd_layout}
 
     @functools.cached_property  # a frozen spec: computed once (planning a space reads it many times per trial)
     def trial_id(self) -> str:

@@ -1,31 +1,16 @@
-"""Kinds of work, each one registered `Kind` entry (`base.py`): donors (`donor.py`: train or load, evaluate),
-stitching trials (`stitch.py`), representation-test units (`reptest.py`), representation inversion
-(`inversion.py`), similarity units without stitching (`similarity.py`), CKA across training epochs
-(`training_similarity.py`), t-SNE maps (`embedding.py`), examples (`examples.py`). Importing the package
-registers them (`declared.py`, which imports no PyTorch: each kind's work module loads when a unit runs), in the
-order they run and their sections are parsed: donors first, since the others read them.
+"""Kinds of work, each one package here, laid out as a plugin kind is (docs/development.md): its `__init__.py`
+registers its `Kind` entry (`base.py`) with every hook named there; `spec.py` parses its section (torch-free);
+`table.py` holds its results table; `cost.py` its memory need and price; `run.py` its work (PyTorch, imported
+when a unit runs). Its report sections are one module of `analysis` (`analysis.report.kinds.<kind>`), named
+by string: the engine never imports `analysis`.
 
-A kind may instead be one module of its own here that calls `register_kind(...)` at its top level (its
-declaration torch-free, its work importing PyTorch inside its functions): such modules are found by that call
-(read, not imported, so that the work modules of the kinds above stay unloaded) and imported after
-`declared.py`, by name."""
+Importing this package registers the shipped kinds in `SHIPPED`'s order, which is the order they run and their
+sections are parsed: donors first, since the others read them; inversions before similarity, which reads
+inverted images."""
 
-import ast
 import importlib
-from pathlib import Path
 
-from sweep.kinds import declared  # noqa: F401  (registers the shipped kinds)
+SHIPPED = ("donor", "trial", "reptest", "inversion", "similarity", "training_similarity", "tsne", "examples")
 
-
-def _declares_a_kind(path: Path) -> bool:
-    """Whether the module at `path` calls `register_kind` at its top level."""
-    for node in ast.parse(path.read_text()).body:
-        call = node.value if isinstance(node, ast.Expr) else None
-        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "register_kind":
-            return True
-    return False
-
-
-for _path in sorted(Path(__file__).parent.glob("*.py")):
-    if _path.stem not in ("__init__", "declared", "base") and _declares_a_kind(_path):
-        importlib.import_module(f"sweep.kinds.{_path.stem}")
+for _name in SHIPPED:
+    importlib.import_module(f"sweep.kinds.{_name}")

@@ -3,7 +3,7 @@
 A kind (donors, stitching trials, representation-test units, ...) says how a validated sweep expands into its
 units (frozen, hashed specs, keyed by a stable id), which Parquet parts record a unit (a unit is done when all
 of them say "done"), and how one unit runs: pure PyTorch, idempotent (a unit whose parts exist is skipped),
-writing its parts last. The planner (`sweep.plan.planning`) and the Ray backend read only these entries, so adding
+writing its parts last. The planner (`sweep.planning.planning`) and the Ray backend read only these entries, so adding
 a kind is one new module here that calls `register_kind`, and no existing kind or backend changes.
 """
 
@@ -50,17 +50,18 @@ class Kind:
     runs the kinds in registration order, a kind after those named in `after` (it reads their parts)."""
 
     name: str  # "donor", "trial", ...
-    stage: str  # the name of its stage in progress lines and Ray's run records
-    noun: str  # plural, for counts: "donors", "trials", ...
-    table: str  # the results table its parts feed (`sweep.store.schema`)
-    parts: Callable[[SweepDir, Any], list[Loc]]
+    stage: str = ""  # the name of its stage in progress lines and Ray's run records (default: its name)
+    noun: str = ""  # plural, for counts: "donors", "trials", ... (default: "<name> units")
+    table: str = ""  # the results table its parts feed (`sweep.store.schema`; default: its name)
+    # the Parquet parts that record a unit (default: one part in its table, named by the unit's id)
+    parts: Callable[[SweepDir, Any], list[Loc]] | None = None
     # the function that runs a unit, or its name "package.module:function", imported when a unit runs (so
     # that planning never imports a kind's work: PyTorch and the rest)
-    run: Callable[[Any, RunContext], dict] | str
-    label: Callable[[Any], str]
+    run: Callable[[Any, RunContext], dict] | str | None = None
+    label: Callable[[Any], str] | None = None  # default: the unit's `label`
     section: str | None = None
     parse: Callable[[Any, Any], tuple] | None = None
-    unit_id: Callable[[Any], str] | None = None
+    unit_id: Callable[[Any], str] | None = None  # default, with a section: the unit's `unit_id`
     find_units: Callable[[Sweep], dict[str, Any]] | None = None  # for a kind without a section
     # the fields of one entry of its section (`sweep.config.fields.Option`): the space language's generators
     # and the JSON Schema read them
@@ -85,10 +86,10 @@ class Kind:
     schema: Any = None
     key: str = "unit_id"
     timing: str | None = "time_unit_s"
-    # `memory(unit, sweep)`: the unit's memory need (`sweep.plan.memory.Need`, or None: nothing sized), that `plan`
+    # `memory(unit, sweep)`: the unit's memory need (`sweep.costs.memory.Need`, or None: nothing sized), that `plan`
     # prints and `resources.memory_per_trial` bounds
     memory: Callable[[Any, Any], Any] | str | None = None
-    # `price(unit, pricer)`: its device-seconds under a cost profile (`sweep.plan.prices.Pricer`); None: listed as
+    # `price(unit, pricer)`: its device-seconds under a cost profile (`sweep.costs.pricer.Pricer`); None: listed as
     # not priced by `plan --estimate`
     price: Callable[[Any, Any], float] | str | None = None
     # `report()`: the report's chart sections of its table (`analysis.report.sections.ChartSection`s), drawn after
@@ -96,6 +97,34 @@ class Kind:
     report: Callable[[], list] | str | None = None
     # `after_stage(sweep, sweep_dir)`: lines the backend prints when its stage has run (e.g. donors at chance)
     after_stage: Callable[[Any, Any], list[str]] | str | None = None
+    # `disk(unit)`: (what, bytes): the bulk a unit writes to the results storage beside its parts (inverted
+    # images), and the line `plan` counts it under (e.g. "28 px, uint8"); None: nothing counted
+    disk: Callable[[Any], tuple[str, int]] | str | None = None
+    # What a unit reads of its donors that their evaluation's pass computes once, for every unit (the donor
+    # stage's work): `predictions(unit)`, the donor refs whose predictions on its test images it reads;
+    # `fills(unit)`, (donor ref, `sweep.kinds.donor.units.HalfFill`) for each frozen half it reads there
+    predictions: Callable[[Any], Any] | str | None = None
+    fills: Callable[[Any], Any] | str | None = None
+    # `side_parts(sweep_dir, unit)`: the parts of the store's own tables (`sweep.store.schema.STORE_TABLES`: training
+    # curves, energies) a unit may write beside its own: kept with it when the space changes, read by trackers
+    side_parts: Callable[[Any, Any], list] | str | None = None
+    # `epochs(unit)`: the (donor key, epoch) checkpoints of donors' kept epochs a unit reads (`du` keeps them)
+    epochs: Callable[[Any], Any] | str | None = None
+
+    def __post_init__(self) -> None:
+        """The defaults that follow from the name and the section (a frozen dataclass: set once, here)."""
+        if self.run is None:
+            raise ValueError(f'kind {self.name!r}: give its `run` (a function or its "module:function" name)')
+        defaults = {
+            "stage": self.stage or self.name,
+            "noun": self.noun or f"{self.name} units",
+            "table": self.table or self.name,
+            "label": self.label or _own_label,
+            "unit_id": self.unit_id or (_own_id if self.section is not None else None),
+            "parts": self.parts or _one_part(self.table or self.name),
+        }
+        for name, value in defaults.items():
+            object.__setattr__(self, name, value)
 
     def shares_halves(self, units) -> bool:
         """Whether two of `units` read the same frozen half: only then are its activations worth the node's
@@ -120,6 +149,24 @@ class Kind:
 
     def line(self, unit) -> str:
         return self.describe(unit) if self.describe else f"{self.unit_id(unit)}  {self.label(unit)}"
+
+
+def _own_label(unit) -> str:
+    return unit.label
+
+
+def _own_id(unit) -> str:
+    return unit.unit_id
+
+
+@dataclass(frozen=True)
+class _one_part:
+    """A unit's one part in `table`, named by its id (picklable, as the kind's entry travels to workers)."""
+
+    table: str
+
+    def __call__(self, sweep_dir: SweepDir, unit) -> list[Loc]:
+        return [sweep_dir.part(self.table, unit.unit_id)]
 
 
 def register_kind(kind: Kind, version: str | None = None) -> Kind:
@@ -168,8 +215,8 @@ def not_a_failure(exc: BaseException) -> None:
 
 def failure(exc: BaseException) -> str:
     """The `error` a failed unit records: the exception's type and message, and the plugin file and line it
-    came from (`sweep.config.plugins.describe_failure`)."""
-    from sweep.config.plugins import describe_failure
+    came from (`sweep.config.failures.describe_failure`)."""
+    from sweep.config.failures import describe_failure
 
     return describe_failure(exc)
 
@@ -192,11 +239,21 @@ def commit(part: Loc, rows: list[dict], schema, failed: dict) -> list[dict]:
     return rows
 
 
-def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[dict]]) -> dict:
+def record_unit(
+    part: Loc, table: str, base: dict, measure: Callable[[], list[dict]], timing: str = "time_unit_s"
+) -> dict:
     """Run `measure` (a unit's rows) and write them, each with the `base` columns, as the unit's one Parquet
     part, last: status "done", or, when measuring or writing raises, one "failed" row with the error (the sweep
     goes on; nothing, and raised, on a full disk or when the process is exiting: `not_a_failure`). Adds the
-    unit's wall time, the finishing time and the versions. Returns {"status", "error"}."""
+    unit's wall time (column `timing`), the finishing time and the versions. Returns {"status", "error"}."""
+    rows = record_rows(part, table, base, measure, timing)
+    return {"status": rows[0]["status"], "error": rows[0].get("error")}
+
+
+def record_rows(
+    part: Loc, table: str, base: dict, measure: Callable[[], list[dict]], timing: str = "time_unit_s"
+) -> list[dict]:
+    """`record_unit`, returning the rows it wrote (a failed unit: its one failed row, `base` and the error)."""
     import time
     from datetime import datetime, timezone
 
@@ -212,9 +269,8 @@ def record_unit(part: Loc, table: str, base: dict, measure: Callable[[], list[di
         rows = [dict(base, status="failed", error=failure(exc))]
     now = datetime.now(timezone.utc)
     for r in rows:
-        r.update(time_unit_s=time.perf_counter() - t0, finished_at=now)
-    rows = commit(part, rows, schema(table), dict(base, time_unit_s=time.perf_counter() - t0, finished_at=now))
-    return {"status": rows[0]["status"], "error": rows[0].get("error")}
+        r.update({timing: time.perf_counter() - t0, "finished_at": now})
+    return commit(part, rows, schema(table), dict(base, **{timing: time.perf_counter() - t0, "finished_at": now}))
 
 
 def run_recorded(kind: Kind, unit, ctx: RunContext) -> dict:

@@ -5,7 +5,7 @@ by batch (`similarity.StreamedCKA`) instead of holding every activation. Imports
 from __future__ import annotations
 
 F32, F64 = 4, 8  # bytes of a float32, a float64
-CKA_BATCH = 250  # images per forward of full CKA (`sweep.kinds.similarity`)
+CKA_BATCH = 250  # images per forward of full CKA (`sweep.kinds.similarity.run`)
 
 
 def cka_streams(n: int, a: list[int], b: list[int]) -> bool:

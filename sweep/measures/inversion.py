@@ -1,6 +1,6 @@
 """Representation inversion: images whose representation at a point matches a target's.
 
-One algorithm covers both papers' recipes (`sweep.config.inversion.RECIPE_DEFAULTS`): minimise the relative error
+One algorithm covers both papers' recipes (`sweep.kinds.inversion.spec.RECIPE_DEFAULTS`): minimise the relative error
 ||g(s) - g(t)||_2 / ||g(t)||_2 over images s in [0, 1] by normalised-gradient descent, starting from a seed
 image, with an optional L2 bound around the seed and L2 momentum, keeping each image's best iterate.
 

@@ -1,15 +1,15 @@
-"""Representation similarity indices: pure math on 2-D arrays (rows = examples, columns = neurons).
+"""What the similarity indices share, and the similarity kinds' CKA estimators: pure math on 2-D arrays (rows =
+examples, columns = neurons).
 
 No I/O and no device choice: every function takes arrays (torch tensors or numpy arrays) and computes in
-float64 on the device its input is on. Indices follow Balogh & Jelasity 2025 Section 2.2-2.3 and the formulations of
-Ding, Denain and Steinhardt (2021): representations are centred (and, for PWCCA and OPD, Frobenius-normalised)
-before comparison.
+float64 on the device its input is on. Each index's own math is in its module of `sweep.measures.indices`
+(`cka.linear_cka`, `pwcca.pwcca`, `opd.opd`, `dm.dm_distance`, `rank.numerical_rank`, `svcca.svcca_columns`,
+`saliency.saliency_cosines`); the sums they accumulate over chunks are `sweep.measures.matrices`'s.
 
 - `to_2d`: how an activation tensor becomes an (examples x neurons) matrix.
-- `linear_cka` (Eq. 4), `minibatch_cka` (unbiased HSIC, Nguyen et al. 2021; for n that does not fit).
-- `pwcca` (Eq. 5-6), `opd` (Eq. 7-8), `dm_distance` (Section 2.3: the direct-matching residual).
-- `numerical_rank` (Smith & Marcu 2024 B.2.1), `low_rank` (centred SVD approximation, Balogh & Jelasity 2025
-sensitivity test).
+- `minibatch_cka`, `MinibatchCKA` (unbiased HSIC, Nguyen et al. 2021; for n that does not fit), `StreamedCKA`
+  (full CKA accumulated batch by batch).
+- `low_rank` (centred SVD approximation, Balogh & Jelasity 2025 sensitivity test).
 """
 
 from __future__ import annotations
@@ -19,36 +19,16 @@ from collections.abc import Iterable
 import torch
 
 from sweep.data.stream import chunks
-from sweep.measures import matrices
-from sweep.measures.cca import cca, pwcca
-from sweep.measures.matrices import (
-    as_2d,
-    as_f64,
-    centre,
-    centred_gram,
-    centred_second_moment,
-    covariances,
-    finite,
-    pair_2d,
-    pair_f64,
-    unit,
-)
+from sweep.measures.matrices import as_f64, centred_gram, finite
 
 __all__ = [
     "to_2d",
-    "linear_cka",
     "StreamedCKA",
     "minibatch_cka",
     "unbiased_hsic",
     "gram",
     "grams",
     "MinibatchCKA",
-    "pwcca",
-    "cca",
-    "opd",
-    "dm_distance",
-    "dm_sums",
-    "numerical_rank",
     "low_rank",
 ]
 
@@ -79,33 +59,6 @@ def to_2d(activations, layout: str = "flatten") -> torch.Tensor:
     if layout not in ("flatten", "positions", "pooled"):
         raise ValueError(f"layout: expected 'flatten', 'positions' or 'pooled', found {layout!r}")
     raise ValueError(f"expected (N, C, H, W), (N, tokens, dim) or 2-D activations, found {tuple(a.shape)}")
-
-
-def linear_cka(a, b) -> float:
-    """Linear CKA (Balogh & Jelasity 2025 Eq. 4) of column-centred A and B: ||B^T A||_F^2 / (||A^T A||_F ||B^T B||_F).
-
-    Computed in float64 as sums of squares. The feature-space form (p x p products) is used when it is the
-    smaller one; with more neurons than examples the equal Gram form (n x n), accumulated over chunks of
-    features (memory: the input plus two n x n float64 Grams); with more than `ROWS` rows (per-position rows)
-    the p x p covariances, accumulated over chunks of rows.
-    """
-    a, b = pair_2d(a, b)
-    n, pa, pb = a.shape[0], a.shape[1], b.shape[1]
-    if n < max(pa, pb):  # tr(KL) with K = AA^T, L = BB^T: the same number, smaller matrices
-        k = centred_gram(a)  # accumulated over chunks of features: A is never copied to float64 whole
-        l_ = centred_gram(b).to(k.device)
-        num, da, db = (k * l_).sum(), (k * k).sum().sqrt(), (l_ * l_).sum().sqrt()
-    elif n > matrices.ROWS:  # tall (per-position rows): the same sums from covariances over chunks of rows
-        saa, sbb, sab = covariances(a, b)
-        num, da, db = (sab**2).sum(), (saa**2).sum().sqrt(), (sbb**2).sum().sqrt()
-    else:
-        a, b = pair_f64(a, b)
-        a, b = centre(a), centre(b)
-        num = ((b.T @ a) ** 2).sum()
-        da, db = ((a.T @ a) ** 2).sum().sqrt(), ((b.T @ b) ** 2).sum().sqrt()
-    if da == 0 or db == 0:
-        raise ValueError("a representation is constant over the examples (zero after centring)")
-    return float(num / (da * db))
 
 
 def unbiased_hsic(k: torch.Tensor, l_: torch.Tensor) -> torch.Tensor:
@@ -271,108 +224,6 @@ def minibatch_cka(batches: Iterable[tuple[object, object]]) -> float:
     for a, b in batches:
         acc.update([a], [b])
     return float(acc.value()[0, 0])
-
-
-def opd(a, b) -> float:
-    """Orthogonal Procrustes distance (Balogh & Jelasity 2025 Eq. 8) after centring and Frobenius normalisation:
-    ||A||^2 + ||B||^2 - 2 ||B^T A||_* = 2 - 2 ||B^T A||_*, in [0, 2]. A with fewer columns is zero-padded
-    implicitly (the nuclear norm does not change)."""
-    a, b = pair_2d(a, b)
-    if a.shape[0] < max(a.shape[1], b.shape[1]):  # more neurons than examples: work in the n-dim row space
-        xa, xb = _row_factor(a), _row_factor(b).to(a.device)
-        nuclear = torch.linalg.svdvals(xb.T @ xa).sum()  # = ||B^T A||_* (orthogonal factors drop)
-    elif a.shape[0] > matrices.ROWS:  # tall (per-position rows): B^T A is the cross-covariance, over chunks of rows
-        saa, sbb, sab = covariances(a, b)
-        if torch.trace(saa) == 0 or torch.trace(sbb) == 0:
-            raise ValueError("a representation is constant over the examples (zero after centring)")
-        nuclear = torch.linalg.svdvals(sab).sum() / (torch.trace(saa) * torch.trace(sbb)).sqrt()
-    else:
-        a, b = pair_f64(a, b)
-        a, b = unit(centre(a)), unit(centre(b))
-        nuclear = torch.linalg.svdvals(b.T @ a).sum()
-    return float(max(0.0, 2.0 - 2.0 * nuclear))
-
-
-def _row_factor(a: torch.Tensor) -> torch.Tensor:
-    """U S (n x n) of the centred, Frobenius-normalised A = U S V^T, from its n x n Gram (U S^2 U^T, by eigh):
-    what OPD needs of a wide A, without A's float64 copy or V (n x p). The Gram squares A's condition:
-    singular values below about 1e-8 of the largest come out as rounding noise of that size, under the
-    float32 rounding (6e-8) of the activations they came from."""
-    k = centred_gram(a)
-    total = torch.trace(k)
-    if total == 0:
-        raise ValueError("a representation is constant over the examples (zero after centring)")
-    w, u = torch.linalg.eigh(k / total)
-    del k
-    return u * w.clamp(min=0.0).sqrt()
-
-
-def dm_distance(a, b) -> float:
-    """The structural direct-matching distance (Balogh & Jelasity 2025 Section 2.3): the normalised residual
-    ||[A 1] theta - B||_F / ||B||_F of the least-squares affine map from A to B, solved by pseudo-inverse in
-    float64. Rows are whatever the map acts on (for a 1x1-conv stitcher: `to_2d(x, "positions")`)."""
-    a, b = pair_f64(a, b)
-    if a.shape[0] < a.shape[1] + 1:
-        raise ValueError(
-            f"dm_distance: {a.shape[0]} rows for {a.shape[1] + 1} unknowns per output: the least"
-            " squares fit is not determined; give more examples"
-        )
-    a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype, device=a.device)], dim=1)
-    theta = torch.linalg.pinv(a1) @ b
-    norm_b = torch.linalg.matrix_norm(b)
-    if norm_b == 0:
-        raise ValueError("dm_distance: the target representation is zero")
-    return float(torch.linalg.matrix_norm(a1 @ theta - b) / norm_b)
-
-
-def dm_fit(a, b) -> torch.Tensor:
-    """The least-squares affine map [A 1] theta ~ B by pseudo-inverse in float64 (direct matching, Balogh & Jelasity
-    2025
-    Eq. 2-3); returns theta, (A's columns + 1) x B's columns."""
-    a, b = pair_f64(a, b)
-    if a.shape[0] < a.shape[1] + 1:
-        raise ValueError(
-            f"dm_fit: {a.shape[0]} rows for {a.shape[1] + 1} unknowns per output: the least"
-            " squares fit is not determined; give more examples"
-        )
-    a1 = torch.cat([a, torch.ones(a.shape[0], 1, dtype=a.dtype, device=a.device)], dim=1)
-    return torch.linalg.pinv(a1) @ b
-
-
-def dm_error(theta: torch.Tensor, a, b) -> float:
-    """The squared relative error ||[A 1] theta - B||_F^2 / ||B||_F^2 of a fitted DM map on (A, B): Balogh & Jelasity
-    2025's structural DM distance when theta was fitted on other (training) images."""
-    residual, norm_b = dm_sums(theta, a, b)
-    if norm_b == 0:
-        raise ValueError("dm_error: the target representation is zero")
-    return residual / norm_b
-
-
-def dm_sums(theta: torch.Tensor, a, b) -> tuple[float, float]:
-    """(||[A 1] theta - B||_F^2, ||B||_F^2), in float64 over chunks of rows: the DM error's sums, which add up
-    over batches of images."""
-    a, b = pair_2d(a, b)
-    theta = theta.to(device=a.device, dtype=torch.float64)
-    weight, bias = theta[:-1], theta[-1]
-    residual = norm_b = 0.0
-    for start in range(0, a.shape[0], matrices.ROWS):  # rows in float64 chunks: memory does not grow with the rows
-        part_a = finite(a[start : start + matrices.ROWS].to(torch.float64))
-        part_b = finite(b[start : start + matrices.ROWS].to(device=a.device, dtype=torch.float64))
-        residual += float(((part_a @ weight + bias - part_b) ** 2).sum())
-        norm_b += float((part_b**2).sum())
-    return residual, norm_b
-
-
-def numerical_rank(a, rel_tol: float = 1e-3) -> int:
-    """The number of singular values of A's sample covariance above `rel_tol` times the largest (Smith & Marcu 2024
-    B.2.1, after Masarczyk et al.). Computed from the singular values s of the centred A (the covariance's are
-    s^2 / (n - 1)), as the eigenvalues of the smaller of A_c A_c^T and A_c^T A_c, each accumulated in chunks: a
-    wide A never builds the p x p covariance, and a tall one (positions) is never copied to float64 whole.
-    Squaring costs nothing here: the threshold (1e-3 of the largest s^2) is far above float64 rounding."""
-    s = torch.linalg.eigvalsh(centred_second_moment(as_2d(a, "A")))
-    if s[-1] <= 0:
-        return 0
-    return int((s > rel_tol * s[-1]).sum())
 
 
 def low_rank(a, rank: int) -> torch.Tensor:

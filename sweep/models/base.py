@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from sweep.config.plugins import describe_failure
+from sweep.config.failures import describe_failure
 from sweep.models.declared import Architecture, register_architecture  # noqa: F401  (re-exported)
 from sweep.registry import ARCHITECTURES
 

@@ -1,11 +1,12 @@
 """The measures that results record and reports read: one entry per similarity index, written once.
 
 Torch-free, so that both sides read it. The Parquet columns an index writes (trials, and representation tests)
-come from its entry here (`schema.py` derives them), the engine attaches the index's function to the entry
-(`sweep/measures/indices.py`, `register_index`), and the reports take names, columns and directions from it
-(`tables.py`: the layer matrices and Table 1; `stats.py`: Tables 2-3). The stitching objectives' own measures
-(relative accuracy, OOD AUROC per objective) are derived from the objectives present in the results, so no
-objective name is written here either.
+come from its entry here (`schema.py` derives them), and the reports take names, columns and directions from it
+(`tables.py`: the layer matrices and Table 1; `stats.py`: Tables 2-3). Each shipped index writes its entry in its
+own module (`sweep/measures/indices/cka.py`, ...), beside its function, through `register_index`; the catalogue
+imports those modules the first time it is read (`Registry(populate=...)`), and they import no PyTorch. The
+stitching objectives' own measures (relative accuracy, OOD AUROC per objective) are derived from the objectives
+present in the results, so no objective name is written here either.
 
 An index a user adds in their own module registers its entry in `INDEX_CATALOGUE` (through `register_index`),
 and every table and chart that reads the catalogue picks it up. A reader that has not imported that module
@@ -88,7 +89,9 @@ class IndexEntry:
         return "trial" in self.scopes
 
 
-INDEX_CATALOGUE: Registry[IndexEntry] = Registry("similarity index")
+# Filled by the indices' own modules (`sweep.measures.indices`, named here, imported on first read: the store
+# imports nothing of the engine's layers above it, and reading the catalogue imports no PyTorch).
+INDEX_CATALOGUE: Registry[IndexEntry] = Registry("similarity index", populate="sweep.measures.indices")
 
 
 def add_entry(entry: IndexEntry) -> IndexEntry:
@@ -99,81 +102,6 @@ def add_entry(entry: IndexEntry) -> IndexEntry:
         raise ValueError(f"index {entry.index!r}: column {clash[0]!r} is already written by {taken[clash[0]]!r}")
     return INDEX_CATALOGUE.add(entry.index, entry)
 
-
-for _entry in (
-    IndexEntry(
-        "cka",
-        ("sim_cka",),
-        "cka",
-        "similarity",
-        reptest_column="d_cka",
-        reptest_label="cka",
-        description="linear CKA (Kornblith et al. 2019)",
-        scopes=("trial", "reptest", "similarity"),
-    ),
-    IndexEntry(
-        "pwcca",
-        ("sim_pwcca",),
-        "pwcca",
-        "similarity",
-        reptest_column="d_pwcca",
-        reptest_label="pwcca",
-        description="projection-weighted CCA (Morcos et al. 2018), weights from the first argument's directions",
-    ),
-    IndexEntry(
-        "opd",
-        ("sim_opd",),
-        "opd",
-        "distance",
-        reptest_column="d_opd",
-        reptest_label="opd",
-        description="orthogonal Procrustes distance (Ding et al. 2021)",
-        scopes=("trial", "reptest", "similarity"),
-    ),
-    IndexEntry(
-        "dm",
-        ("sim_dm",),
-        "dm distance",
-        "distance",
-        reptest_column="d_dm",
-        reptest_label="dm (struct.)",
-        description="the K-image direct-matching map's squared relative error on the test images",
-    ),
-    IndexEntry(
-        "rank",
-        ("rank_front", "rank_end"),
-        "rank",
-        "rank",
-        dtype="int32",
-        description="numerical rank of each donor side's channel covariance",
-    ),
-    IndexEntry(
-        "receiver_rank",
-        ("rank_receiver", "rank_receiver_end"),
-        "receiver rank",
-        "rank",
-        dtype="int32",
-        description="rank of the receiver's first layer after the stitch (stitched activations), and unstitched",
-    ),
-    # measures of a `similarity:` entry only: their columns are the similarity table's
-    IndexEntry(
-        "svcca",
-        ("svcca",),
-        "svcca",
-        "similarity",
-        description="SVCCA (Raghu et al. 2017): mean canonical correlation of the 99%-variance SVD reductions",
-        scopes=("similarity",),
-    ),
-    IndexEntry(
-        "saliency",
-        ("saliency_cosine",),
-        "saliency",
-        "similarity",
-        description="mean cosine of the two models' input gradients (saliency maps) on the same images",
-        scopes=("similarity",),
-    ),
-):
-    add_entry(_entry)
 
 # Representation tests also score functional DM: 1 - the relative accuracy of B stitched into A's network.
 FUNCTIONAL_DM = ("dm (func.)", "d_dm_func")

@@ -1,5 +1,5 @@
 """An inversion unit's images on disk: `<results>/inverted/<unit_id>/`, NumPy only (no PyTorch), written by
-`sweep.kinds.inversion` and read by it, by the similarity units and by the report.
+`sweep.kinds.inversion.run` and read by it, by the similarity units and by the report.
 
 - `shard-00000.npz`, `shard-00001.npz`, ...: `SHARD` images each, in the unit's order: `inverted` in the dtype
   the space chose (`float32`, `float16`, or `uint8`: the pixel value times 255, rounded), and the inversion's

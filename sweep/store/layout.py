@@ -12,7 +12,7 @@ Layout under the storage root:
     <root>/<sweep>/inverted/<unit_id>/     an inversion unit's images: shard-00000.npz, ... and index.npz
                                            (written before its part; `<unit_id>.npz` before shards existed)
     <root>/<sweep>/stitchers/<trial_id>.pt  a trial's fitted stitcher (written before its part)
-    <root>/<sweep>/_snapshot/<table>.snapshot  the reader's snapshot of a table (Parquet; `analysis.reading`)
+    <root>/<sweep>/_snapshot/<table>.snapshot  the reader's snapshot of a table (Parquet; `sweep.store.snapshot`)
     <root>/<sweep>/_ray/                   Ray's records of a run (removed after a clean one)
 """
 
@@ -35,18 +35,13 @@ INVERTED_DIR = "inverted"  # <unit_id>/: the inverted images in shards, and thei
 INVERTED_INDEX = "index.npz"
 STITCHERS_DIR = "stitchers"  # <trial_id>.pt: a trial's fitted stitcher (not a table)
 
-# The results tables, one folder of Parquet parts each.
+# The results tables, one folder of Parquet parts each: each kind of work's (`Kind.table`, named in its package),
+# and these. The trials' and donors' are named here too: the store's own tables below key on them.
 TRIALS_DIR = "trials"
 DONORS_DIR = "donors"
 CURVES_DIR = "curves"
-REPTESTS_DIR = "reptests"
-SIMILARITY_DIR = "similarity"
-TRAINING_SIMILARITY_DIR = "training_similarity"
 DONOR_CURVES_DIR = "donor_curves"
-INVERSIONS_DIR = "inversions"
-TSNE_DIR = "tsne"
 ENERGIES_DIR = "energies"
-EXAMPLES_DIR = "examples"
 # The tables the store keeps itself, beside each kind of work's (`Kind.table`): the trials' training curves and
 # energies, the donors' curves; each with the column naming a row's unit.
 STORE_TABLE_KEYS = {CURVES_DIR: "trial_id", DONOR_CURVES_DIR: "donor_key", ENERGIES_DIR: "trial_id"}
@@ -108,13 +103,6 @@ class SweepDir:
     @property
     def donors(self) -> Loc:
         return self.path / DONORS_DIR
-
-    @property
-    def reptests(self) -> Loc:
-        return self.path / REPTESTS_DIR
-
-    def reptest_part(self, unit_id: str) -> Loc:
-        return self.reptests / f"{unit_id}{PART_SUFFIX}"
 
     @property
     def space(self) -> Loc:

@@ -1,2 +1,3 @@
-"""What a worker keeps while it runs units: the cache of splits, donors and activations (`cache.py`), the
-activations of frozen fronts (`activations.py`) and the donors loaded from the zoo (`zoo.py`)."""
+"""What a worker keeps while it runs units: the cache of splits, donors and activations (`cache.py`), the splits
+and test images it reads through that cache (`splits.py`), the activations of frozen fronts (`activations.py`)
+and the donors loaded from the zoo (`zoo.py`)."""

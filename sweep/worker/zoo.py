@@ -1,6 +1,6 @@
 """The donors a worker loads from the zoo: a checkpoint read once per worker (the worker's cache keeps it), the
 donors-table row of an evaluation, and where a donor's test predictions are kept. Every kind of work that runs
-donors reads them through here; the zoo stage (`sweep.kinds.donor`) writes them."""
+donors reads them through here; the zoo stage (`sweep.kinds.donor.run`) writes them."""
 
 from __future__ import annotations
 
@@ -61,12 +61,13 @@ def _read_donor(path: Loc, device: torch.device) -> StagedNet:
     return model.to(device).eval()
 
 
-def donor_row(sweep: SweepDir, donor_name: str, donor_key: str, ev: DonorEval) -> dict | None:
+def donor_row(sweep: SweepDir, donor_name: str, eval_id: str, donor_key: str, ev: DonorEval) -> dict | None:
     """The donors-table row of exactly this donor and evaluation (same images, same attack settings), or
-    None when there is none (or it failed, or records other settings). A worker reads each part once: on
-    a local disk its size and modification time name it; on an object store its location alone (the zoo
-    stage writes donors' parts before any unit reads them)."""
-    part = sweep.donor_part(donor_name, ev.eval_id(donor_key))
+    None when there is none (or it failed, or records other settings). `eval_id`: the evaluation's id, as the
+    plan computed it (`ev.eval_id(donor_key)`; a trial carries the ids of its two rows). A worker reads each
+    part once: on a local disk its size and modification time name it; on an object store its location alone
+    (the zoo stage writes donors' parts before any unit reads them)."""
+    part = sweep.donor_part(donor_name, eval_id)
     try:
         row = worker_cache().get(("donor_row", *_part_identity(part)), lambda: _recorded_row(part))
     except Exception:  # missing or unreadable: the caller measures what it needs itself

@@ -10,7 +10,7 @@ import torch
 import analysis
 from analysis.donors import at_chance, mark_trials
 from sweep.config.space import parse_space
-from sweep.kinds.donor import run_donor
+from sweep.kinds.donor.run import run_donor
 from sweep.models.base import build
 from sweep.store.results import SweepDir
 from tests.conftest import TINY_SPACE

@@ -184,8 +184,7 @@ def test_an_item_that_combines_results_draws_them_once_together():
              for i, p in enumerate("xy") for j, q in enumerate("xy")]
         )  # fmt: skip
         donors = pd.DataFrame([dict(ref=ref, arch=arch, training="plain", train_eps=None)])
-        empty = pd.DataFrame()
-        return ReportData(name, empty, donors, empty, empty, sim, empty, empty)
+        return ReportData(name, {"donors": donors, "similarity": sim})
 
     datas = [data("cifar", "zoo:plain_c", "wrn28_10"), data("nette", "zoo:plain_n", "resnet18_imagenet")]
     fig2 = next(it for it in items("cianfarani-2022") if it.item == "Fig. 2a-c")

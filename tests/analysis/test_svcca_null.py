@@ -11,8 +11,8 @@ import pytest
 from analysis.charts.cka import measures_compared
 from analysis.svcca_null import svcca_null
 from sweep.config.errors import SpecError
-from sweep.config.similarity import SVCCA_MAX_RATIO
 from sweep.config.space import load_space, parse_space
+from sweep.kinds.similarity.spec import SVCCA_MAX_RATIO
 from tests.conftest import REPO
 from tests.sweep.kinds.test_similarity import WITHIN, _space
 

@@ -1,17 +1,19 @@
 """Measure a cost profile for `stitchsweep plan --estimate` on this machine: per architecture and input
 shape of the shipped search spaces (or those given), forward and training-step seconds per image, the
 forward share up to each stitch point and the OOD detector's step and forward there
-(`sweep.plan.calibration.calibrate`); the device's float64 algebra rates (`sweep.plan.calibration.algebra`); plus the
-fixed cost of a unit on a warm worker (`--unit-s`, from `tests/benchmarks/engine_overhead.py`). With
+(`sweep.planning.calibration.calibrate`); the device's float64 algebra rates
+(`sweep.planning.calibration.algebra`); plus the fixed cost of a unit on a warm worker (`--unit-s`, from
+`tests/benchmarks/engine_overhead.py`). With
 `--missing`, only what --out lacks is measured (new shapes, a shape's detector timings, the algebra rates). The
 command's start-up and each stage's fixed cost (`tests/benchmarks/fixed_costs.py`) are measured too, or alone with
 `--fixed` (the rest of --out kept).
 
     .venv/bin/python tests/benchmarks/calibrate.py --name cpu-2core --hardware "2-core CPU" \
-        --out sweep/plan/profiles/cpu-2core.json
+        --out sweep/planning/profiles/cpu-2core.json
     .venv/bin/python tests/benchmarks/calibrate.py --device cuda --name h100 --hardware "NVIDIA H100" --out h100.json
-    .venv/bin/python tests/benchmarks/calibrate.py --missing --out sweep/plan/profiles/cpu-2core.json   # add new shapes
-    .venv/bin/python tests/benchmarks/calibrate.py --fixed --out sweep/plan/profiles/cpu-2core.json     # fixed costs
+    # add new shapes; the fixed costs alone:
+    .venv/bin/python tests/benchmarks/calibrate.py --missing --out sweep/planning/profiles/cpu-2core.json
+    .venv/bin/python tests/benchmarks/calibrate.py --fixed --out sweep/planning/profiles/cpu-2core.json
 """
 
 from __future__ import annotations
@@ -95,8 +97,8 @@ def main() -> None:
 
     import torch
 
-    from sweep.plan.calibration import algebra, calibrate
-    from sweep.plan.prices import shape_key
+    from sweep.costs.pricer import shape_key
+    from sweep.planning.calibration import algebra, calibrate
 
     torch.set_num_threads(args.threads)
     if args.fixed:

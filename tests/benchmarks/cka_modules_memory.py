@@ -6,7 +6,7 @@ unit's reading path against the one that held every node's activations of a batc
 
 Each way runs in a fresh process (peak RSS from getrusage, which includes the two networks and Torch itself)
 on the same random images and networks (seeds 0 and 1); the script prints each process's peak RSS, what the
-measuring added to the RSS before it (`measure_mb`), `sweep.plan.memory`'s prediction of that (at 32 px, where the
+measuring added to the RSS before it (`measure_mb`), `sweep.planning.memory`'s prediction of that (at 32 px, where the
 images are CIFAR-10's), on a GPU the device's peak allocation while measuring (`device_measure_mb`), the wall
 time and the largest difference between the two CKA matrices.
 
@@ -32,7 +32,7 @@ def _child(way: str, images: int, batch: int, size: int, out: str, device: str) 
     import numpy as np
     import torch
 
-    from sweep.kinds.similarity import gram_reader
+    from sweep.kinds.similarity.run import gram_reader
     from sweep.measures.similarity import MinibatchCKA, minibatches
     from sweep.models.base import build, graph_nodes
     from sweep.models.features import features
@@ -78,12 +78,12 @@ def _child(way: str, images: int, batch: int, size: int, out: str, device: str) 
 
 
 def _predicted(points: tuple[str, ...], batch: int, size: int) -> int | None:
-    """`sweep.plan.memory`'s need for this unit (a similarity unit on CIFAR-10's 3 x 32 x 32 images), in MB."""
+    """`sweep.planning.memory`'s need for this unit (a similarity unit on CIFAR-10's 3 x 32 x 32 images), in MB."""
     if size != 32:
         return None
     from types import SimpleNamespace
 
-    from sweep.plan import memory
+    from sweep.planning import memory
 
     sides = dict(a_arch="wrn28_10", b_arch="wrn28_10", a_points=points, b_points=points, a_inputs="benign")
     spec = SimpleNamespace(measure="cka", dataset="cifar10", a_key="a", b_key="b", b_inputs="benign", **sides)

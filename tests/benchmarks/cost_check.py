@@ -1,7 +1,7 @@
 """The cost model against measured trials: a sample of a space's stitching trials run one after the other in
 this process (as one worker runs them: its activation cache filled by the first trial at a front, each OOD
 detector trained by the first trial at its end point and kept in the zoo), each trial's phases as recorded
-(`time_*_s`) next to what `sweep.plan.prices.trial_phases` predicts for it from a cost profile, in the same order.
+(`time_*_s`) next to what `sweep.kinds.trial.cost.trial_phases` predicts for it from a cost profile, in the same order.
 The issue's target: every trial's total within 1.5x either way.
 
 Speed does not depend on pixel values or on training, so, as `gpu_path.py`, the data are random images in
@@ -60,10 +60,11 @@ def main() -> None:
     import yaml
 
     from sweep.config.space import parse_space
-    from sweep.kinds.donor import run_donor
-    from sweep.kinds.stitch import run_trial
-    from sweep.plan.estimate import load_profile
-    from sweep.plan.prices import Pricer, trial_phases
+    from sweep.costs.pricer import Pricer
+    from sweep.kinds.donor.run import run_donor
+    from sweep.kinds.trial.cost import trial_phases
+    from sweep.kinds.trial.run import run_trial
+    from sweep.planning.estimate import load_profile
     from sweep.registry import KINDS
     from sweep.store.results import SweepDir
 

@@ -18,13 +18,14 @@ import time
 
 import torch
 
-from sweep.data.core import test_images, worker_splits
+from sweep.data.core import test_images
 from sweep.models.base import split
 from sweep.store.results import SweepDir
 from sweep.train.evaluate import predict
 from sweep.worker import cache
 from sweep.worker.activations import Frozen, compute
 from sweep.worker.feed import feed
+from sweep.worker.splits import worker_splits
 from sweep.worker.zoo import load_donor
 
 

@@ -202,7 +202,7 @@ def _bare_loop(storage: Path, loaded) -> tuple[float, int]:
     """The trials through `run_trial`, one after the other in this process: (wall seconds, trials)."""
     import torch
 
-    from sweep.kinds.stitch import run_trial
+    from sweep.kinds.trial.run import run_trial
     from sweep.store.results import SweepDir
 
     torch.set_num_threads(2)

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import analysis  # noqa: E402
-from sweep.plan.planning import statuses  # noqa: E402
+from sweep.planning.planning import statuses  # noqa: E402
 from sweep.store import compact as compaction  # noqa: E402
 from sweep.store.results import SweepDir, write_rows  # noqa: E402
 from sweep.store.schema import trial_schema  # noqa: E402

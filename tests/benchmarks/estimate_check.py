@@ -137,13 +137,13 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def predicted(space: str, costs: str | None = None):
-    """The wall time `plan --estimate` predicts (`sweep.plan.wall.Wall`: its `total` in seconds, unrounded, where
+    """The wall time `plan --estimate` predicts (`sweep.planning.wall.Wall`: its `total` in seconds, unrounded, where
     `plan` prints minutes from two minutes on) with the workers `run` would use here, and what it measured here
     (`Estimate.measured`)."""
     sys.path.insert(0, str(REPO))
     from sweep.config.space import load_space
-    from sweep.plan.estimate import estimate, load_profile
-    from sweep.plan.wall import default_workers, wall_time
+    from sweep.planning.estimate import estimate, load_profile
+    from sweep.planning.wall import default_workers, wall_time
     from sweep.registry import KINDS
 
     sweep, profile = load_space(space), load_profile(costs)

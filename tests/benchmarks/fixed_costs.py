@@ -32,7 +32,7 @@ def _worker(config: dict) -> None:
     import torch  # noqa: F401
     from ray import tune
 
-    import sweep.kinds.stitch  # noqa: F401
+    import sweep.kinds.trial.run  # noqa: F401
     from sweep.data.core import load_pool
 
     load_pool("fashion_mnist", None, download=False)

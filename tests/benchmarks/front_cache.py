@@ -51,7 +51,7 @@ def _space(arch: str, train: int, epochs: int) -> dict:
 def _row(spec, sweep_dir):
     import torch
 
-    from sweep.kinds.stitch import run_trial
+    from sweep.kinds.trial.run import run_trial
 
     sweep_dir.trial_part(spec.trial_id).unlink(missing_ok=True)
     row = run_trial(spec, sweep_dir, device=torch.device("cpu"))
@@ -63,7 +63,7 @@ def per_point(args) -> None:
     import torch
 
     from sweep.config.space import parse_space
-    from sweep.kinds.donor import run_donor
+    from sweep.kinds.donor.run import run_donor
     from sweep.store.results import SweepDir
     from sweep.worker import cache
 
@@ -96,8 +96,8 @@ def memory(args) -> None:
     import torch
 
     from sweep.config.space import load_space
-    from sweep.kinds.donor import run_donor
-    from sweep.kinds.stitch import run_trial
+    from sweep.kinds.donor.run import run_donor
+    from sweep.kinds.trial.run import run_trial
     from sweep.store.results import SweepDir
     from sweep.worker import cache
 

@@ -84,7 +84,7 @@ def random_zoo(sweep, sweep_dir, keys: set[str], data_root: str) -> None:
     import torch
 
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import save_donor
+    from sweep.kinds.donor.run import save_donor
     from sweep.models.base import build
 
     for donor in sweep.donors.values():
@@ -147,7 +147,7 @@ def _warm(data_root: str, device: str, threads: int) -> None:
 def _one_trial(spec, root: str, data_root: str, device: str) -> float:
     import torch
 
-    from sweep.kinds.stitch import run_trial
+    from sweep.kinds.trial.run import run_trial
     from sweep.store.results import SweepDir
 
     trust_files()
@@ -166,7 +166,7 @@ VARIANTS = ("fp32", "bf16+channels_last")
 def run_pair(spec, sweep_dir, dev, data_root: str, out: Path, variants=VARIANTS) -> None:
     """One trial in fp32, then in bf16 + channels-last, each logged with its time per phase (the first of a
     stitch point also trains the point's OOD detector, which the zoo then keeps for every later trial)."""
-    from sweep.kinds.stitch import run_trial
+    from sweep.kinds.trial.run import run_trial
 
     for variant in variants:
         s = spec if variant == "fp32" else dataclasses.replace(spec, precision="bf16", channels_last=True)

@@ -1,5 +1,6 @@
-"""Peak memory of each similarity index against what `sweep.plan.memory` predicts for it (the numbers `plan` prints
-and `resources.memory_per_trial` checks), on random float32 activations shaped like a CIFAR ResNet-18's.
+"""Peak memory of each similarity index against what its memory model predicts for it (`Index.memory`, in its
+module of `sweep.measures.indices`: the numbers `plan` prints and `resources.memory_per_trial` checks), on random
+float32 activations shaped like a CIFAR ResNet-18's.
 
     python tests/benchmarks/index_memory.py [--only opd-flatten,pwcca-positions]
 
@@ -65,7 +66,7 @@ def _child(name: str) -> None:
 
 
 def main() -> None:
-    from sweep.plan import memory
+    from sweep.costs.memory import ShapePair
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", default=",".join(CASES))
@@ -76,7 +77,7 @@ def main() -> None:
     print(f"{'case':<16} {'images':>6} {'predicted MB':>12} {'measured MB':>11} {'ratio':>5} {'seconds':>7}")
     for name in args.only.split(","):
         index, layout, n, sa, sb, k = CASES[name]
-        predicted = memory.ShapePair(sa, sb, {index: layout}).index_bytes(index, n, k) / 2**20
+        predicted = ShapePair(sa, sb, {index: layout}).index_bytes(index, n, k) / 2**20
         out = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True, text=True)
         if out.returncode:
             print(f"{name}: failed\n{out.stderr[-2000:]}")

@@ -57,7 +57,7 @@ def child(work: Path, results: str, steps: int, workers: int, images: int, stage
     from sweep.data import stream
     from sweep.data.declared import register_image_folder
     from sweep.kinds.base import RunContext, resolve
-    from sweep.kinds.inversion import run_inversion
+    from sweep.kinds.inversion.run import run_inversion
     from sweep.registry import KINDS
     from sweep.store.results import SweepDir
 

@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import analysis  # noqa: E402
 from sweep.config.space import load_space  # noqa: E402
-from sweep.data.core import worker_splits  # noqa: E402
-from sweep.kinds.similarity import full_matrix  # noqa: E402
+from sweep.kinds.similarity.run import full_matrix  # noqa: E402
 from sweep.models.features import features  # noqa: E402
 from sweep.store import inverted as stored  # noqa: E402
 from sweep.store.results import SweepDir  # noqa: E402
+from sweep.worker.splits import worker_splits  # noqa: E402
 from sweep.worker.zoo import load_donor  # noqa: E402
 
 CPU = torch.device("cpu")

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 import analysis  # noqa: E402
 from sweep.config.space import load_space  # noqa: E402
-from sweep.plan.planning import progress  # noqa: E402
+from sweep.planning.planning import progress  # noqa: E402
 from sweep.store.results import SweepDir, write_rows  # noqa: E402
 from sweep.store.schema import trial_schema  # noqa: E402
 

@@ -76,8 +76,8 @@ def _child(work: Path, out: str) -> None:
     import torch
     from gpu_path import trust_files
 
-    from sweep.kinds import similarity
     from sweep.kinds.base import RunContext
+    from sweep.kinds.similarity import run as similarity
     from sweep.registry import KINDS
     from sweep.store.results import SweepDir
     from sweep.worker.cache import configure

@@ -1,5 +1,5 @@
 """SVCCA's peak host memory on wide matrices (more features than images, as early layers are) against the
-planner's model (`sweep.plan.memory.NUMBERS["svcca"](...)`), one process per size.
+planner's model (`INDICES["svcca"].numbers(...)`, `sweep.measures.indices.svcca`), one process per size.
 
     .venv/bin/python tests/benchmarks/svcca_memory.py 500 40000
     .venv/bin/python tests/benchmarks/svcca_memory.py 1000 60000
@@ -15,8 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from sweep.measures.cca import svcca  # noqa: E402
-from sweep.plan import memory  # noqa: E402
+from sweep.costs.memory import F64  # noqa: E402
+from sweep.measures.indices.svcca import svcca  # noqa: E402
+from sweep.registry import INDICES  # noqa: E402
 
 
 def main() -> None:
@@ -26,7 +27,7 @@ def main() -> None:
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     value = svcca(a, b)
     measured = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024
-    model = memory.F64 * memory.NUMBERS["svcca"](n, p, p) / 2**20
+    model = F64 * INDICES["svcca"].numbers(n, p, p) / 2**20
     print(f"{n} x {p} per side: SVCCA {value:.4f}; peak above the inputs {measured:,.0f} MB, model {model:,.0f} MB")
 
 

@@ -1,4 +1,5 @@
-"""cluster/: every config parses and installs what pyproject.toml pins."""
+"""cluster/: every config parses and installs what the project's machines test: pyproject.toml's dependencies at
+the exact releases constraints.txt names."""
 
 import re
 import subprocess
@@ -16,8 +17,22 @@ from tests.conftest import REPO
 CLUSTER = REPO / "cluster"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 DEPS = PYPROJECT["project"]["dependencies"]
-RAY_PIN = next(d for d in DEPS if d.startswith("ray["))
-RAY_MINOR = re.search(r"==(\d+\.\d+)", RAY_PIN).group(1)
+TESTED = dict(
+    line.split("#")[0].strip().lower().split("==")
+    for line in (REPO / "constraints.txt").read_text().splitlines()
+    if line.split("#")[0].strip()
+)
+RAY_MINOR = re.match(r"\d+\.\d+", TESTED["ray"]).group(0)
+RAY_PIN = f"ray[tune]=={RAY_MINOR}.*"
+
+
+def _tested(dep: str) -> str:
+    """`dep` at the release constraints.txt names, or its range where none is named."""
+    name = re.match(r"[A-Za-z0-9_.-]+(\[[^\]]*\])?", dep).group(0)
+    version = TESTED.get(name.split("[")[0].lower())
+    return f"{name}=={version}" if version else dep
+
+
 LAUNCHERS = ["aws.yaml", "gcp.yaml", "local.yaml"]
 
 
@@ -41,7 +56,7 @@ def test_rayjob_pins_equal_pyproject_and_ray_version_matches():
     job = yaml.safe_load((CLUSTER / "kuberay-rayjob.yaml").read_text())
     assert job["apiVersion"] == "ray.io/v1" and job["kind"] == "RayJob"
     env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
-    assert env["pip"] == DEPS
+    assert env["pip"] == [_tested(d) for d in DEPS]
     spec = job["spec"]["rayClusterSpec"]
     assert spec["rayVersion"].startswith(RAY_MINOR + ".")
     images = [c["image"] for c in spec["headGroupSpec"]["template"]["spec"]["containers"]]

@@ -7,21 +7,12 @@ import re
 import pytest
 import yaml
 
-from sweep.config import (
-    block,
-    data,
-    donors,
-    embedding,
-    evaluation,
-    examples,
-    inversion,
-    reptests,
-    similarity,
-    sources,
-    space,
-    training_similarity,
-)
+from sweep.config import attacks, data, donors, evaluation, sources, space
 from sweep.config.space import parse_space
+from sweep.kinds.examples import spec as examples
+from sweep.kinds.reptest import spec as reptests
+from sweep.kinds.trial import block
+from sweep.registry import KINDS
 from tests.conftest import REPO
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -60,26 +51,26 @@ def _plain(value):
 
 
 def _training_attack_options() -> dict:
-    return {k: v for k, v in similarity.ATTACK_OPTIONS.items() if k != "source"}
+    return {k: v for k, v in attacks.ATTACK_OPTIONS.items() if k != "source"}
 
 
 def _sections(ref: dict) -> list[tuple[str, dict, dict]]:
     """(where, the documented mapping, the options that section declares)."""
     stitching = ref["stitching"]
     test = ref["representation_tests"][0]
-    out = [
-        ("data", ref["data"], data.OPTIONS | data.SOURCE_OPTIONS),
-        ("stitching", stitching, block.OPTIONS),
+    # every kind's section, from the registry: the reference shows each (a list's first entry; examples: each)
+    kinds = [k for k in KINDS.values() if k.section]
+    assert {k.section for k in kinds} <= set(ref), "a kind's section is missing from the reference"
+    out = [("data", ref["data"], data.OPTIONS | data.SOURCE_OPTIONS)]
+    for k in kinds:
+        raw = ref[k.section]
+        entries = [(k.section, raw)] if isinstance(raw, dict) else [(f"{k.section}[{i}]", e) for i, e in enumerate(raw)]
+        out += [(where, entry, k.options) for where, entry in (entries if k.name == "examples" else entries[:1])]
+    out += [
         ("stitching.layouts", stitching["layouts"], block.LAYOUT_OPTIONS),
-        ("representation_tests[0]", test, reptests.OPTIONS),
         ("representation_tests[0].probe", test["probe"], reptests.PROBE_OPTIONS),
-        ("similarity[0]", ref["similarity"][0], similarity.OPTIONS),
-        ("similarity[0].attack", ref["similarity"][0]["attack"], similarity.ATTACK_OPTIONS),
-        ("inversions[0]", ref["inversions"][0], inversion.OPTIONS),
-        ("tsne[0]", ref["tsne"][0], embedding.OPTIONS),
-        *((f"examples[{i}]", e, examples.OPTIONS) for i, e in enumerate(ref["examples"])),
+        ("similarity[0].attack", ref["similarity"][0]["attack"], attacks.ATTACK_OPTIONS),
         ("examples[2].attacks[0]", ref["examples"][2]["attacks"][0], examples.ATTACK_FIELDS),
-        ("training_similarity[0]", ref["training_similarity"][0], training_similarity.TRAINING_OPTIONS),
         ("training_similarity[0].attack", ref["training_similarity"][0]["attack"], _training_attack_options()),
         ("evaluation", ref["evaluation"], evaluation.OPTIONS),
         ("resources", ref["resources"], space.RESOURCE_OPTIONS),
@@ -169,7 +160,7 @@ def _dedent(snippet: str) -> str:
     return textwrap.dedent(snippet)
 
 
-# A dotted name the docs show in backticks (`sweep.plan.memory.Need`, `"sweep.data.core:fashion_mnist"`,
+# A dotted name the docs show in backticks (`sweep.planning.memory.Need`, `"sweep.data.core:fashion_mnist"`,
 # `analysis.tables()`): its leading identifier path; file paths (`sweep/models/base.py`) and patterns with
 # `<...>` placeholders do not match.
 _DOTTED = re.compile(r"`\"?((?:sweep|analysis)(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)?)(?![\w.:<])")

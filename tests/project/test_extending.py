@@ -22,16 +22,16 @@ from analysis.stats import rank_correlations
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
-from sweep.kinds.donor import run_donor
-from sweep.kinds.reptest import run_reptest
-from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.reptest.run import run_reptest
+from sweep.kinds.trial.run import run_trial
 from sweep.measures.indices import Index
 from sweep.models.base import split
 from sweep.registry import INDICES, OBJECTIVES
 from sweep.stitching.objectives import Objective, direct_match
 from sweep.store.catalogue import INDEX_CATALOGUE, IndexEntry
 from sweep.store.results import SweepDir
-from sweep.store.schema import reptest_schema, schema, trial_schema
+from sweep.store.schema import schema, trial_schema
 from sweep.worker.zoo import load_donor
 from tests.conftest import TINY_SPACE
 
@@ -55,7 +55,7 @@ def dummy(registered):
 
 def test_the_catalogue_gives_a_registered_index_its_columns(dummy):
     assert trial_schema().field("sim_dummy").type == "double"
-    assert "d_dummy" in reptest_schema().names
+    assert "d_dummy" in schema("reptests").names
 
 
 @pytest.mark.slow
@@ -172,7 +172,7 @@ def _echo_run(unit, ctx):
 
 def _echo_need(unit, sweep):
     """Its memory need: a MiB per count (`plan` prints the largest; `memory_per_trial` bounds it)."""
-    from sweep.plan.memory import Need
+    from sweep.costs.memory import Need
 
     count = len(sweep.units["echo"])
     return Need("echo", f"echo {unit}", "count", count, lambda n: n * 2**20, "echo", "or echo less")
@@ -234,8 +234,8 @@ def test_a_registered_kind_is_planned_scheduled_by_ray_and_reported_by_status(tm
     import cloudpickle
 
     from sweep.backends.ray import run_stages
-    from sweep.plan import planning
-    from sweep.plan.status import print_status
+    from sweep.planning import planning
+    from sweep.planning.status import print_status
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
     with pytest.raises(SpecError, match=r"^echo.count: expected an integer >= 1"):
@@ -275,7 +275,7 @@ def test_a_registered_kind_is_in_the_json_schema_the_estimate_the_reader_and_the
 
     from sweep.cli import main
     from sweep.config.schema import space_schema
-    from sweep.plan import estimate
+    from sweep.planning import estimate
     from sweep.registry import KINDS
 
     space = dict(copy.deepcopy(TINY_SPACE), echo={"count": 3})
@@ -297,7 +297,7 @@ def test_a_registered_kind_is_in_the_json_schema_the_estimate_the_reader_and_the
     KINDS.remove("echo")
     KINDS.add("echo", echo_kind)
 
-    from sweep.cli import _prepare
+    from sweep.api.running import prepare as _prepare
 
     sweep_dir = SweepDir(tmp_path, sweep.name)
     _prepare(sweep_dir, sweep)  # what run does: the folders of the kinds with units
@@ -325,22 +325,24 @@ def test_a_registered_index_is_sized_and_priced_before_it_runs(dummy, registered
     model of its kind (not left out); one that declares its `memory` and `work` is charged those, and a space
     it does not fit is refused naming it."""
     from sweep.config.shapes import activation_shape
-    from sweep.plan import memory
-    from sweep.plan.estimate import estimate, load_profile
-    from sweep.plan.index_costs import Work, pair_work
+    from sweep.costs.memory import ALLOCATOR, ShapePair
+    from sweep.costs.work import Work, pair_work
+    from sweep.kinds.trial.cost import need as trial_need
+    from sweep.planning import memory
+    from sweep.planning.estimate import estimate, load_profile
 
     space = copy.deepcopy(TINY_SPACE)
     space["stitching"].update(indices=["dummy"], stitch_points=["layer3.1"], objectives=["dm"])
     space["evaluation"]["n_eval_robust"] = 0
     sweep = parse_space(space)
     (trial,) = sweep.trials
-    need = memory.trial_need(trial, sweep)
+    need = trial_need(trial, sweep)
     assert need is not None and need.largest == "dummy" and [x.bytes for x in memory.needs(sweep)] == [need.bytes]
     n, p = trial.similarity_samples, math.prod(activation_shape("resnet_tiny", "digits", "layer3.1"))
     # the generic model, by hand: both sides held (float32), two float64 copies of each, the p x p products
     workspace = 8 * (2 * n * (p + p) + 2 * (p * p + p * p))
-    assert need.bytes == 4 * n * 2 * p + int(memory.ALLOCATOR * workspace)
-    pair = memory.ShapePair((p,), (p,), {})
+    assert need.bytes == 4 * n * 2 * p + int(ALLOCATOR * workspace)
+    pair = ShapePair((p,), (p,), {})
     assert pair_work(pair, ["dummy"], n, 0) == Work(calls=1, mac=n * 3 * p * p, elem=4 * n * 2 * p)
 
     profile = load_profile(None)
@@ -355,22 +357,91 @@ def test_a_registered_index_is_sized_and_priced_before_it_runs(dummy, registered
     heavy = Index(entry, _first_minus_last, "flatten", memory=lambda *a: 3 * 2**30, work=lambda *a: Work(mac=1e12))
     registered(INDICES, "heavy", heavy)
     heavy_space = dict(space, stitching=dict(space["stitching"], indices=["dummy", "heavy"]))
-    need = memory.trial_need(parse_space(heavy_space).trials[0], parse_space(heavy_space))
+    need = trial_need(parse_space(heavy_space).trials[0], parse_space(heavy_space))
     assert need.largest == "heavy" and need.bytes == 4 * n * 2 * p + 3 * 2**30
     assert pair_work(pair, ["heavy"], n, 0) == Work(mac=1e12)
     with pytest.raises(SpecError, match=r"^resources.memory_per_trial: .*or drop heavy"):  # what plan/run check
         memory.check(parse_space(dict(heavy_space, resources={"memory_per_trial": 1})))
 
 
-def test_a_kind_in_a_module_of_its_own_is_found_by_its_register_kind_call(tmp_path):
-    """A module of `sweep/kinds/` that registers a kind at its top level is imported with the shipped kinds;
-    one that only mentions the call (inside a function, say) is not, so the work modules stay unloaded."""
-    from sweep.kinds import _declares_a_kind
+def test_each_shipped_kind_is_a_package_laid_out_as_the_recipe_says():
+    """docs/development.md's recipe: each shipped kind is its own package `sweep/kinds/<name>/` (`__init__.py`
+    registering its entry, `spec.py` its section (a donor's units are found, not parsed: `units.py`),
+    `table.py`, `cost.py`, `run.py`), its `run` and its cost hooks named inside its package, its report
+    sections the module `analysis/report/kinds/<name>.py`; `SHIPPED` is the order they are registered."""
+    import importlib
 
-    declares, mentions = tmp_path / "declares.py", tmp_path / "mentions.py"
-    declares.write_text('"""A kind."""\nfrom sweep.kinds.base import Kind, register_kind\n\nregister_kind(Kind())\n')
-    mentions.write_text("def later():\n    register_kind(None)\n")
-    assert _declares_a_kind(declares) and not _declares_a_kind(mentions)
+    from sweep.kinds import SHIPPED
+    from sweep.registry import KINDS, resolve
+    from tests.conftest import REPO
+
+    assert list(KINDS)[: len(SHIPPED)] == list(SHIPPED)
+    for name in SHIPPED:
+        kind, folder = KINDS[name], REPO / "sweep" / "kinds" / name
+        wanted = {"__init__.py", "units.py" if name == "donor" else "spec.py", "table.py", "cost.py", "run.py"}
+        assert wanted <= {p.name for p in folder.glob("*.py")}, f"{name}: {wanted} in {folder}"
+        assert importlib.import_module(f"sweep.kinds.{name}").KIND is kind, name
+        assert isinstance(kind.run, str) and kind.run.startswith(f"sweep.kinds.{name}.run:"), (name, kind.run)
+        assert callable(resolve(kind.run)), name
+        for hook in (kind.memory, kind.price, kind.disk):
+            assert hook is None or hook.startswith(f"sweep.kinds.{name}.cost:") and callable(resolve(hook)), hook
+        assert kind.report == f"analysis.report.kinds.{name}:sections", (name, kind.report)
+        assert (REPO / "analysis" / "report" / "kinds" / f"{name}.py").is_file(), name
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_kind_and_an_index_written_as_the_plugins_page_shows_plan_run_and_report(tmp_path, kind_plugin):
+    """docs/plugins.md's kind of work (a package folder laid out as a shipped kind: `echo/__init__.py`,
+    `spec.py`, `table.py`, `cost.py`, `run.py`, `report.py`) and index (`my_index.py`, laid out as a shipped
+    index), written as the page shows them beside its space: `plan`, `run` (under Ray: the workers import the
+    shipped folder and file), `status` and `report`, each a `stitchsweep` command, take them with no other
+    edit. The kind's table, the index's column, the status line and the report's section are what the page
+    says; `status` and `report` import the sweep's copies (the originals are gone by then)."""
+    import os
+    import shutil
+    import subprocess
+
+    import yaml
+
+    from tests.conftest import REPO
+
+    src, results, report = kind_plugin(tmp_path / "src"), tmp_path / "results", tmp_path / "report"
+    page = " ".join((REPO / "docs" / "plugins.md").read_text().split())
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def cli(*args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "sweep", *args], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=600)  # fmt: skip
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
+    plan = cli("plan", str(src / "space.yaml"), "--estimate")
+    assert "sweep echo_study: 1 donors, 1 trials, 3 echo units" in plan, plan
+    assert "  3 echo units: " in plan and "echo units (the kind declares no price)" not in plan, plan  # priced
+    run = cli("run", str(src / "space.yaml"), "--storage", str(results), "--num-cpus", "2")
+    assert "] 3 echo units ran" in run and "] 1 trial units ran" in run, run
+    sweep_dir = results / "echo_study"
+    kept = sorted(p.relative_to(sweep_dir / "plugins").as_posix() for p in (sweep_dir / "plugins").rglob("*.py"))
+    assert kept == [f"echo/{f}.py" for f in ("__init__", "cost", "report", "run", "spec", "table")] + ["my_index.py"]
+    assert yaml.safe_load((sweep_dir / "space.yaml").read_text())["plugins"] == ["plugins/echo/", "plugins/my_index.py"]
+
+    shutil.rmtree(src / "echo")  # status and report import the sweep's copies
+    (src / "my_index.py").unlink()
+    line = "3 echo units: 3 done, 0 failed, 0 pending"
+    assert line in cli("status", str(sweep_dir)) and line in page
+    cli("report", str(sweep_dir), "--out", str(report))
+    drawn = pd.read_csv(report / "echo.csv").sort_values("number")
+    assert drawn["number"].tolist() == [0, 1, 2] and drawn["value"].tolist() == [0, 2, 4]  # i x factor 2
+    assert (report / "echo.png").stat().st_size > 0
+    assert "Echo: each unit" in (report / "index.html").read_text()  # its section, after the shared ones
+
+    echo = pq.read_table(sweep_dir / "echo").to_pandas().sort_values("number")
+    assert echo["status"].eq("done").all() and echo["value"].tolist() == [0, 2, 4]
+    assert echo["dataset"].eq("fashion_mnist").all() and echo["unit_id"].nunique() == 3
+    trials = analysis.load_trials(sweep_dir)  # keeps the plugin index's column without importing it
+    assert trials["sim_norm_corr"].tolist() == [pytest.approx(1.0, abs=1e-6)]  # a donor stitched to itself
+    assert trials["sim_cka"].tolist() == [pytest.approx(1.0, abs=1e-6)]
 
 
 @pytest.mark.slow
@@ -448,9 +519,10 @@ def test_a_similarity_index_is_a_measure_of_similarity_entries_only(norm_cosine)
     tables do not, and `stitching.indices` refuses it."""
     from sweep.config.schema import space_schema
     from sweep.config.shapes import activation_shape
-    from sweep.kinds.similarity import measure_fn, pairwise
-    from sweep.plan import memory
-    from sweep.plan.estimate import estimate, load_profile
+    from sweep.costs.memory import ALLOCATOR
+    from sweep.kinds.similarity.cost import need as similarity_need
+    from sweep.kinds.similarity.run import measure_fn, pairwise
+    from sweep.planning.estimate import estimate, load_profile
 
     sweep = parse_space(_similarity_space("norm_cosine"))
     (unit,) = sweep.units["similarity"]
@@ -465,11 +537,11 @@ def test_a_similarity_index_is_a_measure_of_similarity_entries_only(norm_cosine)
     assert "norm_cosine" in measure["enum"] and "rank" not in measure["enum"]
 
     # sized: the generic model on the widest pair (two float64 copies of each side, the p x p products, by hand)
-    need = memory.similarity_need(unit)
+    need = similarity_need(unit)
     assert need is not None and need.largest == "norm_cosine"
-    heavy = memory.similarity_need(parse_space(_similarity_space("norm_heavy")).units["similarity"][0])
+    heavy = similarity_need(parse_space(_similarity_space("norm_heavy")).units["similarity"][0])
     pa = pb = max(math.prod(activation_shape("resnet_tiny", "digits", p)) for p in unit.a_points)
-    generic = int(memory.ALLOCATOR * 8 * (2 * 40 * (pa + pb) + 2 * (pa * pb + max(pa, pb) ** 2)))
+    generic = int(ALLOCATOR * 8 * (2 * 40 * (pa + pb) + 2 * (pa * pb + max(pa, pb) ** 2)))
     assert heavy.bytes - need.bytes == 3 * 2**30 - generic
     # priced: its images through both donors, as OPD's units are
     profile = load_profile(None)
@@ -489,8 +561,8 @@ def test_a_similarity_index_is_a_measure_of_similarity_entries_only(norm_cosine)
     assert values.shape == (2, 1) and (times >= 0).all() and extra == {(0, 0): {}, (1, 0): {}}
 
     assert schema("similarity").field("norm_cosine").type == "double"
-    assert "norm_cosine" not in trial_schema().names + reptest_schema().names
-    assert not any("norm_cosine" in c for c in trial_schema().names + reptest_schema().names)
+    assert "norm_cosine" not in trial_schema().names + schema("reptests").names
+    assert not any("norm_cosine" in c for c in trial_schema().names + schema("reptests").names)
 
 
 @pytest.mark.slow
@@ -499,7 +571,7 @@ def test_a_similarity_index_unit_runs_and_is_read_back(tmp_path, norm_cosine):
     the similarity table (written and read back), each pair timed, against the numpy function on the held
     activations; the shipped measures' columns stay empty."""
     from sweep.kinds.base import RunContext
-    from sweep.kinds.similarity import run_similarity
+    from sweep.kinds.similarity.run import run_similarity
     from sweep.models.features import features
 
     sweep = parse_space(_similarity_space("norm_cosine"))

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from sweep.config.space import parse_space
-from sweep.kinds.donor import run_donor
-from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.trial.run import run_trial
 from sweep.store.results import SweepDir
 from tests.conftest import TINY_SPACE
 

@@ -16,17 +16,18 @@ layer is that of the longest entry of `LAYERS` it starts with.
   0  sweep (its version), sweep.registry            names of everything a space can name; nothing heavy
   1  sweep.store                                     the results' layout, schemas, storage (no torch)
   2  sweep.config                                    search spaces to frozen specs (no torch at import)
-  3  sweep.data, sweep.models, sweep.worker.cache    datasets, networks, the worker's keyed cache
+  3  sweep.data, sweep.models                        datasets, networks
+     sweep.costs                                     the cost models' primitives (memory, work, prices)
   4  sweep.train, sweep.measures                     training, evaluation, what is measured
-  5  sweep.worker                                    what a worker keeps: activations, zoo donors
+  5  sweep.worker                                    what a worker keeps: its cache, splits, activations, donors
   6  sweep.stitching                                 the stitching layer and its objectives
   7  sweep.kinds                                     kinds of work: one unit each, idempotent
-  8  sweep.plan                                      what is known before a run: units, memory, cost
+  8  sweep.planning                                  what is known before a run: units, memory, cost
   9  sweep.backends                                  schedulers (Ray), the driver's progress and lease
   10 analysis (reading, stats, matrices, ...)        reading the store into pandas; computations on it
   11 analysis.charts                                 the report's charts
   12 analysis.report                                 the report, its page, a paper's report, the notebook API
-  13 sweep.cli, sweep.__main__                       the command line: runs the engine and writes reports
+  13 sweep.api, sweep.cli, sweep.__main__            the library (plan, run, resume, report) and the command line on it
 The engine (every layer below `analysis`) never imports `analysis`; the command line, on top of both, is the
 one place in sweep/ that does (`stitchsweep report`, `figures`).
 """
@@ -42,17 +43,17 @@ LAYERS = [
     {"sweep", "sweep.registry"},
     {"sweep.store"},
     {"sweep.config"},
-    {"sweep.data", "sweep.models", "sweep.worker.cache"},
+    {"sweep.data", "sweep.models", "sweep.costs"},
     {"sweep.train", "sweep.measures"},
     {"sweep.worker"},
     {"sweep.stitching"},
     {"sweep.kinds"},
-    {"sweep.plan"},
+    {"sweep.planning"},
     {"sweep.backends"},
     {"analysis"},
     {"analysis.charts"},
     {"analysis.report"},
-    {"sweep.cli", "sweep.__main__"},
+    {"sweep.cli", "sweep.__main__", "sweep.api"},
 ]
 TOP_OF_THE_ENGINE = "sweep.backends"  # every layer up to this one is the engine: it imports no `analysis`
 
@@ -64,12 +65,12 @@ def _modules_after(stmt: str) -> set[str]:
 
 
 def test_import_sweep_does_not_import_ray():
-    mods = _modules_after("import sweep, sweep.config.space, sweep.kinds.stitch, sweep.cli")
+    mods = _modules_after("import sweep, sweep.config.space, sweep.kinds.trial.run, sweep.cli")
     assert "ray" not in mods
 
 
 def test_import_config_does_not_import_torch():
-    mods = _modules_after("import sweep.config.space, sweep.config.stitching, sweep.config.trial")
+    mods = _modules_after("import sweep.config.space, sweep.kinds.trial.spec, sweep.config.trial")
     assert "torch" not in mods and "ray" not in mods
 
 
@@ -88,7 +89,7 @@ def test_reading_results_and_their_report_sections_imports_neither_torch_nor_ray
         "from analysis.report.sections import chart_sections as c; c()"
     )
     mods = _modules_after(code)
-    assert "sweep.kinds.declared" in mods and "torch" not in mods and "ray" not in mods
+    assert "sweep.kinds.trial" in mods and "torch" not in mods and "ray" not in mods
 
 
 def test_the_store_layout_and_the_kinds_declarations_load_no_torch_pandas_or_altair():
@@ -159,9 +160,9 @@ def test_the_graph_sees_relative_type_only_and_function_level_imports():
     """The parser the tests below rely on: on the tree's own modules, edges that only those forms give."""
     graph = _graph()
     assert "analysis.report.data" in graph["analysis.report.sections"]  # under TYPE_CHECKING
-    assert "sweep.plan.memory" in graph["sweep.cli.inputs"]  # inside a function
+    assert "sweep.planning.memory" in graph["sweep.api.inputs"]  # inside a function
     assert "sweep.store.exports" in graph["analysis"]  # a package's __init__
-    assert "sweep.worker.zoo" in graph["sweep.kinds.stitch"]  # `from module import name`
+    assert "sweep.worker.zoo" in graph["sweep.kinds.trial.run"]  # `from module import name`
 
 
 def test_no_relative_imports_in_the_engine():

@@ -1,4 +1,5 @@
-"""`tests/` mirrors the package tree: the tests of `sweep/plan/estimate.py` are `tests/sweep/plan/test_estimate.py`.
+"""`tests/` mirrors the package tree: the tests of `sweep/planning/estimate.py` are
+`tests/sweep/planning/test_estimate.py`.
 
 A test file `tests/<package>/<folder>/test_X.py` names a module `<package>/<folder>/X.py` or a package
 `<package>/<folder>/X/`, or is `test_X_<topic>.py` (a module's tests split by topic). End-to-end tests that
@@ -58,24 +59,24 @@ def test_every_test_folder_is_a_package():
 
 
 def test_the_rule_refuses_a_file_named_by_feature_and_a_misplaced_module(tmp_path):
-    (tmp_path / "sweep" / "plan").mkdir(parents=True)
-    for path in ("sweep/__init__.py", "sweep/plan/__init__.py", "sweep/plan/estimate.py", "sweep/registry.py"):
+    (tmp_path / "sweep" / "planning").mkdir(parents=True)
+    for path in ("sweep/__init__.py", "sweep/planning/__init__.py", "sweep/planning/estimate.py", "sweep/registry.py"):
         (tmp_path / path).write_text("")
     for path in (
-        "sweep/plan/test_estimate.py",
-        "sweep/plan/test_estimate_prices.py",
-        "sweep/test_plan.py",
+        "sweep/planning/test_estimate.py",
+        "sweep/planning/test_estimate_prices.py",
+        "sweep/test_planning.py",
         "sweep/test_registry_hints.py",
-        "sweep/plan/test_faults.py",
+        "sweep/planning/test_faults.py",
         "sweep/test_estimate.py",
-        "sweep/plan/test_estimates.py",
+        "sweep/planning/test_estimates.py",
         "sweep/store/test_results.py",
     ):
         (tmp_path / "tests" / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "tests" / path).write_text("")
     assert strays(tmp_path) == [
-        "tests/sweep/plan/test_estimates.py",
-        "tests/sweep/plan/test_faults.py",
+        "tests/sweep/planning/test_estimates.py",
+        "tests/sweep/planning/test_faults.py",
         "tests/sweep/store/test_results.py",
         "tests/sweep/test_estimate.py",
     ]

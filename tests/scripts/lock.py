@@ -3,6 +3,9 @@
 Run as `make lock` (Python 3.11, x86_64: the machines the lock is for). It asks pip itself to resolve
 (`pip install --dry-run --ignore-installed --report`), so the machine's pip configuration applies: torch and
 torchvision come from the local wheel files the configuration points at, not as multi-GB downloads.
+pyproject.toml states ranges (for installing into an environment of one's own); `constraints.txt` holds the
+exact releases this project's machines use (torch==2.14.1, torchvision==0.29.1, Ray, ...), given to pip as
+constraints (`-c`), so the lock keeps them and never resolves to a newer torch's CUDA wheels.
 The lock pins the exact file pip chose for each package (name==version --hash=sha256:...); `make install`
 then installs with `--require-hashes --no-deps`, so a fresh clone gets the same environment every day.
 """
@@ -18,6 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT = "stitchsweep"
+CONSTRAINTS = REPO / "constraints.txt"
 
 
 def main() -> int:
@@ -36,6 +40,8 @@ def main() -> int:
                 "--disable-pip-version-check",
                 "--report",
                 str(report),
+                "-c",
+                str(CONSTRAINTS),
                 f"{REPO}[test,tracking]",
             ],
             check=True,

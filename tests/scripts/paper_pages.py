@@ -28,7 +28,7 @@ def estimate(space: str) -> str:
     """'N h (d days) device time' of the whole space with the default profile."""
     from sweep.config.errors import SpecError
     from sweep.config.space import load_space
-    from sweep.plan.estimate import plan_estimate
+    from sweep.planning.estimate import plan_estimate
     from sweep.registry import KINDS
 
     try:
@@ -42,7 +42,7 @@ def estimate(space: str) -> str:
 
 
 def profile() -> str:
-    from sweep.plan.estimate import load_profile
+    from sweep.planning.estimate import load_profile
 
     return load_profile(None).get("name", "default")
 

@@ -9,8 +9,8 @@ import yaml
 
 from sweep.cli import EXIT_INCOMPLETE, main
 from sweep.config.space import parse_space
-from sweep.kinds.donor import run_donor
-from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.trial.run import run_trial
 from sweep.store.results import SweepDir
 
 
@@ -110,8 +110,8 @@ def test_a_dataset_that_cannot_be_had_stops_the_run_before_ray_in_one_line(tiny_
 def test_units_of_a_failed_donor_are_blocked_until_it_succeeds(tiny_space, tmp_path, monkeypatch, capsys):
     """A donor that fails blocks the trials that read it: `status` counts them as blocked (not pending, not
     run), and once the donor succeeds they are pending again."""
-    import sweep.kinds.donor as donor_kind
-    from sweep.plan import planning
+    import sweep.kinds.donor.run as donor_kind
+    from sweep.planning import planning
 
     sweep = parse_space(tiny_space)
     sweep_dir = SweepDir(tmp_path, sweep.name)
@@ -254,7 +254,7 @@ def test_a_status_manifest_spares_reading_parts_that_did_not_change(tiny_space, 
     import os
 
     import sweep.store.results as results
-    from sweep.plan import planning
+    from sweep.planning import planning
 
     sweep, sweep_dir = _results(tiny_space, tmp_path)
     for t in sweep.trials[:2]:
@@ -292,7 +292,7 @@ def test_every_command_and_argument_has_help_and_an_example():
 
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
-    assert set(commands) == {"plan", "run", "resume", "status", "compact", "report", "figures", "du", "prune", "schema"}
+    assert set(commands) == set("plan run resume status compact report figures du prune schema init".split())
     for name, sub in commands.items():
         assert sub.epilog and sub.epilog.startswith(f"example: stitchsweep {name} "), name
         for action in sub._actions:
@@ -307,16 +307,16 @@ def test_a_snapshot_serves_the_rows_of_unchanged_parts_and_rereads_the_rest(tiny
     import importlib
     import os
 
-    load = importlib.import_module("analysis.reading")
+    load, snapshot = importlib.import_module("analysis.reading"), importlib.import_module("sweep.store.snapshot")
     sweep, sweep_dir = _results(tiny_space, tmp_path)
     for t in sweep.trials[:3]:
         run_trial(t, sweep_dir, device=torch.device("cpu"))
     plain = load.load_trials(sweep_dir.path)
-    assert load.write_snapshot(sweep_dir.path) >= 4  # three trials and the donor's part, and their curves
+    assert snapshot.write_snapshot(sweep_dir.path) >= 4  # three trials and the donor's part, and their curves
     reads = []
-    real = load._read_part
+    real = snapshot.read_part
     monkeypatch.setattr(
-        load, "_read_part", lambda part, kind, expected: reads.append(part.name) or real(part, kind, expected)
+        snapshot, "read_part", lambda part, kind, expected: reads.append(part.name) or real(part, kind, expected)
     )
     again = load.load_trials(sweep_dir.path)
     assert reads == [] and again.equals(plain)
@@ -335,11 +335,11 @@ def test_a_snapshot_of_an_earlier_release_reads_with_the_columns_it_predates(tin
 
     import pyarrow.parquet as pq
 
-    load = importlib.import_module("analysis.reading")
+    load, snapshot = importlib.import_module("analysis.reading"), importlib.import_module("sweep.store.snapshot")
     sweep, sweep_dir = _results(tiny_space, tmp_path)
     run_trial(sweep.trials[0], sweep_dir, device=torch.device("cpu"))
-    load.write_snapshot(sweep_dir.path)
-    snap = sweep_dir.path / load.SNAPSHOT_DIR / f"trials{load.SNAPSHOT_SUFFIX}"
+    snapshot.write_snapshot(sweep_dir.path)
+    snap = sweep_dir.path / snapshot.SNAPSHOT_DIR / f"trials{snapshot.SNAPSHOT_SUFFIX}"
     older = pq.read_table(str(snap))
     pq.write_table(older.drop_columns(["head_agreement", "n_disagree"]), str(snap))  # as an earlier release wrote it
     trials = load.load_trials(sweep_dir.path)
@@ -350,7 +350,7 @@ def test_a_snapshot_of_an_earlier_release_reads_with_the_columns_it_predates(tin
 @pytest.mark.slow
 def test_plan_with_storage_changes_nothing_there(tiny_space, write_space, tmp_path, monkeypatch, capsys):
     """`plan --storage` only looks: a failed donor's part (which a run would remove to retry it) stays."""
-    import sweep.kinds.donor as donor_kind
+    import sweep.kinds.donor.run as donor_kind
 
     sweep, sweep_dir = _results(tiny_space, tmp_path, donor=False)
     monkeypatch.setattr(donor_kind, "worker_splits", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))

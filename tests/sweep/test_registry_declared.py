@@ -75,7 +75,8 @@ def test_every_named_implementation_exists(reg):
         entry = reg[name]
         values = [getattr(entry, f.name) for f in dataclasses.fields(entry)] if dataclasses.is_dataclass(entry) else []
         names += _named(entry) + [t for v in values for t in _named(v)]
-    assert names or reg.kind in ("stitcher", "attack"), f"no implementation named in the {reg.kind} registry"
+    # an index's module holds its math itself, PyTorch imported inside the function: nothing is named
+    assert names or reg.kind in ("stitcher", "attack", "similarity index"), f"no implementation named in {reg.kind}"
     for target in names:
         module, _, attr = target.partition(":")
         assert callable(getattr(importlib.import_module(module), attr, None)), f"{reg.kind}: {target} is missing"

@@ -4,8 +4,10 @@ own always-shown tables read the sections' declarations, not their titles."""
 import pytest
 
 from analysis.report.notebook import figures, section, tables
-from analysis.report.sections import CHARTS
-from analysis.report.table_sections import TABLES
+from analysis.report.sections import chart_sections
+from analysis.report.table_sections import table_sections
+
+CHARTS, TABLES = chart_sections(), table_sections()
 
 
 def test_each_section_has_one_name_the_file_it_writes():

@@ -2,9 +2,10 @@
 
 import pandas as pd
 
-from analysis.report.table_sections import TABLES
+from analysis.report.table_sections import table_sections
 from tests.analysis.report.test_write import report_of, study_trials
 
+TABLES = table_sections()
 TRIALS = [s for s in TABLES if s.title == "Trials"][0]
 
 

@@ -57,17 +57,8 @@ def study_trials(same_layer: bool = True, cross_layer: bool = True, robust: bool
 
 def report_of(trials: pd.DataFrame, donors: pd.DataFrame | None = None) -> ReportData:
     """The report's data of `trials` (and `donors`), every other table empty."""
-    empty = pd.DataFrame()
-    return ReportData(
-        "study",
-        trials.assign(setting=setting_label(trials)),
-        donors if donors is not None else empty,
-        problems=empty,
-        reptests=empty,
-        similarity=empty,
-        training_similarity=empty,
-        donor_curves=empty,
-    )
+    tables = {"trials": trials.assign(setting=setting_label(trials))}
+    return ReportData("study", tables | ({"donors": donors} if donors is not None else {}))
 
 
 def _write(tmp_path, trials: pd.DataFrame):

@@ -159,9 +159,9 @@ def test_donors_unattacked_show_no_eps_and_tables_are_sorted(data):
     donors = section("donors").data(data)
     assert (donors["n_eval_robust"] == 0).all() and donors["eps"].isna().all()
     assert donors["donor"].tolist() == sorted(donors["donor"])
-    from analysis.report.table_sections import TABLES
+    from analysis.report.table_sections import table_sections
 
-    trials = [s for s in TABLES if s.title == "Trials"][0].data(data)  # no CSV name: found by its title
+    trials = [s for s in table_sections() if s.title == "Trials"][0].data(data)  # no CSV name: found by its title
     keys = trials[["front", "end", "point_index"]].apply(tuple, axis=1).tolist()
     assert keys == sorted(keys)
 

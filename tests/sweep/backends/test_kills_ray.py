@@ -63,7 +63,7 @@ def run(unit, ctx):
 
 
 def need(unit, sweep):
-    from sweep.plan.memory import Need
+    from sweep.planning.memory import Need
 
     return Need("chore", "chore " + unit, "rows", 1000, lambda n: n * 2**20, "rows")
 

@@ -12,7 +12,7 @@ import yaml
 from sweep.cli import main
 from sweep.cli.commands import EXIT_DISK_FULL
 from sweep.config.space import parse_space
-from sweep.plan.planning import STATUS_MANIFEST
+from sweep.planning.planning import STATUS_MANIFEST
 from sweep.registry import KINDS
 from sweep.store.layout import SNAPSHOT_DIR
 from sweep.store.results import SweepDir, write_rows

@@ -139,3 +139,21 @@ def test_the_json_schema_accepts_plugins_and_refuses_a_bare_string():
     check = jsonschema.Draft202012Validator(space_schema())
     assert not list(check.iter_errors(dict(TINY_SPACE, plugins=["my_models.py", "mylab.indices"])))
     assert list(check.iter_errors(dict(TINY_SPACE, plugins="my_models.py")))
+
+
+def test_a_refused_plugin_leaves_the_loaded_one_s_version(tmp_path):
+    """A second file of the same module name is refused; the version recorded stays that of the code loaded,
+    so later units are hashed with the plugin that actually registered them."""
+    name = f"clash_{uuid.uuid4().hex[:8]}"
+    first, second = tmp_path / "a" / f"{name}.py", tmp_path / "b" / f"{name}.py"
+    for path, value in ((first, 1), (second, 2)):
+        path.parent.mkdir()
+        path.write_text(f"VALUE = {value}\n")
+    try:
+        load_plugins([str(first)], tmp_path)
+        with pytest.raises(SpecError, match="whose name no other module has"):
+            load_plugins([str(second)], tmp_path)
+        assert PLUGIN_VERSIONS[name] == source_version(first.read_bytes()) != source_version(second.read_bytes())
+    finally:
+        sys.modules.pop(name, None)
+        PLUGIN_VERSIONS.pop(name, None)

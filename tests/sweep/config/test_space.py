@@ -272,7 +272,7 @@ def test_every_trial_spec_field_is_a_results_column():
     """A setting without a column would vanish from the results: config_row refuses it, and this lists the
     contract (the two donors-table lookups and the '+'-joined attacks are the only exceptions)."""
     from sweep.config.trial import TrialSpec
-    from sweep.kinds.stitch import NOT_COLUMNS
+    from sweep.kinds.trial.run import NOT_COLUMNS
     from sweep.store.schema import trial_schema
 
     fields = {f.name for f in dataclasses.fields(TrialSpec)}

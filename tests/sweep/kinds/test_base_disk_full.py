@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from sweep.kinds.base import Kind, RunContext, record_unit, run_recorded
-from sweep.store.layout import EXAMPLES_DIR
+from sweep.kinds.examples.table import TABLE as EXAMPLES_DIR
 from sweep.store.results import SweepDir, read_status, write_rows
 from sweep.store.schema import schema
 from sweep.store.storage import DiskFull

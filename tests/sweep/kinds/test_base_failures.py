@@ -10,10 +10,10 @@ import torch
 
 from sweep.config.space import parse_space
 from sweep.kinds.base import RunContext, commit, record_unit, run_recorded
-from sweep.plan import planning
-from sweep.plan.status import print_status
+from sweep.kinds.examples.table import TABLE as EXAMPLES_DIR
+from sweep.planning import planning
+from sweep.planning.status import print_status
 from sweep.registry import KINDS
-from sweep.store.layout import EXAMPLES_DIR
 from sweep.store.results import SweepDir, read_status
 from sweep.store.schema import schema
 from tests.conftest import TINY_SPACE

@@ -9,14 +9,14 @@ from running again on resubmission.
 import subprocess
 import sys
 
-from sweep.store.layout import EXAMPLES_DIR
+from sweep.kinds.examples.table import TABLE as EXAMPLES_DIR
 from sweep.store.results import SweepDir
 from tests.conftest import REPO
 
 CHILD = """
 import sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
-from sweep.store.layout import EXAMPLES_DIR
+from sweep.kinds.examples.table import TABLE as EXAMPLES_DIR
 from sweep.kinds.base import record_unit
 from sweep.store.results import SweepDir
 

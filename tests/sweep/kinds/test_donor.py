@@ -8,7 +8,7 @@ import dataclasses
 import torch
 
 from sweep.config.space import parse_space
-from sweep.kinds import donor as donor_kind
+from sweep.kinds.donor import run as donor_kind
 from sweep.measures.chance import at_chance
 from sweep.store.results import SweepDir
 from tests.conftest import TINY_SPACE

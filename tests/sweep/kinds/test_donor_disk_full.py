@@ -1,4 +1,4 @@
-"""A donor whose checkpoint finds the disk full (`sweep.kinds.donor.run_donor`): no checkpoint, no donor row
+"""A donor whose checkpoint finds the disk full (`sweep.kinds.donor.run.run_donor`): no checkpoint, no donor row
 (not recorded failed: the trials that read it are not blocked), `DiskFull` raised naming the zoo's folder; run
 again with space freed, it trains, and is recorded once. A real, tiny training on the digits (about 2 s)."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from sweep.config.space import parse_space
-from sweep.kinds.declared import donor_part
-from sweep.kinds.donor import run_donor
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.donor.units import donor_part
 from sweep.store.results import SweepDir, read_status
 from sweep.store.storage import DiskFull
 

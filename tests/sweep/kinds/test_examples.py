@@ -16,8 +16,8 @@ from sweep.config.space import parse_space
 from sweep.data.colour_digits import COLOUR_MAP
 from sweep.data.core import make_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import run_donor
-from sweep.kinds.examples import run_examples
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.examples.run import run_examples
 from sweep.store.results import SweepDir
 from tests.conftest import TINY_SPACE
 

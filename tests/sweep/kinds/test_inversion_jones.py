@@ -12,17 +12,17 @@ import torch
 import analysis
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
-from sweep.data.core import worker_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import run_donor
-from sweep.kinds.inversion import read_inverted, run_inversion
-from sweep.kinds.similarity import run_similarity
-from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.inversion.run import read_inverted, run_inversion
+from sweep.kinds.similarity.run import run_similarity
+from sweep.kinds.trial.run import run_trial
+from sweep.measures.indices.saliency import saliency_cosines
 from sweep.measures.inversion import invert, relative_error
-from sweep.measures.saliency import saliency_cosines
 from sweep.models.base import ARCHITECTURES, build, split
 from sweep.store import inverted as stored
 from sweep.store.results import SweepDir
+from sweep.worker.splits import worker_splits
 from sweep.worker.zoo import load_donor
 from tests.conftest import TINY_SPACE
 from tests.ties import assert_reproduces, count, end_logits, near_ties
@@ -464,7 +464,7 @@ def test_a_trial_keeps_its_stitcher_and_its_stitched_network_is_inverted(zoo):
     stitched network rebuilt from it predicts what the trial measured. An inversion entry selects the trial;
     without a kept stitcher the unit fits it again, says so, and the refit predicts the same."""
     from sweep.data.core import make_splits
-    from sweep.kinds.stitched import stitched_network
+    from sweep.kinds.trial.stitched import stitched_network
 
     space, sweep_dir = zoo
     space = copy.deepcopy(space)
@@ -486,7 +486,7 @@ def test_a_trial_keeps_its_stitcher_and_its_stitched_network_is_inverted(zoo):
 
     # the kept stitcher, loaded and run in one batch here, gives the trial's accuracy: the same weights, so the
     # counts can differ only by images within rounding of a tie of the stitched network (evaluation batches differ)
-    kept = stitched_network(sweep_dir, trial, CPU)
+    kept = stitched_network(trial, RunContext(sweep_dir, CPU))
     with torch.no_grad():
         kept_logits = kept.upto(trial.end_point)(splits.test_x)
     n = len(splits.test_y)
@@ -502,7 +502,7 @@ def test_a_trial_keeps_its_stitcher_and_its_stitched_network_is_inverted(zoo):
     rows = analysis.load(sweep_dir.path)["inversions"].query("unit_id == @again.unit_id")
     assert rows["stitcher_refitted"].all() and sweep_dir.stitcher(trial.trial_id).exists()
     # the same seeded fit, refitted: the same accuracy, up to near ties of the refit network
-    refit = stitched_network(sweep_dir, trial, CPU)
+    refit = stitched_network(trial, RunContext(sweep_dir, CPU))
     with torch.no_grad():
         refit_logits = refit.upto(trial.end_point)(splits.test_x)
     assert abs(count(accuracy_of(refit), n) - count(row["clean_acc"], n)) <= near_ties(refit_logits)
@@ -518,7 +518,7 @@ def test_tsne_keeps_well_separated_classes_apart_and_a_unit_maps_every_point(zoo
     report draws it."""
     from analysis.report.write import write_report
     from sweep.data.core import make_splits
-    from sweep.kinds.embedding import run_embedding, tsne_2d
+    from sweep.kinds.tsne.run import run_embedding, tsne_2d
 
     rng = np.random.default_rng(0)
     labels = np.repeat(np.arange(3), 20)

@@ -11,8 +11,8 @@ import analysis
 from analysis.stats import correlation_table, rank_correlations
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
-from sweep.kinds.donor import run_donor
-from sweep.kinds.reptest import LowRank, run_reptest
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.reptest.run import LowRank, run_reptest
 from sweep.measures.probing import linear_probe_accuracy
 from sweep.store.results import SweepDir
 from tests.conftest import TINY_SPACE

@@ -13,8 +13,8 @@ from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import load_pool, make_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import run_donor, save_donor
-from sweep.kinds.similarity import run_similarity
+from sweep.kinds.donor.run import run_donor, save_donor
+from sweep.kinds.similarity.run import run_similarity
 from sweep.measures.similarity import MinibatchCKA, minibatches
 from sweep.models.base import build
 from sweep.models.features import features
@@ -216,7 +216,7 @@ def test_procrustes_and_svcca_units_measure_each_pair_on_the_held_activations_an
     are the measure on every activation of the images, held; a network against itself is 0 (OPD) or 1 (SVCCA)
     on the diagonal. Plumbing only: the values are compared with the same function the unit calls (`measure_fn`;
     the measures themselves are checked against independent formulations in tests/sweep/measures/test_similarity.py)."""
-    from sweep.kinds.similarity import measure_fn
+    from sweep.kinds.similarity.run import measure_fn
 
     space, sweep_dir = trained
     points = ["layer1.1", "layer2.1", "layer3.1"]
@@ -264,7 +264,7 @@ def test_the_report_compares_cka_procrustes_and_svcca_on_the_same_pairs(trained)
     assert len(mine) == 4 and set(table["images"]) <= {64, 80}  # 2 x 2 pairs; the 48-image unit stands alone
     for m in ("cka", "opd", "svcca"):
         assert mine[m].notna().all() and np.isfinite(mine[f"time_{m}_s"]).all() and (mine[f"time_{m}_s"] > 0).all()
-    from sweep.measures.cca import svcca_columns
+    from sweep.measures.indices.svcca import svcca_columns
 
     fa, fb = _held(space, sweep_dir, ["layer1.1", "layer3.1"], 64)
     for row in mine.itertuples():

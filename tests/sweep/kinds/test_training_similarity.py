@@ -14,8 +14,8 @@ from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
 from sweep.kinds.base import RunContext
-from sweep.kinds.donor import run_donor
-from sweep.kinds.training_similarity import epoch_weights, run_training_similarity
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.training_similarity.run import epoch_weights, run_training_similarity
 from sweep.measures.similarity import MinibatchCKA, minibatches
 from sweep.models.features import features
 from sweep.store.results import SweepDir

@@ -10,8 +10,8 @@ import torch
 
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
-from sweep.kinds.donor import run_donor
-from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.trial.run import run_trial
 from sweep.measures.ood import auroc, energy, train_detector
 from sweep.store.results import SweepDir
 from tests.conftest import TINY_SPACE
@@ -153,7 +153,7 @@ def test_the_papers_detectors_read_activations_and_survive_the_cache(tmp_path):
 def test_the_300k_random_images_are_read_from_their_file_and_never_downloaded(tmp_path):
     import numpy as np
 
-    from sweep.kinds.trial_measures import RANDOM_300K, outlier_images
+    from sweep.kinds.trial.measures import RANDOM_300K, outlier_images
 
     images = np.random.default_rng(0).integers(0, 256, (10, 32, 32, 3), dtype=np.uint8)
     np.save(tmp_path / RANDOM_300K, images)

@@ -4,17 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from sweep.measures.similarity import (
-    cca,
-    dm_distance,
-    linear_cka,
-    low_rank,
-    minibatch_cka,
-    numerical_rank,
-    opd,
-    pwcca,
-    to_2d,
-)
+from sweep.measures.cca import cca
+from sweep.measures.indices.cka import linear_cka
+from sweep.measures.indices.dm import dm_distance, dm_error, dm_fit
+from sweep.measures.indices.opd import opd
+from sweep.measures.indices.pwcca import pwcca
+from sweep.measures.indices.rank import numerical_rank
+from sweep.measures.indices.svcca import svcca, svcca_k
+from sweep.measures.similarity import low_rank, minibatch_cka, to_2d
 
 
 def _rng(seed=0):
@@ -309,7 +306,7 @@ def test_the_engine_computes_every_catalogued_index_and_the_schema_holds_their_c
     trials table those of the indices of scope "trial", the similarity table those of scope "similarity"."""
     from sweep.registry import INDICES
     from sweep.store.catalogue import INDEX_CATALOGUE
-    from sweep.store.schema import reptest_schema, schema, trial_schema
+    from sweep.store.schema import schema, trial_schema
 
     assert list(INDICES) == list(INDEX_CATALOGUE)
     for name, index in INDICES.items():
@@ -319,7 +316,7 @@ def test_the_engine_computes_every_catalogued_index_and_the_schema_holds_their_c
         if "similarity" in index.scopes:
             assert index.entry.similarity_column in schema("similarity").names
         if index.entry.reptest_column:
-            assert index.entry.reptest_column in reptest_schema().names
+            assert index.entry.reptest_column in schema("reptests").names
     assert {"sim_cka", "sim_dm", "rank_front", "rank_receiver_end"} <= set(trial_schema().names)
     assert str(trial_schema().field("rank_front").type) == "int32"
 
@@ -351,7 +348,6 @@ def test_streamed_forms_agree_with_whole_matrix_formulas_across_chunks(monkeypat
     """The chunked forms (rows for tall matrices, features for wide ones) against numpy on the whole matrix,
     with chunks small enough that every sum crosses several of them."""
     import sweep.measures.matrices as matrices
-    import sweep.measures.similarity as sim
 
     monkeypatch.setattr(matrices, "ROWS", 7)
     rng = _rng(12)
@@ -362,7 +358,7 @@ def test_streamed_forms_agree_with_whole_matrix_formulas_across_chunks(monkeypat
     theta = rng.standard_normal((10, 4))
     b = rng.standard_normal((100, 4))
     want = np.sum((tall @ theta[:-1] + theta[-1] - b) ** 2) / np.sum(b**2)
-    assert sim.dm_error(torch.from_numpy(theta), tall, b) == pytest.approx(want, rel=1e-10)
+    assert dm_error(torch.from_numpy(theta), tall, b) == pytest.approx(want, rel=1e-10)
 
 
 def test_opd_from_grams_agrees_with_the_svd_on_rank_deficient_float32_data():
@@ -431,7 +427,6 @@ def test_the_dm_distance_sums_its_test_images_in_batches_of_resized_senders(monk
     """The DM index resizes the sender batch by batch (a layer4 sender at layer1's size is 2 MB per image):
     across several batches it equals the error of the map on every image resized at once."""
     import sweep.measures.matrices as matrices
-    import sweep.measures.similarity as sim
     from sweep.measures.indices import Pair
     from sweep.registry import INDICES
     from sweep.stitching.stitcher import Stitcher
@@ -441,8 +436,8 @@ def test_the_dm_distance_sums_its_test_images_in_batches_of_resized_senders(monk
     fit = torch.randn(20, 6, 2, 2, generator=g), torch.randn(20, 3, 4, 4, generator=g)
     resize = Stitcher.for_shapes(torch.Size((1, 6, 2, 2)), torch.Size((1, 3, 4, 4))).resize
     pair = Pair(sender, target, resize=resize, fit=lambda: fit)
-    theta = sim.dm_fit(to_2d(resize(fit[0]), "positions"), to_2d(fit[1], "positions"))
-    whole = sim.dm_error(theta, to_2d(resize(sender), "positions"), to_2d(target, "positions"))
+    theta = dm_fit(to_2d(resize(fit[0]), "positions"), to_2d(fit[1], "positions"))
+    whole = dm_error(theta, to_2d(resize(sender), "positions"), to_2d(target, "positions"))
     monkeypatch.setattr(matrices, "ROWS", 40)  # batches of 2 images (16 rows each)
     assert INDICES["dm"].values(pair)["sim_dm"] == pytest.approx(whole, rel=1e-12)
 
@@ -468,7 +463,7 @@ def test_streamed_cka_is_linear_cka_on_all_the_images():
 def test_the_full_estimator_streams_where_the_products_are_smaller_and_gives_the_same_matrix(monkeypatch):
     """`full_matrix` on narrow points (fewer features than images) accumulates; on wide ones it holds the
     activations; both give `linear_cka` on all the images."""
-    from sweep.kinds import similarity as kind
+    from sweep.kinds.similarity import run as kind
     from sweep.measures.full_cka import cka_streams
     from sweep.measures.similarity import StreamedCKA
 
@@ -520,8 +515,6 @@ def _svcca_reference(a, b, keep=0.99, max_k=None):
 def test_svcca_against_whitened_covariances_in_numpy():
     """SVCCA (Raghu et al. 2017) against an independent formulation (`_svcca_reference`); and its invariances
     (an orthogonal map and a scale of one side give 1)."""
-    from sweep.measures.cca import svcca
-
     g = torch.Generator().manual_seed(3)
     a = torch.randn(400, 20, generator=g) @ torch.diag(torch.linspace(3, 0.05, 20))  # a spectrum the 99% cuts
     b = a[:, :12] @ torch.randn(12, 9, generator=g) + 3 * torch.randn(400, 9, generator=g)
@@ -536,8 +529,6 @@ def test_svcca_caps_the_directions_each_side_keeps_and_reports_them():
     """The unit's protocol: each side keeps the fewest directions reaching 99% of the variance, at most
     `max_k`; `svcca_k` returns both k with the value, as the numpy formulation counts them. Independent data
     score lower with fewer directions (the overfitting the cap bounds)."""
-    from sweep.measures.cca import svcca, svcca_k
-
     g = torch.Generator().manual_seed(5)
     a = torch.randn(300, 40, generator=g) @ torch.diag(torch.linspace(3, 0.5, 40))  # 99% needs most of the 40
     b = a[:, :25] @ torch.randn(25, 30, generator=g) + torch.randn(300, 30, generator=g)

@@ -10,8 +10,8 @@ import torch
 
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
-from sweep.kinds.donor import run_donor
-from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.trial.run import run_trial
 from sweep.models.base import build, split
 from sweep.models.external import load_checkpoint, read_state_dict
 from sweep.stitching.objectives import OBJECTIVES, FitContext

@@ -201,7 +201,7 @@ def digits_receiver(tmp_path_factory):
     import copy
 
     from sweep.config.space import parse_space
-    from sweep.kinds.donor import run_donor
+    from sweep.kinds.donor.run import run_donor
     from sweep.store.results import SweepDir
     from tests.conftest import TINY_SPACE
 
@@ -230,7 +230,7 @@ def digits_receiver(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_noise_sender_stitches_into_a_receiver_and_is_tested_on_its_own_samples(digits_receiver):
-    from sweep.kinds.stitch import run_trial
+    from sweep.kinds.trial.run import run_trial
 
     _, sweep, sweep_dir = digits_receiver
     rows = [run_trial(t, sweep_dir, device=torch.device("cpu")) for t in sweep.trials]
@@ -253,7 +253,7 @@ def test_a_noise_trial_drawn_per_batch_records_the_row_of_one_that_holds_its_sam
     samples are the same, so the row is (the same fit on the same machine)."""
     import shutil
 
-    from sweep.kinds.stitch import run_trial
+    from sweep.kinds.trial.run import run_trial
     from sweep.store.results import SweepDir
     from sweep.worker.cache import worker_cache
 
@@ -273,7 +273,7 @@ def test_a_noise_trial_drawn_per_batch_records_the_row_of_one_that_holds_its_sam
 @pytest.mark.slow
 def test_the_report_draws_accuracy_and_rank_by_sender(digits_receiver, tmp_path):
     from analysis.report.write import write_report
-    from sweep.kinds.stitch import run_trial
+    from sweep.kinds.trial.run import run_trial
 
     _, sweep, sweep_dir = digits_receiver
     for t in sweep.trials:
@@ -320,8 +320,8 @@ def test_noise_into_a_receiver_trained_on_other_data_uses_the_receivers_accuracy
 
     from sweep.config.space import parse_space
     from sweep.data.core import make_splits
-    from sweep.kinds.donor import run_donor
-    from sweep.kinds.stitch import run_trial
+    from sweep.kinds.donor.run import run_donor
+    from sweep.kinds.trial.run import run_trial
     from sweep.store.results import SweepDir
     from sweep.train.evaluate import predict
     from sweep.worker.zoo import load_donor
@@ -357,7 +357,7 @@ def test_noise_into_a_receiver_trained_on_other_data_uses_the_receivers_accuracy
 def test_a_noise_sender_with_its_own_seed_keeps_its_samples_across_the_blocks_seeds():
     """Smith & Marcu C.2 tries several stitcher initialisations on one noise dataset and several noise datasets:
     `noise: {seed: N}` fixes the samples while a block's seeds vary the stitcher; without it the seeds vary both."""
-    from sweep.kinds.stitch import noise_draw_seed
+    from sweep.kinds.trial.run import noise_draw_seed
     from tests.conftest import TINY_SPACE
 
     space = copy.deepcopy(TINY_SPACE)

@@ -11,8 +11,8 @@ from torch import nn
 from sweep.config.errors import SpecError
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
-from sweep.kinds.donor import run_donor
-from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.trial.run import run_trial
 from sweep.models.base import build, split, stitch_points
 from sweep.stitching.objectives import (
     OBJECTIVES,

@@ -12,7 +12,7 @@ import yaml
 
 import analysis
 from sweep.config.space import parse_space
-from sweep.plan import planning
+from sweep.planning import planning
 from sweep.registry import KINDS
 from sweep.store import compact as compaction
 from sweep.store.checksum import KEY, ChecksumError, parquet_bytes

@@ -8,14 +8,15 @@ import pyarrow.dataset as ds
 import pytest
 import yaml
 
-from analysis.reading import read_table, write_snapshot
+from analysis.reading import read_table
 from sweep.config.space import parse_space
-from sweep.plan import planning
+from sweep.planning import planning
 from sweep.registry import KINDS
 from sweep.store import compact as compaction
 from sweep.store.layout import SNAPSHOT_DIR, TRIALS_DIR, SweepDir, tables
 from sweep.store.results import part_rows, recorded_row, write_rows
 from sweep.store.schema import schema
+from sweep.store.snapshot import write_snapshot
 from sweep.store.storage import Loc
 
 
@@ -149,7 +150,7 @@ def test_a_recursive_glob_of_the_results_counts_each_row_once(tiny):
 def test_a_fresh_sweep_has_folders_only_for_the_kinds_it_has_units_of(tiny, tmp_path):
     """`run`'s preparation makes the tables of the kinds the space has units of (the tiny space: donors and
     trials), not one folder per registered kind."""
-    from sweep.cli import _prepare
+    from sweep.api.running import prepare as _prepare
 
     sweep, _, _ = tiny
     fresh = SweepDir(tmp_path / "fresh", sweep.name)
@@ -174,7 +175,7 @@ def test_the_compact_command_compacts_an_old_sweep(tiny, capsys):
 def test_the_donor_stage_and_the_trials_find_a_compacted_donor_row(tiny):
     """After the zoo stage's compaction, the donor stage still sees its evaluation recorded (not redone) and a
     trial still takes the donor's accuracies from its row (not measured again)."""
-    from sweep.kinds.donor import _recorded
+    from sweep.kinds.donor.run import _recorded
     from sweep.worker.zoo import donor_row
 
     sweep, sweep_dir, _ = tiny
@@ -185,7 +186,7 @@ def test_the_donor_stage_and_the_trials_find_a_compacted_donor_row(tiny):
     write_rows(part, [{**row, **ev.row_fields(), "eval_id": ev.eval_id(donor.donor_key)}], schema("donors"))
     assert compaction.compact(sweep_dir.path)["donors"] == (1, 1) and not part.exists()
     assert _recorded(part, with_train=False)
-    assert donor_row(sweep_dir, donor.name, donor.donor_key, ev)["clean_acc"] == 0.75  # the value written
+    assert donor_row(sweep_dir, donor.name, ev.eval_id(donor.donor_key), donor.donor_key, ev)["clean_acc"] == 0.75
 
 
 def test_an_unreadable_compacted_file_is_set_aside_by_a_run_and_its_units_run_again(tiny):

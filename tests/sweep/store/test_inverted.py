@@ -11,9 +11,9 @@ import torch
 import analysis
 from analysis.charts import robustness
 from sweep.config.errors import SpecError
-from sweep.kinds import inversion as kind
 from sweep.kinds.base import RunContext
-from sweep.kinds.similarity import run_similarity
+from sweep.kinds.inversion import run as kind
+from sweep.kinds.similarity.run import run_similarity
 from sweep.store import inverted as stored
 from sweep.store.results import SweepDir
 from tests.sweep.kinds.test_inversion_jones import _parse, _test_images, zoo  # noqa: F401 (zoo: the fixture, two tiny donors)
@@ -150,7 +150,7 @@ def test_plan_says_what_the_inverted_images_take_and_refuses_a_folder_without_ro
     import yaml
 
     from sweep.cli import EXIT_BAD_INPUT, main
-    from sweep.plan import disk
+    from sweep.planning import disk
 
     space = copy.deepcopy(zoo[0])
     del space["stitching"]

@@ -14,7 +14,7 @@ import analysis
 from analysis.report.write import write_report
 from sweep.cli import main
 from sweep.config.space import parse_space
-from sweep.plan.planning import progress
+from sweep.planning.planning import progress
 from sweep.store.results import SweepDir, write_rows
 from sweep.store.schema import trial_schema
 

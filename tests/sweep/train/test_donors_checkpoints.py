@@ -96,7 +96,7 @@ def test_l2_adversarial_training_needs_its_own_radius_and_trains():
 def test_a_failure_on_the_training_images_fails_the_donor_row_and_names_it(tmp_path, monkeypatch):
     """Cianfarani et al. Table 1's training-set columns: an error measuring them is recorded (the row fails and is
     tried again on the next run), not swallowed with the columns left empty."""
-    from sweep.kinds import donor as donor_kind
+    from sweep.kinds.donor import run as donor_kind
     from sweep.store.results import SweepDir
 
     space = copy.deepcopy(TINY_SPACE)
@@ -126,7 +126,7 @@ def test_training_images_are_measured_only_when_the_space_asks(tmp_path, monkeyp
     """Only Cianfarani et al. Table 1 reads a donor's accuracy on its training images (`evaluation.train_accuracy`);
     without it the donor is measured on its test images alone. Asked for later, a recorded row without them is
     measured again (and one with them is not)."""
-    from sweep.kinds import donor as donor_kind
+    from sweep.kinds.donor import run as donor_kind
     from sweep.store.results import SweepDir
 
     space = copy.deepcopy(TINY_SPACE)

@@ -15,9 +15,9 @@ import torch
 import analysis
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
-from sweep.kinds import stitch
-from sweep.kinds.donor import run_donor
-from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.trial import run as stitch
+from sweep.kinds.trial.run import run_trial
 from sweep.models.base import split
 from sweep.models.resnet import resnet_tiny
 from sweep.registry import KINDS

@@ -1,4 +1,4 @@
-"""The donor stage's pass that fills the trials' frozen halves (`sweep.worker.feed`, `sweep.kinds.donor`): its
+"""The donor stage's pass that fills the trials' frozen halves (`sweep.worker.feed`, `sweep.kinds.donor.run`): its
 activations are those of computing each front apart, a trial reading them records the rows of a trial that
 computes them, and its front then computes none of the test images."""
 
@@ -12,9 +12,10 @@ import torch
 
 from sweep.config.space import parse_space
 from sweep.data.core import make_splits
-from sweep.kinds.declared import donor_part, trial_fills
-from sweep.kinds.donor import run_donor
-from sweep.kinds.stitch import run_trial
+from sweep.kinds.donor.run import run_donor
+from sweep.kinds.donor.units import donor_part
+from sweep.kinds.trial.fills import trial_fills
+from sweep.kinds.trial.run import run_trial
 from sweep.models.base import split
 from sweep.models.resnet import resnet_tiny
 from sweep.registry import KINDS
@@ -137,7 +138,7 @@ def test_a_trial_reading_halves_the_donor_stage_filled_records_the_same_rows(set
 def test_two_evaluations_of_the_same_images_take_one_pass_through_the_donor(settings, tmp_path, monkeypatch):
     """The donor's own test set of a nominal size its files do not hold, and a trial's that asks for all they
     hold: the same images, one pass (which fills the trials' halves), and each row the accuracy `predict` gives."""
-    import sweep.kinds.donor as donor_kind
+    import sweep.kinds.donor.run as donor_kind
 
     settings()
     sweep = _space(stitch_points=["layer1.0"])

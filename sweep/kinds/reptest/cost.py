@@ -1,0 +1,55 @@
+"""What a representation-test unit costs before it runs: its memory (`need`) and its seconds (`price`)."""
+
+from __future__ import annotations
+
+import math
+
+from sweep.config.shapes import activation_shape
+from sweep.costs.memory import ALLOCATOR, F32, Need, ShapePair, index_need
+from sweep.costs.pricer import Pricer
+
+
+def need(spec, sweep=None) -> Need | None:
+    """A representation test's need: its largest pair of members (they share one architecture), or its linear
+    probes where they hold more (each member's features of `probe_train_size` training and `samples` test
+    images, their standardised copies and a temporary: `sweep.measures.probing`)."""
+    shapes = {activation_shape(spec.arch, spec.dataset, layer) for _, _, layer, _ in spec.members}
+    needs = [
+        index_need(
+            "reptest", spec.label, "samples", spec.samples, ShapePair(a, b, {}), spec.indices, spec.dm_samples, False
+        )
+        for a in shapes
+        for b in shapes
+    ]
+    widest = max(math.prod(s) for s in shapes)
+
+    def probe(m: int) -> int:
+        return int(ALLOCATOR * 3 * F32 * (m + spec.samples) * widest)
+
+    needs.append(
+        Need("reptest", spec.label, "probe_train_size", spec.probe_train_size, probe, "probe", "or lower samples")
+    )
+    return max((x for x in needs if x), key=lambda x: x.bytes)
+
+
+def price(unit, p: Pricer) -> float:
+    """A representation-test unit: each member (`_member_seconds`)."""
+    return p.unit_s + sum(_member_seconds(unit, member, p) for member in unit.members)
+
+
+def _member_seconds(unit, member, p: Pricer) -> float:
+    """One member of a representation test: its front on the probe's training images, twice on the test
+    images (probe, indices) and on the K fit images; its linear probe (`probe_epochs` x images x features x
+    classes multiply-adds, forward and backward: 3, priced at the float64 rate, an upper bound); its indices
+    against the reference (taken of the member's own shape: the reference is chosen as the unit runs)."""
+    from sweep.config.shapes import activation_shape
+    from sweep.costs.memory import ShapePair
+    from sweep.costs.work import Work, pair_work
+    from sweep.registry import DATASETS
+
+    layer, ds = member[2], unit.dataset
+    images = unit.probe_train_size + 2 * unit.samples + unit.dm_samples
+    shape = activation_shape(unit.arch, ds, layer)
+    probe = Work(mac=3 * unit.probe_epochs * unit.probe_train_size * math.prod(shape) * DATASETS[ds].num_classes)
+    indices = pair_work(ShapePair(shape, shape, {}), unit.indices, unit.samples, unit.dm_samples)
+    return p.forward(unit.arch, ds, images, upto=layer) + p.algebra(probe + indices)
