@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,7 +152,10 @@ def _execute_leased(sweep, sweep_dir, opts: RunOptions, tracking) -> bool:
             phase("checking the datasets on this machine")
             planning.check_data(sweep)
         cluster_auth(opts.address)
-        if opts.address is None:
+        ray = sys.modules.get("ray")  # a Ray this process initialised (a notebook's): used as it is
+        if ray is not None and ray.is_initialized():
+            phase("using the Ray this process initialised, and importing Tune")
+        elif opts.address is None:
             from sweep.backends.node import begin_lean
 
             phase("starting Ray (a local node) and importing Tune")

@@ -593,3 +593,25 @@ def test_a_similarity_index_unit_runs_and_is_read_back(tmp_path, norm_cosine):
     for row in rows.itertuples():
         want = _row_norm_cosine(fa[row.a_index - 1].flatten(1), fb[row.b_index - 1].flatten(1))
         assert row.norm_cosine == pytest.approx(want, rel=1e-6)
+
+
+def test_the_plugin_facing_import_paths_of_the_previous_release_keep_working():
+    """A plugin written against the release before the kinds became packages imports these names from these
+    paths, and each is the name `sweep` exports where it exports one."""
+    import importlib
+
+    import sweep
+
+    paths = {
+        "sweep.models.base": ["register_architecture", "StagedNet", "Normalize"],
+        "sweep.measures.indices": ["register_index", "Pair"],
+        "sweep.store.catalogue": ["IndexEntry"],
+        "sweep.kinds.base": ["Kind", "register_kind", "RunContext", "record_unit"],
+        "sweep.stitching.objectives": ["register_objective", "direct_match"],
+        "sweep.config.fields": ["Option"],
+    }
+    for module, names in paths.items():
+        mod = importlib.import_module(module)
+        for name in names:
+            value = getattr(mod, name)
+            assert getattr(sweep, name, value) is value, f"sweep.{name} is not {module}.{name}"

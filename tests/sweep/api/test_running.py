@@ -47,3 +47,31 @@ def test_status_and_resume_refuse_a_folder_that_is_not_a_sweep(tmp_path):
     for call in (sweep.status, sweep.resume):
         with pytest.raises(SpecError, match=r"^results: expected a results directory holding space.yaml"):
             call(tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_run_uses_the_ray_its_caller_initialised_and_leaves_it_running(tmp_path):
+    """A notebook that started Ray itself: the sweep runs on it, and it is still up afterwards."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import REPO
+
+    space = dict(copy.deepcopy(TINY_SPACE), evaluation=dict(TINY_SPACE["evaluation"], n_eval_robust=0))
+    space["stitching"]["objectives"] = ["dm"]
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(space, sort_keys=False))
+    code = (
+        "import ray, sweep; ray.init(num_cpus=2, log_to_driver=False); "
+        "r = sweep.run('tiny.yaml', storage='results'); "
+        "print(r.complete, ray.is_initialized(), ray.cluster_resources().get('CPU'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-3:] == ["True", "True", "2.0"]
+    assert "starting Ray" not in out.stdout
