@@ -110,6 +110,9 @@ class Registry(Mapping[str, T], Generic[T]):
         # The module whose import registers the entries: imported on first use, so that the search-space
         # layer can validate names without importing torch when it is imported itself.
         self._populate = populate
+        # prefix -> "package.module:function": a name `prefix...` not registered is made by that function on first
+        # lookup (`torchvision:resnet50`), which raises `UnknownName` for a name it does not know
+        self._prefixes: dict[str, str] = {}
 
     def _load(self) -> None:
         if self._populate is not None:
@@ -145,9 +148,16 @@ class Registry(Mapping[str, T], Generic[T]):
 
         return wrap
 
+    def prefix(self, prefix: str, make: str) -> None:
+        """Names starting with `prefix` are made on first lookup by `make` ("package.module:function")."""
+        self._prefixes[prefix] = make
+
     def get_entry(self, name: str) -> T:
         """The entry of `name`; an unknown name raises `UnknownName` naming the registered ones."""
         self._load()
+        made = next((make for p, make in self._prefixes.items() if isinstance(name, str) and name.startswith(p)), None)
+        if name not in self._entries and made is not None:
+            self._entries[name] = resolve(made)(name)
         if name not in self._entries:
             hint = did_you_mean(name, self._entries)
             raise UnknownName(
@@ -178,6 +188,20 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}: {sorted(self._entries)})"
+
+
+LIBRARIES = ("torchvision", "timm")  # the libraries whose networks a donor `arch` names (`timm:convnext_tiny`)
+
+
+def library_version(arch: object) -> str | None:
+    """'<library> <version>' of a library network's arch (`torchvision:resnet50`), None for any other: part of
+    its donor key and its activations' cache key, so an upgrade of the library is other weights."""
+    library, sep, _ = arch.partition(":") if isinstance(arch, str) else ("", "", "")
+    if not sep or library not in LIBRARIES:
+        return None
+    from importlib.metadata import version
+
+    return f"{library} {version(library)}"
 
 
 def lazy(target: str) -> Callable:

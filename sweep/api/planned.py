@@ -40,7 +40,7 @@ def plan(
     selections, as `--only`), with `storage` what is recorded there and what a run would do, and with
     `estimate` its cost under the profile `costs` (default: the shipped one) on `workers` workers; `full`: a line
     per unit (`plan --trials`)."""
-    from sweep.planning import disk, memory, planning, versions
+    from sweep.planning import disk, memory, planning, versions, worker_memory
     from sweep.planning.estimate import load_profile, plan_estimate
     from sweep.registry import KINDS
     from sweep.store.results import SweepDir
@@ -64,6 +64,7 @@ def plan(
         disk.check_room(sweep, todo, sweep_dir)
     head = f"sweep {sweep.name}: " + ", ".join(f"{len(u)} {KINDS[k].noun}" for k, u in units.items() if u)
     body = [*sweep.generated, *planning.plan_lines(sweep, units, full=full), *memory.plan_lines(sweep)]
+    body += worker_memory.plan_lines(sweep, units)
     lines = [head, *(f"  {line}" for line in body + disk.plan_lines(sweep, todo))]
     if storage is not None:
         for name, u in units.items():

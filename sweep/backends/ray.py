@@ -41,11 +41,12 @@ from sweep.backends.checks import (  # noqa: E402
 )
 from sweep.backends.disk_full import StopOnDiskFull  # noqa: E402
 from sweep.backends.events import StageEvents, Tracking
-from sweep.backends.feed import Forget, Prune, SweepUnits, slots  # noqa: E402
+from sweep.backends.feed import Forget, Prune, SweepUnits  # noqa: E402
+from sweep.backends.fit import fitted  # noqa: E402
 from sweep.backends.kills import recorder, stop_on_sigterm  # noqa: E402
 from sweep.backends.node import lean_node, start_lean, stop_lean  # noqa: E402
 from sweep.backends.progress import SweepProgress, phase  # noqa: E402
-from sweep.backends.stage import compact_stage, eta_prices, plugin_env, trial_resources, worker_env  # noqa: E402
+from sweep.backends.stage import compact_stage, eta_prices, plugin_env, worker_env  # noqa: E402
 from sweep.config.errors import SpecError  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
 from sweep.planning.planning import blocked_note, runnable  # noqa: E402
@@ -364,6 +365,7 @@ def run_stages(
         phase("checking the cluster's resources and the results storage")
         alive = [n for n in ray.nodes() if n.get("Alive")]
         check_resources(sweep, [n["Resources"] for n in alive])
+        resources, at_once = fitted(sweep, plan, [n["Resources"] for n in alive], max_concurrent)  # or refused
         check_storage_shared(sweep_dir, alive)
         if not started:  # a cluster: its workers' data root, seen from a worker (the driver checked an embedded one)
             check_data_on_a_worker(sweep)
@@ -381,11 +383,8 @@ def run_stages(
             _trainable, kinds={k: KINDS[k] for k in units}, units=units, root=sweep_dir.root,
             sweep_name=sweep.name, env=env,
         )  # fmt: skip
-        resources = trial_resources(sweep)
         name = "+".join(KINDS[k].stage for k in names)
-        _experiment(
-            name, trainable, stages, resources, sweep_dir, slots(resources, ray.cluster_resources(), max_concurrent)
-        )
+        _experiment(name, trainable, stages, resources, sweep_dir, at_once)
         sweep_progress.close()
         return stages.summaries
     finally:

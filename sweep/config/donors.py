@@ -11,7 +11,7 @@ from sweep.config.data import OPTIONS as DATA_OPTIONS
 from sweep.config.data import DataSpec, parse_data
 from sweep.config.errors import SpecError
 from sweep.config.fields import NAME_RE, Option, Section, by_key, check_value, stable_hash
-from sweep.config.shapes import check_builds
+from sweep.config.shapes import check_builds, check_library_arch, library_version
 from sweep.registry import (
     ARCHITECTURES,
     AUGMENTATIONS,
@@ -150,8 +150,8 @@ class DonorSpec:
             if fields[added] is None:
                 fields.pop(added)
         revision = max(REVISIONS.get(f"source:{self.source}", 1), REVISIONS.get(f"{self.source}:{self.arch}", 1))
-        if revision > 1:
-            fields["revision"] = revision
+        extra = (("revision", revision if revision > 1 else None), ("library", library_version(self.arch)))
+        fields.update({k: v for k, v in extra if v})  # a library network: its library's version shapes it
         return stable_hash({"kind": "donor", "v": DONOR_KEY_VERSION, **fields})
 
 
@@ -240,7 +240,7 @@ def parse_donor(
     path = f"donors.{name}"
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise SpecError(path, "a donor name of letters, digits, '_', '-' or '.'", name)
-    donor = source_of(raw).parse(name, raw, data, evaluation, root, download)
+    donor = source_of(check_library_arch(raw, path)).parse(name, raw, data, evaluation, root, download)
     check_builds(donor.arch, donor.data.dataset, f"{path}.arch")  # a plugin's network: built and run once
     return donor
 

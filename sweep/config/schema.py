@@ -12,6 +12,7 @@ from typing import Any
 
 from sweep.config.fields import NAME_RE, REQUIRED, Option
 from sweep.config.generators import FAMILY_KEYS, GENERATORS
+from sweep.registry import LIBRARIES
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 TYPES = {"integer": "integer", "number": "number", "string": "string", "bool": "boolean", "mapping": "object"}
@@ -25,6 +26,11 @@ SELECTION = {
     "additionalProperties": {"anyOf": [SCALAR, {"type": "array", "items": SCALAR, "minItems": 1}]},
 }
 REF = {"type": "string", "pattern": r"^[a-z_]+:[A-Za-z0-9][A-Za-z0-9_.\-]*$", "description": "SOURCE:NAME"}
+LIBRARY_ARCH = {  # a library network by name (`sweep.models.library`): the model name is checked by `plan`
+    "type": "string",
+    "pattern": rf"^({'|'.join(LIBRARIES)}):[A-Za-z0-9][A-Za-z0-9_.\-]*$",
+    "description": "a library network: torchvision:<name> or timm:<name>",
+}
 REFS = {
     "description": "donor REFs, or selections",
     "anyOf": [
@@ -46,6 +52,8 @@ def option_schema(opt: Option) -> dict:
         base["minLength"] = 1
     if opt.choices is not None:
         base["enum"] = list(opt.names())
+        if opt.key == "arch":
+            base = {"anyOf": [base, LIBRARY_ARCH]}
     if opt.low is not None:
         base["minimum"] = opt.low
     if opt.high is not None:

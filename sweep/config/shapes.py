@@ -5,9 +5,10 @@ and which layout PWCCA and OPD take for a pair of layers."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from sweep.config.errors import SpecError
-from sweep.registry import ARCHITECTURES, DATASETS, lazy
+from sweep.registry import ARCHITECTURES, DATASETS, lazy, library_version
 
 
 def activation_shape(arch: str, dataset: str, point: str) -> tuple[int, ...]:
@@ -31,6 +32,18 @@ def check_builds(arch: str, dataset: str, field: str) -> None:
         shape = f"{info.channels}x{info.image_size}x{info.image_size}"
         expected = f"an architecture that builds and classifies the {shape} images of {dataset}"
         raise SpecError(field, expected, arch, " ".join(problem.split()))
+
+
+def check_library_arch(raw: Any, path: str) -> Any:
+    """A library network (`torchvision:resnet50`) is looked up before its donor is read, so that an unknown
+    model name is refused in one line with the library's did-you-mean (and a known one is registered)."""
+    arch = raw.get("arch") if isinstance(raw, dict) else None
+    if library_version(arch):
+        try:
+            ARCHITECTURES.get_entry(arch)
+        except KeyError as exc:
+            raise SpecError(f"{path}.arch", "a model of the library", arch, str(exc)) from None
+    return raw
 
 
 def channels(shape: tuple[int, ...]) -> int:

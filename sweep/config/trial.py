@@ -69,6 +69,8 @@ class TrialSpec:
     params: tuple[tuple[str, object], ...] = ()
     # the indices' permutation null (shuffles of the target's images); 0, the default, is left out of the hash
     permutations: int = 0
+    # index mknn's neighbours per image (the block's `mknn_k`); None, the default (10), is left out of the hash
+    mknn_k: int | None = None
     # bookkeeping: not part of the identity (the donor keys already fix the donors and their datasets; the
     # names are labels, and two names for one donor are refused)
     point_index: int = field(default=0, compare=False)
@@ -153,6 +155,8 @@ class TrialSpec:
             fields.pop("params")
         if not self.permutations:
             fields.pop("permutations")
+        if self.mknn_k is None:  # added later: unset, the old ids hold
+            fields.pop("mknn_k")
         if self.ood_detector is None:  # added later: unset, the old ids hold
             fields.pop("ood_detector")
         if revisions := index_revisions(self.indices):

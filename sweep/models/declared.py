@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.registry import ARCHITECTURES, lazy
+from sweep.registry import ARCHITECTURES, did_you_mean, lazy
 
 TABLE = Path(__file__).with_name("table.json")
 
@@ -55,6 +55,10 @@ class Architecture:
         module outputs (convolutions, BatchNorms, activations, pooling) and functional operations alike.
         Raises for a network torch.fx cannot trace."""
         return list(lazy("sweep.models.base:graph_nodes")(self.name))
+
+    def point_hint(self, point: str, valid: list[str]) -> str:
+        """What a space that names `point`, no point of this network, probably meant (`valid`: its points)."""
+        return did_you_mean(point, valid)
 
     def activation_shapes(self, in_channels: int, image_size: int, num_classes: int = 10) -> dict[str, tuple[int, ...]]:
         """The activation shape (without the batch dimension) at every point: (C, H, W) for conv stages,
@@ -110,6 +114,10 @@ BUILTIN = {
     "vit_ti_16": "ViT-Ti/16 (timm's vit_tiny_patch16_224, DeiT-Ti): dim 192, 12 blocks, 3 heads, 16x16 patches (12)",
     "vit_tiny_cpu": "CPU-sized ViT: dim 32, 4 blocks, 2 heads, 4x4 patches (4 points)",
 }
+
+# a library network by name (`torchvision:resnet50`, `timm:convnext_tiny`): its entry made on first lookup
+for _library in ("torchvision", "timm"):
+    ARCHITECTURES.prefix(f"{_library}:", "sweep.models.library:entry")
 
 for _name, _description in BUILTIN.items():
     ARCHITECTURES.add(

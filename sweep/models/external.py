@@ -3,9 +3,9 @@
 Input normalisation comes from the donor spec (`mean`, `std`), unless the checkpoint carries its own
 buffers (`mu` / `sigma`), which then win.
 
-A checkpoint is a PyTorch state dict (optionally wrapped as {"state_dict": ...}, {"model": ...} or
-{"net": ...}, optionally with DataParallel's "module." prefixes). Its keys may be in our own layout or in
-the common CIFAR layout of kuangliu/pytorch-cifar (conv1, bn1, layer1.0..., linear), which is also the layout
+A checkpoint is a PyTorch state dict or a `.safetensors` file (a dict: optionally wrapped as {"state_dict": ...},
+{"model": ...} or {"net": ...}, with DataParallel's "module." prefixes or none). Its keys may be in our own layout or
+in the common CIFAR layout of kuangliu/pytorch-cifar (conv1, bn1, layer1.0..., linear), which is also the layout
 of AutoAttack's example ResNet-18 and of several RobustBench models, or DeepMind's layout of RobustBench's
 DMPreActResNet / DMWideResNet (onto `dm_preact_resnet18` / `dm_wrn28_10`), or torchvision's (onto the `tv_*`
 networks), or timm's ViT layout (`vit_tiny_patch16_224`, DeiT-Ti: onto `vit_ti_16`); anything else is refused
@@ -19,9 +19,11 @@ import re
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
 
 from sweep.models.base import Normalize, StagedNet, build
 from sweep.models.vit import TIMM_VITS
+from sweep.registry import library_version
 
 WRAPPERS = ("state_dict", "model", "net", "model_state_dict")
 
@@ -34,7 +36,8 @@ def read_state_dict(path: str | Path, trust_pickle: bool = False) -> dict[str, t
     import pickle
 
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        safe = Path(path).suffix == ".safetensors"  # tensors only (`safetensors.torch.load_file`): nothing to unpickle
+        obj = load_file(path) if safe else torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         if "Unsupported global" not in str(exc):  # not a refused object: a corrupt or foreign file
             raise
@@ -158,7 +161,13 @@ def load_checkpoint(
     trust_pickle: bool = False,
 ) -> StagedNet:
     """Build `arch` and fill it from the checkpoint at `path` (eval mode). Normalisation comes from
-    `mean`/`std`: the statistics the checkpoint's weights expect their inputs to be normalised with."""
+    `mean`/`std`: the statistics the checkpoint's weights expect their inputs to be normalised with (a
+    library network's, `torchvision:<name>`, in the library's own layout: its library's unless given)."""
+    if library_version(arch):
+        from sweep.models.library import from_library_state_dict
+
+        sd = read_state_dict(path, trust_pickle)
+        return from_library_state_dict(sd, arch, str(path), in_channels, num_classes, image_size, mean, std)
     return from_state_dict(
         read_state_dict(path, trust_pickle),
         arch,

@@ -1,6 +1,7 @@
 """Reading a network's representations at named points in one forward pass: its stitch points (the staged
 forward, stopped after the last point asked for) or any node of its traced graph (torchvision's feature
-extraction, the names `get_graph_node_names` gives).
+extraction, the names `get_graph_node_names` gives; for a library network, the nodes of the library's own
+traced graph, `sweep.models.library.read_nodes`).
 
 `reduced_features` reads the same points but hands each activation to a reduction (a Gram, a sum) the moment it
 exists, so no more than the network's own forward needs is alive at once: the memory of every-layer CKA is one
@@ -68,6 +69,10 @@ def reduced_features(
             return [out[p] for p in points]
 
         return staged
+    if getattr(model, "library", None):  # a library network: the nodes of the library's own traced graph
+        from sweep.models.library import read_nodes
+
+        return read_nodes(model, points, reduce)
     from torchvision.models.feature_extraction import create_feature_extractor
 
     extractor = create_feature_extractor(model, return_nodes=list(points))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sweep.config.fields import Option
-from sweep.registry import OBJECTIVES, STITCHERS, lazy
+from sweep.registry import ARCHITECTURES, OBJECTIVES, STITCHERS, lazy
 
 STITCHERS.add(
     "affine", "an affine map: a 1x1 convolution with bias, a per-token linear map, or a linear map of vectors"
@@ -46,6 +46,9 @@ class Objective:
     # bounds) that only this objective reads. Their values are part of its trials' identity and are recorded
     # in the `params` column; `ctx.params` hands them to `fit`.
     params: tuple[Option, ...] = ()
+    # `check(params, end_arch, end_point)`: None, or (option, expected, found) for a value the trial's end
+    # network refuses (`plan` names it, exit 2); torch-free, on the architecture's declared points
+    check: Callable[[dict, str, str], tuple[str, str, object] | None] | None = None
 
 
 def register_objective(
@@ -57,6 +60,7 @@ def register_objective(
     random_start: bool = True,
     params: tuple[Option, ...] = (),
     version: str | None = None,
+    check: Callable | None = None,
 ):
     """Decorator: register `fit(ctx) -> metrics` (or its "module:function" name) as objective `name`
     (`version`: a string to bump when it changes; default: its plugin module's)."""
@@ -64,13 +68,14 @@ def register_objective(
         name,
         lambda fn: Objective(
             name, lazy(fn) if isinstance(fn, str) else fn, frozenset(fields), description, dm_init, random_start,
-            tuple(params),
+            tuple(params), check,
         ),
         version,
     )  # fmt: skip
 
 
 _FIT = "sweep.stitching.objectives"
+_ALIGN = "sweep.stitching.alignment"
 register_objective(
     "tlm",
     GRADIENT_FIELDS,
@@ -103,3 +108,52 @@ register_objective(
     {"dm_samples", "stitcher"},
     "direct matching (Balogh & Jelasity 2025 Eq. 2-3): float64 least squares over K training images",
 )(f"{_FIT}:direct_match")
+register_objective(
+    "slm",
+    GRADIENT_FIELDS,
+    "soft-label matching (Hinton et al. 2015's distillation loss on the stitch): T^2 KL(softmax(z_end / T) ||"
+    " softmax(z_stitched / T)), the end network's logits on the same images",
+    params=(Option("temperature", "number", 1.0, low=0.01, doc="the softmax temperature T of slm"),),
+)(f"{_ALIGN}:fit_soft_labels")
+
+
+def hint_layers(layers, points: list[str], stitch_points: list[str], end_point: str) -> list[str]:
+    """FuLA's hint layers of an end network (`fula_layers`, its points input to output): `all`, the stitch
+    point j and every stitch point after it; else the names, in the order given."""
+    if list(layers) != ["all"]:
+        return list(layers)
+    after = [p for p in stitch_points if points.index(p) > points.index(end_point)]
+    return [end_point, *after]
+
+
+def check_fula(params: dict, end_arch: str, end_point: str) -> tuple[str, str, object] | None:
+    """A hint layer the end network lacks or that lies before the stitch point, or weights that do not
+    match the layers (one weight for all, or one per layer, not all zero)."""
+    arch = ARCHITECTURES[end_arch]
+    points, stitch = arch.points(), arch.stitch_points()
+    layers = params["fula_layers"]
+    for name in layers:
+        if name != "all" and name not in points:
+            return "fula_layers", f"'all' or points of {end_arch} ({points})", name
+        if name == "all" and len(layers) > 1:
+            return "fula_layers", "[all] alone, or a list of points", list(layers)
+        if name != "all" and points.index(name) < points.index(end_point):
+            return "fula_layers", f"hint layers at or after the stitch point {end_point} of {end_arch}", name
+    weights, n = list(params["fula_weights"]), len(hint_layers(layers, points, stitch, end_point))
+    if len(weights) not in (1, n) or not any(weights):
+        return "fula_weights", f"one weight, or {n} (one per hint layer), not all 0", weights
+    return None
+
+
+register_objective(
+    "fula",
+    GRADIENT_FIELDS,
+    "functional latent alignment (Athanasiadis et al. 2025, our reading): the stitched network's activations at"
+    " hint layers of the end network from j on matched to the end network's, a weighted sum of MSEs each"
+    " normalised by the end network's energy there",
+    params=(
+        Option("fula_layers", "string", ("all",), many=True, doc="hint layers of the end network (all: j and after)"),
+        Option("fula_weights", "number", (1.0,), low=0.0, many=True, doc="per hint layer (one: uniform)"),
+    ),
+    check=check_fula,
+)(f"{_ALIGN}:fit_latent_alignment")

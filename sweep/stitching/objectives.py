@@ -72,6 +72,7 @@ class FitContext:
     # the frozen halves' activations on the splits (`sweep.worker.activations.Frozen`); None: computed per batch
     front_acts: Frozen | None = None
     end_acts: Frozen | None = None
+    end_model: nn.Module | None = None  # the whole end network (its stage names: FuLA's hint layers)
 
     def stitched(self, x: torch.Tensor) -> torch.Tensor:
         return self.end(self.stitcher(self.front(x)))
@@ -152,11 +153,13 @@ def _fit_by_gradient(
     ctx: FitContext,
     batch_loss: Callable[[torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor],
     on_features: bool = False,
+    train_y: torch.Tensor | None = None,
 ) -> dict:
     """The spec's optimiser on the stitcher's parameters (default: Adam with A.2's weight decay and step
     schedule, Balogh & Jelasity 2023 A.5); `batch_loss(x, y, generator)` gives the loss. With `on_features`
     its `x` are the front's cached activations f<=i(x) (train, and val for the per-epoch accuracy) instead
-    of images: the same batches, in the same order, without the front's forward passes."""
+    of images: the same batches, in the same order, without the front's forward passes. `train_y`: what
+    `batch_loss` gets as `y` instead of the labels (the images' indices, for targets of their own)."""
     spec = ctx.spec
     out = _initialise(ctx)
     set_donor_mode(ctx)
@@ -173,7 +176,8 @@ def _fit_by_gradient(
         train_x, val_x, net = ctx.splits.train_x, ctx.splits.val_x, ctx.stitched
     for epoch in range(1, spec.epochs + 1):
         losses = EpochLoss(f"{spec.objective}, epoch {epoch}")
-        for xb, yb in batches(train_x, ctx.splits.train_y, spec.batch_size, gen):
+        labels = ctx.splits.train_y if train_y is None else train_y
+        for xb, yb in batches(train_x, labels, spec.batch_size, gen):
             xb, yb = to_device(xb, ctx.device, spec.channels_last), yb.to(ctx.device)
             with autocast(ctx.device, spec.precision):
                 loss = batch_loss(xb, yb, gen)

@@ -64,6 +64,7 @@ DESCRIPTIONS = {
     "adv_steps": "adversarial objectives: PGD steps",
     "adv_random_start": "adversarial objectives: whether PGD starts at a random point of the ball",
     "params": "the objective's own parameters as a JSON object (null: it declares none)",
+    "mknn_k": "index 'mknn': the neighbours per image (capped at the images - 1; null: 10, the default)",
     "permutations": "shuffles of the target's images behind each index's permutation null (0: none)",
     "precision": "'fp32' or 'bf16' (autocast of stitcher training and clean evaluation)",
     "channels_last": "whether activations were kept channels-last (a memory format, the same maths)",

@@ -85,6 +85,9 @@ def column_names(table: str) -> list[str]:
 
 
 def _description(table: str, column: str) -> str:
+    for e in INDEX_CATALOGUE.values():  # an index's column in the similarity table
+        if "similarity" in e.scopes and table == "similarity" and column == e.similarity_column:
+            return e.description or e.label
     for e in (e for e in INDEX_CATALOGUE.values() if e.in_trials or e.reptest_column):
         if e.kind in ("similarity", "distance") and column == f"{e.column}_null":
             side = "95th" if e.kind == "similarity" else "5th"

@@ -40,7 +40,8 @@ def load_donor(sweep: SweepDir, donor_key: str, device: torch.device, shared: bo
 
     def read() -> StagedNet:
         model = _read_donor(sweep.checkpoint(donor_key), device)
-        model.checkpoint_identity = identity
+        library = getattr(model, "library", None)  # a library network: its version keys its activations too
+        model.checkpoint_identity = (*identity, library) if library else identity
         return model
 
     model = cache.get(("donor", *identity, str(device)), read)

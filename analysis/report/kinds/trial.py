@@ -55,6 +55,20 @@ def pair_pngs(stitched: pd.DataFrame) -> dict:
     return out
 
 
+def cross_task_drawing(trials: pd.DataFrame):
+    """The cross-task pairs' stitching plots: where the trials measured indices (the shortcut testbed of
+    objectives_fmnist.yaml: Correlated and Digit donors, each trained on its own variant), a row per pair with
+    every setting's accuracy and the indices beside it, titled with their rank correlations, as the same-task
+    pairs' (`per_point.overlay_grid`); else a panel per setting (`cross_task_grid`)."""
+    if not per_point.indices(trials):
+        return cross_task_grid(trials)
+    # the setting named by its objective and stitching data (its sizes and layouts would fill the titles)
+    return per_point.overlay_grid(trials.assign(setting=trials["setting"].str.replace(_SIZES, "", regex=True)))
+
+
+_SIZES = r" (?:train_size|val_size|test_size|pwcca_layout|opd_layout)=\S+"
+
+
 def matrices(data: ReportData) -> pd.DataFrame:
     """Layer-by-layer matrices, when some front layer was stitched to more than one end layer."""
     long = long_matrices(data.done) if len(data.done) else pd.DataFrame()
@@ -88,7 +102,12 @@ CHARTS = [
         order=20,
     ),
     ChartSection(
-        "Cross-task stitching", lambda d: same_layer(d.cross_task), cross_task_grid, "cross_task.png", order=30
+        "Cross-task stitching (where the trials measured indices: each beside the accuracies, as above)",
+        lambda d: same_layer(d.cross_task),
+        cross_task_grid,
+        "cross_task.png",
+        own=cross_task_drawing,
+        order=30,
     ),
     ChartSection(
         "Stitched accuracy by sender and receiver (Smith & Marcu 2024 Figs 1b, C5a, C6a): bands min-max over"
@@ -219,8 +238,9 @@ TABLES = [
     ),
     TableSection(
         "Stitched accuracy against each index at the same stitch point",
-        lambda d: per_point.correlations(d.same_task),
-        "Per donor pair, setting and index measured in the trials (<code>indices:</code>): Kendall's tau and"
+        lambda d: per_point.correlations(d.done),
+        "Per donor pair (cross-task pairs included), setting and index measured in the trials"
+        " (<code>indices:</code>): Kendall's tau and"
         " Spearman's rho between the stitched accuracy (mean over seeds) and the index across the stitch points"
         " (<i>points</i>), one-sided towards more similar, more accurate, as in Balogh &amp; Jelasity 2025 Tables"
         " 2-3; <i>constant</i>: the accuracy or the index did not vary.",

@@ -17,7 +17,6 @@ steps by default), and both sides then read the same images in the same order.
 from __future__ import annotations
 
 import time
-from functools import partial
 
 import torch
 
@@ -59,6 +58,7 @@ def base_row(spec: SimilaritySpec, sweep_name: str, device: str) -> dict:
         attack_step_size=spec.attack_step_size,
         measure=spec.measure,
         svcca_max_k=spec.svcca_max_k,
+        mknn_k=spec.mknn_k,
         inversion_id=spec.inversion_id,
         inverted=spec.inverted,
         seed=spec.seed,
@@ -130,11 +130,12 @@ def unit_images(spec: SimilaritySpec, ctx: RunContext) -> tuple[torch.Tensor, to
 
 def measure_fn(spec: SimilaritySpec):
     """The pairwise function of the unit's index (`similarity_by: pairwise`) with the unit's protocol options
-    bound (`Index.options`: SVCCA's `svcca_max_k` as `max_k`): (A's matrix, B's) -> value or (value, columns)."""
+    bound (`Index.options`: SVCCA's `svcca_max_k` as `max_k`, mutual k-NN's `mknn_k` as `k` where set): (A's
+    matrix, B's) -> value or (value, columns)."""
     index = INDICES[spec.measure]
     if index.similarity_by != "pairwise":
         raise ValueError(f"measure {spec.measure!r}: computed by {index.similarity_by!r}, not by a pairwise function")
-    return partial(index.fn, **{kw: getattr(spec, opt) for opt, kw in index.options.items()})
+    return index.bound({opt: getattr(spec, opt) for opt in index.options})
 
 
 def pairwise(measure, a: list, b: list) -> tuple[torch.Tensor, torch.Tensor, dict]:

@@ -60,6 +60,14 @@ OPTIONS = by_key(
             derived=True,
             doc="svcca: directions each side keeps at most; null: images // 20 (at most images // 10)",
         ),
+        Option(
+            "mknn_k",
+            "integer",
+            None,
+            low=1,
+            nullable=True,
+            doc="mknn: neighbours per image (at most images - 1); null: 10",
+        ),
         Option("seed", "integer", 0, low=0),
     )
 )
@@ -99,6 +107,7 @@ class SimilaritySpec:
     measure: str = "cka"
     inversion_id: str | None = None  # the inversion unit whose images (inverted, and their targets) both see
     svcca_max_k: int | None = None  # measure svcca: the directions each side keeps at most (the protocol)
+    mknn_k: int | None = None  # measure mknn: the neighbours per image, where set (None: the index's 10)
     a: str = field(default="", compare=False)  # the donors' references: labels
     b: str = field(default="", compare=False)
     attack_source: str | None = field(default=None, compare=False)
@@ -107,7 +116,7 @@ class SimilaritySpec:
 
     LABELS = ("a", "b", "attack_source", "inverted", "name")
     # fields a unit id leaves out at these values (older ids: units without SVCCA keep theirs)
-    NEW = {"measure": "cka", "inversion_id": None, "svcca_max_k": None}
+    NEW = {"measure": "cka", "inversion_id": None, "svcca_max_k": None, "mknn_k": None}
 
     @property
     def unit_id(self) -> str:
@@ -123,6 +132,7 @@ class SimilaritySpec:
         index = INDICES[self.measure]
         if index.similarity_by == "pairwise":  # named, with the protocol it takes (SVCCA's cap)
             cap = f", k <= {self.svcca_max_k}" if "svcca_max_k" in index.options else ""
+            cap += f", k = {self.mknn_k}" if self.mknn_k is not None else ""
             points += f" ({self.measure}{cap})"
         inverted = f" (inverted by {self.inverted})" if self.inverted else ""
         return f"{self.name + ': ' if self.name else ''}{sides}{attack}{inverted}, {points}, {self.images} images"
@@ -169,6 +179,7 @@ def _parse_entry(entry: dict, path: str, data, evaluation, donors, used, inversi
         elif "inverted" in inputs.values():
             raise SpecError(f"{path}.inverted", "an inversions entry's name (a pair sees inverted inputs)", None)
         common["svcca_max_k"] = _svcca_cap(s, path, measure, common["images"])  # after `images` is final
+        common["mknn_k"] = _measure_option(s, path, measure, "mknn_k", high=max(1, common["images"] - 1))
         attack = _attack(s, path, a, b, donors, evaluation) if "adversarial" in inputs.values() else {}
         used.update(d.name for d in (a, b))
         if attack:
@@ -237,16 +248,23 @@ def _settings(s: Section, path: str, data) -> dict:
     )
 
 
+def _measure_option(s: Section, path: str, measure: str, key: str, high: int) -> int | None:
+    """An index option of the entry (`Index.options`), as written (None: unset); refused where the entry's
+    measure does not take it (the message names the indices that do)."""
+    value = s.read(OPTIONS[key], high=high)
+    if key not in INDICES[measure].options and value is not None:
+        takes = [n for n in measures() if key in INDICES[n].options]
+        raise SpecError(
+            f"{path}.{key}", f"null (it applies to measure: {' | '.join(takes)})", value, f"measure: {measure}"
+        )
+    return value
+
+
 def _svcca_cap(s: Section, path: str, measure: str, images: int) -> int | None:
     """SVCCA's cap on the directions each side keeps (Raghu et al. 2017 keep 99% of the variance; with 1,000
     flattened images that can be most of the images, and the score then measures k / n): k / n at most 0.1."""
-    cap = s.read(OPTIONS["svcca_max_k"], high=max(1, int(SVCCA_MAX_RATIO * images)))
-    if "svcca_max_k" not in INDICES[measure].options:  # the indices that take the option name it
-        takes = [n for n in measures() if "svcca_max_k" in INDICES[n].options]
-        if cap is not None:
-            raise SpecError(
-                f"{path}.svcca_max_k", f"null (it applies to measure: {' | '.join(takes)})", cap, f"measure: {measure}"
-            )
+    cap = _measure_option(s, path, measure, "svcca_max_k", high=max(1, int(SVCCA_MAX_RATIO * images)))
+    if "svcca_max_k" not in INDICES[measure].options:
         return None
     return max(1, images // SVCCA_IMAGES_PER_K) if cap is None else cap
 

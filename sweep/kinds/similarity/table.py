@@ -42,6 +42,7 @@ SCHEMA = unit_schema(
         ("svcca_max_k", pa.int32()),  # measure "svcca": the directions each side keeps at most (the protocol)
         ("svcca_k_a", pa.int32()),  # the directions side A kept (its null depends on them and on `images`)
         ("svcca_k_b", pa.int32()),
+        ("mknn_k", pa.int32()),  # measure "mknn": the neighbours per image, where set (null: 10)
         ("time_measure_s", pa.float64()),  # seconds of this pair's measure on the held activations (B.1)
     ],
     DESCRIPTIONS,

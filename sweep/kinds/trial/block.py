@@ -67,6 +67,7 @@ OPTIONS = by_key(
         Option("indices", "string", (), many=True, choices=lambda: trial_indices()),
         Option("similarity_samples", "integer", 1000, low=5, nullable=True, cap="test"),
         Option("permutations", "integer", 0, low=0, doc="a permutation null for each index: 0 = none"),
+        Option("mknn_k", "integer", None, low=1, nullable=True, doc="mknn: neighbours per image; null: 10"),
         Option("layouts", "mapping", None, fields=LAYOUT_OPTIONS, doc="per index"),
         Option("ood", "mapping", None, nullable=True, fields=OOD_OPTIONS, doc="null: no OOD AUROC"),
     )
@@ -90,6 +91,7 @@ class Block:
     indices: tuple[str, ...]
     similarity_samples: int | None  # as written (None: the default, capped by the test images)
     permutations: int  # the indices' permutation null: how many shuffles (0: none)
+    mknn_k: int | None  # index mknn: the neighbours per image (None: the index's 10)
     ood: dict | None
     layouts: dict[str, str]
     dm_samples: int | None  # as written (None: the default, capped by the training images)
@@ -129,6 +131,9 @@ def read_block(raw: Any, path: str, evaluation: EvalSpec) -> Block:
                 st.raw[key],
                 f"set indices, some of {sorted(trial_indices())}",
             )
+    mknn_k = _opt(st, "mknn_k")
+    if mknn_k is not None and "mknn" not in indices:
+        raise SpecError(f"{path}.mknn_k", "an option of a block whose indices list mknn", mknn_k, "add mknn to indices")
     end_points = st.raw.get("end_points", OPTIONS["end_points"].default)
     if end_points not in ("same", "all") and (not isinstance(end_points, list) or not end_points):
         raise SpecError(
@@ -159,6 +164,7 @@ def read_block(raw: Any, path: str, evaluation: EvalSpec) -> Block:
         stitcher=_opt(st, "stitcher"),
         indices=indices,
         permutations=_opt(st, "permutations") if indices else 0,
+        mknn_k=mknn_k,
         similarity_samples=_opt(st, "similarity_samples", default=None),
         ood=_read_ood(st, path),
         layouts=_read_layouts(st, path, indices),
@@ -180,7 +186,8 @@ def _read_params(st: Section, path: str, objectives: list[str], own: dict[str, O
             st.raw[key],
             f"{key} applies to objectives {readers}",
         )
-    return {key: st.read(own[key]) for key in sorted(chosen) if key in st.raw}
+    values = {key: st.read(own[key]) for key in sorted(chosen) if key in st.raw}
+    return {key: tuple(v) if isinstance(v, list) else v for key, v in values.items()}  # hashable in a TrialSpec
 
 
 def _optimiser_fields(st: Section, path: str) -> dict:

@@ -135,6 +135,7 @@ def _similarities(spec: TrialSpec, front: Frozen, end_front: Frozen, stitcher: S
         resize=stitcher.resize,
         fit=lambda: (place(front.on("train", k)), place(end_front.on("train", k))),
         layouts={k: v for k, v in (("pwcca", spec.pwcca_layout), ("opd", spec.opd_layout)) if v},
+        options={"mknn_k": spec.mknn_k},
     )
     out = {}
     for name in spec.indices:

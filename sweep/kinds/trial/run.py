@@ -211,7 +211,7 @@ def _stitch_and_evaluate(trial: _Trial, splits: Splits) -> tuple[dict, list[tupl
         out.update(similarities(spec, p.front_acts, p.end_acts, p.stitcher))
         out["time_similarity_s"] = time.perf_counter() - t_sim
     fit = FitContext(p.front, p.end, p.stitcher, splits, spec, device, p.end_front, report=report)
-    fit.front_acts, fit.end_acts = p.front_acts, p.end_acts
+    fit.front_acts, fit.end_acts, fit.end_model = p.front_acts, p.end_acts, p.end_model
     t1 = time.perf_counter()
     out["time_setup_s"] = t1 - trial.t0 - out.get("time_similarity_s", 0.0)
     out.update(OBJECTIVES[spec.objective].fit(fit))
@@ -260,7 +260,7 @@ def refit(spec: TrialSpec, ctx: RunContext) -> _Parts:
     p = assemble(spec, splits, ctx.sweep_dir, ctx.device)
     _frozen(spec, p, splits, ctx.device)
     fit = FitContext(p.front, p.end, p.stitcher, splits, spec, ctx.device, p.end_front)
-    fit.front_acts, fit.end_acts = p.front_acts, p.end_acts
+    fit.front_acts, fit.end_acts, fit.end_model = p.front_acts, p.end_acts, p.end_model
     OBJECTIVES[spec.objective].fit(fit)
     save_stitcher(ctx.sweep_dir, spec, p)
     return p

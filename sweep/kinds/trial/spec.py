@@ -15,7 +15,7 @@ from sweep.config.fields import Section
 from sweep.config.shapes import activation_shape, channels, check_dm_samples, layout
 from sweep.config.trial import TrialSpec
 from sweep.kinds.trial.block import OOD_OPTIONS, OPTIONS, Block, read_block
-from sweep.registry import ARCHITECTURES, DATASETS, OBJECTIVES, did_you_mean
+from sweep.registry import ARCHITECTURES, DATASETS, OBJECTIVES
 
 if TYPE_CHECKING:
     from sweep.config.context import SpaceContext
@@ -137,7 +137,8 @@ def _stitch_points(raw: Any, arch: str, path: str) -> list[str]:
         raise SpecError(path, "'all' or a non-empty list of names", raw)
     for k, p in enumerate(raw):
         if p not in valid:
-            raise SpecError(f"{path}[{k}]", f"a stitch point of {arch}: one of {valid}", p, did_you_mean(p, valid))
+            hint = ARCHITECTURES[arch].point_hint(p, valid)
+            raise SpecError(f"{path}[{k}]", f"a stitch point of {arch}: one of {valid}", p, hint)
     return list(raw)
 
 
@@ -148,7 +149,8 @@ def _layer_pairs(points: list[str], end_points: Any, end_arch: str, path: str) -
     ends = ARCHITECTURES[end_arch].stitch_points() if end_points == "all" else end_points
     for k, q in enumerate(ends):
         if q not in valid:
-            raise SpecError(f"{path}[{k}]", f"a stitch point of {end_arch}: one of {valid}", q, did_you_mean(q, valid))
+            hint = ARCHITECTURES[end_arch].point_hint(q, valid)
+            raise SpecError(f"{path}[{k}]", f"a stitch point of {end_arch}: one of {valid}", q, hint)
     return [(p, q) for p in points for q in ends]
 
 
@@ -170,6 +172,13 @@ def _per_data(block: Block, objective: str, alpha: float, beta: float, tdata: Da
             f"at most the {n_test} test images of {tdata.dataset}",
             block.similarity_samples,
         )
+    similarity_samples = (
+        (block.similarity_samples or OPTIONS["similarity_samples"].capped(n_test)) if block.indices else None
+    )
+    if block.mknn_k is not None and block.mknn_k >= similarity_samples:
+        raise SpecError(
+            f"{path}.mknn_k", f"fewer neighbours than the {similarity_samples} similarity_samples", block.mknn_k
+        )
     adv = dict(block.adversarial, alpha=alpha, beta=beta)
     paper_eps, paper_step = DATASETS[tdata.dataset].threat
     if adv["adv_step_size"] is None:
@@ -183,9 +192,8 @@ def _per_data(block: Block, objective: str, alpha: float, beta: float, tdata: Da
         dm_samples=dm_samples,
         **{k: (v if k in uses else None) for k, v in {**block.gradient, **adv}.items()},
         **_ood_fields(block.ood, tdata, f"{path}.ood"),
-        similarity_samples=(block.similarity_samples or OPTIONS["similarity_samples"].capped(n_test))
-        if block.indices
-        else None,
+        similarity_samples=similarity_samples,
+        mknn_k=block.mknn_k,
     )
 
 
@@ -223,6 +231,14 @@ def _ood_fields(ood: dict | None, tdata: DataSpec, path: str) -> dict:
     )
 
 
+def _check_params(path: str, objective: str, params: dict, end: DonorSpec, end_point: str) -> None:
+    """The objective's own options against this end network and point (`Objective.check`)."""
+    check = OBJECTIVES[objective].check
+    problem = check(params, end.arch, end_point) if check else None
+    if problem:
+        raise SpecError(f"{path}.{problem[0]}", problem[1], problem[2], f"{objective} at {end.ref} @{end_point}")
+
+
 def _trial(
     block: Block,
     per_data: dict,
@@ -236,14 +252,14 @@ def _trial(
     point: str,
     end_point: str,
 ) -> TrialSpec:
-    fields = dict(per_data)
-    seed_used = fields.pop("seed_used")
+    seed_used = (fields := dict(per_data)).pop("seed_used")
     sender = _sender_arch(front, end)
     src, tgt = activation_shape(sender, tdata.dataset, point), activation_shape(end.arch, tdata.dataset, end_point)
     if fields["dm_samples"] is not None:
         check_dm_samples(f"{block.path}.dm_samples", fields["dm_samples"], [src], [tgt], f"from {point} to {end_point}")
     if fields.get("init") == "identity" and channels(src) != channels(tgt):
         _refuse_identity(block.path, f"{front.ref} @{point}", src, f"{end.ref} @{end_point}", tgt)
+    _check_params(block.path, objective, dict(fields["params"]), end, end_point)
     valid, end_valid = ARCHITECTURES[sender].points(), ARCHITECTURES[end.arch].points()
     n_valid, n_end_valid = len(ARCHITECTURES[sender].stitch_points()), len(ARCHITECTURES[end.arch].stitch_points())
     return TrialSpec(

@@ -76,6 +76,7 @@ HEAD = [
     ("noise_test_per_class", pa.int64()),
     ("noise_seed", pa.int64()),  # the samples' own seed (null: the trial's seed drew them)
     ("params", pa.string()),  # the objective's own parameters, a JSON object (null: it declares none)
+    ("mknn_k", pa.int32()),  # index "mknn": the neighbours per image, where set (null: 10)
     ("permutations", pa.int32()),  # the indices' permutation null: shuffles of the target's images (0: none)
     # metrics
     ("clean_acc", pa.float64()),

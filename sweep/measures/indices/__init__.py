@@ -8,7 +8,8 @@ Each shipped index is one module of this package, holding all of it: its `IndexE
 `Work` on a pair), its math (PyTorch, imported inside the functions: reading the registry, as checking a space
 does, imports no PyTorch) and its `register_index` call: `cka.py` (Eq. 4), `pwcca.py` (Eq. 5-6), `opd.py`
 (Eq. 8), `dm.py` (2.3), `rank.py` (B.2.1: `rank` and `receiver_rank`), `svcca.py` and `saliency.py` (measures
-of `similarity:` entries only). Importing this package registers them, in that order (the order of the
+of `similarity:` entries only); `rsa.py`, `mknn.py`, `linreg.py`, `cka_debiased.py` (beyond the papers).
+Importing this package registers them, in that order (the order of the
 catalogue's columns); the catalogue populates itself from it.
 
 A new index is one call of `register_index` with its catalogue entry and its function (see docs/development.md):
@@ -23,10 +24,11 @@ from sweep.registry import INDICES
 # isort: off
 # The shipped indices, each registered as it is imported: this order is the catalogue's, and its columns'.
 from sweep.measures.indices import cka, pwcca, opd, dm, rank, svcca, saliency
+from sweep.measures.indices import rsa, mknn, linreg, cka_debiased
 
 # isort: on
 from sweep.measures.indices.rank import receiver_rank
 
-SHIPPED = (cka, pwcca, opd, dm, rank, svcca, saliency)
+SHIPPED = (cka, pwcca, opd, dm, rank, svcca, saliency, rsa, mknn, linreg, cka_debiased)
 
 __all__ = ["INDICES", "SHIPPED", "SIMILARITY_BY", "Index", "Network", "Pair", "receiver_rank", "register_index"]

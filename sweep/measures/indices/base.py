@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,13 +32,16 @@ class Pair:
 
     `resize`: the sender's maps at the target's spatial size, as the stitcher sees them (for direct matching).
     `fit`: the same pair on the K training images, computed only when an index asks (the DM distance).
-    `layouts`: per-index layouts that override the registered ones (a trial's `layouts:` for PWCCA and OPD)."""
+    `layouts`: per-index layouts that override the registered ones (a trial's `layouts:` for PWCCA and OPD).
+    `options`: the indices' options a trial sets, option name -> value (`Index.options`: `mknn_k`); an index
+    binds those it takes, the rest keep their defaults."""
 
     sender: torch.Tensor
     target: torch.Tensor
     resize: Callable[[torch.Tensor], torch.Tensor] = lambda a: a
     fit: Callable[[], tuple[torch.Tensor, torch.Tensor]] | None = None
     layouts: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
     _fitted: tuple | None = field(default=None, repr=False)
 
     def fit_pair(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,7 +104,8 @@ class Index:
     # `fn(a, b, **options)` on every pair of points' whole (images x features) matrices, returning the value or
     # (value, further columns); "cka": the kind's streamed / minibatch CKA; "saliency": its input-gradient cosine.
     similarity_by: str = "pairwise"
-    # the similarity entry's options it takes: option name -> `fn`'s keyword (SVCCA: svcca_max_k -> max_k)
+    # the options it takes: option name -> `fn`'s keyword (SVCCA: svcca_max_k -> max_k, a similarity entry's;
+    # mutual k-NN: mknn_k -> k, a similarity entry's and a stitching block's); unset (None), `fn`'s default
     options: dict = field(default_factory=dict)
 
     @property
@@ -127,12 +132,20 @@ class Index:
     def description(self) -> str:
         return self.entry.description
 
+    def bound(self, options: dict) -> Callable:
+        """`fn` with the options it takes from `options` (option name -> value; None: unset) bound."""
+        kw = {k: options[o] for o, k in self.options.items() if options.get(o) is not None}
+        return partial(self.fn, **kw) if kw else self.fn
+
+    def _scorer(self, pair: Pair) -> Callable[[Pair, str], float]:
+        return self.score or _on_pair(self.bound(pair.options))
+
     def values(self, pair: Pair) -> dict:
         """The trials columns of this index on `pair`."""
         layout = pair.layouts.get(self.name) or self.layout
         if self.kind == "rank":
             return dict(zip(self.columns, (self.fn(to_2d(pair.sender, layout)), self.fn(to_2d(pair.target, layout)))))
-        return {self.entry.column: (self.score or _on_pair(self.fn))(pair, layout)}
+        return {self.entry.column: self._scorer(pair)(pair, layout)}
 
     def null(self, pair: Pair, value: float, permutations: int, seed: int) -> dict:
         """The permutation null of this similarity or distance on `pair`: the index with the target's images
@@ -145,12 +158,14 @@ class Index:
         if self.kind not in ("similarity", "distance") or not permutations:
             return {}
         layout = pair.layouts.get(self.name) or self.layout
-        score = self.score or _on_pair(self.fn)
+        score = self._scorer(pair)
         gen = torch.Generator().manual_seed(seed)
         draws = []
         for _ in range(permutations):
             order = torch.randperm(len(pair.target), generator=gen)
-            shuffled = Pair(pair.sender, pair.target[order], pair.resize, pair.fit, pair.layouts, pair._fitted)
+            shuffled = Pair(
+                pair.sender, pair.target[order], pair.resize, pair.fit, pair.layouts, pair.options, pair._fitted
+            )
             draws.append(score(shuffled, layout))
         draws = np.asarray(draws)
         similar = self.kind == "similarity"

@@ -82,8 +82,8 @@ if sys.argv[1] == "hangs":  # a stop that never ends (Ray's processes dying besi
     signal.signal(signal.SIGINT, lambda signum, frame: None)
 at_forced_exit(lambda: Path(sys.argv[2]).write_text("released"))
 stop_on_sigterm(lambda: "Finish with: stitchsweep resume RESULTS")
-print("ready", flush=True)
-try:
+try:  # "ready" inside: a SIGTERM that comes at once is caught too (a loaded machine)
+    print("ready", flush=True)
     time.sleep(60)
 except KeyboardInterrupt:
     print("stopped as on Ctrl+C; SIGTERM:", terminated(), flush=True)

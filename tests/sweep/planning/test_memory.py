@@ -69,7 +69,7 @@ def test_plan_and_run_refuse_a_unit_that_does_not_fit_in_one_line_before_anythin
 def test_plan_says_what_the_largest_unit_of_each_kind_needs(capsys):
     assert main(["plan", SPACE]) == 0
     out = capsys.readouterr().out
-    lines = [line for line in out.splitlines() if "memory:" in line]
+    lines = [line for line in out.splitlines() if "memory:" in line and "measures need" in line]
     assert len(lines) == 2 and "trial unit" in lines[0] and "reptest unit" in lines[1]
     assert "similarity_samples = 500" in lines[0] and "samples = 1,000" in lines[1]
 

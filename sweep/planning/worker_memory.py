@@ -1,0 +1,204 @@
+"""A unit's whole worker memory, before it runs, and how many such units a node holds: what `stitchsweep plan`
+says per kind and what `stitchsweep run` fits its concurrency to (`sweep.backends.fit`).
+
+A unit's worker holds its donors (their parameters and floating-point buffers in float32, counted from
+`networks.json`: `tests/scripts/network_numbers.py` writes it; a donor being trained, the zoo stage's unit,
+`TRAINING` times that: weights, gradients, momentum and the evaluation copy), its images (the pool of every
+dataset it reads, training pool and test set, and a copy of its own splits, in the dtype the loaders keep in
+memory: float32), its indices' workspace (each kind's `Kind.memory`, `sweep.planning.memory`) and the runtime
+(`RUNTIME`: a worker's resident memory after its imports, measured). Torch-free: planning reads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from sweep.costs.memory import GiB, Need
+
+NETWORKS = Path(__file__).with_name("networks.json")
+# A worker's resident memory after its imports (Ray, torch, torchvision, every kind's module): 746 MiB measured on
+# a 2-core AMD EPYC CPU (Python 3.11, torch 2.14.1, Ray 2.60; `tests/benchmarks/worker_baseline.py`). A GPU worker
+# holds more (CUDA's context is host memory too): state it with `resources.memory_per_trial`.
+RUNTIME = 750 * 2**20
+IMAGE_BYTES = 4  # the loaders hold images as float32 (`sweep.data`)
+DONOR_BYTES = 4  # parameters and buffers in float32
+TRAINING = 4  # a donor being trained: weights, gradients, the optimiser's momentum, the evaluation copy
+RAY_SHARE = 0.7  # of a node's memory Ray gives its tasks by default (the rest: its object store and itself)
+
+
+@dataclass(frozen=True)
+class UnitMemory:
+    """A unit's worker need in bytes, by part; `unsized`: its donors' architectures with no numbers known."""
+
+    kind: str
+    label: str
+    donors: int
+    images: int
+    indices: int
+    runtime: int = RUNTIME
+    batch: tuple[str, ...] = ()  # the unit's batch-size fields (section.field = value) that set its need
+    unsized: tuple[str, ...] = ()
+
+    @property
+    def bytes(self) -> int:
+        return self.donors + self.images + self.indices + self.runtime
+
+    def parts(self) -> str:
+        """Its parts in GiB: "donors 0.20, images 0.40, indices 0.10, runtime 0.73"."""
+        named = zip(("donors", "images", "indices", "runtime"), (self.donors, self.images, self.indices, self.runtime))
+        return ", ".join(f"{name} {n / GiB:.2f}" for name, n in named)
+
+
+@cache
+def _numbers() -> dict:
+    return json.loads(NETWORKS.read_text()) if NETWORKS.exists() else {}
+
+
+def donor_numbers(arch: str, dataset: str | None) -> int | None:
+    """The floating-point numbers (parameters and buffers) `arch` holds on `dataset`'s input; its largest input
+    known when that one is not; None for an architecture `networks.json` does not list (a plugin's)."""
+    from sweep.models.declared import shapes_key
+    from sweep.registry import DATASETS
+
+    row = _numbers().get(arch)
+    if not row:
+        return None
+    if dataset in DATASETS:
+        info = DATASETS[dataset]
+        key = shapes_key(info.channels, info.image_size, info.num_classes)
+        if key in row:
+            return row[key]
+    return max(row.values())
+
+
+def _refs(value) -> set[str]:
+    """The zoo donors ("zoo:NAME") a unit's field names, in nested tuples and lists too."""
+    if isinstance(value, str):
+        return {value.partition(":")[2]} if value.startswith("zoo:") else set()
+    if isinstance(value, (tuple, list)):
+        return set().union(*(_refs(v) for v in value)) if value else set()
+    return set()
+
+
+def _fields(unit) -> dict:
+    if dataclasses.is_dataclass(unit):
+        return {f.name: getattr(unit, f.name) for f in dataclasses.fields(unit)}
+    return dict(vars(unit)) if hasattr(unit, "__dict__") else {}
+
+
+def _donors(unit, sweep, trained: bool) -> tuple[int, tuple[str, ...]]:
+    """Bytes of the donors a unit holds, and the architectures not sized. A zoo-stage unit trains its donor."""
+    fields = _fields(unit)
+    donors = [sweep.donors[n] for n in sorted(_refs(list(fields.values()))) if n in sweep.donors]
+    if trained:  # a zoo-stage unit: its donor, trained there unless read from a file
+        donors, trained = [unit], getattr(unit, "source", "zoo") == "zoo"
+    total, unsized = 0, []
+    for donor in donors:
+        data = getattr(donor, "data", None)
+        dataset = getattr(data, "dataset", None) or fields.get("dataset")
+        n = donor_numbers(donor.arch, dataset) if getattr(donor, "arch", None) else 0
+        if n is None:
+            unsized.append(donor.arch)
+        total += (n or 0) * DONOR_BYTES * (TRAINING if trained else 1)
+    return total, tuple(unsized)
+
+
+def image_bytes(dataset: str) -> int:
+    """Bytes of one image of `dataset` as the loaders hold it."""
+    from sweep.registry import DATASETS
+
+    info = DATASETS[dataset]
+    return IMAGE_BYTES * info.channels * info.image_size**2
+
+
+def _images(unit) -> int:
+    """The pools of the datasets a unit reads (training pool and test set), and a copy of its own splits."""
+    from sweep.costs.pricer import sizes
+    from sweep.registry import DATASETS
+
+    fields = _fields(unit)
+    data = fields.get("data")
+    dataset = fields.get("dataset") or getattr(data, "dataset", None)
+    read = {dataset, fields.get("front_dataset"), fields.get("end_dataset"), *(fields.get("ood_outliers") or ())}
+    read = {d for d in read if isinstance(d, str) and d in DATASETS}
+    pools = sum((DATASETS[d].train_pool + DATASETS[d].test) * image_bytes(d) for d in read)
+    if dataset not in DATASETS:
+        return pools
+    source = data if data is not None else unit
+    train, val, test = (getattr(source, f, None) for f in ("train_size", "val_size", "test_size"))
+    return pools + sum(sizes(dataset, train, val or 0, test)) * image_bytes(dataset)
+
+
+def _batches(kind, unit, trains: bool) -> tuple[str, ...]:
+    fields = _fields(unit)
+    found = [(k, v) for k, v in fields.items() if "batch" in k and isinstance(v, int) and v]
+    where = f"donors.{unit.name}" if trains else kind.section or kind.name
+    return tuple(f"{where}.{k} = {v:,}" for k, v in found)
+
+
+def unit_memory(kind, unit, sweep, indices: Need | None = None) -> UnitMemory:
+    """The worker memory of `kind`'s `unit` of `sweep` (`indices`: its `Kind.memory` need, when sized)."""
+    from sweep.kinds.donor.units import DonorWork
+
+    trains = isinstance(unit, DonorWork)  # the zoo stage's unit: one donor, trained or loaded, and evaluated
+    unit = unit.donor if trains else unit
+    donors, unsized = _donors(unit, sweep, trained=trains)
+    batch = _batches(kind, unit, trains) + ((f"{indices.field} = {indices.n:,}",) if indices else ())
+    label = getattr(unit, "label", None) or getattr(unit, "name", None) or kind.name
+    return UnitMemory(kind.name, str(label), donors, _images(unit), indices.bytes if indices else 0, RUNTIME, batch,
+                      unsized)  # fmt: skip
+
+
+def unit_needs(sweep, units: dict[str, dict] | None = None) -> dict[str, UnitMemory]:
+    """Each kind's largest unit's worker need (`units`: kind -> {id: unit}, default: every unit of the space)."""
+    from sweep.registry import KINDS, resolve
+
+    out: dict[str, UnitMemory] = {}
+    for name, kind in KINDS.items():
+        chosen = (units or {}).get(name) if units is not None else kind.units(sweep)
+        size = resolve(kind.memory) if kind.memory is not None and kind.section is not None else None
+        for unit in (chosen or {}).values():
+            need = unit_memory(kind, unit, sweep, size(unit, sweep) if size else None)
+            if name not in out or need.bytes > out[name].bytes:
+                out[name] = need
+    return out
+
+
+def machine_memory() -> int:
+    """This machine's total memory in bytes (/proc/meminfo's MemTotal, else the page count)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def holds(node_bytes: float, unit_bytes: int) -> int:
+    """How many units of `unit_bytes` a node that gives its tasks `node_bytes` holds at once (0: none)."""
+    return int(node_bytes // unit_bytes) if unit_bytes > 0 else 0
+
+
+def plan_lines(sweep, units: dict[str, dict] | None = None, machine: int | None = None) -> list[str]:
+    """`plan`'s lines: each kind's largest unit's worker need by part, and how many this machine holds at once
+    (of its memory, the share Ray gives its tasks, `RAY_SHARE`)."""
+    total = machine or machine_memory()
+    lines = []
+    for need in unit_needs(sweep, units).values():
+        n = holds(RAY_SHARE * total, need.bytes)
+        unsized = f"; {', '.join(sorted(set(need.unsized)))} not sized" if need.unsized else ""
+        article = "an" if need.kind[0] in "aeiou" else "a"
+        lines.append(
+            f"memory: {article} {need.kind} unit needs about {need.bytes / GiB:.1f} GiB ({need.parts()}{unsized}); this"
+            f" machine ({total / GiB:.1f} GiB) holds {n} at once"
+            + ("" if n else ": it fits on no node of this machine's size")
+        )
+    if lines:
+        lines.append("memory: on a cluster (`run --address`), run fits the units to each node's memory")
+    return lines

@@ -1,0 +1,73 @@
+"""A unit's whole worker need (`sweep.planning.worker_memory`): its donors from `networks.json` against the
+built networks, its images, its indices, the runtime, and `plan`'s line of how many this machine holds."""
+
+import pytest
+
+from sweep.config.space import load_space
+from sweep.costs.memory import GiB
+from sweep.planning import worker_memory as wm
+from sweep.registry import DATASETS
+
+SPACE = "search_spaces/tlm_vs_dm_fmnist.yaml"
+
+
+@pytest.mark.parametrize("arch", ["resnet_tiny", "wrn28_1"])
+def test_the_networks_numbers_are_those_of_the_built_networks(arch):
+    """`networks.json` against a network built here (`tests/scripts/network_numbers.py --write` rewrites it)."""
+    from tests.scripts.network_numbers import numbers
+
+    row = wm._numbers()[arch]
+    for key in sorted(row)[:2]:
+        assert row[key] == numbers(arch, key), f"{arch} {key}: run tests/scripts/network_numbers.py --write"
+
+
+def test_every_builtin_architecture_is_sized():
+    from sweep.models.declared import BUILTIN
+
+    assert sorted(BUILTIN) == sorted(wm._numbers())
+
+
+def test_a_trial_unit_holds_its_donors_its_images_its_indices_and_the_runtime():
+    sweep = load_space(SPACE)
+    need = wm.unit_needs(sweep)["trial"]
+    fmnist = DATASETS["fashion_mnist"]
+    pool = (fmnist.train_pool + fmnist.test) * 4 * 28 * 28
+    splits = (3000 + 1000 + 2000) * 4 * 28 * 28
+    ood = {"digits"}  # the space's OOD outliers ("noise" is drawn, not loaded)
+    pools = pool + sum((DATASETS[d].train_pool + DATASETS[d].test) * wm.image_bytes(d) for d in ood)
+    assert need.images == pools + splits
+    held = {word for word in need.label.split() if word.startswith("zoo:")}  # a donor at both ends: held once
+    assert need.donors == len(held) * 4 * wm._numbers()["resnet_tiny"]["1x28x10"]
+    assert need.indices > 0 and need.runtime == wm.RUNTIME
+    assert need.bytes == need.donors + need.images + need.indices + need.runtime
+    assert "similarity_samples = 500" in need.batch
+
+
+def test_a_zoo_stage_unit_trains_its_donor():
+    sweep = load_space(SPACE)
+    need = wm.unit_needs(sweep)["donor"]
+    assert need.donors == wm.TRAINING * 4 * wm._numbers()["resnet_tiny"]["1x28x10"]
+    assert any(b.startswith("donors.") and b.endswith("batch_size = 128") for b in need.batch)
+
+
+def test_plan_says_what_a_unit_needs_and_how_many_this_machine_holds_also_without_memory_per_trial():
+    sweep = load_space(SPACE)
+    assert not sweep.memory_per_trial
+    lines = wm.plan_lines(sweep, machine=16 * GiB)
+    trial = next(line for line in lines if line.startswith("memory: a trial unit needs about"))
+    need = wm.unit_needs(sweep)["trial"]
+    assert f"this machine (16.0 GiB) holds {int(0.7 * 16 * GiB // need.bytes)} at once" in trial
+    assert "runtime 0.73" in trial and "(donors 0.00, images" in trial
+    assert lines[-1].startswith("memory: on a cluster (`run --address`)")
+    small = wm.plan_lines(sweep, machine=GiB)
+    assert any("holds 0 at once: it fits on no node" in line for line in small)
+
+
+def test_holds_is_the_whole_units_a_node_holds():
+    assert wm.holds(10 * GiB, 3 * GiB) == 3
+    assert wm.holds(2 * GiB, 3 * GiB) == 0
+    assert wm.holds(9 * GiB, 3 * GiB) == 3
+
+
+def test_this_machines_memory_is_read():
+    assert wm.machine_memory() > GiB
