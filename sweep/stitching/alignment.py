@@ -9,10 +9,12 @@ loop (`_fit_by_gradient`: the block's optimiser, schedule, init, epochs and curv
   s_k the stitched network's activations at k (T(f<=i(x)) through g's layers j+1..k), t_k the end network's
   own, the weights normalised to sum to 1 (docs/design.md, departures).
 
-Both train on the front's cached activations where the engine keeps them (as `tlm`); the end network's targets
-come from its cached g<=j activations: `slm`'s logits once for every training image, `fula`'s hint layers per
-batch (a no-grad pass of g's layers up to the last hint), since every hint layer of every image can be many
-times one layer's size.
+Both train on the front's cached activations where the engine keeps them (as `tlm`). The end network's targets
+are computed once: `slm`'s logits for every training image from its cached g<=j activations; `fula`'s hint
+layers as frozen halves g<=k of the end donor, cached like any frozen half (keyed by the end donor's checkpoint
+and k, so every trial into the same end network reads the same targets, from memory or the node's folder). A
+hint layer whose activations on the training images exceed the worker's memory budget sends the fit back to
+per-batch targets (a no-grad pass of g's layers up to the last hint).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from sweep.models.base import split
 from sweep.stitching.declared import hint_layers
 from sweep.stitching.objectives import FitContext, _features, _fit_by_gradient, eval_mode
-from sweep.worker.activations import chunks
+from sweep.worker.activations import Frozen, chunks
 
 
 def soft_label_loss(z: torch.Tensor, teacher: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -93,22 +96,39 @@ def hint_counts(ctx: FitContext) -> tuple[list[str], list[int]]:
     return layers, [names.index(k) - names.index(j) for k in layers]
 
 
+def hint_targets(ctx: FitContext, layers: list[str]) -> list[torch.Tensor] | None:
+    """g<=k of every training image for each hint layer k, as frozen halves of the end donor (the worker's cache
+    when it is on: shared by every trial into the same end network); None where the end half is not a cached
+    frozen donor half or a hint layer's activations exceed the worker's memory budget."""
+    acts = ctx.end_acts
+    if acts is None or not acts.cached:
+        return None
+    halves = []
+    for k in layers:
+        module = acts.module if k == ctx.spec.end_point else split(ctx.end_model, k)[0]
+        half = Frozen(module, (*acts.identity[:-1], k), acts.splits, acts.device, acts.channels_last)
+        if not half.fits("train"):
+            return None
+        halves.append(half)
+    return [half.on("train") for half in halves]
+
+
 def fit_latent_alignment(ctx: FitContext) -> dict:
-    _, counts = hint_counts(ctx)
+    layers, counts = hint_counts(ctx)
     weights = list(ctx.params["fula_weights"])
     weights = weights * len(counts) if len(weights) == 1 else weights
-    cached = ctx.end_acts is not None and ctx.end_acts.cached and ctx.end_acts.fits("train", "fp32")
-    end_train = ctx.end_acts.on("train") if cached else None
+    kept = hint_targets(ctx, layers)
 
     def targets(i: torch.Tensor, x: torch.Tensor | None) -> list[torch.Tensor]:
+        if kept is not None:
+            return [t[i] for t in kept]
         with eval_mode(ctx.end_front, ctx.end), torch.no_grad():
-            b = end_train[i] if end_train is not None else ctx.end_front(x)
-            return through(ctx.end, b, counts)
+            return through(ctx.end, ctx.end_front(x), counts)
 
     def loss(h, i, x):
         return latent_alignment_loss(through(ctx.end, h, counts), targets(i, x), weights)
 
-    return _fit_on_targets(ctx, loss, end_cached=cached)
+    return _fit_on_targets(ctx, loss, end_cached=kept is not None)
 
 
-__all__ = ["fit_latent_alignment", "fit_soft_labels", "latent_alignment_loss", "soft_label_loss"]
+__all__ = ["fit_latent_alignment", "fit_soft_labels", "hint_targets", "latent_alignment_loss", "soft_label_loss"]

@@ -1,6 +1,7 @@
-"""A torchvision and a timm network by name, stitched through the engine (Ray, the worker cache) with the
-literature's objectives (`slm`, `fula`) beside `dm`, measured with the new indices: every unit recorded done,
-every index column filled."""
+"""A torchvision and a timm network by name through the engine (Ray, the worker cache): stitched with the
+literature's objectives (`slm`, `fula`) beside `dm` and measured with the new indices, their layer x layer
+similarity matrix, and a representation test on the torchvision one: every unit recorded done, every index column
+filled, the report drawn."""
 
 import os
 import subprocess
@@ -27,6 +28,18 @@ SPACE = {
         "dm_samples": 300,
         "indices": ["cka", "rsa", "mknn", "linreg", "cka_debiased"],
     },
+    "similarity": [{"pairs": [{"a": "zoo:tv", "b": "zoo:tm"}], "points": "stitch", "images": 200}],
+    "representation_tests": [
+        {
+            "name": "sensitivity_tv",
+            "test": "sensitivity",
+            "donors": ["zoo:tv"],
+            "layers": ["layer2"],
+            "ranks": [16, 2],
+            "samples": 200,
+            "probe": {"train_size": 300, "epochs": 1, "lr": 0.01},
+        }
+    ],
     "evaluation": {"n_eval_robust": 0},
 }
 
@@ -48,3 +61,12 @@ def test_library_networks_stitch_across_libraries_with_every_new_objective_and_m
         assert trials[f"sim_{index}"].notna().all(), index
     assert set(trials["front_point"]) == {"layer2"} and set(trials["end_point"]) == {"layer3"}
     assert set(donors["arch"]) == {"torchvision:resnet18", "timm:resnet18"}
+    matrix = tables["similarity"]
+    assert set(matrix["status"]) == {"done"} and matrix["cka"].notna().all()
+    assert {"layer2", "layer3"} <= set(matrix["a_point"]) and {"act1", "layer3"} <= set(matrix["b_point"])
+    reptest = tables["reptests"]
+    assert set(reptest["status"]) == {"done"} and len(reptest) == 3  # full rank and ranks 16, 2
+    out = subprocess.run(
+        [sys.executable, "-m", "sweep", "report", "results/libnets"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-3000:]

@@ -68,25 +68,58 @@ def test_identity_split_reproduces_the_representative_set(arch):
     _check_identity(arch)
 
 
-def test_a_dm_self_stitch_at_a_default_point_reproduces_the_predictions_up_to_near_ties():
-    """torchvision's ResNet-18 at 32 px, random weights, eval mode: DM from `layer2` (128 channels, 4x4) onto
-    itself, fitted on 32 images = 512 rows > 129 unknowns per channel, is the identity up to rounding."""
-    _, net, _ = _library_and_staged("torchvision:resnet18")
+def _check_dm_self_stitch(arch: str, every_point: bool = True) -> None:
+    """DM from a default point onto itself, random weights, eval mode, fitted on more rows than the point has
+    unknowns per output channel (N*H*W or N*T >= 1.25(C + 1): `N` grows with the point's width), is the identity
+    up to rounding: the logits on other images within 5% (relative, in norm: 0 at most points; up to ~2% where a
+    random network's activations on noise images span fewer directions than the point has channels and the fit
+    keeps only the directions it saw) and the predictions the network's except on images whose top-two margin is
+    within twice the largest logit change (the suite's tie helper: random networks' logits are of any scale, so
+    the margin is the measured change, not a fixed 1e-3). The classifier gets random weights of unit scale
+    first: the libraries start some heads at zero (torchvision's ViT) or near it (MobileNetV3). The slow set
+    checks its first, middle and last default points."""
+    _, net, _ = _library_and_staged(arch)
     gen = torch.Generator().manual_seed(2)
-    fit_x, eval_x = torch.rand(32, 3, 32, 32, generator=gen), torch.rand(32, 3, 32, 32, generator=gen)
-    front, end = split(net, "layer2")
+    head = [m for m in net.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():  # torchvision's ViT starts from a zero head: its logits would all be 0
+        head.weight.copy_(torch.randn(head.weight.shape, generator=gen) / head.in_features**0.5)
+    eval_x = torch.rand(32, 3, 32, 32, generator=gen)
     with torch.no_grad():
-        logits, shape = net(eval_x), front(fit_x[:1]).shape
-    assert shape[1] == 128 and 32 * shape[2] * shape[3] > shape[1]
-    stitcher = Stitcher.for_shapes(shape, shape)
-    splits = type("Splits", (), {"train_x": fit_x})  # direct matching reads only the first K training images
-    spec = type("Spec", (), {"dm_samples": 32})()
-    ctx = FitContext(front=front, end=end, stitcher=stitcher, splits=splits, spec=spec, device=torch.device("cpu"))
-    ctx.end_front = front
-    OBJECTIVES["dm"].fit(ctx)
-    with torch.no_grad():
-        stitched = end(stitcher(front(eval_x)))
-    assert int((stitched.argmax(1) != logits.argmax(1)).sum()) <= near_ties(logits)
+        logits = net(eval_x)
+    assert float(logits.std()) > 0, arch
+    pts = net.stitch_points
+    for point in pts if every_point else sorted({pts[0], pts[len(pts) // 2], pts[-1]}, key=pts.index):
+        front, end = split(net, point)
+        with torch.no_grad():
+            shape = front(eval_x[:1]).shape
+        rows = shape[2] * shape[3] if len(shape) == 4 else shape[1]  # maps: H*W positions; tokens: T
+        width = shape[1] if len(shape) == 4 else shape[2]
+        n = max(32, -(-5 * (width + 1) // (4 * rows)))
+        fit_x = torch.rand(n, 3, 32, 32, generator=gen)
+        stitcher = Stitcher.for_shapes(shape, shape)
+        splits = type("Splits", (), {"train_x": fit_x})  # direct matching reads only the first K training images
+        spec = type("Spec", (), {"dm_samples": n})()
+        ctx = FitContext(front=front, end=end, stitcher=stitcher, splits=splits, spec=spec, device=torch.device("cpu"))
+        ctx.end_front = front
+        OBJECTIVES["dm"].fit(ctx)
+        with torch.no_grad():
+            stitched = end(stitcher(front(eval_x)))
+        change = float((stitched - logits).abs().max())
+        rel = float((stitched - logits).norm() / logits.norm())
+        assert rel < 5e-2, (arch, point, rel)
+        flips = int((stitched.argmax(1) != logits.argmax(1)).sum())
+        assert flips <= near_ties(logits, margin=2 * change), (arch, point, flips)
+
+
+@pytest.mark.parametrize("arch", FAST)
+def test_a_dm_self_stitch_at_every_default_point_reproduces_the_predictions_up_to_near_ties(arch):
+    _check_dm_self_stitch(arch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", SLOW)
+def test_a_dm_self_stitch_reproduces_the_representative_set_up_to_near_ties(arch):
+    _check_dm_self_stitch(arch, every_point=False)
 
 
 def test_default_points_and_cut_points_of_resnets():

@@ -388,3 +388,22 @@ def test_the_etas_unit_prices_carry_each_units_architectures_in_the_stages_order
     path.write_text(json.dumps(dict(PROFILE, archs={})))
     prices, _ = estimate.unit_prices(sweep, plan, str(path))
     assert not any(r.priced for rows in prices.values() for r in rows)
+
+
+def test_a_library_network_is_measured_here_as_a_plugin_architecture(monkeypatch):
+    """`torchvision:<name>` is in no shipped profile: `plan --estimate` measures it here (at the space's input:
+    1 channel resized to 32 px) and prices its donor and trials with the measured entry, named on its own line."""
+    from sweep.planning import calibration
+
+    monkeypatch.setattr(calibration, "_MEASURED", {})
+    space = copy.deepcopy(TINY_SPACE)
+    space["donors"]["plain_a"]["arch"] = "torchvision:resnet18"
+    space["stitching"].update(stitch_points=["layer2"], objectives=["dm"])
+    sweep = parse_space(space)
+    plan = {"donor": sorted(sweep.donors), "trial": [t.trial_id for t in sweep.trials]}
+    unmeasured = estimate.estimate(sweep, plan, PROFILE, measure=False)
+    (key,) = [k for k in unmeasured.uncalibrated if k.startswith("torchvision:resnet18@")]
+    est = estimate.estimate(sweep, plan, PROFILE)
+    assert key not in est.uncalibrated and set(est.measured) == {key}
+    assert est.seconds["donor"] > unmeasured.seconds["donor"] and est.seconds["trial"] > unmeasured.seconds["trial"]
+    assert est.per_unit["donor"][0][1:] == ("torchvision:resnet18", est.seconds["donor"], True)

@@ -128,6 +128,41 @@ def test_fula_trains_through_every_hint_layer_by_default(trained):
     assert losses[-1] < losses[0]
 
 
+def test_fula_reads_its_hint_layers_from_the_worker_cache_shared_by_trials_into_the_same_end(trained, tmp_path):
+    """With the cache on, fula's hint-layer targets are the end donor's frozen halves g<=k (one entry per k):
+    a second trial into the same end network computes none of them again, and the fit matches the per-batch
+    targets' fit (the same activations up to the chunk grid's rounding: the first epochs' losses agree to 1e-4)."""
+    from sweep.worker import cache
+    from sweep.worker.activations import Frozen
+
+    net, splits = trained
+    net.checkpoint_identity = ("tiny", "ckpt")
+    params = (("fula_layers", ("all",)), ("fula_weights", (1.0,)))
+    try:
+        c = cache.configure({cache.DIR_ENV: str(tmp_path / "node")})
+        curves = []
+        for _ in range(2):
+            ctx = _ctx(net, splits, "fula", params, epochs=2)
+            ctx.front_acts = Frozen(ctx.front, ("tiny", "ckpt", POINT), splits, ctx.device)
+            ctx.end_acts = Frozen(ctx.end_front, ("tiny", "ckpt", POINT), splits, ctx.device)
+            misses = c.stats.misses
+            OBJECTIVES["fula"].fit(ctx)
+            curves.append([v for _, m, v in ctx.curves if m == "train_loss"])
+        assert c.stats.misses == misses  # the second trial: every hint layer (and the fronts) from the cache
+        from sweep.stitching.alignment import hint_counts
+
+        layers, _ = hint_counts(ctx)
+        kept = {key[3] for key in c._entries if key[0] == "activations" and key[5] == "train"}
+        assert set(layers) <= kept and len(layers) > 2
+    finally:
+        cache.configure()
+    per_batch = _ctx(net, splits, "fula", params, epochs=2)
+    OBJECTIVES["fula"].fit(per_batch)
+    reference = [v for _, m, v in per_batch.curves if m == "train_loss"]
+    assert curves[0] == pytest.approx(curves[1], rel=1e-6)
+    assert curves[0] == pytest.approx(reference, rel=1e-4), (curves[0], reference)
+
+
 def _space(**block):
     space = copy.deepcopy(TINY_SPACE)
     del space["stitching"]["dm_samples"]
