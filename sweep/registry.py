@@ -21,7 +21,7 @@ T = TypeVar("T")
 ALIASES: dict[str, list[str]] = {}  # another name a user may write (`_plain`) -> registered names (`Registry.alias`)
 
 
-# Code versions (issue 55): an entry registered by a user's plugin module carries that module's version (a hash
+# Code versions: an entry registered by a user's plugin module carries that module's version (a hash
 # of its source, or its PLUGIN_VERSION string), or the `version` its register call passed. Shipped entries have
 # none, so the ids of the units that use only them are the ids they always had.
 ORIGINS: dict[tuple[str, str], str] = {}  # (registry kind, name) -> the module outside `sweep` that registered it

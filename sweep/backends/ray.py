@@ -118,7 +118,7 @@ def _trainable(config: dict, kinds: dict, units: dict, root: Loc, sweep_name: st
     from sweep.config.plugins import import_on_worker
     from sweep.data import stream
     from sweep.kinds.base import RunContext, run_recorded
-    from sweep.worker.cache import configure
+    from sweep.worker.cache import configure, trim_heap
 
     import_on_worker(env["plugins"])  # registries are per process: the plugins register here too
 
@@ -126,6 +126,7 @@ def _trainable(config: dict, kinds: dict, units: dict, root: Loc, sweep_name: st
     stream.configure(stream.loader_workers(env["cpus"]))  # image folders' decoding processes, from its CPUs
     kind = config["kind"]
     cache = configure(env["cache"], env["share"][kind])  # the driver's settings; a reused actor keeps what it cached
+    _enter_stage(kind, kinds[kind], cache)
     ctx = RunContext(
         SweepDir(root, sweep_name),
         torch.device("cuda" if env["gpu"] and torch.cuda.is_available() else "cpu"),
@@ -134,10 +135,25 @@ def _trainable(config: dict, kinds: dict, units: dict, root: Loc, sweep_name: st
         report=lambda m: tune.report(m),
     )
     out = run_recorded(kinds[kind], units[kind][config["unit"]], ctx)
+    trim_heap()  # the unit's temporaries: not carried as resident memory into the next unit or stage
     worker = {"worker_pid": os.getpid(), "worker_node": ray.get_runtime_context().get_node_id()}
     st = cache.stats
     worker.update(cache_hits=st.hits + st.disk_hits, cache_misses=st.misses, cache_mb=cache.bytes / 2**20)
     tune.report({"status": out.get("status", "skipped"), **{k: v for k, v in out.items() if k != "status"}, **worker})
+
+
+_STAGE: list[str] = []  # the kind of the last unit this worker process ran
+
+
+def _enter_stage(name: str, kind, cache) -> None:
+    """A reused worker starting units of another kind lets go of what the finished stage's units kept and no
+    unit of this one reads: every memory entry but the donors (shared by the stages) and, for a kind the donor
+    stage computes frozen halves for (`Kind.fills`), the activations it fed; each unit's end hands its freed
+    temporaries back (`trim_heap`, in `_trainable`)."""
+    if _STAGE and _STAGE[-1] != name:
+        fed = kind.fills is not None
+        cache.let_go(lambda key: key[0] == "donor" or (fed and key[0] in ("activations", "bytes-per-image")))
+    _STAGE[:] = [name]
 
 
 class _Stages(tune.Callback):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from sweep.data.core import Pool, load_pool
+from sweep.data.core import Pool, read_pool
 from sweep.data.declared import COLOUR_MAP
 from sweep.data.declared import COLOUR_VARIANTS as VARIANTS
 
@@ -51,7 +51,7 @@ def colourise(x: torch.Tensor, y: torch.Tensor, variant: str, generator: torch.G
 
 
 def colour_pool(base: str, variant: str, root: Path, download: bool) -> Pool:
-    pool = load_pool(base, str(root), download)
+    pool = read_pool(base, str(root), download)  # built from it, then let go: the colour pool is what is kept
     splits = []
     for k, (x, y) in enumerate(((pool.train_x, pool.train_y), (pool.test_x, pool.test_y))):
         splits.append(colourise(x, y, variant, torch.Generator().manual_seed(COLOUR_SEED * 2 + k)))

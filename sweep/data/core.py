@@ -192,13 +192,14 @@ def make_splits(
     *,
     root: str | None = None,
     download: bool = True,
+    pool: Pool | None = None,
 ) -> Splits:
     """Split a dataset deterministically: val and train come from one fixed permutation of the training pool.
 
     `train_size=None` takes every pool image not in val; `test_size=None` the whole official test set (its
-    first `test_size` images otherwise).
+    first `test_size` images otherwise). `pool`: the dataset already read (default: `load_pool`'s copy).
     """
-    pool = load_pool(name, root, download)
+    pool = load_pool(name, root, download) if pool is None else pool
     n = len(pool.train_y)
     if val_size + (train_size or 0) > n:
         raise ValueError(

@@ -49,6 +49,11 @@ class Objective:
     # `check(params, end_arch, end_point)`: None, or (option, expected, found) for a value the trial's end
     # network refuses (`plan` names it, exit 2); torch-free, on the architecture's declared points
     check: Callable[[dict, str, str], tuple[str, str, object] | None] | None = None
+    # A trial fitting with it leaves both donors as loaded (parameters, BatchNorm statistics, memory format)
+    # when `donor_bn` is not `update` and `channels_last` is off: the worker then hands the trial the donors
+    # its cache holds instead of a copy of each (`sweep.worker.zoo.load_donor(shared=True)`). Every shipped
+    # objective is checked by tests/sweep/worker/test_zoo.py; a plugin's is copied unless it says so.
+    leaves_donors: bool = False
 
 
 def register_objective(
@@ -61,14 +66,16 @@ def register_objective(
     params: tuple[Option, ...] = (),
     version: str | None = None,
     check: Callable | None = None,
+    leaves_donors: bool = False,
 ):
     """Decorator: register `fit(ctx) -> metrics` (or its "module:function" name) as objective `name`
-    (`version`: a string to bump when it changes; default: its plugin module's)."""
+    (`version`: a string to bump when it changes; default: its plugin module's; `leaves_donors`: its fit changes
+    no donor, so trials may share the worker's cached donors)."""
     return OBJECTIVES.register(
         name,
         lambda fn: Objective(
             name, lazy(fn) if isinstance(fn, str) else fn, frozenset(fields), description, dm_init, random_start,
-            tuple(params), check,
+            tuple(params), check, leaves_donors,
         ),
         version,
     )  # fmt: skip
@@ -76,37 +83,44 @@ def register_objective(
 
 _FIT = "sweep.stitching.objectives"
 _ALIGN = "sweep.stitching.alignment"
+_LEAVES = dict(leaves_donors=True)  # tests/sweep/worker/test_zoo.py: each leaves its donors as loaded
 register_objective(
     "tlm",
     GRADIENT_FIELDS,
     "task loss matching (Balogh & Jelasity 2023 Eq. 1): cross-entropy of the stitched net, Adam, lr/10 at 1/3 and 2/3",
+    **_LEAVES,
 )(f"{_FIT}:fit_task_loss")
 register_objective(
     "dm+tlm",
     (GRADIENT_FIELDS - {"init"}) | {"dm_samples"},
     "direct matching init on K training images, then task loss matching (Balogh & Jelasity 2025 3.1)",
     dm_init=True,
+    **_LEAVES,
 )(f"{_FIT}:fit_task_loss")
 register_objective(
     "adv",
     GRADIENT_FIELDS | ATTACK_FIELDS | {"alpha"},
     "adversarial stitching (Balogh & Jelasity 2023 Eq. 2): (1-alpha) CE(clean) + alpha CE(PGD) on every batch",
+    **_LEAVES,
 )(f"{_FIT}:fit_adversarial")
 register_objective(
     "adv_mix",
     GRADIENT_FIELDS | ATTACK_FIELDS | {"alpha"},
     "the reference code's adversarial stitching: round(alpha*B) of each batch replaced by PGD examples",
     random_start=False,  # the reference code's PGD started at x
+    **_LEAVES,
 )(f"{_FIT}:fit_adversarial_mixed")
 register_objective(
     "trades",
     GRADIENT_FIELDS | (ATTACK_FIELDS - {"adv_random_start"}) | {"beta"},  # starts at x + 0.001 N
     "TRADES stitching (Balogh & Jelasity 2023 Eq. 5): CE(clean) + beta KL(p(x) || p(x')), x' from KL-PGD",
+    **_LEAVES,
 )(f"{_FIT}:fit_trades")
 register_objective(
     "dm",
     {"dm_samples", "stitcher"},
     "direct matching (Balogh & Jelasity 2025 Eq. 2-3): float64 least squares over K training images",
+    **_LEAVES,
 )(f"{_FIT}:direct_match")
 register_objective(
     "slm",
@@ -114,6 +128,7 @@ register_objective(
     "soft-label matching (Hinton et al. 2015's distillation loss on the stitch): T^2 KL(softmax(z_end / T) ||"
     " softmax(z_stitched / T)), the end network's logits on the same images",
     params=(Option("temperature", "number", 1.0, low=0.01, doc="the softmax temperature T of slm"),),
+    **_LEAVES,
 )(f"{_ALIGN}:fit_soft_labels")
 
 
@@ -156,4 +171,5 @@ register_objective(
         Option("fula_weights", "number", (1.0,), low=0.0, many=True, doc="per hint layer (one: uniform)"),
     ),
     check=check_fula,
+    **_LEAVES,
 )(f"{_ALIGN}:fit_latent_alignment")

@@ -219,6 +219,18 @@ class WorkerCache:
         self._keep(key, value)
         return value
 
+    def let_go(self, keep: Callable[[tuple], bool]) -> int:
+        """Drop every memory entry whose key `keep` refuses (the node's files stay: a later unit that reads one
+        reads it from there), then hand the freed memory back to the system (`trim_heap`). The bytes dropped."""
+        with self._lock:
+            gone = [k for k in self._entries if not keep(k)]
+            dropped = sum(self._entries[k][1] for k in gone)
+            for k in gone:
+                del self._entries[k]
+            self._bytes -= dropped
+        trim_heap()
+        return dropped
+
     def peek(self, key: tuple) -> Any:
         """The memory entry of `key` (counted as a hit), or None: nothing is computed."""
         with self._lock:
@@ -373,6 +385,20 @@ def _make_room(folder: Path, budget: int) -> None:
         with contextlib.suppress(OSError):
             f.unlink()
             total -= size
+
+
+def trim_heap() -> None:
+    """Return the C heap's free memory to the system (glibc's `malloc_trim`; nothing elsewhere). Freed tensors
+    larger than glibc's mmap threshold go back by themselves, but the threshold rises as such blocks are freed,
+    so after a unit's large temporaries a worker's resident memory stays at the unit's peak without it."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (macOS, musl): the allocator keeps what it keeps
+        pass
 
 
 _CACHE: WorkerCache | None = None

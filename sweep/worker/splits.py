@@ -1,6 +1,13 @@
-"""The data a worker keeps: a split moved to its device, and the first test images of a dataset, each built once
-per worker and kept by the worker's cache (`sweep.worker.cache`), so that units that share data share one copy,
-which none of them changes. What they are is the data layer's (`sweep.data.core`: `make_splits`, `read_pool`)."""
+"""The data a worker keeps: a split moved to its device, the first test images of a dataset, the first training
+images of an auxiliary one, each built once per worker and kept by the worker's cache (`sweep.worker.cache`), so
+that units that share data share one copy, which none of them changes. What they are is the data layer's
+(`sweep.data.core`: `make_splits`, `read_pool`).
+
+The dataset they are built from is not kept: with the cache on, it is read for what is built and let go (a
+trial worker on CIFAR-10 holds its split, not also the 50,000 training images as float32, 614 MB; a similarity
+worker of the stage after the donors' holds its test images, not the dataset the donor stage read). With the
+cache off nothing built is kept, so the dataset is (`load_pool`'s per-process copy), as a split is rebuilt from
+it for every unit."""
 
 from __future__ import annotations
 
@@ -8,9 +15,20 @@ import dataclasses
 
 import torch
 
-from sweep.data.core import Splits, data_root, fingerprint, make_splits, read_pool
+from sweep.data.core import Pool, Splits, data_root, fingerprint, load_pool, make_splits, read_pool
 from sweep.data.stream import is_stream
 from sweep.worker.cache import worker_cache
+
+
+def _pool(name: str, root: str | None, download: bool) -> Pool:
+    """The dataset, to build from: read and let go when the worker's cache keeps what is built, else
+    `load_pool`'s per-process copy."""
+    return (read_pool if worker_cache().settings.enabled else load_pool)(name, root, download)
+
+
+def _own(x: torch.Tensor, whole: torch.Tensor) -> torch.Tensor:
+    """`x`, a prefix of `whole`, as a tensor of its own where it is a part of it (a view would keep all of it)."""
+    return x.clone() if not is_stream(x) and len(x) < len(whole) else x
 
 
 def worker_test_images(
@@ -22,7 +40,7 @@ def worker_test_images(
     training pool and its split (CIFAR-10: 1.4 GB as float32 on the host)."""
 
     def read() -> tuple[torch.Tensor, torch.Tensor]:
-        pool = read_pool(name, root, download)
+        pool = _pool(name, root, download)
         x, y = pool.test_x[:n], pool.test_y[:n]
         return (x if is_stream(x) else x.clone()), y.clone()  # a view would keep the whole pool alive
 
@@ -44,7 +62,21 @@ def worker_splits(
     key = ("splits", name, train_size, val_size, test_size, str(root or data_root()), str(device))
 
     def make() -> Splits:
-        splits = make_splits(name, train_size, val_size, test_size, root=root, download=download)
+        pool = _pool(name, root, download)
+        splits = make_splits(name, train_size, val_size, test_size, root=root, download=download, pool=pool)
+        own = dict(test_x=_own(splits.test_x, pool.test_x), test_y=_own(splits.test_y, pool.test_y))
+        splits = dataclasses.replace(splits, **own)
         return dataclasses.replace(splits, fingerprint=fingerprint(splits)).to(device)
 
     return worker_cache().get(key, make)
+
+
+def worker_train_images(name: str, n: int, *, root: str | None = None, download: bool = True) -> torch.Tensor:
+    """The first `n` images of a dataset's training pool (an auxiliary set: OOD outliers), kept by the worker's
+    cache as a copy of their own; the dataset is not kept."""
+
+    def read() -> torch.Tensor:
+        pool = _pool(name, root, download)
+        return _own(pool.train_x[:n], pool.train_x)
+
+    return worker_cache().get(("train_images", name, n, str(root or data_root())), read)

@@ -34,7 +34,7 @@ def test_the_null_of_one_direction_is_the_mean_absolute_correlation_of_independe
 
 
 def test_the_null_grows_with_k_over_n():
-    """Independent Gaussians at n = 1,000 (the issue's measurements: 0.19 at k = 50, 0.33 at 150), and the
+    """Independent Gaussians at n = 1,000 (the measurements: 0.19 at k = 50, 0.33 at 150), and the
     ratio, not k alone, sets it (k = 50 of 1,000 as k = 10 of 200, to the draws' spread)."""
     at = {k: svcca_null(1000, k, k) for k in (50, 150)}
     assert at[50] == pytest.approx(0.19, abs=0.01) and at[150] == pytest.approx(0.33, abs=0.01)

@@ -2,7 +2,7 @@
 this process (as one worker runs them: its activation cache filled by the first trial at a front, each OOD
 detector trained by the first trial at its end point and kept in the zoo), each trial's phases as recorded
 (`time_*_s`) next to what `sweep.kinds.trial.cost.trial_phases` predicts for it from a cost profile, in the same order.
-The issue's target: every trial's total within 1.5x either way.
+The target: every trial's total within 1.5x either way.
 
 Speed does not depend on pixel values or on training, so, as `gpu_path.py`, the data are random images in
 CIFAR-10's and SVHN's own file formats and the donors freshly initialised. On a CPU the sizes are cut down

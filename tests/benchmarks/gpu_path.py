@@ -229,7 +229,7 @@ def main() -> None:
         subprocess.run(calibrate + ([str(SPACE)] if args.quick else []), check=True)
         log(out, f"profile written at {time.perf_counter() - t_start:.0f} s")
 
-    # the bounded-memory issue's target: every-layer CKA of two WRN-28-10s at batches of 1,024 on 32 px, the
+    # the bounded-memory target: every-layer CKA of two WRN-28-10s at batches of 1,024 on 32 px, the
     # device's peak allocation against `plan`'s prediction
     if not args.sharing_only and left("every-layer CKA memory at batches of 1,024"):
         sizes = ["--images", "16", "--batch", "8"] if args.quick else ["--images", "2048", "--batch", "1024"]
@@ -247,7 +247,7 @@ def main() -> None:
     write_svhn(Path(data_root), 300 if args.quick else 10000, 10)
     trust_files()
     # the cost model against measured trials: the profile just measured prices DM and TLM trials of the space,
-    # run one after the other (`cost_check.py`; the issue's target: each within 1.5x)
+    # run one after the other (`cost_check.py`; the target: each within 1.5x)
     profile = out / "profile.json"
     if not args.sharing_only and profile.is_file() and left("the cost model against measured trials", 60):
         check = [sys.executable, str(REPO / "tests/benchmarks/cost_check.py"), "--device", args.device, "--costs",

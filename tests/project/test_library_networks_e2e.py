@@ -66,7 +66,6 @@ def test_library_networks_stitch_across_libraries_with_every_new_objective_and_m
     assert {"layer2", "layer3"} <= set(matrix["a_point"]) and {"act1", "layer3"} <= set(matrix["b_point"])
     reptest = tables["reptests"]
     assert set(reptest["status"]) == {"done"} and len(reptest) == 3  # full rank and ranks 16, 2
-    out = subprocess.run(
-        [sys.executable, "-m", "sweep", "report", "results/libnets"], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
+    report = [sys.executable, "-m", "sweep", "report", "results/libnets"]
+    out = subprocess.run(report, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -18,7 +18,7 @@ import torch
 
 from sweep import __version__
 from sweep.config.donors import DonorEval, DonorSpec
-from sweep.data.core import Splits, test_images
+from sweep.data.core import Splits
 from sweep.kinds.base import RunContext, commit, failure, not_a_failure
 from sweep.kinds.donor.units import DonorWork, HalfFill, donor_part
 from sweep.measures.chance import at_chance
@@ -31,7 +31,7 @@ from sweep.train.donors import TRAIN_STATE
 from sweep.train.evaluate import accuracy, inference_batch, predict, robust_accuracy
 from sweep.worker.activations import CHUNK, compute
 from sweep.worker.feed import feed
-from sweep.worker.splits import worker_splits
+from sweep.worker.splits import worker_splits, worker_test_images
 from sweep.worker.zoo import load_donor, predictions_loc
 
 
@@ -162,7 +162,7 @@ def same_images(a, b) -> bool:
 
 
 def _keep_predictions(sweep: SweepDir, donor_key: str, model, ev: DonorEval, fed: _Pass) -> None:
-    x, _ = test_images(ev.dataset, ev.test_size, *fed.where)
+    x, _ = worker_test_images(ev.dataset, ev.test_size, root=fed.where[0], download=fed.where[1])
     loc = predictions_loc(sweep, donor_key, ev.dataset, len(x))
     if not loc.exists():
         kept = fed.logits.argmax(1).cpu() if fed.logits is not None else test_predictions(model, x, fed.device)
@@ -253,7 +253,7 @@ def _evaluate(model: StagedNet, ev: DonorEval, fed: _Pass) -> dict:
     the row."""
     t1 = time.perf_counter()
     try:
-        x, y = test_images(ev.dataset, ev.test_size, *fed.where)
+        x, y = worker_test_images(ev.dataset, ev.test_size, root=fed.where[0], download=fed.where[1])
         clean, robust = _accuracies(model, x, y, ev, fed.device, ev.n_eval_robust, fed.predictions(x, ev.dataset))
     except Exception as exc:
         not_a_failure(exc)

@@ -25,7 +25,7 @@ def outlier_images(
 ) -> torch.Tensor:
     """The auxiliary outlier set: the first `n` training images of each named dataset and/or `n` images of
     uniform noise, shaped like `like` (one image)."""
-    from sweep.data.core import load_pool
+    from sweep.worker.splits import worker_train_images
 
     parts = []
     for name in names:
@@ -35,7 +35,7 @@ def outlier_images(
         elif name == "random300k":
             parts.append(random_300k(n, data_root))
         else:
-            parts.append(load_pool(name, data_root, download).train_x[:n])
+            parts.append(worker_train_images(name, n, root=data_root, download=download))
     return torch.cat(parts)
 
 

@@ -162,11 +162,18 @@ class _Parts:
     end_acts: Frozen | None = None
 
 
-def assemble(spec: TrialSpec, splits: Splits, sweep: SweepDir, device: torch.device) -> _Parts:
-    end_model = load_donor(sweep, spec.end_key, device)
+def shares_donors(spec: TrialSpec) -> bool:
+    """Whether the trial's fit leaves both donors as loaded (its objective says so, tested for every shipped
+    one; no BatchNorm statistics moved; no layout change), so it may run on the worker's cached donors."""
+    return OBJECTIVES[spec.objective].leaves_donors and spec.donor_bn != "update" and not spec.channels_last
+
+
+def assemble(spec: TrialSpec, splits: Splits, sweep: SweepDir, device: torch.device, shared: bool = False) -> _Parts:
+    """The trial's parts; `shared`: on the worker's cached donors (`shares_donors`), else on copies."""
+    end_model = load_donor(sweep, spec.end_key, device, shared=shared)
     end_front, end = split(end_model, spec.end_point)
     if spec.noise_sigma is None:
-        front_model = load_donor(sweep, spec.front_key, device)
+        front_model = load_donor(sweep, spec.front_key, device, shared=shared)
         front, _ = split(front_model, spec.front_point)
     else:
         front_model, front = None, torch.nn.Identity()
@@ -195,7 +202,7 @@ def _frozen(spec: TrialSpec, p: _Parts, splits: Splits, device: torch.device) ->
 def _stitch_and_evaluate(trial: _Trial, splits: Splits) -> tuple[dict, list[tuple[int, str, float]]]:
     """The trial's metrics, and the learning curves its fit recorded (epoch, metric, value)."""
     spec, sweep, device, report = trial.spec, trial.ctx.sweep_dir, trial.ctx.device, trial.ctx.report
-    p = assemble(spec, splits, sweep, device)
+    p = assemble(spec, splits, sweep, device, shared=shares_donors(spec))
     images = splits  # the data's images: what the receiver's own front sees
     if spec.noise_sigma is not None:  # the stitcher trains and is tested on the noise sender's samples
         splits = _noise(spec, p, images, device)

@@ -116,7 +116,7 @@ def test_phase_lines_say_what_the_driver_does_before_the_first_unit():
 
 
 def test_a_unit_class_priced_near_zero_does_not_blow_the_eta_up_once_one_of_it_finished():
-    """The issue's shape: donors of a network the profile priced at almost nothing (0.01 s) take 20 s each. Their
+    """A user's report: donors of a network the profile priced at almost nothing (0.01 s) take 20 s each. Their
     ratio (2,000x) must not scale the trials' prices; once a donor finished, the other donors count its 20 s,
     the trials their price; once a trial finished, its class counts its measured mean, the kind's other
     classes the kind's mean."""

@@ -590,7 +590,7 @@ def imagenet(tmp_path_factory):
 
 
 def test_figs_3_4_numbers_are_the_means_of_the_drawn_heatmaps(imagenet):
-    """Jones et al. Figs 3-4 (issue 52, 1.2): the paper's 0.67 / 0.09 / 0.83 / 0.80 are means over its
+    """Jones et al. Figs 3-4: the paper's 0.67 / 0.09 / 0.83 / 0.80 are means over its
     9-architecture heatmaps, so ours is the mean of the distinct-architecture cells of the heatmap the page
     draws at that level and data: 9 architectures, 72 cells of one pair each at the paper's scale."""
     from analysis.papers import items
@@ -613,7 +613,7 @@ def test_figs_3_4_numbers_are_the_means_of_the_drawn_heatmaps(imagenet):
 
 
 def test_fig_1_cells_count_the_pairs_and_architectures_measured(imagenet):
-    """Jones et al. Fig. 1 (issue 52, 1.3): each cell of `cka_across_levels` averages every ordered pair of two
+    """Jones et al. Fig. 1: each cell of `cka_across_levels` averages every ordered pair of two
     different architectures present at both its levels (Section 4.3: "Average comparisons between all
     architectures are shown in Figure 1"), and `archs` counts the architectures in the pairs it averages,
     worked out here from the similarity table itself."""
@@ -646,7 +646,7 @@ def test_fig_1_cells_count_the_pairs_and_architectures_measured(imagenet):
 
 def test_a_cells_architecture_count_is_of_the_pairs_it_averages():
     """Three architectures have donors at both levels but the cell (1, 0) holds one pair: it counts the two
-    architectures of that pair, not the three whose donors exist (issue 52, 1.3)."""
+    architectures of that pair, not the three whose donors exist."""
     import pandas as pd
 
     from analysis.charts import robustness

@@ -50,7 +50,7 @@ def test_vgg19_tv_code_cuts_and_resizes_as_the_authors_notebook():
     from torchvision.transforms import Resize
 
     arch = ARCHITECTURES["vgg19_tv_code"]
-    assert arch.activation_shapes(3, 28)["before_features.36"] == (512, 2, 2)  # the 512 x 2 x 2
+    assert arch.activation_shapes(3, 28)["before_features.36"] == (512, 2, 2)  # 512 x 2 x 2
     assert arch.activation_shapes(3, 28)["before_features.9"] == (128, 16, 16)  # before the second max-pool
     torch.manual_seed(5)
     ours = build("vgg19_tv_code", 3, 10, (0.0,), (1.0,), image_size=28).eval()

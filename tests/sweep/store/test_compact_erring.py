@@ -1,4 +1,4 @@
-"""Compaction on an object store that errs (issue 69, fault 3): through a proxy answering a fifth of the requests
+"""Compaction on an object store that errs (a long sweep's fault): through a proxy answering a fifth of the requests
 with 500/503 (seed 0; tests/sweep/store/erring_s3.py), no loose part, and no compacted file a merge replaces, is
 deleted before the compacted file that holds it was written whole and read back; a compacted file that landed
 but was answered as failed deletes nothing and is harmless (each part read once); a compacted file that does

@@ -1,4 +1,4 @@
-"""An object store that errs (issue 69, fault 3): moto's S3 server behind a proxy that answers a fifth of the
+"""An object store that errs (a long sweep's store fault): moto's S3 server behind a proxy that answers a fifth of the
 requests with 500 InternalError / 503 SlowDown (seed 0) and holds one write's answer past the client's timeout
 (tests/sweep/store/erring_s3.py). The store's writes, reads, listings, deletes and renames retry the whole
 operation (`sweep.store.retry`): every part written once and read whole, every row and id counted, nothing lost.

@@ -389,3 +389,36 @@ def test_a_cache_that_writes_no_node_files_still_reads_them(settings, tmp_path):
     c.write_node = False
     again = c.on_disk(("chunk", 1), lambda: pytest.fail("recomputed what the node has"))
     assert torch.equal(again, value * 2) and len(list((tmp_path / "node").glob("*.pt"))) == 1
+
+
+def test_let_go_drops_the_entries_refused_and_keeps_the_node_s_files(settings):
+    """A worker entering another stage lets go of what it kept in memory (the bytes counted down exactly); a
+    tensor also written to the node's folder is read back from there, not computed again."""
+    c = settings()
+    c.keep(("donor", "a"), torch.zeros(1000))
+    c.keep(("splits", "x"), torch.zeros(2000))
+    made = []
+    c.get(("activations", "p"), lambda: made.append(1) or torch.ones(3000), disk=True)
+    c.flush()
+    assert c.bytes == 4 * 6000
+    assert c.let_go(lambda key: key[0] == "donor") == 4 * 5000
+    assert c.bytes == 4 * 1000 and c.peek(("splits", "x")) is None and c.peek(("donor", "a")) is not None
+    again = c.get(("activations", "p"), lambda: made.append(1) or torch.ones(3000), disk=True)
+    assert made == [1] and torch.equal(again, torch.ones(3000)) and c.stats.disk_hits == 1
+
+
+def test_a_worker_entering_another_stage_keeps_its_donors_and_the_halves_fed_to_trials(settings):
+    from sweep.backends import ray as backend
+
+    c = settings()
+    for key in (("donor", "a"), ("activations", "a", "p"), ("bytes-per-image", "a"), ("splits", "s")):
+        c.keep(key, torch.zeros(10))
+    backend._STAGE[:] = []
+    backend._enter_stage("donor", KINDS["donor"], c)
+    assert len(c._entries) == 4  # the first unit of a worker: nothing to let go
+    backend._enter_stage("trial", KINDS["trial"], c)  # trials read the halves the donor stage fed
+    assert {k[0] for k in c._entries} == {"donor", "activations", "bytes-per-image"}
+    backend._enter_stage("trial", KINDS["trial"], c)
+    backend._enter_stage("similarity", KINDS["similarity"], c)
+    assert {k[0] for k in c._entries} == {"donor"}
+    backend._STAGE[:] = []

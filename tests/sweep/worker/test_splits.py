@@ -1,0 +1,53 @@
+"""What a worker keeps of a dataset (`sweep.worker.splits`): with the worker's cache on, the split, the test images
+and an auxiliary set's images it built, each a tensor of its own, equal to what the data layer builds, and not the
+dataset they came from; with the cache off, the dataset (`load_pool`'s copy) instead, and nothing built."""
+
+import pytest
+import torch
+
+from sweep.data.core import load_pool, make_splits
+from sweep.worker import cache
+from sweep.worker.splits import worker_splits, worker_test_images, worker_train_images
+
+
+@pytest.fixture
+def configured(tmp_path):
+    def set_(**env):
+        load_pool.cache_clear()
+        return cache.configure({cache.DIR_ENV: str(tmp_path / "node"), **env})
+
+    yield set_
+    cache.configure()
+    load_pool.cache_clear()
+
+
+def _alone(x: torch.Tensor) -> bool:
+    """Whether `x` holds its own storage (no view of a larger tensor keeping it alive)."""
+    return x.untyped_storage().nbytes() == x.numel() * x.element_size()
+
+
+@pytest.mark.parametrize("dataset", ["digits", pytest.param("fashion_mnist_correlated", marks=pytest.mark.slow)])
+def test_with_the_cache_on_a_worker_keeps_what_it_built_and_not_the_dataset(configured, dataset):
+    configured()
+    splits = worker_splits(dataset, 300, 100, 50, torch.device("cpu"))
+    x, y = worker_test_images(dataset, 40)
+    outliers = worker_train_images(dataset, 30)
+    assert load_pool.cache_info().currsize == 0  # no dataset held by the process
+    for t in (splits.train_x, splits.val_x, splits.test_x, splits.test_y, x, y, outliers):
+        assert _alone(t)
+    load_pool.cache_clear()
+    reference = make_splits(dataset, 300, 100, 50)  # the data layer's, from its per-process copy
+    for part in ("train_x", "train_y", "val_x", "val_y", "test_x", "test_y"):
+        assert torch.equal(getattr(splits, part), getattr(reference, part)), part
+    pool = load_pool(dataset)
+    assert torch.equal(x, pool.test_x[:40]) and torch.equal(y, pool.test_y[:40])
+    assert torch.equal(outliers, pool.train_x[:30])
+    assert splits is worker_splits(dataset, 300, 100, 50, torch.device("cpu"))  # kept: built once per worker
+
+
+def test_with_the_cache_off_the_dataset_is_read_once_per_process(configured):
+    configured(STITCHSWEEP_CACHE="off")
+    a = worker_splits("digits", 300, 100, 50, torch.device("cpu"))
+    b = worker_splits("digits", 200, 100, 50, torch.device("cpu"))
+    assert load_pool.cache_info().currsize == 1 and load_pool.cache_info().misses == 1
+    assert torch.equal(a.val_x, b.val_x)
