@@ -34,12 +34,23 @@ class Plan:
 
 
 def plan(
-    space, *, overrides=(), only=None, plugins=(), storage=None, estimate=False, costs=None, workers=None, full=False
+    space,
+    *,
+    overrides=(),
+    only=None,
+    plugins=(),
+    storage=None,
+    estimate=False,
+    costs=None,
+    workers=None,
+    full=False,
+    address=None,
 ) -> Plan:
     """The units of `space` (see `read_space`), restricted to the selection `only` (a list of `field=glob`
     selections, as `--only`), with `storage` what is recorded there and what a run would do, and with
     `estimate` its cost under the profile `costs` (default: the shipped one) on `workers` workers; `full`: a line
-    per unit (`plan --trials`)."""
+    per unit (`plan --trials`); `address`: a running Ray cluster whose nodes the memory lines count (`plan
+    --address`; joins it for its nodes' resources, starts nothing on it)."""
     from sweep.planning import disk, memory, planning, versions, worker_memory
     from sweep.planning.estimate import load_profile, plan_estimate
     from sweep.registry import KINDS
@@ -64,7 +75,10 @@ def plan(
         disk.check_room(sweep, todo, sweep_dir)
     head = f"sweep {sweep.name}: " + ", ".join(f"{len(u)} {KINDS[k].noun}" for k, u in units.items() if u)
     body = [*sweep.generated, *planning.plan_lines(sweep, units, full=full), *memory.plan_lines(sweep)]
-    body += worker_memory.plan_lines(sweep, units)
+    from sweep.api.cluster import cluster_nodes
+
+    nodes = cluster_nodes(address) if address else None
+    body += worker_memory.plan_lines(sweep, units, nodes=nodes)
     lines = [head, *(f"  {line}" for line in body + disk.plan_lines(sweep, todo))]
     if storage is not None:
         for name, u in units.items():

@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweep.api.cluster import cluster_auth
 from sweep.api.inputs import open_results, open_storage, read_space
 from sweep.api.planned import selection
 from sweep.api.results import Results
@@ -57,17 +58,6 @@ def start(space, storage="results", *, overrides=(), plugins=(), cache=None, cac
     # finished units finished. Its plugins are copies kept with it (`sweep.config.plugins`).
     sweep_dir.space.write_text(yaml.safe_dump(keep_plugins(sweep, sweep_dir), sort_keys=False))
     return sweep, sweep_dir
-
-
-def cluster_auth(address: str | None) -> None:
-    """Joining a cluster: present its token when one is at hand. Ray 2.60's `ray start --head` turns token
-    authentication on, but a connecting driver only sends the token with RAY_AUTH_MODE=token (which also
-    works against a cluster without authentication). Must run before Ray is imported."""
-    if not address or "RAY_AUTH_MODE" in os.environ:
-        return
-    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", "~/.ray/auth_token")).expanduser()
-    if os.environ.get("RAY_AUTH_TOKEN") or token_file.is_file():
-        os.environ["RAY_AUTH_MODE"] = "token"
 
 
 def prepare(sweep_dir, sweep) -> None:

@@ -33,6 +33,18 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         ) from None
 
 
+def live_nodes(address: str) -> list[dict]:
+    """Each live node of the cluster at `address` (joined as a driver, then left): its IP address and the memory
+    Ray gives its tasks there (its `memory` resource, bytes)."""
+    _check_reachable(address)
+    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    try:
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        return [{"name": n.get("NodeManagerAddress", "?"), "memory": n["Resources"].get("memory", 0.0)} for n in alive]
+    finally:
+        ray.shutdown()
+
+
 def check_resources(sweep: Sweep, nodes: list[dict]) -> None:
     """Refuse, before scheduling anything, a per-trial request that no node of this cluster can meet
     (Ray would otherwise leave the trials pending for ever). `nodes` is the resources of each live node."""

@@ -110,23 +110,22 @@ def _threads(cpus: float) -> int:
 
 def _trainable(config: dict, kinds: dict, units: dict, root: Loc, sweep_name: str, env: dict) -> None:
     """One unit (`config`: its kind and id) on a worker: its kind's own `run` (the `Kind` shipped by value or by
-    reference, as cloudpickle sees fit, so a kind registered only in the driver runs too; a "module:function"
-    name is imported here), its progress forwarded to Tune. A unit whose code raises is recorded failed with its
-    reason (`run_recorded`) and ends normally: only a worker or node that dies is retried by Tune."""
+    reference, as cloudpickle sees fit; a "module:function" name is imported here), its progress forwarded to
+    Tune. A unit whose code raises is recorded failed (`run_recorded`): only a lost worker is retried by Tune."""
     import torch
 
     from sweep.config.plugins import import_on_worker
     from sweep.data import stream
     from sweep.kinds.base import RunContext, run_recorded
-    from sweep.worker.cache import configure, trim_heap
+    from sweep.worker.cache import configure
+    from sweep.worker.release import enter_stage, trim_heap  # a reused actor keeps what it cached, per stage
 
     import_on_worker(env["plugins"])  # registries are per process: the plugins register here too
 
     torch.set_num_threads(_threads(env["cpus"]))
     stream.configure(stream.loader_workers(env["cpus"]))  # image folders' decoding processes, from its CPUs
     kind = config["kind"]
-    cache = configure(env["cache"], env["share"][kind])  # the driver's settings; a reused actor keeps what it cached
-    _enter_stage(kind, kinds[kind], cache)
+    cache = enter_stage(kind, kinds[kind], configure(env["cache"], env["share"][kind]))  # the driver's settings
     ctx = RunContext(
         SweepDir(root, sweep_name),
         torch.device("cuda" if env["gpu"] and torch.cuda.is_available() else "cpu"),
@@ -140,20 +139,6 @@ def _trainable(config: dict, kinds: dict, units: dict, root: Loc, sweep_name: st
     st = cache.stats
     worker.update(cache_hits=st.hits + st.disk_hits, cache_misses=st.misses, cache_mb=cache.bytes / 2**20)
     tune.report({"status": out.get("status", "skipped"), **{k: v for k, v in out.items() if k != "status"}, **worker})
-
-
-_STAGE: list[str] = []  # the kind of the last unit this worker process ran
-
-
-def _enter_stage(name: str, kind, cache) -> None:
-    """A reused worker starting units of another kind lets go of what the finished stage's units kept and no
-    unit of this one reads: every memory entry but the donors (shared by the stages) and, for a kind the donor
-    stage computes frozen halves for (`Kind.fills`), the activations it fed; each unit's end hands its freed
-    temporaries back (`trim_heap`, in `_trainable`)."""
-    if _STAGE and _STAGE[-1] != name:
-        fed = kind.fills is not None
-        cache.let_go(lambda key: key[0] == "donor" or (fed and key[0] in ("activations", "bytes-per-image")))
-    _STAGE[:] = [name]
 
 
 class _Stages(tune.Callback):

@@ -131,6 +131,9 @@ def _add_space_commands(sub) -> None:
     p.add_argument("--estimate", action="store_true", help="predict the device time of what would run (cost model)")
     p.add_argument("--costs", default=None, help="--estimate: a profile file, or cpu-2core (default), nvidia-h200")
     p.add_argument("--workers", type=int, default=None, help="--estimate: units at once (default: as run here)")
+    p.add_argument(
+        "--address", default=None, help="count the memory lines on this running Ray cluster's nodes (host:port)"
+    )
 
     p = _command(sub, "run", cmd_run, "run a sweep (trials already recorded are skipped)",
                  "search_spaces/quickstart.yaml --storage results --num-cpus 2", SPACE)  # fmt: skip

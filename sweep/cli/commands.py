@@ -70,7 +70,7 @@ def cmd_plan(args) -> int:
         return 0
     plan = api.plan(
         args.space, overrides=args.overrides, only=args.only, plugins=args.plugin, storage=args.storage,
-        estimate=args.estimate, costs=args.costs, workers=args.workers, full=args.trials,
+        estimate=args.estimate, costs=args.costs, workers=args.workers, full=args.trials, address=args.address,
     )  # fmt: skip
     if args.json:
         print(json.dumps(plan.json(), indent=2))

@@ -185,20 +185,34 @@ def holds(node_bytes: float, unit_bytes: int) -> int:
     return int(node_bytes // unit_bytes) if unit_bytes > 0 else 0
 
 
-def plan_lines(sweep, units: dict[str, dict] | None = None, machine: int | None = None) -> list[str]:
+def plan_lines(
+    sweep, units: dict[str, dict] | None = None, machine: int | None = None, nodes: list[dict] | None = None
+) -> list[str]:
     """`plan`'s lines: each kind's largest unit's worker need by part, and how many this machine holds at once
-    (of its memory, the share Ray gives its tasks, `RAY_SHARE`)."""
+    (of its memory, the share Ray gives its tasks, `RAY_SHARE`); with `nodes` (a cluster's live nodes: each a
+    name and the bytes Ray gives its tasks there, `plan --address`), how many each node holds instead."""
     total = machine or machine_memory()
     lines = []
     for need in unit_needs(sweep, units).values():
-        n = holds(RAY_SHARE * total, need.bytes)
         unsized = f"; {', '.join(sorted(set(need.unsized)))} not sized" if need.unsized else ""
         article = "an" if need.kind[0] in "aeiou" else "a"
+        head = f"memory: {article} {need.kind} unit needs about {need.bytes / GiB:.1f} GiB ({need.parts()}{unsized})"
+        if nodes is not None:
+            lines.append(f"{head}; {_on_nodes(nodes, need.bytes)}")
+            continue
+        n = holds(RAY_SHARE * total, need.bytes)
         lines.append(
-            f"memory: {article} {need.kind} unit needs about {need.bytes / GiB:.1f} GiB ({need.parts()}{unsized}); this"
-            f" machine ({total / GiB:.1f} GiB) holds {n} at once"
+            f"{head}; this machine ({total / GiB:.1f} GiB) holds {n} at once"
             + ("" if n else ": it fits on no node of this machine's size")
         )
-    if lines:
+    if lines and nodes is None:
         lines.append("memory: on a cluster (`run --address`), run fits the units to each node's memory")
     return lines
+
+
+def _on_nodes(nodes: list[dict], unit_bytes: int) -> str:
+    """How many units of `unit_bytes` each node holds, and the cluster in all."""
+    counts = [(n["name"], n["memory"], holds(n["memory"], unit_bytes)) for n in nodes]
+    each = ", ".join(f"{name} ({mem / GiB:.1f} GiB for tasks) {k}" for name, mem, k in counts)
+    total = sum(k for _, _, k in counts)
+    return f"the cluster holds {total} at once: {each}" + ("" if total else "; it fits on no node")

@@ -44,6 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from sweep.config.errors import SpecError
+from sweep.worker.cache_files import nbytes  # noqa: F401  (re-exported)
+from sweep.worker.cache_files import read_tensor as _read_tensor
+from sweep.worker.cache_files import write_tensor as _write_tensor
 
 SWITCH_ENV = "STITCHSWEEP_CACHE"
 BUDGET_ENV = "STITCHSWEEP_CACHE_MB"
@@ -150,24 +153,6 @@ def _megabytes(env, name: str, default: int) -> int:
     return int(raw) * MB
 
 
-def nbytes(obj: Any) -> int:
-    """The bytes of every tensor in `obj`: a tensor, a module (parameters and buffers), a dataclass, a
-    sequence or mapping of those."""
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, torch.nn.Module):
-        return sum(nbytes(t) for t in (*obj.parameters(), *obj.buffers()))
-    if isinstance(obj, dict):
-        return sum(nbytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(nbytes(v) for v in obj)
-    if hasattr(obj, "__dataclass_fields__"):
-        return sum(nbytes(getattr(obj, f)) for f in obj.__dataclass_fields__)
-    return 0
-
-
 class WorkerCache:
     """The process's LRU (thread-safe: Tune runs a function trainable in a thread of its actor)."""
 
@@ -221,14 +206,13 @@ class WorkerCache:
 
     def let_go(self, keep: Callable[[tuple], bool]) -> int:
         """Drop every memory entry whose key `keep` refuses (the node's files stay: a later unit that reads one
-        reads it from there), then hand the freed memory back to the system (`trim_heap`). The bytes dropped."""
+        reads it from there). The bytes dropped."""
         with self._lock:
             gone = [k for k in self._entries if not keep(k)]
             dropped = sum(self._entries[k][1] for k in gone)
             for k in gone:
                 del self._entries[k]
             self._bytes -= dropped
-        trim_heap()
         return dropped
 
     def peek(self, key: tuple) -> Any:
@@ -333,72 +317,6 @@ class WorkerCache:
         text = repr(key)
         name = f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.pt"
         return None if self.settings.disk_dir is None else (self.settings.disk_dir / name, text)
-
-
-def _read_tensor(path: Path, key: str):
-    """The tensor of the file at `path` when the file holds it under the full `key`; else None (recompute):
-    absent, torn by a writer that died, unreadable, another format, or planted or stale under this name."""
-    import torch
-
-    try:
-        held = torch.load(path, mmap=True, weights_only=True)
-    except Exception:
-        return None
-    if not isinstance(held, dict) or held.get("key") != key or not isinstance(held.get("value"), torch.Tensor):
-        return None
-    with contextlib.suppress(OSError):  # another user's file in a shared folder
-        os.utime(path)  # recently used: evicted last
-    return held["value"]
-
-
-def _write_tensor(entry: tuple[Path, str], value, disk_budget: int) -> None:
-    """Write `{"key": full key, "value": tensor}` atomically (a temporary name, then a rename); a full disk or a
-    folder this user cannot write only costs the sharing, never the unit. Oldest files are removed first to
-    stay within `disk_budget`."""
-    import torch
-
-    path, key = entry
-    size = nbytes(value)
-    if size > disk_budget:
-        return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _make_room(path.parent, disk_budget - size)
-        torch.save({"key": key, "value": value.detach().cpu() if value.device.type != "cpu" else value}, tmp)
-        os.replace(tmp, path)
-    except Exception:  # torch.save raises RuntimeError, not OSError, for a path it cannot write
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-
-
-def _make_room(folder: Path, budget: int) -> None:
-    files = []
-    for f in [*folder.glob("*.pt"), *folder.glob(".*.tmp")]:  # temporary files of writers that died count too
-        with contextlib.suppress(OSError):
-            st = f.stat()
-            files.append((st.st_mtime, st.st_size, f))
-    total = sum(s for _, s, _ in files)
-    for _, size, f in sorted(files):
-        if total <= budget:
-            break
-        with contextlib.suppress(OSError):
-            f.unlink()
-            total -= size
-
-
-def trim_heap() -> None:
-    """Return the C heap's free memory to the system (glibc's `malloc_trim`; nothing elsewhere). Freed tensors
-    larger than glibc's mmap threshold go back by themselves, but the threshold rises as such blocks are freed,
-    so after a unit's large temporaries a worker's resident memory stays at the unit's peak without it."""
-    import ctypes
-    import gc
-
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc (macOS, musl): the allocator keeps what it keeps
-        pass
 
 
 _CACHE: WorkerCache | None = None

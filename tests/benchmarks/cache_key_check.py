@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from sweep.worker.cache import _read_tensor
+from sweep.worker.cache_files import read_tensor as _read_tensor
 
 
 def _keys(n: int) -> list[tuple]:

@@ -162,6 +162,21 @@ def test_a_plugin_reaches_a_second_node_only_through_ray(cluster, tmp_path):
     assert any("runtime_resources" in path and tag == worker for path, tag in lines), lines
 
 
+def test_plan_counts_the_units_each_node_of_the_cluster_holds(cluster, tiny_space, write_space, tmp_path):
+    """`plan --address`: joins the cluster (its token, as `run`), reads both nodes' memory for tasks, leaves."""
+    cluster.add_worker("worker1")
+    space = write_space(tiny_space)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}  # plan turns token mode on itself
+    out = subprocess.run(
+        [*CLI, "plan", str(space), "--address", cluster.address], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    (line,) = [ln for ln in out.stdout.splitlines() if "a trial unit needs about" in ln]
+    counts = line.split("the cluster holds ")[1]
+    assert counts.count("GiB for tasks") == 2 and counts.count("127.0.0.1") == 2, line
+    assert cluster.alive_nodes() == 2  # the plan left the cluster as it found it
+
+
 def test_60_sleep_units_lose_a_worker_node_at_30_percent_and_each_is_recorded_once(tmp_path):
     """`tests/benchmarks/scale_ray.py --nodes 2 --kill-node-at 0.3`, small: the worker node's every process is
     SIGKILLed once 18 of 60 units are recorded and one runs there; Tune retries the lost trials on the head."""

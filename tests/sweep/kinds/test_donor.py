@@ -24,13 +24,13 @@ def test_at_chance_is_judged_on_the_images_the_split_holds(tmp_path, monkeypatch
     sweep_dir.create()
     (ev,) = sweep.donor_evals["plain_a"]
     ev = dataclasses.replace(ev, test_size=10_000)  # the nominal size ...
-    real = donor_kind.test_images
+    real = donor_kind.worker_test_images
 
-    def thousand(name, test_size, *args):  # ... of a test set whose files hold 1,000 images
-        x, y = real(name, None, *args)
+    def thousand(name, test_size, **where):  # ... of a test set whose files hold 1,000 images
+        x, y = real(name, None, **where)
         return x[:1000], y[:1000]
 
-    monkeypatch.setattr(donor_kind, "test_images", thousand)
+    monkeypatch.setattr(donor_kind, "worker_test_images", thousand)
     monkeypatch.setattr(donor_kind, "_accuracies", lambda *args: (0.12, None))  # between the two thresholds
     assert at_chance(0.12, 10, 1000) and not at_chance(0.12, 10, 10_000)  # so the count decides
     row = donor_kind.run_donor(sweep.donors["plain_a"], (ev,), sweep_dir, torch.device("cpu"))

@@ -63,6 +63,43 @@ def test_plan_says_what_a_unit_needs_and_how_many_this_machine_holds_also_withou
     assert any("holds 0 at once: it fits on no node" in line for line in small)
 
 
+def test_plan_on_a_cluster_counts_the_units_each_node_holds():
+    """`plan --address`: the nodes' memory for tasks as Ray reports it, each node's whole units and their sum."""
+    sweep = load_space(SPACE)
+    need = wm.unit_needs(sweep)["trial"]
+    nodes = [{"name": "10.0.0.1", "memory": 3.5 * need.bytes}, {"name": "10.0.0.2", "memory": 0.5 * need.bytes}]
+    trial = next(line for line in wm.plan_lines(sweep, nodes=nodes) if "a trial unit" in line)
+    big, small = nodes[0]["memory"] / GiB, nodes[1]["memory"] / GiB
+    assert trial.endswith(
+        f"the cluster holds 3 at once: 10.0.0.1 ({big:.1f} GiB for tasks) 3, 10.0.0.2 ({small:.1f} GiB for tasks) 0"
+    )
+    assert not any("on a cluster (`run --address`)" in line for line in wm.plan_lines(sweep, nodes=nodes))
+    tiny = [{"name": "10.0.0.3", "memory": 0.5 * need.bytes}]
+    assert any(line.endswith("; it fits on no node") for line in wm.plan_lines(sweep, nodes=tiny))
+
+
+def test_plan_refuses_an_address_where_no_cluster_answers_in_one_line(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = subprocess.run(
+        [sys.executable, "-m", "sweep", "plan", str(SPACE), "--address", f"127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("stitchsweep: error: --address: expected the host:port of a running Ray cluster's head")
+
+
 def test_holds_is_the_whole_units_a_node_holds():
     assert wm.holds(10 * GiB, 3 * GiB) == 3
     assert wm.holds(2 * GiB, 3 * GiB) == 0

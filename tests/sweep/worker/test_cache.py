@@ -408,17 +408,17 @@ def test_let_go_drops_the_entries_refused_and_keeps_the_node_s_files(settings):
 
 
 def test_a_worker_entering_another_stage_keeps_its_donors_and_the_halves_fed_to_trials(settings):
-    from sweep.backends import ray as backend
+    from sweep.worker import release as backend
 
     c = settings()
     for key in (("donor", "a"), ("activations", "a", "p"), ("bytes-per-image", "a"), ("splits", "s")):
         c.keep(key, torch.zeros(10))
-    backend._STAGE[:] = []
-    backend._enter_stage("donor", KINDS["donor"], c)
+    backend.STAGE[:] = []
+    backend.enter_stage("donor", KINDS["donor"], c)
     assert len(c._entries) == 4  # the first unit of a worker: nothing to let go
-    backend._enter_stage("trial", KINDS["trial"], c)  # trials read the halves the donor stage fed
+    backend.enter_stage("trial", KINDS["trial"], c)  # trials read the halves the donor stage fed
     assert {k[0] for k in c._entries} == {"donor", "activations", "bytes-per-image"}
-    backend._enter_stage("trial", KINDS["trial"], c)
-    backend._enter_stage("similarity", KINDS["similarity"], c)
+    backend.enter_stage("trial", KINDS["trial"], c)
+    backend.enter_stage("similarity", KINDS["similarity"], c)
     assert {k[0] for k in c._entries} == {"donor"}
-    backend._STAGE[:] = []
+    backend.STAGE[:] = []

@@ -23,6 +23,7 @@ from sweep.store.results import SweepDir, recorded_row
 from sweep.worker import activations, cache
 from sweep.worker.activations import compute
 from sweep.worker.feed import LOGITS, staged
+from sweep.worker.splits import worker_splits
 from tests.conftest import TINY_SPACE
 
 CPU = torch.device("cpu")
@@ -98,7 +99,8 @@ def test_a_trial_reading_halves_the_donor_stage_filled_records_the_same_rows(set
     real = activations.compute
 
     def counting(module, x, *args, **kwargs):  # images of the test part through a frozen half
-        if x.untyped_storage().data_ptr() == test_x.untyped_storage().data_ptr():
+        own = worker_splits("digits", None, 200, None, CPU).test_x  # the trials' split, as this worker keeps it
+        if x.untyped_storage().data_ptr() == own.untyped_storage().data_ptr():
             counted.append(len(x))
         return real(module, x, *args, **kwargs)
 
