@@ -3,9 +3,9 @@
 The library (docs/python-api.md): `sweep.plan`, `sweep.run`, `sweep.resume`, `sweep.status`, `sweep.report`
 (`sweep.api`), and what a plugin registers with: `register_architecture` (`StagedNet`, `Normalize`),
 `register_dataset`, `register_index` (`IndexEntry`, `Pair`), `register_objective`, `register_kind` (`Kind`,
-`RunContext`, `record_unit`, `unit_schema`) and `Option`. Each name loads its module on first use (PEP 562):
-importing `sweep` imports neither Ray nor torch; `sweep.backends` (`ray.py`, `checks.py`) alone imports Ray,
-and the deep paths (`sweep.models.base.register_architecture`, ...) keep working.
+`RunContext`, `record_unit`, `record_once`, `unit_schema`) and `Option`. Each name loads its module on first
+use (PEP 562): importing `sweep` imports neither Ray nor torch; `sweep.backends` (`ray.py`, `checks.py`) alone
+imports Ray, and the deep paths (`sweep.models.base.register_architecture`, ...) keep working.
 
 `sweep.__version__` is the installed distribution's version (`importlib.metadata`), which pyproject.toml
 states, the one place it is written; a checkout that is not installed reads it from its pyproject.toml. It is
@@ -27,7 +27,7 @@ EXPORTS = {
     **dict.fromkeys(("register_index", "Pair"), "sweep.measures.indices"),
     "IndexEntry": "sweep.store.catalogue",
     "register_objective": "sweep.stitching.declared",
-    **dict.fromkeys(("register_kind", "Kind", "RunContext", "record_unit"), "sweep.kinds.base"),
+    **dict.fromkeys(("register_kind", "Kind", "RunContext", "record_unit", "record_once"), "sweep.kinds.base"),
     "unit_schema": "sweep.store.units",
     "Option": "sweep.config.fields",
 }

@@ -34,18 +34,9 @@ class Plan:
 
 
 def plan(
-    space,
-    *,
-    overrides=(),
-    only=None,
-    plugins=(),
-    storage=None,
-    estimate=False,
-    costs=None,
-    workers=None,
-    full=False,
+    space, *, overrides=(), only=None, plugins=(), storage=None, estimate=False, costs=None, workers=None, full=False,
     address=None,
-) -> Plan:
+) -> Plan:  # fmt: skip
     """The units of `space` (see `read_space`), restricted to the selection `only` (a list of `field=glob`
     selections, as `--only`), with `storage` what is recorded there and what a run would do, and with
     `estimate` its cost under the profile `costs` (default: the shipped one) on `workers` workers; `full`: a line

@@ -239,6 +239,20 @@ def commit(part: Loc, rows: list[dict], schema, failed: dict) -> list[dict]:
     return rows
 
 
+def record_once(ctx: RunContext, table: str, spec, base: dict, measure: Callable[[], list[dict]]) -> dict:
+    """A unit's one part: {"status": "skipped"} where it is written already, else `measure`'s rows recorded with
+    the `base` columns (`record_unit`)."""
+    part = ctx.sweep_dir.part(table, spec.unit_id)
+    if part.exists():
+        return {"status": "skipped"}
+    return record_unit(part, table, base, measure)
+
+
+def unit_columns(spec, sweep_name: str, **columns) -> dict:
+    """The columns a kind's rows start with: the unit's id, its sweep and its entry's name; then `columns`."""
+    return dict(unit_id=spec.unit_id, sweep=sweep_name, name=spec.name or None, **columns)
+
+
 def record_unit(
     part: Loc, table: str, base: dict, measure: Callable[[], list[dict]], timing: str = "time_unit_s"
 ) -> dict:

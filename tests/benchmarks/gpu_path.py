@@ -97,6 +97,22 @@ def random_zoo(sweep, sweep_dir, keys: set[str], data_root: str) -> None:
         save_donor(sweep_dir.checkpoint(donor.donor_key), model, donor, splits, splits.mean, splits.std)
 
 
+def space_with_zoo(space: Path, results: Path, data_root: str):
+    """The space at `space` and its results folder under `results`, with its donors in the zoo: freshly
+    initialised where a checkpoint is missing (`random_zoo`)."""
+    from sweep.config.space import load_space
+    from sweep.store.results import SweepDir
+
+    trust_files()
+    sweep = load_space(str(space))
+    sweep_dir = SweepDir(str(results), sweep.name)
+    sweep_dir.create()
+    keys = {d.donor_key for d in sweep.donors.values()}
+    if not all(sweep_dir.checkpoint(k).exists() for k in keys):
+        random_zoo(sweep, sweep_dir, keys, data_root)
+    return sweep, sweep_dir
+
+
 def pick(sweep, epochs: int | None):
     """DM and DM-initialised TLM trials of the first intra-network pair at four stitch points (`epochs`:
     fewer TLM epochs than the space's, when device time is short)."""

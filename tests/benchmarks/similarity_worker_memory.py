@@ -120,23 +120,15 @@ def _child(work: Path, out: str) -> None:
 
 def _prepare(work: Path, images: int, batch: int) -> None:
     """Random CIFAR-10 files, the space and the two random donors in the zoo (once per work folder)."""
-    from gpu_path import random_zoo, trust_files, write_cifar
+    from gpu_path import space_with_zoo, write_cifar
 
-    from sweep.config.space import load_space
     from sweep.registry import KINDS
-    from sweep.store.results import SweepDir
 
     data = work / "data"
     if not (data / "cifar-10-batches-py" / "test_batch").is_file():
         write_cifar(data, 50000, 10000)
     (work / "space.yaml").write_text(SPACE.format(root=json.dumps(str(data)), images=images, batch=batch))
-    trust_files()
-    sweep = load_space(str(work / "space.yaml"))
-    sweep_dir = SweepDir(str(work / "results"), sweep.name)
-    sweep_dir.create()
-    keys = {d.donor_key for d in sweep.donors.values()}
-    if not all(sweep_dir.checkpoint(k).exists() for k in keys):
-        random_zoo(sweep, sweep_dir, keys, str(data))
+    sweep, _ = space_with_zoo(work / "space.yaml", work / "results", str(data))
     spec = next(iter(KINDS["similarity"].units(sweep).values()))
     (work / "unit.pkl").write_bytes(pickle.dumps((sweep.name, spec)))
 

@@ -113,23 +113,14 @@ def _baseline(env: dict) -> float:
 
 def _prepare(work: Path) -> None:
     """Random CIFAR-10 files, the space and the two random donors in the zoo (once per work folder)."""
-    from gpu_path import random_zoo, trust_files, write_cifar
-
-    from sweep.config.space import load_space
-    from sweep.store.results import SweepDir
+    from gpu_path import space_with_zoo, write_cifar
 
     data = work / "data"
     if not (data / "cifar-10-batches-py" / "test_batch").is_file():
         write_cifar(data, 50000, 10000)
     (work / "space.yaml").write_text(SPACE.format(root=json.dumps(str(data))))
     (work / "trust.py").write_text(TRUST)
-    trust_files()
-    sweep = load_space(str(work / "space.yaml"))
-    sweep_dir = SweepDir(str(work / "zoo"), sweep.name)
-    sweep_dir.create()
-    keys = {d.donor_key for d in sweep.donors.values()}
-    if not all(sweep_dir.checkpoint(k).exists() for k in keys):
-        random_zoo(sweep, sweep_dir, keys, str(data))
+    space_with_zoo(work / "space.yaml", work / "zoo", str(data))
 
 
 def _run(work: Path, repo: Path, interval: float) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from sweep.config.shapes import activation_shape
-from sweep.kinds.base import RunContext, record_unit
+from sweep.kinds.base import RunContext, record_once, unit_columns
 from sweep.kinds.examples.spec import ExamplesSpec
 from sweep.kinds.examples.table import TABLE
 from sweep.registry import DATASETS
@@ -19,20 +19,16 @@ GRID = 8  # noise: feature maps per grid row
 
 def run_examples(spec: ExamplesSpec, ctx: RunContext) -> dict:
     """Draw one unit's pictures and write its part (skipped when the part exists)."""
-    part = ctx.sweep_dir.part(TABLE, spec.unit_id)
-    if part.exists():
-        return {"status": "skipped"}
     base = base_row(spec, ctx.sweep_dir.name, str(ctx.device))
     draw = {"images": _images, "palette": _palette, "noise": _noise, "attacks": _attacks}[spec.show]
-    return record_unit(part, TABLE, base, lambda: draw(spec, ctx))
+    return record_once(ctx, TABLE, spec, base, lambda: draw(spec, ctx))
 
 
 def base_row(spec: ExamplesSpec, sweep_name: str, device: str) -> dict:
     """The columns every row of the unit's part shares: its settings, before what it measures."""
-    return dict(
-        unit_id=spec.unit_id,
-        sweep=sweep_name,
-        name=spec.name or None,
+    return unit_columns(
+        spec,
+        sweep_name,
         show=spec.show,
         dataset=spec.dataset,
         donor=spec.donor or None,

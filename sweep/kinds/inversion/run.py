@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from sweep.data.stream import chunks
-from sweep.kinds.base import RunContext, record_unit
+from sweep.kinds.base import RunContext, record_once, unit_columns
 from sweep.kinds.inversion.spec import InversionSpec
 from sweep.kinds.inversion.table import TABLE
 from sweep.kinds.trial.stitched import stitched_network
@@ -28,20 +28,16 @@ CPU = torch.device("cpu")
 
 def run_inversion(spec: InversionSpec, ctx: RunContext) -> dict:
     """Invert one donor's sample and write its images and part (skipped when the part exists)."""
-    part = ctx.sweep_dir.part(TABLE, spec.unit_id)
-    if part.exists():
-        return {"status": "skipped"}
     base = base_row(spec, ctx.sweep_dir.name, str(ctx.device))
-    return record_unit(part, TABLE, base, lambda: _measure(spec, ctx))
+    return record_once(ctx, TABLE, spec, base, lambda: _measure(spec, ctx))
 
 
 def base_row(spec: InversionSpec, sweep_name: str, device: str) -> dict:
     """The columns every row of the unit's part shares: its settings, before what it measures."""
     fields = ("dataset", "donor", "donor_key", "arch", "point", "recipe", "start", "steps", "step_size")
-    return dict(
-        unit_id=spec.unit_id,
-        sweep=sweep_name,
-        name=spec.name or None,
+    return unit_columns(
+        spec,
+        sweep_name,
         **{k: getattr(spec, k) for k in fields},
         **{k: getattr(spec, k) for k in ("momentum", "eps", "images", "batch_size", "seed", "trial_id", "dtype")},
         device=device,

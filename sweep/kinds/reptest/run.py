@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from sweep.kinds.base import RunContext, record_unit
+from sweep.kinds.base import RunContext, record_unit, unit_columns
 from sweep.kinds.reptest.spec import RepTestSpec
 from sweep.kinds.reptest.table import TABLE
 from sweep.measures.indices import Pair
@@ -86,10 +86,9 @@ def run_reptest(
 
 def base_row(spec: RepTestSpec, sweep_name: str) -> dict:
     """The columns every row of the unit's part shares: its settings, before what it measures."""
-    return dict(
-        unit_id=spec.unit_id,
-        sweep=sweep_name,
-        name=spec.name or None,
+    return unit_columns(
+        spec,
+        sweep_name,
         test=spec.test,
         arch=spec.arch,
         dataset=spec.dataset,

@@ -21,7 +21,7 @@ import time
 import torch
 
 from sweep.data.stream import chunks
-from sweep.kinds.base import RunContext, record_unit
+from sweep.kinds.base import RunContext, record_once, unit_columns
 from sweep.kinds.inversion.run import inverted_index, read_inverted
 from sweep.kinds.similarity.spec import SimilaritySpec
 from sweep.kinds.similarity.table import TABLE
@@ -39,19 +39,15 @@ from sweep.worker.zoo import load_donor
 
 def run_similarity(spec: SimilaritySpec, ctx: RunContext) -> dict:
     """Measure one unit and write its part (skipped when the part exists). Returns its status."""
-    part = ctx.sweep_dir.part(TABLE, spec.unit_id)
-    if part.exists():
-        return {"status": "skipped"}
     base = base_row(spec, ctx.sweep_dir.name, str(ctx.device))
-    return record_unit(part, TABLE, base, lambda: _measure(spec, ctx))
+    return record_once(ctx, TABLE, spec, base, lambda: _measure(spec, ctx))
 
 
 def base_row(spec: SimilaritySpec, sweep_name: str, device: str) -> dict:
     """The columns every row of the unit's part shares: its settings, before what it measures."""
-    return dict(
-        unit_id=spec.unit_id,
-        sweep=sweep_name,
-        name=spec.name or None,
+    return unit_columns(
+        spec,
+        sweep_name,
         **{k: getattr(spec, k) for k in ("dataset", "a", "b", "a_key", "b_key", "a_arch", "b_arch")},
         **{k: getattr(spec, k) for k in ("a_inputs", "b_inputs", "estimator", "images", "batch_size", "passes")},
         **{k: getattr(spec, k) for k in ("attack_source", "attack_norm", "attack_eps", "attack_steps")},

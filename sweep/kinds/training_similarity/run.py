@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from sweep.kinds.base import RunContext, record_unit
+from sweep.kinds.base import RunContext, record_once, unit_columns
 from sweep.kinds.similarity.run import gram_reader
 from sweep.kinds.training_similarity.spec import TrainingSimilaritySpec
 from sweep.kinds.training_similarity.table import TABLE
@@ -30,21 +30,17 @@ CPU = torch.device("cpu")  # the unit moves the images it uses; the worker keeps
 
 def run_training_similarity(spec: TrainingSimilaritySpec, ctx: RunContext) -> dict:
     """Measure one unit and write its part (skipped when the part exists). Returns its status."""
-    part = ctx.sweep_dir.part(TABLE, spec.unit_id)
-    if part.exists():
-        return {"status": "skipped"}
     base = base_row(spec, ctx.sweep_dir.name, str(ctx.device))
-    return record_unit(part, TABLE, base, lambda: _measure(spec, ctx))
+    return record_once(ctx, TABLE, spec, base, lambda: _measure(spec, ctx))
 
 
 def base_row(spec: TrainingSimilaritySpec, sweep_name: str, device: str) -> dict:
     """The columns every row of the unit's part shares: its settings, before what it measures."""
     settings = ("dataset", "donor", "donor_key", "arch", "inputs", "images", "batch_size", "passes", "seed")
     attack = ("attack_norm", "attack_eps", "attack_steps", "attack_step_size")
-    return dict(
-        unit_id=spec.unit_id,
-        sweep=sweep_name,
-        name=spec.name or None,
+    return unit_columns(
+        spec,
+        sweep_name,
         final_epoch=spec.epochs[-1],
         **{k: getattr(spec, k) for k in settings + attack},
         device=device,

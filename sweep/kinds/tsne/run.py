@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from sweep.kinds.base import RunContext, record_unit
+from sweep.kinds.base import RunContext, record_once, unit_columns
 from sweep.kinds.tsne.spec import EmbeddingSpec
 from sweep.kinds.tsne.table import TABLE
 from sweep.models.features import features, flat_features
@@ -18,19 +18,15 @@ CPU = torch.device("cpu")
 
 def run_embedding(spec: EmbeddingSpec, ctx: RunContext) -> dict:
     """Embed one donor's points and write its part (skipped when the part exists)."""
-    part = ctx.sweep_dir.part(TABLE, spec.unit_id)
-    if part.exists():
-        return {"status": "skipped"}
     base = base_row(spec, ctx.sweep_dir.name, str(ctx.device))
-    return record_unit(part, TABLE, base, lambda: _measure(spec, ctx))
+    return record_once(ctx, TABLE, spec, base, lambda: _measure(spec, ctx))
 
 
 def base_row(spec: EmbeddingSpec, sweep_name: str, device: str) -> dict:
     """The columns every row of the unit's part shares: its settings, before what it measures."""
-    return dict(
-        unit_id=spec.unit_id,
-        sweep=sweep_name,
-        name=spec.name or None,
+    return unit_columns(
+        spec,
+        sweep_name,
         **{k: getattr(spec, k) for k in ("dataset", "donor", "donor_key", "arch", "images", "perplexity", "seed")},
         device=device,
     )

@@ -57,14 +57,11 @@ def _check_identity(arch: str) -> None:
             torch.testing.assert_close(end(front(x)), logits, **TOL)
 
 
-@pytest.mark.parametrize("arch", FAST)
+EVERY = [*FAST, *(pytest.param(arch, marks=pytest.mark.slow) for arch in SLOW)]  # the slow set: CI, not test-fast
+
+
+@pytest.mark.parametrize("arch", EVERY)
 def test_identity_split_reproduces_the_library_network_at_every_default_point(arch):
-    _check_identity(arch)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("arch", SLOW)
-def test_identity_split_reproduces_the_representative_set(arch):
     _check_identity(arch)
 
 
@@ -111,15 +108,9 @@ def _check_dm_self_stitch(arch: str, every_point: bool = True) -> None:
         assert flips <= near_ties(logits, margin=2 * change), (arch, point, flips)
 
 
-@pytest.mark.parametrize("arch", FAST)
-def test_a_dm_self_stitch_at_every_default_point_reproduces_the_predictions_up_to_near_ties(arch):
-    _check_dm_self_stitch(arch)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("arch", SLOW)
-def test_a_dm_self_stitch_reproduces_the_representative_set_up_to_near_ties(arch):
-    _check_dm_self_stitch(arch, every_point=False)
+@pytest.mark.parametrize("arch", EVERY)
+def test_a_dm_self_stitch_reproduces_the_predictions_up_to_near_ties(arch):
+    _check_dm_self_stitch(arch, every_point=arch in FAST)
 
 
 def test_default_points_and_cut_points_of_resnets():
