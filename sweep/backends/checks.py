@@ -34,13 +34,15 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
 
 
 def live_nodes(address: str) -> list[dict]:
-    """Each live node of the cluster at `address` (joined as a driver, then left): its IP address and the memory
-    Ray gives its tasks there (its `memory` resource, bytes)."""
+    """Each live node of the cluster at `address` (joined as a driver, then left): its name (IP address and the
+    start of its node id: nodes of one machine share the address) and the memory Ray gives its tasks there (its
+    `memory` resource, bytes)."""
     _check_reachable(address)
     ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     try:
         alive = [n for n in ray.nodes() if n.get("Alive")]
-        return [{"name": n.get("NodeManagerAddress", "?"), "memory": n["Resources"].get("memory", 0.0)} for n in alive]
+        names = [f"{n.get('NodeManagerAddress', '?')}/{n['NodeID'][:8]}" for n in alive]
+        return [{"name": name, "memory": n["Resources"].get("memory", 0.0)} for name, n in zip(names, alive)]
     finally:
         ray.shutdown()
 
