@@ -2,7 +2,7 @@
 CIFAR-10's shape, the peak of every Ray worker process sampled while each stage runs, above the worker's
 after-imports baseline (`worker_baseline.py`'s figure, measured in the same run).
 
-    .venv/bin/python tests/benchmarks/worker_memory_run.py [--work DIR] [--repo CHECKOUT] [--interval 0.2]
+    .venv/bin/python tests/benchmarks/worker_memory_run.py [--work DIR] [--repo CHECKOUT] [--interval 0.2] [--wrn]
 
 The data are random images in CIFAR-10's own file format at its full size (50,000 training and 10,000 test
 images, uint8 on disk: what a worker loads is the point), torchvision's md5 check switched off by a plugin of
@@ -11,7 +11,8 @@ CIFAR ResNet-18s (`resnet18`) written into the zoo as if trained (`gpu_path.py`'
 stage evaluates them and feeds the trials, and trains nothing. The space (below): one `dm` and one `tlm` trial
 (1 epoch on 1,000 images) at `layer2.0`, a similarity unit (CKA at the stitch points, 1,000 test images), a
 sensitivity test (`layer2.0`, ranks 64 and 8) and a t-SNE unit. `--repo` runs another checkout's code (its
-`sweep` package) on the same data and zoo, for a before/after table.
+`sweep` package) on the same data and zoo, for a before/after table. `--wrn`: the every-layer CKA of two random
+WRN-28-10s instead (`points: modules`, 256 test images, batches of 128; the donor stage evaluates them on those).
 
 Prints one JSON line per stage (its Ray workers' peak RSS in MiB, the baseline and the excess) and the wall time.
 """
@@ -75,6 +76,23 @@ tsne:
 evaluation: {{n_eval_robust: 0}}
 """
 
+WRN_SPACE = """
+name: workermem_wrn
+plugins: [trust.py]
+data: {{dataset: cifar10, val_size: 1000, test_size: 256, download: false, root: {root}}}
+donors:
+  a: {{arch: wrn28_10, training: plain, epochs: 1, seed: 0}}
+  b: {{arch: wrn28_10, training: plain, epochs: 1, seed: 1}}
+similarity:
+  - name: layers
+    pairs: [{{a: zoo:a, b: zoo:b}}]
+    points: modules
+    images: 256
+    batch_size: 128
+    passes: 1
+evaluation: {{n_eval_robust: 0}}
+"""
+
 STAGE = re.compile(r"^\[sweep\] ([\w-]+): (starting workers|\d+ unit)")
 
 
@@ -111,14 +129,14 @@ def _baseline(env: dict) -> float:
     return json.loads(out)["VmRSS"]
 
 
-def _prepare(work: Path) -> None:
+def _prepare(work: Path, space: str = SPACE) -> None:
     """Random CIFAR-10 files, the space and the two random donors in the zoo (once per work folder)."""
     from gpu_path import space_with_zoo, write_cifar
 
     data = work / "data"
     if not (data / "cifar-10-batches-py" / "test_batch").is_file():
         write_cifar(data, 50000, 10000)
-    (work / "space.yaml").write_text(SPACE.format(root=json.dumps(str(data))))
+    (work / "space.yaml").write_text(space.format(root=json.dumps(str(data))))
     (work / "trust.py").write_text(TRUST)
     space_with_zoo(work / "space.yaml", work / "zoo", str(data))
 
@@ -180,11 +198,14 @@ def main() -> None:
     parser.add_argument("--work", default="", help="a folder kept between runs (data, zoo); default: temporary")
     parser.add_argument("--repo", default=str(REPO), help="the checkout whose code runs the sweep")
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between RSS samples")
+    parser.add_argument(
+        "--wrn", action="store_true", help="the every-layer CKA of two WRN-28-10s instead (256 images, batches of 128)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        _prepare(work)
+        _prepare(work, WRN_SPACE if args.wrn else SPACE)
         result = _run(work, Path(args.repo).resolve(), args.interval)
         print(json.dumps(result), flush=True)
         print(json.dumps({"load_average": os.getloadavg()}))
