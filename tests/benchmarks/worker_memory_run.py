@@ -34,6 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from similarity_worker_memory import SPACE as UNIT_SPACE  # noqa: E402
+
 TRUST = """# torchvision's md5 check of CIFAR-10's files, off: the benchmark's files are random images in its format
 import torchvision
 
@@ -76,22 +78,14 @@ tsne:
 evaluation: {{n_eval_robust: 0}}
 """
 
-WRN_SPACE = """
-name: workermem_wrn
-plugins: [trust.py]
-data: {{dataset: cifar10, val_size: 1000, test_size: 256, download: false, root: {root}}}
-donors:
-  a: {{arch: wrn28_10, training: plain, epochs: 1, seed: 0}}
-  b: {{arch: wrn28_10, training: plain, epochs: 1, seed: 1}}
-similarity:
-  - name: layers
-    pairs: [{{a: zoo:a, b: zoo:b}}]
-    points: modules
-    images: 256
-    batch_size: 128
-    passes: 1
-evaluation: {{n_eval_robust: 0}}
-"""
+# similarity_worker_memory.py's space, through `run`: its test images only (the donor stage evaluates on them)
+WRN_SPACE = (
+    UNIT_SPACE.replace("name: wrnmem", "name: workermem_wrn\nplugins: [trust.py]")
+    .replace("download: false,", "test_size: 256, download: false,")
+    .replace("{images}", "256")
+    .replace("{batch}", "128")
+    + "evaluation: {{n_eval_robust: 0}}\n"
+)
 
 STAGE = re.compile(r"^\[sweep\] ([\w-]+): (starting workers|\d+ unit)")
 
