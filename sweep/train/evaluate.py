@@ -113,12 +113,13 @@ def activations(
     precision: str = "fp32",
     channels_last: bool = False,
 ) -> torch.Tensor:
-    """module(x) in eval mode (the module's mode is restored after), without gradients, in batches of
+    """module(x) in eval mode (each submodule's mode is restored after: a half cut from a donor is a new container
+    around the donor's own stages, whose modes it must leave as they were), without gradients, in batches of
     `batch_size` images (at most `CPU_BATCH` on the CPU) from the first, under the precision's autocast (fp32
     outputs as float32), into one preallocated tensor."""
     batch_size = inference_batch(batch_size, device)
-    was = getattr(module, "training", None)
-    if was is not None:
+    modes = [(m, m.training) for m in module.modules()] if isinstance(module, torch.nn.Module) else []
+    if modes:
         module.eval()
     out = None
     try:
@@ -131,6 +132,6 @@ def activations(
                     out = torch.empty((len(x), *a.shape[1:]), dtype=a.dtype, device=a.device, memory_format=fmt)
                 out[i : i + len(a)] = a
     finally:
-        if was is not None:
-            module.train(was)
+        for m, training in modes:
+            m.training = training
     return out if out is not None else torch.zeros(0, device=device)

@@ -19,6 +19,18 @@ from tests.conftest import TINY_SPACE
 SHIPPED = ["tlm", "dm+tlm", "dm", "slm", "fula", "adv", "adv_mix", "trades"]
 
 
+@pytest.fixture
+def settings(tmp_path):
+    """`settings(**env)`: this process's worker cache reconfigured for one test, restored afterwards."""
+    from sweep.worker import cache
+
+    def set_(**env):
+        return cache.configure({cache.DIR_ENV: str(tmp_path / "node"), **env})
+
+    yield set_
+    cache.configure()
+
+
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory):
     sweep = parse_space(copy.deepcopy(TINY_SPACE))
@@ -82,6 +94,25 @@ def test_a_trial_leaves_its_donors_unchanged_and_is_handed_the_worker_s_own(zoo,
     shared = []
     assert _unchanged(_run_watched(_spec(sweep, objective, n_eval_robust=16), sweep_dir, monkeypatch, shared))
     assert OBJECTIVES[objective].leaves_donors and shared == [True, True]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", ["dm", "tlm"])
+def test_a_cross_layer_self_stitch_on_the_shared_donor_leaves_it_unchanged(zoo, objective, monkeypatch, settings):
+    """Front and end are one cached donor (the same object): computing g<=j's activations (j = layer2.0) in the
+    trial must leave every stage's mode as it was, or `layer1.1`, in neither f<=layer1.0 nor g>j, is left in
+    training mode and a later pass through g<=j moves the shared donor's statistics."""
+    _, sweep_dir = zoo
+    settings()  # the cache on: both loads hand out the one kept donor
+    space = copy.deepcopy(TINY_SPACE)
+    space["stitching"].update(stitch_points=["layer1.0"], end_points=["layer2.0"], objectives=[objective])
+    space["stitching"].update(indices=["cka", "dm"], similarity_samples=300)
+    space["evaluation"]["n_eval_robust"] = 0
+    (spec,) = parse_space(space).trials  # the indices read g<=j's activations in the trial
+    shared = []
+    loaded = _run_watched(spec, sweep_dir, monkeypatch, shared)
+    assert loaded[0][1] is loaded[1][1] and shared == [True, True]
+    assert _unchanged(loaded) and not any(m.training for m in loaded[0][1].modules())
 
 
 @pytest.mark.slow
