@@ -19,9 +19,10 @@ def cluster_auth(address: str | None) -> None:
 
 
 def cluster_nodes(address: str) -> list[dict]:
-    """The live nodes of the Ray cluster at `address`: each its name (the node's IP address) and the memory Ray
-    gives its tasks there, read by joining the cluster as a driver (with its token, as `run --address` joins) and
-    leaving it; nothing is started on it. Nothing answering there: `SpecError`, in seconds."""
+    """The live nodes of the Ray cluster at `address`: each its name (the node's IP address and the start of its
+    node id: `sweep.backends.checks.live_nodes`) and the memory Ray gives its tasks there, read by joining the
+    cluster as a driver (with its token, as `run --address` joins) and leaving it; nothing is started on it.
+    Nothing answering there: `SpecError`, in seconds."""
     cluster_auth(address)
     from sweep.backends.checks import live_nodes
 

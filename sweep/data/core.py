@@ -1,5 +1,11 @@
 """Datasets as tensors of pixels in [0, 1] (N, C, H, W), with deterministic, recorded splits.
 
+A `Pool` (a dataset as read) may keep its images in their stored dtype, 8-bit pixels (CIFAR-10's 60,000 images:
+184 MB, not 737 MB as float32). A split cut from it keeps its training and validation images so (`stored`:
+`sweep.data.stream.Stored`, converted batch by batch as they are read); its test images, and the first test
+images a unit reads alone, become [0, 1] floats when they are cut (`unit_pixels`). Either way the floats a unit
+computes with are the same bits as converting the whole dataset first.
+
 Registered datasets:
 - `fashion_mnist`: the 70,000 images of Fashion-MNIST, read from the IDX files of the Debian package
   `dataset-fashion-mnist` (/usr/share/datasets/fashion-mnist), from `$STITCHSWEEP_DATA/fashion-mnist`, or,
@@ -32,7 +38,7 @@ from sweep.data.declared import (  # noqa: F401  (re-exported: where the data la
     missing_files,
     register_dataset,
 )
-from sweep.data.stream import chunks, is_stream
+from sweep.data.stream import Images, Stored, chunks, is_stream
 from sweep.registry import DATASETS
 
 SPLIT_SEED = 0  # the split is part of the data, not of a trial: one fixed permutation per dataset
@@ -41,7 +47,8 @@ SPLIT_SEED = 0  # the split is part of the data, not of a trial: one fixed permu
 @dataclass(frozen=True)
 class Pool:
     """A dataset before splitting: a training pool and the official test set (tensors, or streamed `Images`
-    for image folders: `sweep.data.stream`)."""
+    for image folders: `sweep.data.stream`). Image tensors are [0, 1] floats or 8-bit pixels (0-255, uint8,
+    converted by `unit_pixels` where a part of them is cut)."""
 
     train_x: torch.Tensor
     train_y: torch.Tensor
@@ -79,13 +86,30 @@ class Splits:
         return int(self.train_x.shape[-1])
 
     def to(self, device: torch.device) -> Splits:
-        """The same splits on `device`. On a GPU the in-memory datasets fit (CIFAR-10: 0.6 GB), so a trial moves
-        them once instead of copying every batch; streamed images stay files, decoded and moved batch by batch."""
+        """The same splits on `device`. On a GPU the in-memory datasets fit (CIFAR-10: 0.6 GB as floats, 0.15 GB
+        as stored), so a trial moves them once instead of copying every batch; streamed images stay files, decoded
+        and moved batch by batch."""
         if device.type == "cpu":
             return self
         parts = ("train_x", "train_y", "val_x", "val_y", "test_x", "test_y")
-        moved = {f: getattr(self, f).to(device) for f in parts if not is_stream(getattr(self, f))}
-        return dataclasses.replace(self, **moved)  # streamed images stay files: their batches move
+        moved = {f: _moved(getattr(self, f), device) for f in parts}
+        return dataclasses.replace(self, **moved)
+
+
+def _moved(x, device: torch.device):
+    return x.moved(device) if is_stream(x) else x.to(device)  # streamed files stay files: their batches move
+
+
+def stored(x: torch.Tensor):
+    """8-bit images kept as they are, standing where [0, 1] floats would (`stream.Images` over a `stream.Stored`:
+    converted batch by batch as a consumer reads them); anything else as it is."""
+    return Images(Stored(x)) if not is_stream(x) and x.dtype == torch.uint8 else x
+
+
+def unit_pixels(x: torch.Tensor) -> torch.Tensor:
+    """Images as [0, 1] floats: 8-bit pixels divided by 255 (elementwise, so a part converted is bit-identical to
+    the same part of the whole dataset converted), anything else (floats, streamed `Images`) as it is."""
+    return x.float().div_(255) if not is_stream(x) and x.dtype == torch.uint8 else x
 
 
 def _read_idx(path: Path) -> np.ndarray:
@@ -109,7 +133,7 @@ def _idx_file(d: Path, stem: str) -> Path:
 
 
 def load_mnist_like(directory: Path, mean: float, std: float) -> Pool:
-    """Load an MNIST-format dataset (four IDX files) from a directory."""
+    """Load an MNIST-format dataset (four IDX files) from a directory, as the files store it (8-bit pixels)."""
 
     def images(stem: str) -> torch.Tensor:
         return torch.from_numpy(_read_idx(_idx_file(directory, stem)).copy()).unsqueeze(1)
@@ -118,9 +142,9 @@ def load_mnist_like(directory: Path, mean: float, std: float) -> Pool:
         return torch.from_numpy(_read_idx(_idx_file(directory, stem)).astype(np.int64))
 
     return Pool(
-        train_x=images("train-images-idx3-ubyte").float().div_(255),
+        train_x=images("train-images-idx3-ubyte"),
         train_y=labels("train-labels-idx1-ubyte"),
-        test_x=images("t10k-images-idx3-ubyte").float().div_(255),
+        test_x=images("t10k-images-idx3-ubyte"),
         test_y=labels("t10k-labels-idx1-ubyte"),
         num_classes=10,
         mean=(mean,),
@@ -181,7 +205,7 @@ def test_images(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The first `test_size` images of a dataset's official test set (what every split's test part is)."""
     pool = load_pool(name, root, download)
-    return pool.test_x[:test_size], pool.test_y[:test_size]
+    return unit_pixels(pool.test_x[:test_size]), pool.test_y[:test_size]
 
 
 def make_splits(
@@ -211,11 +235,11 @@ def make_splits(
     n_test = len(pool.test_y) if test_size is None else min(test_size, len(pool.test_y))
     ident = json.dumps([name, SPLIT_SEED, len(train_idx), len(val_idx), n_test, n], separators=(",", ":"))
     return Splits(
-        train_x=pool.train_x[train_idx],
+        train_x=stored(pool.train_x[train_idx]),
         train_y=pool.train_y[train_idx],
-        val_x=pool.train_x[val_idx],
+        val_x=stored(pool.train_x[val_idx]),
         val_y=pool.train_y[val_idx],
-        test_x=pool.test_x[:n_test],
+        test_x=unit_pixels(pool.test_x[:n_test]),
         test_y=pool.test_y[:n_test],
         num_classes=pool.num_classes,
         mean=pool.mean,

@@ -13,6 +13,12 @@ without decoding anything. Pixels appear only when a consumer reads:
   refused above `LIMIT_BYTES` (float32 pixels): a consumer that would hold a whole ImageNet split fails with
   the count, instead of exhausting the host.
 
+`Stored` is the same for 8-bit images already in memory (a split of CIFAR-10 or Fashion-MNIST, cut from a
+dataset read as its files store it: `sweep.data.core.make_splits`): `Images` over a `Stored` keep the pixels as
+uint8, a quarter of float32's memory, and `chunks` converts each batch (`x / 255`, elementwise: the same bits as
+converting the whole split first); a consumer that asks for them whole gets floats, with no limit (they are in
+memory already), and AutoAttack is given them whole as it is given a tensor.
+
 Decoding is PIL's, through torchvision's functional transforms: the shorter side resized (bilinear, with
 antialiasing) to `resize`, the centre `size` square cropped, exactly the `Resize(resize)`, `CenterCrop(size)`
 evaluation transform of the papers' ImageNet code. Batches leave the workers as 8-bit pixels (a quarter of
@@ -92,6 +98,15 @@ class Folder(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> torch.Tensor:
         return self.transform(os.path.join(self.root, self.paths[int(i)].decode()))
 
+    @property
+    def item_shape(self) -> tuple[int, ...]:
+        return (3, self.transform.size, self.transform.size)
+
+    device = torch.device("cpu")
+
+    def where(self) -> str:
+        return f"files under {self.root}"
+
     def fingerprint(self, index: np.ndarray) -> str:
         """The view's files (a stride of at most 64: their paths and sizes) and its length: two roots that
         hold different images under one name, or a file replaced, give different fingerprints."""
@@ -102,14 +117,53 @@ class Folder(torch.utils.data.Dataset):
         return h.hexdigest()[:16]
 
 
+class Stored(torch.utils.data.Dataset):
+    """8-bit images in memory (a uint8 tensor, N x C x H x W, on the CPU or a device), as a `Folder` is files."""
+
+    def __init__(self, data: torch.Tensor) -> None:
+        if data.dtype != torch.uint8 or data.dim() != 4:
+            raise ValueError(f"stored images: expected a 4-D uint8 tensor, found {data.dtype} {tuple(data.shape)}")
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.data[int(i)]
+
+    @property
+    def item_shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape[1:])
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    def where(self) -> str:
+        return "8-bit images in memory"
+
+    def batch(self, index: torch.Tensor) -> torch.Tensor:
+        """The images at `index` as [0, 1] floats (on the data's device)."""
+        return self.data[index.to(self.data.device)].float().div_(255)
+
+    def fingerprint(self, index: np.ndarray) -> str:
+        """The view's length, shape and a stride of its pixels (at most 4,096 values)."""
+        h = hashlib.sha256(repr((len(index), self.item_shape)).encode())
+        if len(index):
+            step = max(1, len(index) // 64)
+            rows = self.data[torch.from_numpy(index[::step]).to(self.data.device)].reshape(-1)
+            h.update(rows[:: max(1, len(rows) // 4096)].cpu().numpy().tobytes())
+        return h.hexdigest()[:16]
+
+
 class Images:
-    """Images of a `Folder`, chosen by `index`, standing where a tensor of them would (see the module)."""
+    """Images of a `Folder` (or a `Stored` tensor), chosen by `index`, standing where a float tensor of them
+    would (see the module)."""
 
     dtype = torch.float32
-    device = torch.device("cpu")
     ndim = 4
 
-    def __init__(self, source: Folder, index: np.ndarray | None = None) -> None:
+    def __init__(self, source: Folder | Stored, index: np.ndarray | None = None) -> None:
         self.source = source
         self.index = np.arange(len(source), dtype=np.int64) if index is None else np.asarray(index, dtype=np.int64)
 
@@ -118,8 +172,22 @@ class Images:
 
     @property
     def shape(self) -> torch.Size:
-        size = self.source.transform.size
-        return torch.Size((len(self), 3, size, size))
+        return torch.Size((len(self), *self.source.item_shape))
+
+    @property
+    def device(self) -> torch.device:
+        return self.source.device
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the images are 8-bit pixels in memory (`Stored`), not files."""
+        return isinstance(self.source, Stored)
+
+    def moved(self, device: torch.device) -> Images:
+        """The view with its stored pixels on `device` (files stay files: their batches move)."""
+        if not self.in_memory:
+            return self
+        return Images(Stored(self.source.data[torch.from_numpy(self.index)].to(device)))
 
     def dim(self) -> int:
         return 4
@@ -134,7 +202,7 @@ class Images:
         return self.shape.numel()
 
     def __repr__(self) -> str:
-        return f"Images({len(self)} files under {self.source.root}, {tuple(self.shape[1:])})"
+        return f"Images({len(self)} {self.source.where()}, {tuple(self.shape[1:])})"
 
     def __getitem__(self, key):
         if isinstance(key, (int, np.integer)) or (isinstance(key, torch.Tensor) and key.dim() == 0):
@@ -147,7 +215,9 @@ class Images:
         return Images(self.source, self.index[key])
 
     def materialise(self) -> torch.Tensor:
-        """The view's images as one (N, 3, size, size) float tensor in [0, 1]; refused above `LIMIT_BYTES`."""
+        """The view's images as one (N, C, H, W) float tensor in [0, 1]; files are refused above `LIMIT_BYTES`."""
+        if self.in_memory:
+            return self.source.batch(torch.from_numpy(self.index))
         need = self.numel() * 4
         if need > LIMIT_BYTES:
             raise MemoryError(
@@ -206,6 +276,10 @@ def chunks(x, batch: int, order: torch.Tensor | None = None) -> Iterator[torch.T
     index = x.index if order is None else x.index[order.cpu().numpy()]
     if not len(index):
         return
+    if x.in_memory:  # no decoding to do: sliced and converted batch by batch, on the data's device
+        on = torch.from_numpy(index).to(x.device)
+        yield from (x.source.batch(on[i : i + batch]) for i in range(0, len(on), batch))
+        return
     w = workers() if len(index) > batch else 0  # one batch: no process is worth starting
     loader = torch.utils.data.DataLoader(
         torch.utils.data.Subset(x.source, index.tolist()),
@@ -221,7 +295,7 @@ def chunks(x, batch: int, order: torch.Tensor | None = None) -> Iterator[torch.T
 def in_pieces(x, most: int) -> list:
     """`x` whole when it is a tensor, else views of at most `most` images (fewer where `LIMIT_BYTES` says so):
     for a consumer that needs its images as one tensor (AutoAttack's evaluation), bounded when they stream."""
-    if not is_stream(x):
+    if not is_stream(x) or x.in_memory:
         return [x]
     most = max(1, min(most, LIMIT_BYTES // max(1, x[:1].numel() * 4)))
     return [x[i : i + most] for i in range(0, len(x), most)]

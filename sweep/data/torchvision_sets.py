@@ -1,7 +1,8 @@
 """The torchvision datasets of the papers: CIFAR-10, SVHN (cropped digits) and MNIST.
 
 Each reads torchvision's own on-disk layout under a root folder (`data.root`), downloading into it when
-`data.download` is on. Images become float tensors in [0, 1], (N, C, H, W).
+`data.download` is on. Images are kept as stored, 8-bit pixels (N, C, H, W); what a unit reads becomes [0, 1]
+floats (`sweep.data.core.unit_pixels`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def cifar10(root: Path, download: bool) -> Pool:
 
     def part(train: bool):
         ds = CIFAR10(str(root), train=train, download=download)
-        x = torch.from_numpy(np.ascontiguousarray(ds.data)).permute(0, 3, 1, 2).float().div_(255)
+        x = torch.from_numpy(np.ascontiguousarray(ds.data)).permute(0, 3, 1, 2).contiguous()
         return x, torch.tensor(ds.targets, dtype=torch.long)
 
     (train_x, train_y), (test_x, test_y) = part(True), part(False)
@@ -33,7 +34,7 @@ def svhn(root: Path, download: bool) -> Pool:
 
     def part(split: str):
         ds = SVHN(str(root), split=split, download=download)
-        return torch.from_numpy(ds.data).float().div_(255), torch.from_numpy(ds.labels.astype(np.int64))
+        return torch.from_numpy(ds.data), torch.from_numpy(ds.labels.astype(np.int64))
 
     (train_x, train_y), (test_x, test_y) = part("train"), part("test")
     return Pool(train_x, train_y, test_x, test_y, 10, (0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970))

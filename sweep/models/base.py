@@ -224,10 +224,13 @@ def check_point(model: StagedNet, point: str) -> None:
 def split(model: StagedNet, point: str) -> tuple[nn.Sequential, nn.Sequential]:
     """Cut `model` after stage `point`: front = stages up to and including it, end = the rest.
 
-    Both halves share the model's modules (no copies); `end(front(x)) == model(x)`.
+    Both halves share the model's modules (no copies); `end(front(x)) == model(x)`. Each half is in the model's
+    mode (a new container is in training mode): a caller that saves a half's mode and restores it afterwards
+    (`half.train(was)`) leaves the model's stages as they were.
     """
     check_point(model, point)
     k = model.stage_names.index(point) + 1
     front = nn.Sequential(*[model.stage(n) for n in model.stage_names[:k]])
     end = nn.Sequential(*[model.stage(n) for n in model.stage_names[k:]])
+    front.training = end.training = model.training
     return front, end

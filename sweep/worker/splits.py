@@ -15,7 +15,7 @@ import dataclasses
 
 import torch
 
-from sweep.data.core import Pool, Splits, data_root, fingerprint, load_pool, make_splits, read_pool
+from sweep.data.core import Pool, Splits, data_root, fingerprint, load_pool, make_splits, read_pool, unit_pixels
 from sweep.data.stream import is_stream
 from sweep.worker.cache import worker_cache
 
@@ -27,8 +27,14 @@ def _pool(name: str, root: str | None, download: bool) -> Pool:
 
 
 def _own(x: torch.Tensor, whole: torch.Tensor) -> torch.Tensor:
-    """`x`, a prefix of `whole`, as a tensor of its own where it is a part of it (a view would keep all of it)."""
-    return x.clone() if not is_stream(x) and len(x) < len(whole) else x
+    """`x`, a prefix of `whole`, as [0, 1] floats (`unit_pixels`) in a tensor of its own where it is a view of a
+    part of it (a view would keep all of it)."""
+    if is_stream(x):
+        return x
+    own = unit_pixels(x)
+    if own.untyped_storage().data_ptr() == whole.untyped_storage().data_ptr() and len(x) < len(whole):
+        own = own.clone()
+    return own
 
 
 def worker_test_images(
@@ -41,8 +47,7 @@ def worker_test_images(
 
     def read() -> tuple[torch.Tensor, torch.Tensor]:
         pool = _pool(name, root, download)
-        x, y = pool.test_x[:n], pool.test_y[:n]
-        return (x if is_stream(x) else x.clone()), y.clone()  # a view would keep the whole pool alive
+        return _own(pool.test_x[:n], pool.test_x), pool.test_y[:n].clone()  # a view would keep the whole pool
 
     return worker_cache().get(("test_images", name, n, str(root or data_root())), read)
 

@@ -2,7 +2,8 @@
 CIFAR-10's shape, the peak of every Ray worker process sampled while each stage runs, above the worker's
 after-imports baseline (`worker_baseline.py`'s figure, measured in the same run).
 
-    .venv/bin/python tests/benchmarks/worker_memory_run.py [--work DIR] [--repo CHECKOUT] [--interval 0.2] [--wrn]
+    .venv/bin/python tests/benchmarks/worker_memory_run.py [--work DIR] [--repo CHECKOUT] [--interval 0.2]
+        [--wrn | --full-split]
 
 The data are random images in CIFAR-10's own file format at its full size (50,000 training and 10,000 test
 images, uint8 on disk: what a worker loads is the point), torchvision's md5 check switched off by a plugin of
@@ -13,6 +14,8 @@ stage evaluates them and feeds the trials, and trains nothing. The space (below)
 sensitivity test (`layer2.0`, ranks 64 and 8) and a t-SNE unit. `--repo` runs another checkout's code (its
 `sweep` package) on the same data and zoo, for a before/after table. `--wrn`: the every-layer CKA of two random
 WRN-28-10s instead (`points: modules`, 256 test images, batches of 128; the donor stage evaluates them on those).
+`--full-split`: a `dm` trial on the paper's split instead (every training image but 500 for validation: what a
+stitching worker holds of its data at the papers' scale; the fit reads 500 of them).
 
 Prints one JSON line per stage (its Ray workers' peak RSS in MiB, the baseline and the excess) and the wall time.
 """
@@ -86,6 +89,24 @@ WRN_SPACE = (
     .replace("{batch}", "128")
     + "evaluation: {{n_eval_robust: 0}}\n"
 )
+
+# the papers' split (49,500 training images, 500 validation, the first 1,000 test images), one `dm` trial
+FULL_SPACE = """
+name: workermem_full
+plugins: [trust.py]
+data: {{dataset: cifar10, train_size: null, val_size: 500, test_size: 1000, download: false, root: {root}}}
+donors:
+  a: {{arch: resnet18, training: plain, epochs: 1, seed: 0}}
+  b: {{arch: resnet18, training: plain, epochs: 1, seed: 1}}
+stitching:
+  - pairs: [{{front: zoo:a, end: zoo:b}}]
+    stitch_points: [layer2.0]
+    objectives: [dm]
+    dm_samples: 500
+    indices: [cka]
+    similarity_samples: 500
+evaluation: {{n_eval_robust: 0}}
+"""
 
 STAGE = re.compile(r"^\[sweep\] ([\w-]+): (starting workers|\d+ unit)")
 
@@ -195,11 +216,14 @@ def main() -> None:
     parser.add_argument(
         "--wrn", action="store_true", help="the every-layer CKA of two WRN-28-10s instead (256 images, batches of 128)"
     )
+    parser.add_argument(
+        "--full-split", action="store_true", help="a dm trial on the papers' split (49,500 training images) instead"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        _prepare(work, WRN_SPACE if args.wrn else SPACE)
+        _prepare(work, WRN_SPACE if args.wrn else FULL_SPACE if args.full_split else SPACE)
         result = _run(work, Path(args.repo).resolve(), args.interval)
         print(json.dumps(result), flush=True)
         print(json.dumps({"load_average": os.getloadavg()}))

@@ -1,5 +1,6 @@
 """Datasets: the IDX reader, deterministic and disjoint splits, the resized digits."""
 
+import dataclasses
 import gzip
 
 import numpy as np
@@ -25,8 +26,38 @@ def test_mnist_format_loader_reads_its_own_files(tmp_path):
     _write_idx(tmp_path / "t10k-labels-idx1-ubyte.gz", np.array([1, 2, 3]))
     pool = data.load_mnist_like(tmp_path, mean=0.3, std=0.3)
     assert pool.train_x.shape == (7, 1, 28, 28) and pool.test_x.shape == (3, 1, 28, 28)
-    assert torch.allclose(pool.train_x[2, 0], torch.from_numpy(train[2] / 255).float())
+    assert pool.train_x.dtype == torch.uint8  # as the file stores them: a quarter of float32's memory
+    assert torch.equal(pool.train_x[2, 0], torch.from_numpy(train[2].astype(np.uint8)))
     assert pool.test_y.tolist() == [1, 2, 3]
+
+
+def test_a_split_cut_from_8_bit_pixels_is_the_same_part_of_the_dataset_as_floats(tmp_path):
+    """What a unit reads is [0, 1] floats, bit for bit those of converting the whole dataset first (the order the
+    loaders converted in before they kept 8-bit pixels), whatever part of it is cut."""
+    rng = np.random.default_rng(1)
+    stored = data.Pool(
+        torch.from_numpy(rng.integers(0, 256, (40, 1, 6, 6)).astype(np.uint8)),
+        torch.arange(40) % 10,
+        torch.from_numpy(rng.integers(0, 256, (9, 1, 6, 6)).astype(np.uint8)),
+        torch.arange(9) % 10,
+        10,
+        (0.5,),
+        (0.5,),
+    )
+    floats = dataclasses.replace(stored, train_x=stored.train_x.float() / 255, test_x=stored.test_x.float() / 255)
+    a = data.make_splits("digits", 25, 10, 5, pool=stored)
+    b = data.make_splits("digits", 25, 10, 5, pool=floats)
+    # training and validation images stay 8-bit (a quarter of the memory), read as floats batch by batch
+    assert a.train_x.source.data.dtype == torch.uint8 and a.val_x.source.data.dtype == torch.uint8
+    assert a.test_x.dtype == torch.float32 and not data.is_stream(a.test_x)
+    for part in ("train_x", "val_x", "test_x"):
+        assert torch.equal(getattr(a, part).float(), getattr(b, part)), part
+    order = torch.randperm(25, generator=torch.Generator().manual_seed(3))
+    got, want = list(data.chunks(a.train_x, 7, order)), list(data.chunks(b.train_x, 7, order))
+    assert [len(g) for g in got] == [7, 7, 7, 4] and all(torch.equal(g, w) for g, w in zip(got, want))
+    assert torch.equal(a.train_x[4], b.train_x[4]) and torch.equal(a.train_x[3:9].float(), b.train_x[3:9])
+    assert a.in_channels == 1 and a.image_size == 6
+    assert data.unit_pixels(b.test_x) is b.test_x  # floats pass as they are
 
 
 def test_truncated_idx_file_is_an_error(tmp_path):

@@ -7,6 +7,7 @@ import pickle
 import numpy as np
 import pytest
 import scipy.io
+import torch
 import torchvision.datasets
 import torchvision.datasets.cifar
 
@@ -46,16 +47,20 @@ def _write_mnist(raw, gz=False):
 def test_cifar10_from_its_python_pickles(tmp_path, trust_tiny_files):
     folder = tmp_path / "cifar-10-batches-py"
     folder.mkdir()
+    written = {}
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
-        batch = {"data": RNG.integers(0, 256, (3, 3072), dtype=np.uint8), "labels": [0, 5, 9]}
-        (folder / name).write_bytes(pickle.dumps(batch))
+        written[name] = {"data": RNG.integers(0, 256, (3, 3072), dtype=np.uint8), "labels": [0, 5, 9]}
+        (folder / name).write_bytes(pickle.dumps(written[name]))
     (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [str(i) for i in range(10)]}))
     pool = data.load_pool("cifar10", str(tmp_path), download=False)
     assert pool.train_x.shape == (15, 3, 32, 32) and pool.test_x.shape == (3, 3, 32, 32)
-    assert 0.0 <= pool.train_x.min() and pool.train_x.max() <= 1.0
+    # kept as stored (8-bit), channels first: a row of the pickle is the red plane, then green, then blue
+    assert pool.train_x.dtype == torch.uint8
+    assert torch.equal(pool.test_x[1], torch.from_numpy(written["test_batch"]["data"][1].reshape(3, 32, 32)))
     assert pool.test_y.tolist() == [0, 5, 9]
     splits = data.make_splits("cifar10", None, 5, None, root=str(tmp_path), download=False)
     assert (len(splits.train_y), len(splits.val_y), splits.image_size) == (10, 5, 32)
+    assert splits.test_x.dtype == torch.float32 and 0.0 <= splits.test_x.min() and splits.test_x.max() <= 1.0
 
 
 def test_svhn_from_its_matlab_files(tmp_path, trust_tiny_files):

@@ -46,6 +46,20 @@ def test_end_half_starts_at_the_point(arch):
     assert not any(id(m) in front_modules for m in end.modules())
 
 
+def test_a_half_restoring_its_own_mode_leaves_the_donor_s_stages_as_they_were():
+    """A half is in its model's mode: a unit that saves a half's mode, evaluates it and restores it (`half.train(
+    was)`) must not leave a shared donor's stages in training mode (a later pass would move their statistics)."""
+    model = build("resnet_tiny", 1, 10, (0.5,), (0.5,)).eval()
+    front, end = split(model, model.stitch_points[1])
+    for half in (front, end):
+        was = half.training
+        half.eval()
+        half.train(was)
+    assert not any(m.training for m in model.modules())
+    model.train()
+    assert all(half.training for half in split(model, model.stitch_points[1]))
+
+
 @pytest.mark.parametrize("arch", ["resnet_tiny", "vit_tiny_cpu"])
 def test_direct_matching_self_stitch_reproduces_the_model(arch):
     """Least squares from a representation onto itself is exact, for conv maps and per-token maps alike."""
