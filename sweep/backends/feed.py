@@ -31,6 +31,7 @@ class SweepUnits(Searcher):
         self.live: set[str] = set()  # the trials handed out and not yet ended
         self.finished = False
         self.max_concurrent: float = math.inf  # Tune sets it (`max_concurrent_trials`)
+        self.placement = None  # `sweep.backends.placement.Placement`: which unit next, and on which node
 
     def set_max_concurrency(self, max_concurrent: int) -> bool:
         """Tune's `ConcurrencyLimiter` leaves the limit to this searcher, so one set of live trials is kept
@@ -42,7 +43,8 @@ class SweepUnits(Searcher):
         """Tune's `trials` that ended without telling the searcher (Tune errors a trial whose reused actor
         could not be reset, and says so to no one): they leave `live`, else the stage would wait for them."""
         ended = [t for t in trials if t.trial_id in self.live and t.is_finished()]
-        self.live.difference_update(t.trial_id for t in ended)
+        for t in ended:
+            self.on_trial_complete(t.trial_id)
         return ended
 
     def suggest(self, trial_id: str) -> dict | str | None:
@@ -58,12 +60,21 @@ class SweepUnits(Searcher):
                 self.finished = True
                 return Searcher.FINISHED
             (self.kind, self.units), self.handed = nxt, 0
+        config = {"kind": self.kind}
+        if self.placement is not None:  # the next unit whose node has a free slot, pinned there
+            i, node = self.placement.pick(self.kind, self.units, self.handed, trial_id)
+            if i != self.handed:
+                self.units.insert(self.handed, self.units.pop(i))
+            config.update({"node": node} if node else {})
+        config["unit"] = self.units[self.handed]
         self.handed += 1
         self.live.add(trial_id)
-        return {"kind": self.kind, "unit": self.units[self.handed - 1]}
+        return config
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         self.live.discard(trial_id)  # nothing to learn: the order is the stage's (`Kind.locality`)
+        if self.placement is not None:
+            self.placement.ended(trial_id)
 
     # Tune saves its search algorithm with each experiment-state snapshot (and warns when it cannot); `resume`
     # reads the Parquet parts, never this.
@@ -132,6 +143,16 @@ class Prune(FIFOScheduler):
     def __init__(self) -> None:
         super().__init__()
         self.finished: list[Trial] = []
+        self.placement = None  # `sweep.backends.placement.Placement`: units pinned to a node that is gone move
+
+    def choose_trial_to_run(self, tune_controller) -> Trial | None:
+        if self.placement is not None:
+            controller = tune_controller._tune_controller
+            self.placement.reserve(controller._actor_cache)
+            waiting = [t for t in controller._trials if t.status == Trial.PENDING] if self.placement.live else []
+            for trial in self.placement.stranded(waiting):
+                restage(controller, trial, self.placement.repin(trial))
+        return super().choose_trial_to_run(tune_controller)
 
     def on_trial_complete(self, tune_controller, trial: Trial, result: dict) -> None:
         if trial not in self.finished:  # a trial requeued after its stop failed completes again
@@ -156,3 +177,16 @@ def prune(controller, finished: list[Trial]) -> list[Trial]:
         controller._trials_to_cache.discard(trial)
         controller._trial_metadata.pop(trial.trial_id, None)  # its JSON state from a snapshot
     return kept
+
+
+def restage(controller, trial: Trial, resources) -> None:
+    """Give a pending trial of Tune's `controller` new `resources`, withdrawing the actor Tune asked Ray for
+    with the old ones (as Tune does when it reuses a cached actor for a staged trial): its node is gone."""
+    if trial in controller._staged_trials:
+        controller._staged_trials.discard(trial)
+        controller._actor_cache.decrease_max(trial.placement_group_factory)
+    actor = controller._trial_to_actor.pop(trial, None)
+    if actor is not None:
+        controller._actor_to_trial.pop(actor, None)
+        controller._remove_actor(tracked_actor=actor)
+    trial.update_resources(resources)

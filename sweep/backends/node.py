@@ -32,6 +32,8 @@ import ray._private.parameter as ray_parameter
 from ray._common.usage import usage_lib
 from ray._private.authentication import authentication_token_setup as ray_auth
 
+from sweep.config.errors import SpecError
+
 
 class _Node(ray_node.Node):
     """A head node without the API server (dashboard, state API, job submission): nothing of a sweep reads them."""
@@ -150,3 +152,25 @@ class _Quiet(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "Connect" not in record.getMessage()
+
+
+def start_ray(address: str | None, num_cpus: int | None, runtime_env: dict | None = None) -> bool:
+    """Join `address`, or start an embedded local Ray, with the job's `runtime_env` (the plugins' code).
+    Returns whether we started it."""
+    if ray.is_initialized():
+        return False
+    if address:
+        from sweep.backends.checks import _check_reachable
+
+        _check_reachable(address)
+        try:
+            ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
+        except ConnectionError as exc:
+            hint = (
+                "; if the cluster uses token authentication (the default of `ray start --head` in Ray 2.60),"
+                " give this machine its token: RAY_AUTH_TOKEN, or the file ~/.ray/auth_token"
+            )
+            raise SpecError("--address", "a running Ray cluster", address, str(exc).splitlines()[0] + hint) from None
+    else:
+        start_lean(num_cpus, runtime_env)
+    return True

@@ -33,21 +33,16 @@ from ray._common.usage import usage_lib  # noqa: E402
 from ray.air._internal import usage as air_usage  # noqa: E402
 from ray.tune.execution import class_cache  # noqa: E402
 
-from sweep.backends.checks import (  # noqa: E402
-    _check_reachable,
-    check_data_on_a_worker,
-    check_resources,
-    check_storage_shared,
-)
+from sweep.backends.checks import check_data_on_a_worker, check_resources, check_storage_shared  # noqa: E402
 from sweep.backends.disk_full import StopOnDiskFull  # noqa: E402
 from sweep.backends.events import StageEvents, Tracking
 from sweep.backends.feed import Forget, Prune, SweepUnits  # noqa: E402
 from sweep.backends.fit import fitted  # noqa: E402
 from sweep.backends.kills import recorder, stop_on_sigterm  # noqa: E402
-from sweep.backends.node import lean_node, start_lean, stop_lean  # noqa: E402
+from sweep.backends.node import lean_node, start_ray, stop_lean  # noqa: E402
+from sweep.backends.placement import Placement, enabled  # noqa: E402
 from sweep.backends.progress import SweepProgress, phase  # noqa: E402
 from sweep.backends.stage import compact_stage, eta_prices, plugin_env, worker_env  # noqa: E402
-from sweep.config.errors import SpecError  # noqa: E402
 from sweep.config.space import Sweep  # noqa: E402
 from sweep.planning.planning import blocked_note, runnable  # noqa: E402
 from sweep.store.results import Loc, SweepDir  # noqa: E402
@@ -160,6 +155,7 @@ class _Stages(tune.Callback):
         self.summaries: list[StageSummary] = []
         self.t0 = time.perf_counter()
         self.disk = StopOnDiskFull()  # a worker's full disk stops the run
+        self.placement: Placement | None = None  # which node holds which frozen half (`_experiment` sets it)
 
     def next(self) -> tuple[str, list[str]] | None:
         if self.current is not None:
@@ -211,6 +207,8 @@ class _Stages(tune.Callback):
 
         kind, events = KINDS[name], self.events[name][0]
         self.sweep_progress.note(events.worker_line())
+        if self.placement is not None and (line := self.placement.line(name)):
+            print(f"[{kind.stage}] {line}", flush=True)
         self.sweep_progress.summary()
         compact_stage(kind.stage, self.sweep_dir)
         if kind.after_stage is not None:  # e.g. the end of the zoo stage: donors that learned nothing
@@ -244,6 +242,9 @@ class _Stages(tune.Callback):
         self._send("on_trial_start", trial, iteration, trials, **info)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
+        if "worker_node" in result and self.placement is not None:  # a unit's last report: where it ran
+            c = trial.config
+            self.placement.ran(c["kind"], c["unit"], result["worker_node"], self.placement.live.get(trial.trial_id))
         self._send("on_trial_result", trial, iteration, trials, result=result, **info)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
@@ -266,20 +267,21 @@ class _Stages(tune.Callback):
             self._send("on_trial_error", trial, iteration, trials, **info)
 
 
-def _experiment(name: str, trainable, stages, resources: dict, sweep_dir: SweepDir, slots_: int) -> None:
+def _experiment(name: str, trainable, stages, placement: Placement, sweep_dir: SweepDir, slots_: int) -> None:
     """Every stage of the run as one Tune experiment `name`: `stages.next` feeds it (`SweepUnits`), `stages` hears
-    its events. Raises KeyboardInterrupt when Ctrl+C left units undone."""
+    its events, `placement` pins units to nodes. Raises KeyboardInterrupt when Ctrl+C left units undone."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    stages.feed = SweepUnits(stages.next)
+    stages.feed, stages.placement, prune = SweepUnits(stages.next), placement, Prune()
+    stages.feed.placement = prune.placement = placement
     tuner = tune.Tuner(
-        tune.with_resources(trainable, resources),
+        tune.with_resources(trainable, placement.pinned),  # each unit's resources, and its node's where pinned
         tune_config=tune.TuneConfig(
             # Tune asks for the next unit only when fewer than `slots_` are live, so trials exist from their
             # start on, not all at once; between stages the feed waits for the stage's last trial.
             search_alg=stages.feed,
             num_samples=-1,  # as many as the feed hands out: it says when it is finished
             max_concurrent_trials=slots_,
-            scheduler=Prune(),  # the driver holds the running trials, not the whole run's
+            scheduler=prune,  # the driver holds the running trials, not the whole run's
             # One actor runs trial after trial, stage after stage (they all ask for the same resources), so
             # its donors, splits and cached activations (`sweep.worker.cache`) serve every trial it runs.
             reuse_actors=True,
@@ -321,26 +323,6 @@ def _remove_quietly(loc: Loc) -> None:
         loc.delete_tree()
     except OSError as exc:
         print(f"note: could not remove Ray's run records at {loc}: {exc}", flush=True)
-
-
-def start_ray(address: str | None, num_cpus: int | None, runtime_env: dict | None = None) -> bool:
-    """Join `address`, or start an embedded local Ray, with the job's `runtime_env` (the plugins' code).
-    Returns whether we started it."""
-    if ray.is_initialized():
-        return False
-    if address:
-        _check_reachable(address)
-        try:
-            ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
-        except ConnectionError as exc:
-            hint = (
-                "; if the cluster uses token authentication (the default of `ray start --head` in Ray 2.60),"
-                " give this machine its token: RAY_AUTH_TOKEN, or the file ~/.ray/auth_token"
-            )
-            raise SpecError("--address", "a running Ray cluster", address, str(exc).splitlines()[0] + hint) from None
-    else:
-        start_lean(num_cpus, runtime_env)
-    return True
 
 
 def run_stages(
@@ -385,7 +367,8 @@ def run_stages(
             sweep_name=sweep.name, env=env,
         )  # fmt: skip
         name = "+".join(KINDS[k].stage for k in names)
-        _experiment(name, trainable, stages, resources, sweep_dir, at_once)
+        placement = Placement(KINDS, units, resources, lambda: ray.nodes(), enabled())
+        _experiment(name, trainable, stages, placement, sweep_dir, at_once)
         sweep_progress.close()
         return stages.summaries
     finally:

@@ -58,6 +58,7 @@ class DatasetInfo:
     threat: tuple[float, float] = MNIST_THREAT
     downloadable: bool = True  # False: never fetched (ImageNet's licence); errors then say so
     palette: tuple | None = None  # the colours (0-255 RGB) a dataset paints its images with, if any
+    pixel_bytes: int = 4  # bytes a pixel value takes as the loader keeps it: float32, or 1 for 8-bit pixels
 
     def missing_files(self, root: Path | None) -> list[Path]:
         """The files this dataset lacks under `root` (default: the data root): what it would download."""
@@ -76,17 +77,19 @@ def register_dataset(
     downloadable: bool = True,
     palette: tuple | None = None,
     aliases: tuple[str, ...] = (),
+    pixel_bytes: int = 4,
 ):
     """Decorator: register a loader `fn(root, download) -> Pool` (or its "module:function" name, imported
     when first called) with what validation needs to know; `aliases`: other names users write for it (a
-    misspelt dataset gets the suggestion)."""
+    misspelt dataset gets the suggestion); `pixel_bytes`: 1 where the loader returns 8-bit pixels (uint8),
+    which the planner sizes a worker's images by."""
     DATASETS.alias(name, *aliases)
 
     def make(fn):
         load = lazy(fn) if isinstance(fn, str) else fn
         return DatasetInfo(
             load, train_pool, test, channels, image_size, required or (lambda root: []), num_classes, threat,
-            downloadable, palette,
+            downloadable, palette, pixel_bytes,
         )  # fmt: skip
 
     return DATASETS.register(name, make)
@@ -131,14 +134,16 @@ def _folder_required(folder: str):
     return lambda root: [root / folder / "train", root / folder / "val"]
 
 
-register_dataset("fashion_mnist", 60000, 10000, required=_fashion_required, aliases=("fmnist",))(
+register_dataset("fashion_mnist", 60000, 10000, required=_fashion_required, aliases=("fmnist",), pixel_bytes=1)(
     "sweep.data.core:fashion_mnist"
 )
 register_dataset("digits", 1797 - 1797 // 5, 1797 // 5, aliases=("sklearn_digits",))("sweep.data.core:digits")
-_COLOUR = dict(channels=3, image_size=32, threat=CIFAR_THREAT)
+_COLOUR = dict(channels=3, image_size=32, threat=CIFAR_THREAT, pixel_bytes=1)  # the files' 8-bit pixels
 register_dataset("cifar10", 50000, 10000, required=_cifar_required, **_COLOUR)("sweep.data.torchvision_sets:cifar10")
 register_dataset("svhn", 73257, 26032, required=_svhn_required, **_COLOUR)("sweep.data.torchvision_sets:svhn")
-register_dataset("mnist", train_pool=60000, test=10000, required=_mnist_required)("sweep.data.torchvision_sets:mnist")
+register_dataset("mnist", train_pool=60000, test=10000, required=_mnist_required, pixel_bytes=1)(
+    "sweep.data.torchvision_sets:mnist"
+)
 for _base in COLOUR_BASES:
     _info = DATASETS.get_entry(_base)
     for _variant in COLOUR_VARIANTS:

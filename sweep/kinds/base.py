@@ -75,6 +75,9 @@ class Kind:
     # The frozen halves (donor, point) whose activations a unit computes through the worker cache: a stage
     # writes them to the node's cache folder only when two of its units read one (`shares_halves`).
     halves: Callable[[Any], tuple[tuple, ...]] | None = None
+    # The frozen halves (donor key, point) a unit leaves on its node besides those it reads: the donor stage's
+    # fills. On a cluster of several nodes a unit runs on the node holding its halves (`sweep.backends.placement`).
+    leaves: Callable[[Any], tuple[tuple, ...]] | str | None = None
     rerun_failed: bool = False  # a failed unit is tried again by every run (else only with --failed)
     # Optional hooks: everything else the engine and the analysis know of a kind. Each may be the callable or
     # its name, "package.module:name" (`resolve`), imported when used, so that declaring a kind imports

@@ -5,7 +5,8 @@ A unit's worker holds its donors (their parameters and floating-point buffers in
 `networks.json`: `tests/scripts/network_numbers.py` writes it; a donor being trained, the zoo stage's unit,
 `TRAINING` times that: weights, gradients, momentum and the evaluation copy), its images (the pool of every
 dataset it reads, training pool and test set, and a copy of its own splits, in the dtype the loaders keep in
-memory: float32), its indices' workspace (each kind's `Kind.memory`, `sweep.planning.memory`) and the runtime
+memory: 8-bit pixels for the datasets whose files hold them, float32 otherwise; a split's test images as
+float32), its indices' workspace (each kind's `Kind.memory`, `sweep.planning.memory`) and the runtime
 (`RUNTIME`: a worker's resident memory after its imports, measured). Torch-free: planning reads it.
 """
 
@@ -25,7 +26,7 @@ NETWORKS = Path(__file__).with_name("networks.json")
 # a 2-core AMD EPYC CPU (Python 3.11, torch 2.14.1, Ray 2.60; `tests/benchmarks/worker_baseline.py`). A GPU worker
 # holds more (CUDA's context is host memory too): state it with `resources.memory_per_trial`.
 RUNTIME = 750 * 2**20
-IMAGE_BYTES = 4  # the loaders hold images as float32 (`sweep.data`)
+IMAGE_BYTES = 4  # images as [0, 1] float32 (`sweep.data`): a split's test images; a loader's own `pixel_bytes`
 DONOR_BYTES = 4  # parameters and buffers in float32
 TRAINING = 4  # a donor being trained: weights, gradients, the optimiser's momentum, the evaluation copy
 RAY_SHARE = 0.7  # of a node's memory Ray gives its tasks by default (the rest: its object store and itself)
@@ -108,12 +109,13 @@ def _donors(unit, sweep, trained: bool) -> tuple[int, tuple[str, ...]]:
     return total, tuple(unsized)
 
 
-def image_bytes(dataset: str) -> int:
-    """Bytes of one image of `dataset` as the loaders hold it."""
+def image_bytes(dataset: str, stored: bool = True) -> int:
+    """Bytes of one image of `dataset` as its loader keeps it (`DatasetInfo.pixel_bytes`: the pool, a split's
+    training and validation images), or as [0, 1] floats (`stored=False`: a split's test images)."""
     from sweep.registry import DATASETS
 
     info = DATASETS[dataset]
-    return IMAGE_BYTES * info.channels * info.image_size**2
+    return (info.pixel_bytes if stored else IMAGE_BYTES) * info.channels * info.image_size**2
 
 
 def _images(unit) -> int:
@@ -131,7 +133,8 @@ def _images(unit) -> int:
         return pools
     source = data if data is not None else unit
     train, val, test = (getattr(source, f, None) for f in ("train_size", "val_size", "test_size"))
-    return pools + sum(sizes(dataset, train, val or 0, test)) * image_bytes(dataset)
+    train, val, test = sizes(dataset, train, val or 0, test)
+    return pools + (train + val) * image_bytes(dataset) + test * image_bytes(dataset, stored=False)
 
 
 def _batches(kind, unit, trains: bool) -> tuple[str, ...]:

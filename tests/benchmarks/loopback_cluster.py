@@ -2,7 +2,10 @@
 `ray start --address` per worker node; a sweep joins through `--address 127.0.0.1:PORT`.
 
 Nothing leaves the host (Ray 2.60 still advertises the machine's own address for every node whatever
-`--node-ip-address` says, and its GCS listens on every interface: run this where that is fine). Every process a
+`--node-ip-address` says, and its GCS listens on every interface: run this where that is fine). The nodes
+sharing one address, each is started with a resource of its own, `stitchsweep_node_<name>`, that names it to
+the sweep's placement (`sweep.backends.placement`); with `own_tmp`, each node's processes have a temporary
+folder of their own (`TMPDIR`), so each has its own node cache folder, as separate machines do. Every process a
 `ray start` leaves behind carries a marker in its environment, so its processes are found and killed by PID
 (never `ray stop`, which would also stop other users' clusters on this machine).
 """
@@ -77,7 +80,7 @@ def _with_children(procs: list[psutil.Process]) -> list[psutil.Process]:
 class Cluster:
     """Ray nodes started with `ray start`, each tagged so that it can be found and killed by PID."""
 
-    def __init__(self, run_id: str, cpus_per_node: int = 1) -> None:
+    def __init__(self, run_id: str, cpus_per_node: int = 1, own_tmp: bool = False) -> None:
         self.run_id = run_id
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -85,14 +88,21 @@ class Cluster:
         self.tags: list[str] = []
         self.temp_dir = f"/tmp/ray-{run_id}"
         self.orphans: list[psutil.Process] = []  # children of a killed raylet (Ray's agents outlive it)
+        self.own_tmp = own_tmp
+        self.tmps: dict[str, str] = {}  # node name -> its TMPDIR (with `own_tmp`)
 
     def _start(self, tag: str, *args: str) -> None:
+        name = tag.removeprefix(f"{self.run_id}-")
         # A joining node sends the head's token (~/.ray/auth_token, written by `ray start --head`) only in
         # token mode; the driver (`stitchsweep run --address`) turns that mode on by itself.
         env = {**os.environ, MARK: tag, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
+        if self.own_tmp:
+            self.tmps[name] = env["TMPDIR"] = f"/tmp/ssn-{self.run_id}-{name}"
+            os.makedirs(self.tmps[name], exist_ok=True)
         self.tags.append(tag)
+        own = f'--resources={{"stitchsweep_node_{name}": 1}}'
         subprocess.run(
-            [RAY, "start", *args, f"--num-cpus={self.cpus}", "--disable-usage-stats"],
+            [RAY, "start", *args, f"--num-cpus={self.cpus}", own, "--disable-usage-stats"],
             env=env,
             check=True,
             capture_output=True,
@@ -152,6 +162,8 @@ class Cluster:
         """Kill, by PID, every process the nodes started: the tagged ones, and their children."""
         kill_all(_with_children(self.orphans + [p for tag in self.tags for p in marked(tag)]))
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+        for tmp in self.tmps.values():
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def leftovers(self) -> list[psutil.Process]:
         """The nodes' tagged processes still alive (none after `stop`)."""

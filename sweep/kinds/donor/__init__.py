@@ -25,6 +25,7 @@ KIND = register_kind(
         label=lambda work: f"donor {work.donor.name}",
         describe=describe_donor,
         side_parts=lambda sweep_dir, work: [sweep_dir.part(DONOR_CURVES_DIR, work.donor.donor_key)],
+        leaves="sweep.kinds.donor.units:filled",  # its pass leaves the trials' frozen halves on its node
         rerun_failed=True,  # the trials that read a donor need it: a failed one is retried by every resume
         report="analysis.report.kinds.donor:sections",
     )

@@ -36,6 +36,11 @@ class HalfFill:
     channels_last: bool
 
 
+def filled(work: DonorWork) -> tuple[tuple[str, str], ...]:
+    """The frozen halves (donor key, point) the donor's evaluation pass fills: where they are, a trial reads them."""
+    return tuple(dict.fromkeys((work.donor.donor_key, f.point) for f in work.fills))
+
+
 def donor_part(sweep_dir, donor: DonorSpec, ev: DonorEval):
     """The part that records one evaluation of a donor."""
     return sweep_dir.donor_part(donor.name, ev.eval_id(donor.donor_key))

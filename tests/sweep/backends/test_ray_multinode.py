@@ -102,6 +102,9 @@ def test_losing_a_worker_node_and_then_the_driver_loses_no_trial(cluster, tiny_s
     finished = [line for line in out.splitlines() if line.startswith("[stitch ") and ": done" in line]
     assert len(finished) == len(planned), out  # each trial reported done once: a retry is not a second record
     assert "lost with its worker or node; retrying" in out, out
+    # the nodes are named apart (`stitchsweep_node_*`): units were pinned, a lost node's moved, Ray honoured each
+    assert "placement (units pinned to the node holding their halves)" in out, out
+    assert "ran elsewhere than pinned" not in out, out
     # Ray marks the dead raylet's node dead after its health checks fail; with reused workers the sweep can
     # finish before that happens
     deadline = time.time() + 120
