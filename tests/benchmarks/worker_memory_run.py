@@ -91,22 +91,13 @@ WRN_SPACE = (
 )
 
 # the papers' split (49,500 training images, 500 validation, the first 1,000 test images), one `dm` trial
-FULL_SPACE = """
-name: workermem_full
-plugins: [trust.py]
-data: {{dataset: cifar10, train_size: null, val_size: 500, test_size: 1000, download: false, root: {root}}}
-donors:
-  a: {{arch: resnet18, training: plain, epochs: 1, seed: 0}}
-  b: {{arch: resnet18, training: plain, epochs: 1, seed: 1}}
-stitching:
-  - pairs: [{{front: zoo:a, end: zoo:b}}]
-    stitch_points: [layer2.0]
-    objectives: [dm]
-    dm_samples: 500
-    indices: [cka]
-    similarity_samples: 500
-evaluation: {{n_eval_robust: 0}}
-"""
+FULL_SPACE = (
+    SPACE.split("similarity:\n")[0]
+    .replace("name: workermem", "name: workermem_full")
+    .replace("train_size: 1000,", "train_size: null,")
+    .replace("objectives: [dm, tlm]", "objectives: [dm]")
+    + "evaluation: {{n_eval_robust: 0}}\n"
+)
 
 STAGE = re.compile(r"^\[sweep\] ([\w-]+): (starting workers|\d+ unit)")
 
