@@ -132,35 +132,42 @@ def _idx_file(d: Path, stem: str) -> Path:
     return gz if gz.exists() else d / stem
 
 
+def _idx_part(directory: Path, prefix: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """One part of an MNIST-format dataset, `train` or `t10k`: its images (8-bit, as stored) and labels."""
+    x = torch.from_numpy(_read_idx(_idx_file(directory, f"{prefix}-images-idx3-ubyte")).copy()).unsqueeze(1)
+    y = torch.from_numpy(_read_idx(_idx_file(directory, f"{prefix}-labels-idx1-ubyte")).astype(np.int64))
+    return x, y
+
+
 def load_mnist_like(directory: Path, mean: float, std: float) -> Pool:
     """Load an MNIST-format dataset (four IDX files) from a directory, as the files store it (8-bit pixels)."""
-
-    def images(stem: str) -> torch.Tensor:
-        return torch.from_numpy(_read_idx(_idx_file(directory, stem)).copy()).unsqueeze(1)
-
-    def labels(stem: str) -> torch.Tensor:
-        return torch.from_numpy(_read_idx(_idx_file(directory, stem)).astype(np.int64))
-
-    return Pool(
-        train_x=images("train-images-idx3-ubyte"),
-        train_y=labels("train-labels-idx1-ubyte"),
-        test_x=images("t10k-images-idx3-ubyte"),
-        test_y=labels("t10k-labels-idx1-ubyte"),
-        num_classes=10,
-        mean=(mean,),
-        std=(std,),
-    )
+    (train_x, train_y), (test_x, test_y) = _idx_part(directory, "train"), _idx_part(directory, "t10k")
+    return Pool(train_x, train_y, test_x, test_y, num_classes=10, mean=(mean,), std=(std,))
 
 
-def fashion_mnist(root: Path, download: bool) -> Pool:
-    """Fashion-MNIST from ROOT/fashion-mnist, ROOT/FashionMNIST/raw or Debian's package, else torchvision."""
+def load_mnist_like_test(directory: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """An MNIST-format dataset's test set alone (its two t10k files)."""
+    return _idx_part(directory, "t10k")
+
+
+def _fashion_dir(root: Path, download: bool, train: bool = True) -> Path:
     found = find_idx_dir(fashion_candidates(root))
     if found is None:
         from torchvision.datasets import FashionMNIST
 
-        FashionMNIST(str(root), train=True, download=download)  # raises with the missing path if absent
+        FashionMNIST(str(root), train=train, download=download)  # raises with the missing path if absent
         found = root / "FashionMNIST" / "raw"
-    return load_mnist_like(found, mean=0.2860, std=0.3530)
+    return found
+
+
+def fashion_mnist(root: Path, download: bool) -> Pool:
+    """Fashion-MNIST from ROOT/fashion-mnist, ROOT/FashionMNIST/raw or Debian's package, else torchvision."""
+    return load_mnist_like(_fashion_dir(root, download), mean=0.2860, std=0.3530)
+
+
+def fashion_mnist_test(root: Path, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fashion-MNIST's test set alone, from where `fashion_mnist` reads it."""
+    return load_mnist_like_test(_fashion_dir(root, download, train=False))
 
 
 def digits(root: Path, download: bool) -> Pool:
@@ -188,16 +195,28 @@ def load_pool(name: str, root: str | None = None, download: bool = True) -> Pool
 
 def read_pool(name: str, root: str | None = None, download: bool = True) -> Pool:
     """`load_pool`'s dataset read now and not kept by this module."""
-    info = DATASETS.get_entry(name)
+    return DATASETS.get_entry(name).load(_base(name, root, download), download)
+
+
+def _base(name: str, root: str | None, download: bool) -> Path:
+    """The dataset's data root; without `download`, a FileNotFoundError naming the files missing there."""
     base = Path(root) if root else data_root()
-    if not download:
-        missing = missing_files(name, base)
-        if missing:
-            raise FileNotFoundError(
-                f"dataset {name!r}: missing {[str(m) for m in missing[:4]]} under {base};"
-                " set data.download: true, or copy the files there"
-            )
-    return info.load(base, download)
+    if not download and (missing := missing_files(name, base)):
+        raise FileNotFoundError(
+            f"dataset {name!r}: missing {[str(m) for m in missing[:4]]} under {base};"
+            " set data.download: true, or copy the files there"
+        )
+    return base
+
+
+def read_test(name: str, root: str | None = None, download: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """A registered dataset's official test set (images, labels), read now and not kept: by its `load_test`
+    alone where it has one (the training pool is not read), else from the whole dataset (`read_pool`)."""
+    info = DATASETS.get_entry(name)
+    if info.load_test is None:
+        pool = read_pool(name, root, download)
+        return pool.test_x, pool.test_y
+    return info.load_test(_base(name, root, download), download)
 
 
 def test_images(

@@ -59,6 +59,9 @@ class DatasetInfo:
     downloadable: bool = True  # False: never fetched (ImageNet's licence); errors then say so
     palette: tuple | None = None  # the colours (0-255 RGB) a dataset paints its images with, if any
     pixel_bytes: int = 4  # bytes a pixel value takes as the loader keeps it: float32, or 1 for 8-bit pixels
+    # `(root, download) -> (test_x, test_y)`: the official test set alone, read without the training pool, for a
+    # unit that reads only test images (a similarity unit, a donor's evaluation); None: the whole dataset is read
+    load_test: Callable | None = None
 
     def missing_files(self, root: Path | None) -> list[Path]:
         """The files this dataset lacks under `root` (default: the data root): what it would download."""
@@ -78,18 +81,20 @@ def register_dataset(
     palette: tuple | None = None,
     aliases: tuple[str, ...] = (),
     pixel_bytes: int = 4,
+    load_test: Callable | str | None = None,
 ):
     """Decorator: register a loader `fn(root, download) -> Pool` (or its "module:function" name, imported
     when first called) with what validation needs to know; `aliases`: other names users write for it (a
     misspelt dataset gets the suggestion); `pixel_bytes`: 1 where the loader returns 8-bit pixels (uint8),
-    which the planner sizes a worker's images by."""
+    which the planner sizes a worker's images by; `load_test`: a reader of the official test set alone (the
+    function or its "module:function" name), what a unit that reads only test images then reads."""
     DATASETS.alias(name, *aliases)
 
     def make(fn):
         load = lazy(fn) if isinstance(fn, str) else fn
         return DatasetInfo(
             load, train_pool, test, channels, image_size, required or (lambda root: []), num_classes, threat,
-            downloadable, palette, pixel_bytes,
+            downloadable, palette, pixel_bytes, lazy(load_test) if isinstance(load_test, str) else load_test,
         )  # fmt: skip
 
     return DATASETS.register(name, make)
@@ -134,15 +139,21 @@ def _folder_required(folder: str):
     return lambda root: [root / folder / "train", root / folder / "val"]
 
 
-register_dataset("fashion_mnist", 60000, 10000, required=_fashion_required, aliases=("fmnist",), pixel_bytes=1)(
-    "sweep.data.core:fashion_mnist"
-)
+_SETS = "sweep.data.torchvision_sets"
+register_dataset(
+    "fashion_mnist", 60000, 10000, required=_fashion_required, aliases=("fmnist",), pixel_bytes=1,
+    load_test="sweep.data.core:fashion_mnist_test",
+)("sweep.data.core:fashion_mnist")  # fmt: skip
 register_dataset("digits", 1797 - 1797 // 5, 1797 // 5, aliases=("sklearn_digits",))("sweep.data.core:digits")
 _COLOUR = dict(channels=3, image_size=32, threat=CIFAR_THREAT, pixel_bytes=1)  # the files' 8-bit pixels
-register_dataset("cifar10", 50000, 10000, required=_cifar_required, **_COLOUR)("sweep.data.torchvision_sets:cifar10")
-register_dataset("svhn", 73257, 26032, required=_svhn_required, **_COLOUR)("sweep.data.torchvision_sets:svhn")
-register_dataset("mnist", train_pool=60000, test=10000, required=_mnist_required, pixel_bytes=1)(
-    "sweep.data.torchvision_sets:mnist"
+register_dataset("cifar10", 50000, 10000, required=_cifar_required, load_test=f"{_SETS}:cifar10_test", **_COLOUR)(
+    f"{_SETS}:cifar10"
+)
+register_dataset("svhn", 73257, 26032, required=_svhn_required, load_test=f"{_SETS}:svhn_test", **_COLOUR)(
+    f"{_SETS}:svhn"
+)
+register_dataset("mnist", 60000, 10000, required=_mnist_required, pixel_bytes=1, load_test=f"{_SETS}:mnist_test")(
+    f"{_SETS}:mnist"
 )
 for _base in COLOUR_BASES:
     _info = DATASETS.get_entry(_base)

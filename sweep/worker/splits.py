@@ -15,7 +15,17 @@ import dataclasses
 
 import torch
 
-from sweep.data.core import Pool, Splits, data_root, fingerprint, load_pool, make_splits, read_pool, unit_pixels
+from sweep.data.core import (
+    Pool,
+    Splits,
+    data_root,
+    fingerprint,
+    load_pool,
+    make_splits,
+    read_pool,
+    read_test,
+    unit_pixels,
+)
 from sweep.data.stream import is_stream
 from sweep.worker.cache import worker_cache
 
@@ -42,12 +52,17 @@ def worker_test_images(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The first `n` images of a dataset's official test set (all: None) and their labels, what every split's
     test part starts with, kept by the worker's cache as a copy of their own. The dataset is read for them and
-    not kept (`read_pool`): a unit that reads test images only (a similarity unit) holds those, not the
-    training pool and its split (CIFAR-10: 1.4 GB as float32 on the host)."""
+    not kept, only its test set where it has a reader of that alone (`read_test`: MNIST, Fashion-MNIST,
+    CIFAR-10, SVHN): a unit that reads test images only (a similarity unit, a donor's evaluation) holds those,
+    not the training pool and its split, and does not read the training files."""
 
     def read() -> tuple[torch.Tensor, torch.Tensor]:
-        pool = _pool(name, root, download)
-        return _own(pool.test_x[:n], pool.test_x), pool.test_y[:n].clone()  # a view would keep the whole pool
+        if worker_cache().settings.enabled:  # the test set alone where the dataset can read it so
+            x, y = read_test(name, root, download)
+        else:
+            pool = load_pool(name, root, download)
+            x, y = pool.test_x, pool.test_y
+        return _own(x[:n], x), y[:n].clone()  # a view would keep the whole test set
 
     return worker_cache().get(("test_images", name, n, str(root or data_root())), read)
 

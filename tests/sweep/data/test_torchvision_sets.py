@@ -114,3 +114,48 @@ def test_registry_sizes_describe_the_real_datasets():
     assert (data.DATASETS["cifar10"].train_pool, data.DATASETS["cifar10"].test) == (50000, 10000)
     assert (data.DATASETS["svhn"].train_pool, data.DATASETS["svhn"].test) == (73257, 26032)
     assert data.DATASETS["mnist"].channels == 1 and data.DATASETS["cifar10"].channels == 3
+
+
+def _cifar_files(root):
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir()
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {"data": RNG.integers(0, 256, (3, 3072), dtype=np.uint8), "labels": [0, 5, 9]}
+        (folder / name).write_bytes(pickle.dumps(batch))
+    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [str(i) for i in range(10)]}))
+    return [folder / f"data_batch_{i}" for i in range(1, 6)]
+
+
+def _svhn_files(root):
+    for split, n in (("train", 6), ("test", 2)):
+        x = RNG.integers(0, 256, (32, 32, 3, n), dtype=np.uint8)
+        scipy.io.savemat(root / f"{split}_32x32.mat", {"X": x, "y": np.arange(1, n + 1, dtype=np.uint8)[:, None]})
+    return [root / "train_32x32.mat"]
+
+
+def _mnist_files(root):
+    _write_mnist(root / "MNIST" / "raw")
+    return [root / "MNIST" / "raw" / f"train-{part}-idx{n}-ubyte" for part, n in (("images", 3), ("labels", 1))]
+
+
+def _fashion_files(root):
+    _write_mnist(root / "FashionMNIST" / "raw", gz=True)
+    raw = root / "FashionMNIST" / "raw"
+    return [raw / f"train-{part}-idx{n}-ubyte.gz" for part, n in (("images", 3), ("labels", 1))]
+
+
+@pytest.mark.parametrize(
+    "name, write",
+    [("cifar10", _cifar_files), ("svhn", _svhn_files), ("mnist", _mnist_files), ("fashion_mnist", _fashion_files)],
+)
+def test_a_test_set_is_read_alone_and_is_the_datasets_test_set(tmp_path, trust_tiny_files, name, write):
+    training_files = write(tmp_path)
+    pool = data.read_pool(name, str(tmp_path), download=False)
+    x, y = data.read_test(name, str(tmp_path), download=False)
+    assert x.dtype == torch.uint8 and torch.equal(x, pool.test_x) and torch.equal(y, pool.test_y)
+    for path in training_files:  # garbled: a read of the whole dataset now fails, the test set's does not
+        path.write_bytes(b"not the training images")
+    with pytest.raises(Exception):  # noqa: B017  (each format's own error)
+        data.read_pool(name, str(tmp_path), download=False)
+    x2, y2 = data.read_test(name, str(tmp_path), download=False)
+    assert torch.equal(x2, x) and torch.equal(y2, y)

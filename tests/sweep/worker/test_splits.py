@@ -51,3 +51,20 @@ def test_with_the_cache_off_the_dataset_is_read_once_per_process(configured):
     b = worker_splits("digits", 200, 100, 50, torch.device("cpu"))
     assert load_pool.cache_info().currsize == 1 and load_pool.cache_info().misses == 1
     assert torch.equal(a.val_x, b.val_x)
+
+
+def test_a_unit_that_reads_test_images_only_reads_the_test_set_alone(configured, registered):
+    """A dataset with a reader of its test set alone (`DatasetInfo.load_test`): the training pool is never read."""
+    from sweep.data.declared import DatasetInfo
+    from sweep.registry import DATASETS
+
+    test_x, test_y = torch.randint(0, 256, (6, 1, 28, 28), dtype=torch.uint8), torch.arange(6)
+
+    def whole(root, download):
+        raise AssertionError("the whole dataset was read")
+
+    registered(DATASETS, "test_alone", DatasetInfo(whole, 10, 6, 1, 28, load_test=lambda root, d: (test_x, test_y)))
+    configured()
+    x, y = worker_test_images("test_alone", 4)
+    assert x.dtype == torch.float32 and torch.equal(x, test_x[:4].to(torch.float32) / 255)
+    assert torch.equal(y, test_y[:4]) and _alone(x) and _alone(y)
