@@ -282,8 +282,8 @@ def _experiment(name: str, trainable, stages, placement: Placement, sweep_dir: S
             num_samples=-1,  # as many as the feed hands out: it says when it is finished
             max_concurrent_trials=slots_,
             scheduler=prune,  # the driver holds the running trials, not the whole run's
-            # One actor runs trial after trial, stage after stage (they all ask for the same resources), so
-            # its donors, splits and cached activations (`sweep.worker.cache`) serve every trial it runs.
+            # One actor runs trial after trial, stage after stage (they ask for the same resources; pinned, those
+            # of one node do), so its donors, splits and cached activations (`sweep.worker.cache`) serve them all.
             reuse_actors=True,
             trial_name_creator=unit_name,
             trial_dirname_creator=unit_name,
