@@ -91,14 +91,18 @@ def slots(resources: dict, cluster: dict, max_concurrent: int | None) -> int:
     """How many units run at once: `max_concurrent` when given, else how many units' `resources` (the
     `trial_resources` keys) fit in the `cluster`'s totals (`ray.cluster_resources()`), at least 1. Tune asks
     the search algorithm for a new unit only when fewer than this many are live."""
-    if max_concurrent:
-        return max_concurrent
+    return max_concurrent or max(1, units_fit(resources, cluster))
+
+
+def units_fit(resources: dict, have: dict) -> int:
+    """How many units asking for `resources` (`trial_resources`' keys) fit in `have` (Ray's resource names: a
+    cluster's totals or one node's); 1 when they ask for none of them."""
     fits = [
-        math.floor(cluster.get(_CLUSTER_NAMES[key], 0.0) / need + 1e-9)
+        math.floor(have.get(_CLUSTER_NAMES[key], 0.0) / need + 1e-9)
         for key, need in resources.items()
         if need and key in _CLUSTER_NAMES
     ]
-    return max(1, min(fits, default=1))
+    return min(fits, default=1)
 
 
 class Forget(TrialProgressCallback):

@@ -67,13 +67,9 @@ def handles(nodes: list[Node]) -> dict[str, str]:
 
 def slots_of(node: Node, resources: dict) -> int:
     """How many units asking for `resources` (`trial_resources`' "cpu", "gpu", "memory") the node holds."""
-    have = node.get("Resources", {})
-    fits = [
-        math.floor(have.get(name, 0.0) / resources[key] + 1e-9)
-        for key, name in (("cpu", "CPU"), ("gpu", "GPU"), ("memory", "memory"))
-        if resources.get(key)
-    ]
-    return max(0, min(fits, default=1))
+    from sweep.backends.feed import units_fit
+
+    return max(0, units_fit(resources, node.get("Resources", {})))
 
 
 class Pinned:
