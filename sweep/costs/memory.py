@@ -26,6 +26,13 @@ ALLOCATOR = 1.3  # the allocator's own overhead on a workspace, measured (tests/
 LIVE = 4  # a network's live float32 activations in a no-grad forward, in its largest activation (measured)
 
 
+def kept(parts: list[int], budget: int) -> int:
+    """The bytes the worker cache's memory level keeps of activation parts of `parts` bytes each: a part that
+    fits the budget is kept, one that does not is computed per chunk and dropped (`sweep.worker.activations`),
+    the kept ones at most the budget in all (it lets the least recently used go)."""
+    return min(budget, sum(b for b in parts if b <= budget))
+
+
 def matrix(shape: tuple[int, ...], layout: str, n: int) -> tuple[int, int]:
     """(rows, columns) of n images' activations of `shape` in `layout` (`similarity.to_2d`)."""
     if len(shape) == 1:

@@ -4,7 +4,9 @@ A `Pool` (a dataset as read) may keep its images in their stored dtype, 8-bit pi
 184 MB, not 737 MB as float32). A split cut from it keeps its training and validation images so (`stored`:
 `sweep.data.stream.Stored`, converted batch by batch as they are read); its test images, and the first test
 images a unit reads alone, become [0, 1] floats when they are cut (`unit_pixels`). Either way the floats a unit
-computes with are the same bits as converting the whole dataset first.
+computes with are the same bits as converting the whole dataset first. A split is cut from the whole pool
+(`make_splits`), or read with only its own images kept of the training files where the dataset's loader can
+(`read_split`, `DatasetInfo.load_rows`), the same images either way.
 
 Registered datasets:
 - `fashion_mnist`: the 70,000 images of Fashion-MNIST, read from the IDX files of the Debian package
@@ -150,6 +152,13 @@ def load_mnist_like_test(directory: Path) -> tuple[torch.Tensor, torch.Tensor]:
     return _idx_part(directory, "t10k")
 
 
+def load_mnist_like_rows(directory: Path, mean: float, std: float, index: torch.Tensor) -> tuple[Pool, int]:
+    """An MNIST-format dataset with only the training images at `index` (`DatasetInfo.load_rows`)."""
+    train_x, train_y, n = rows_of([_idx_part(directory, "train")], index)
+    test_x, test_y = load_mnist_like_test(directory)
+    return Pool(train_x, train_y, test_x, test_y, num_classes=10, mean=(mean,), std=(std,)), n
+
+
 def _fashion_dir(root: Path, download: bool, train: bool = True) -> Path:
     found = find_idx_dir(fashion_candidates(root))
     if found is None:
@@ -160,9 +169,17 @@ def _fashion_dir(root: Path, download: bool, train: bool = True) -> Path:
     return found
 
 
+FASHION_STATS = (0.2860, 0.3530)  # Fashion-MNIST's pixel mean and standard deviation
+
+
 def fashion_mnist(root: Path, download: bool) -> Pool:
     """Fashion-MNIST from ROOT/fashion-mnist, ROOT/FashionMNIST/raw or Debian's package, else torchvision."""
-    return load_mnist_like(_fashion_dir(root, download), mean=0.2860, std=0.3530)
+    return load_mnist_like(_fashion_dir(root, download), *FASHION_STATS)
+
+
+def fashion_mnist_rows(root: Path, download: bool, index: torch.Tensor) -> tuple[Pool, int]:
+    """Fashion-MNIST with only the training images at `index`, from where `fashion_mnist` reads it."""
+    return load_mnist_like_rows(_fashion_dir(root, download), *FASHION_STATS, index)
 
 
 def fashion_mnist_test(root: Path, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -227,6 +244,40 @@ def test_images(
     return unit_pixels(pool.test_x[:test_size]), pool.test_y[:test_size]
 
 
+def split_indices(n: int, train_size: int | None, val_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training and validation images' positions in a training pool of `n`: one fixed permutation of it, val
+    first (`train_size=None`: every image not in val)."""
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(SPLIT_SEED))
+    val_idx = perm[:val_size]
+    return (perm[val_size:] if train_size is None else perm[val_size : val_size + train_size]), val_idx
+
+
+def _check_sizes(name: str, n: int, train_size: int | None, val_size: int) -> None:
+    if val_size + (train_size or 0) > n:
+        raise ValueError(
+            f"data: train_size + val_size = {val_size + (train_size or 0)} exceeds the {n} training images of {name!r}"
+        )
+
+
+def _cut(name: str, pool: Pool, train: tuple, val: tuple, test_size: int | None, n: int) -> Splits:
+    """The split of a dataset of `n` training images: its training and validation images and labels as given
+    (`train`, `val`), the first `test_size` images of `pool`'s test set (all: None)."""
+    n_test = len(pool.test_y) if test_size is None else min(test_size, len(pool.test_y))
+    ident = json.dumps([name, SPLIT_SEED, len(train[1]), len(val[1]), n_test, n], separators=(",", ":"))
+    return Splits(
+        train_x=stored(train[0]),
+        train_y=train[1],
+        val_x=stored(val[0]),
+        val_y=val[1],
+        test_x=unit_pixels(pool.test_x[:n_test]),
+        test_y=pool.test_y[:n_test],
+        num_classes=pool.num_classes,
+        mean=pool.mean,
+        std=pool.std,
+        split_id=hashlib.sha256(ident.encode()).hexdigest()[:12],
+    )
+
+
 def make_splits(
     name: str,
     train_size: int | None,
@@ -244,27 +295,61 @@ def make_splits(
     """
     pool = load_pool(name, root, download) if pool is None else pool
     n = len(pool.train_y)
-    if val_size + (train_size or 0) > n:
-        raise ValueError(
-            f"data: train_size + val_size = {val_size + (train_size or 0)} exceeds the {n} training images of {name!r}"
-        )
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(SPLIT_SEED))
-    val_idx = perm[:val_size]
-    train_idx = perm[val_size:] if train_size is None else perm[val_size : val_size + train_size]
-    n_test = len(pool.test_y) if test_size is None else min(test_size, len(pool.test_y))
-    ident = json.dumps([name, SPLIT_SEED, len(train_idx), len(val_idx), n_test, n], separators=(",", ":"))
-    return Splits(
-        train_x=stored(pool.train_x[train_idx]),
-        train_y=pool.train_y[train_idx],
-        val_x=stored(pool.train_x[val_idx]),
-        val_y=pool.train_y[val_idx],
-        test_x=unit_pixels(pool.test_x[:n_test]),
-        test_y=pool.test_y[:n_test],
-        num_classes=pool.num_classes,
-        mean=pool.mean,
-        std=pool.std,
-        split_id=hashlib.sha256(ident.encode()).hexdigest()[:12],
-    )
+    _check_sizes(name, n, train_size, val_size)
+    train_idx, val_idx = split_indices(n, train_size, val_size)
+    train, val = (pool.train_x[train_idx], pool.train_y[train_idx]), (pool.train_x[val_idx], pool.train_y[val_idx])
+    return _cut(name, pool, train, val, test_size, n)
+
+
+def read_split(
+    name: str, train_size: int | None, val_size: int, test_size: int | None, root: str | None = None,
+    download: bool = True,
+) -> Splits:  # fmt: skip
+    """`make_splits`'s split, read now and not kept: where the dataset has a reader of chosen training images
+    (`DatasetInfo.load_rows`: MNIST, Fashion-MNIST, CIFAR-10, SVHN) only the split's training and validation
+    images are kept of its training files, read file by file (a split of 1,000 CIFAR-10 images holds those, not
+    the 50,000); the same images and labels, bit for bit. A dataset without one, or whose files hold another
+    number of training images than it is registered with, is read whole (`read_pool`) and split."""
+    info = DATASETS.get_entry(name)
+    if info.load_rows is not None:
+        _check_sizes(name, info.train_pool, train_size, val_size)
+        train_idx, val_idx = split_indices(info.train_pool, train_size, val_size)
+        pool, n = info.load_rows(_base(name, root, download), download, torch.cat([train_idx, val_idx]))
+        if n == info.train_pool:  # the positions were drawn for a pool of this size
+            k = len(train_idx)
+            train, val = (pool.train_x[:k], pool.train_y[:k]), (pool.train_x[k:], pool.train_y[k:])
+            return _cut(name, pool, train, val, test_size, n)
+    return make_splits(name, train_size, val_size, test_size, pool=read_pool(name, root, download))
+
+
+def read_rows(name: str, index: torch.Tensor, root: str | None = None, download: bool = True) -> torch.Tensor:
+    """The training images at `index` of a registered dataset, read now and not kept with the rest (by its
+    `load_rows` where it has one, else from the whole dataset)."""
+    info = DATASETS.get_entry(name)
+    if info.load_rows is not None:
+        pool, n = info.load_rows(_base(name, root, download), download, index)
+        if n == info.train_pool:
+            return pool.train_x
+    return read_pool(name, root, download).train_x[index]
+
+
+def rows_of(parts, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The images and labels at `index` (positions in the concatenation of `parts`, an iterable of (images,
+    labels) read one after the other, e.g. a dataset's training files), each part let go once its rows are
+    taken; and how many images the parts held in all. A position past the end is left unset: the caller
+    compares the count with the size it drew the positions for."""
+    x_out = y_out = None
+    offset = 0
+    for x, y in parts:
+        if x_out is None:
+            x_out = torch.empty((len(index), *x.shape[1:]), dtype=x.dtype)
+            y_out = torch.empty(len(index), dtype=y.dtype)
+        where = ((index >= offset) & (index < offset + len(y))).nonzero().squeeze(1)
+        x_out[where], y_out[where] = x[index[where] - offset], y[index[where] - offset]
+        offset += len(y)
+    if x_out is None:
+        raise ValueError("a dataset with no training images")
+    return x_out, y_out, offset
 
 
 def fingerprint(splits: Splits) -> str:

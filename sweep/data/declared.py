@@ -62,6 +62,10 @@ class DatasetInfo:
     # `(root, download) -> (test_x, test_y)`: the official test set alone, read without the training pool, for a
     # unit that reads only test images (a similarity unit, a donor's evaluation); None: the whole dataset is read
     load_test: Callable | None = None
+    # `(root, download, index) -> (Pool, n)`: the dataset with only its training images at `index` (in that order)
+    # in its training part, the rest of the training files not kept, and how many training images the files hold;
+    # what a split is read with (`sweep.data.core.read_split`); None: the whole dataset is read
+    load_rows: Callable | None = None
 
     def missing_files(self, root: Path | None) -> list[Path]:
         """The files this dataset lacks under `root` (default: the data root): what it would download."""
@@ -82,19 +86,21 @@ def register_dataset(
     aliases: tuple[str, ...] = (),
     pixel_bytes: int = 4,
     load_test: Callable | str | None = None,
+    load_rows: Callable | str | None = None,
 ):
     """Decorator: register a loader `fn(root, download) -> Pool` (or its "module:function" name, imported
     when first called) with what validation needs to know; `aliases`: other names users write for it (a
     misspelt dataset gets the suggestion); `pixel_bytes`: 1 where the loader returns 8-bit pixels (uint8),
     which the planner sizes a worker's images by; `load_test`: a reader of the official test set alone (the
-    function or its "module:function" name), what a unit that reads only test images then reads."""
+    function or its "module:function" name), what a unit that reads only test images then reads; `load_rows`: a
+    reader of chosen training images (`DatasetInfo.load_rows`), what a split is read with."""
     DATASETS.alias(name, *aliases)
 
     def make(fn):
         load = lazy(fn) if isinstance(fn, str) else fn
         return DatasetInfo(
             load, train_pool, test, channels, image_size, required or (lambda root: []), num_classes, threat,
-            downloadable, palette, pixel_bytes, lazy(load_test) if isinstance(load_test, str) else load_test,
+            downloadable, palette, pixel_bytes, *(lazy(f) if isinstance(f, str) else f for f in (load_test, load_rows)),
         )  # fmt: skip
 
     return DATASETS.register(name, make)
@@ -142,19 +148,20 @@ def _folder_required(folder: str):
 _SETS = "sweep.data.torchvision_sets"
 register_dataset(
     "fashion_mnist", 60000, 10000, required=_fashion_required, aliases=("fmnist",), pixel_bytes=1,
-    load_test="sweep.data.core:fashion_mnist_test",
+    load_test="sweep.data.core:fashion_mnist_test", load_rows="sweep.data.core:fashion_mnist_rows",
 )("sweep.data.core:fashion_mnist")  # fmt: skip
 register_dataset("digits", 1797 - 1797 // 5, 1797 // 5, aliases=("sklearn_digits",))("sweep.data.core:digits")
 _COLOUR = dict(channels=3, image_size=32, threat=CIFAR_THREAT, pixel_bytes=1)  # the files' 8-bit pixels
-register_dataset("cifar10", 50000, 10000, required=_cifar_required, load_test=f"{_SETS}:cifar10_test", **_COLOUR)(
-    f"{_SETS}:cifar10"
-)
-register_dataset("svhn", 73257, 26032, required=_svhn_required, load_test=f"{_SETS}:svhn_test", **_COLOUR)(
-    f"{_SETS}:svhn"
-)
-register_dataset("mnist", 60000, 10000, required=_mnist_required, pixel_bytes=1, load_test=f"{_SETS}:mnist_test")(
-    f"{_SETS}:mnist"
-)
+_TORCHVISION = (("cifar10", (50000, 10000), _cifar_required), ("svhn", (73257, 26032), _svhn_required))
+for _name, _sizes, _required in _TORCHVISION:
+    register_dataset(
+        _name, *_sizes, required=_required, load_test=f"{_SETS}:{_name}_test", load_rows=f"{_SETS}:{_name}_rows",
+        **_COLOUR,
+    )(f"{_SETS}:{_name}")  # fmt: skip
+register_dataset(
+    "mnist", 60000, 10000, required=_mnist_required, pixel_bytes=1, load_test=f"{_SETS}:mnist_test",
+    load_rows=f"{_SETS}:mnist_rows",
+)(f"{_SETS}:mnist")  # fmt: skip
 for _base in COLOUR_BASES:
     _info = DATASETS.get_entry(_base)
     for _variant in COLOUR_VARIANTS:

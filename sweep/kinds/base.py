@@ -92,6 +92,10 @@ class Kind:
     # `memory(unit, sweep)`: the unit's memory need (`sweep.costs.memory.Need`, or None: nothing sized), that `plan`
     # prints and `resources.memory_per_trial` bounds
     memory: Callable[[Any, Any], Any] | str | None = None
+    # `held(unit, sweep)`: the bytes of the frozen halves' activations a unit keeps through the worker cache at
+    # most (its `halves` on its images, within the cache's memory budget), that `plan` and `run` count in its
+    # worker memory (`sweep.planning.worker_memory`); None: none kept
+    held: Callable[[Any, Any], int] | str | None = None
     # `price(unit, pricer)`: its device-seconds under a cost profile (`sweep.costs.pricer.Pricer`); None: listed as
     # not priced by `plan --estimate`
     price: Callable[[Any, Any], float] | str | None = None

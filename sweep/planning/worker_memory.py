@@ -4,10 +4,14 @@ says per kind and what `stitchsweep run` fits its concurrency to (`sweep.backend
 A unit's worker holds its donors (their parameters and floating-point buffers in float32, counted from
 `networks.json`: `tests/scripts/network_numbers.py` writes it; a donor being trained, the zoo stage's unit,
 `TRAINING` times that: weights, gradients, momentum and the evaluation copy), its images (the pool of every
-dataset it reads, training pool and test set, and a copy of its own splits, in the dtype the loaders keep in
-memory: 8-bit pixels for the datasets whose files hold them, float32 otherwise; a split's test images as
-float32), its indices' workspace (each kind's `Kind.memory`, `sweep.planning.memory`) and the runtime
-(`RUNTIME`: a worker's resident memory after its imports, measured). Torch-free: planning reads it.
+dataset it reads whole, training pool and test set, and a copy of its own splits, in the dtype the loaders keep
+in memory: 8-bit pixels for the datasets whose files hold them, float32 otherwise; a split's test images as
+float32; a dataset whose loader reads chosen images alone is not held whole, and what its read holds for a moment,
+one training file, is not counted), the frozen halves' activations it keeps through the worker cache (`Kind.held`),
+its indices' workspace (each kind's `Kind.memory`, `sweep.planning.memory`: an upper bound, as an index's
+activations may be slices of the kept halves) and the runtime (`RUNTIME`: a worker's resident memory after its
+imports, measured). Not counted: a unit's own working memory (a fit's activations and gradients in a batch, an
+evaluation's batch). Torch-free: planning reads it.
 """
 
 from __future__ import annotations
@@ -44,15 +48,18 @@ class UnitMemory:
     runtime: int = RUNTIME
     batch: tuple[str, ...] = ()  # the unit's batch-size fields (section.field = value) that set its need
     unsized: tuple[str, ...] = ()
+    halves: int = 0  # the frozen halves' activations it keeps through the worker cache (`Kind.held`)
 
     @property
     def bytes(self) -> int:
-        return self.donors + self.images + self.indices + self.runtime
+        return self.donors + self.images + self.halves + self.indices + self.runtime
 
     def parts(self) -> str:
-        """Its parts in GiB: "donors 0.20, images 0.40, indices 0.10, runtime 0.73"."""
-        named = zip(("donors", "images", "indices", "runtime"), (self.donors, self.images, self.indices, self.runtime))
-        return ", ".join(f"{name} {n / GiB:.2f}" for name, n in named)
+        """Its parts in GiB: "donors 0.20, images 0.40, halves 0.50, indices 0.10, runtime 0.73" (halves: only
+        for a kind that keeps some)."""
+        named = [("donors", self.donors), ("images", self.images), ("halves", self.halves)]
+        named += [("indices", self.indices), ("runtime", self.runtime)]
+        return ", ".join(f"{name} {n / GiB:.2f}" for name, n in named if n or name != "halves")
 
 
 @cache
@@ -119,16 +126,20 @@ def image_bytes(dataset: str, stored: bool = True) -> int:
 
 
 def _images(unit) -> int:
-    """The pools of the datasets a unit reads (training pool and test set), and a copy of its own splits."""
+    """A copy of the unit's own splits, and the pools (training pool and test set) of the datasets it reads that
+    are read whole: those whose loader reads no chosen images alone (`DatasetInfo.load_rows`, `load_test`), and
+    every one with the worker cache off (`load_pool`'s per-process copy)."""
     from sweep.costs.pricer import sizes
     from sweep.registry import DATASETS
+    from sweep.worker.cache import cache_on
 
     fields = _fields(unit)
     data = fields.get("data")
     dataset = fields.get("dataset") or getattr(data, "dataset", None)
     read = {dataset, fields.get("front_dataset"), fields.get("end_dataset"), *(fields.get("ood_outliers") or ())}
     read = {d for d in read if isinstance(d, str) and d in DATASETS}
-    pools = sum((DATASETS[d].train_pool + DATASETS[d].test) * image_bytes(d) for d in read)
+    whole = [d for d in read if not (cache_on() and DATASETS[d].load_rows and DATASETS[d].load_test)]
+    pools = sum((DATASETS[d].train_pool + DATASETS[d].test) * image_bytes(d) for d in whole)
     if dataset not in DATASETS:
         return pools
     source = data if data is not None else unit
@@ -147,14 +158,16 @@ def _batches(kind, unit, trains: bool) -> tuple[str, ...]:
 def unit_memory(kind, unit, sweep, indices: Need | None = None) -> UnitMemory:
     """The worker memory of `kind`'s `unit` of `sweep` (`indices`: its `Kind.memory` need, when sized)."""
     from sweep.kinds.donor.units import DonorWork
+    from sweep.registry import resolve
 
     trains = isinstance(unit, DonorWork)  # the zoo stage's unit: one donor, trained or loaded, and evaluated
-    unit = unit.donor if trains else unit
+    work, unit = unit, unit.donor if trains else unit
     donors, unsized = _donors(unit, sweep, trained=trains)
     batch = _batches(kind, unit, trains) + ((f"{indices.field} = {indices.n:,}",) if indices else ())
     label = getattr(unit, "label", None) or getattr(unit, "name", None) or kind.name
+    held = resolve(kind.held)(work, sweep) if kind.held is not None else 0
     return UnitMemory(kind.name, str(label), donors, _images(unit), indices.bytes if indices else 0, RUNTIME, batch,
-                      unsized)  # fmt: skip
+                      unsized, held)  # fmt: skip
 
 
 def unit_needs(sweep, units: dict[str, dict] | None = None) -> dict[str, UnitMemory]:

@@ -56,6 +56,7 @@ SHARED_ENV = "STITCHSWEEP_CACHE_SHARED"
 RECORD_ENV = "STITCHSWEEP_CACHE_RECORD"
 RECORD_DIR = "_cache_keys"  # under a sweep's folder: one JSON file per process that used the node's folder
 MB = 2**20
+DEFAULT_MB = 2048  # the memory level's budget unless `STITCHSWEEP_CACHE_MB` says
 _HOST = "".join(c if c.isalnum() or c in "-." else "_" for c in socket.gethostname()) or "host"  # in names
 
 
@@ -90,7 +91,7 @@ class Settings:
         disk_dir = default_folder() if raw_dir is None else Path(raw_dir) if raw_dir else None
         if disk_dir is not None:
             check_folder(disk_dir, shared == "1", create=switch == "on")
-        budgets = _megabytes(env, BUDGET_ENV, 2048), _megabytes(env, DISK_ENV, 8192)
+        budgets = _megabytes(env, BUDGET_ENV, DEFAULT_MB), _megabytes(env, DISK_ENV, 8192)
         return cls(switch == "on", budgets[0], disk_dir, budgets[1], env.get(RECORD_ENV) or None)
 
 
@@ -145,6 +146,18 @@ def _lenient(env: dict | None) -> Settings:
 
 
 _NOTED: set[str] = set()
+
+
+def cache_on(env: dict | None = None) -> bool:
+    """Whether the worker cache is on under `env` (default: the environment): `STITCHSWEEP_CACHE` is not "off"."""
+    return (os.environ if env is None else env).get(SWITCH_ENV, "on").strip().lower() != "off"
+
+
+def memory_budget(env: dict | None = None) -> int:
+    """The memory level's budget in bytes under `env` (default: the environment; 0 with the cache off): what
+    planning bounds a unit's kept activations by. A bad variable is a SpecError naming it."""
+    env = os.environ if env is None else env
+    return _megabytes(env, BUDGET_ENV, DEFAULT_MB) if cache_on(env) else 0
 
 
 def _megabytes(env, name: str, default: int) -> int:

@@ -1,11 +1,12 @@
 """The data a worker keeps: a split moved to its device, the first test images of a dataset, the first training
 images of an auxiliary one, each built once per worker and kept by the worker's cache (`sweep.worker.cache`), so
 that units that share data share one copy, which none of them changes. What they are is the data layer's
-(`sweep.data.core`: `make_splits`, `read_pool`).
+(`sweep.data.core`: `make_splits`, `read_split`, `read_rows`, `read_test`).
 
-The dataset they are built from is not kept: with the cache on, it is read for what is built and let go (a
-trial worker on CIFAR-10 holds its split, not also the 50,000 training images as float32, 614 MB; a similarity
-worker of the stage after the donors' holds its test images, not the dataset the donor stage read). With the
+The dataset they are built from is not kept: with the cache on, it is read for what is built and let go, and
+where its loader can (MNIST, Fashion-MNIST, CIFAR-10, SVHN) only what is built is kept of its files as they are
+read (a trial worker on 1,000 CIFAR-10 images holds those, not the 50,000; a similarity worker holds its test
+images, read from the test files alone). With the
 cache off nothing built is kept, so the dataset is (`load_pool`'s per-process copy), as a split is rebuilt from
 it for every unit."""
 
@@ -16,13 +17,13 @@ import dataclasses
 import torch
 
 from sweep.data.core import (
-    Pool,
     Splits,
     data_root,
     fingerprint,
     load_pool,
     make_splits,
-    read_pool,
+    read_rows,
+    read_split,
     read_test,
     unit_pixels,
 )
@@ -30,19 +31,13 @@ from sweep.data.stream import is_stream
 from sweep.worker.cache import worker_cache
 
 
-def _pool(name: str, root: str | None, download: bool) -> Pool:
-    """The dataset, to build from: read and let go when the worker's cache keeps what is built, else
-    `load_pool`'s per-process copy."""
-    return (read_pool if worker_cache().settings.enabled else load_pool)(name, root, download)
-
-
-def _own(x: torch.Tensor, whole: torch.Tensor) -> torch.Tensor:
-    """`x`, a prefix of `whole`, as [0, 1] floats (`unit_pixels`) in a tensor of its own where it is a view of a
-    part of it (a view would keep all of it)."""
+def _own(x: torch.Tensor) -> torch.Tensor:
+    """`x` as [0, 1] floats (`unit_pixels`), in a tensor of its own where it is a view of a larger one (a view
+    would keep all of it)."""
     if is_stream(x):
         return x
     own = unit_pixels(x)
-    if own.untyped_storage().data_ptr() == whole.untyped_storage().data_ptr() and len(x) < len(whole):
+    if own.untyped_storage().nbytes() > own.numel() * own.element_size():
         own = own.clone()
     return own
 
@@ -62,7 +57,7 @@ def worker_test_images(
         else:
             pool = load_pool(name, root, download)
             x, y = pool.test_x, pool.test_y
-        return _own(x[:n], x), y[:n].clone()  # a view would keep the whole test set
+        return _own(x[:n]), y[:n].clone()  # a view would keep the whole test set
 
     return worker_cache().get(("test_images", name, n, str(root or data_root())), read)
 
@@ -82,9 +77,11 @@ def worker_splits(
     key = ("splits", name, train_size, val_size, test_size, str(root or data_root()), str(device))
 
     def make() -> Splits:
-        pool = _pool(name, root, download)
-        splits = make_splits(name, train_size, val_size, test_size, root=root, download=download, pool=pool)
-        own = dict(test_x=_own(splits.test_x, pool.test_x), test_y=_own(splits.test_y, pool.test_y))
+        if worker_cache().settings.enabled:  # only the split's images kept of the files, where the loader can
+            splits = read_split(name, train_size, val_size, test_size, root, download)
+        else:
+            splits = make_splits(name, train_size, val_size, test_size, root=root, download=download)
+        own = dict(test_x=_own(splits.test_x), test_y=splits.test_y.clone())
         splits = dataclasses.replace(splits, **own)
         return dataclasses.replace(splits, fingerprint=fingerprint(splits)).to(device)
 
@@ -96,7 +93,8 @@ def worker_train_images(name: str, n: int, *, root: str | None = None, download:
     cache as a copy of their own; the dataset is not kept."""
 
     def read() -> torch.Tensor:
-        pool = _pool(name, root, download)
-        return _own(pool.train_x[:n], pool.train_x)
+        if worker_cache().settings.enabled:  # those images alone kept of the files, where the loader can
+            return _own(read_rows(name, torch.arange(n), root, download))
+        return _own(load_pool(name, root, download).train_x[:n])
 
     return worker_cache().get(("train_images", name, n, str(root or data_root())), read)

@@ -47,6 +47,16 @@ similarity:
 """
 
 
+def in_fresh_process(script: str, *args: str) -> str:
+    """`script ARGS` run in a fresh Python process with this checkout on its path: its standard output (its
+    standard error's end, as the exit, when it fails)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, env=env)
+    if done.returncode:
+        raise SystemExit(done.stderr[-3000:])
+    return done.stdout.strip()
+
+
 def _mb(field: str) -> float:
     """VmRSS (now) or VmHWM (the peak so far) of this process, in MB."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -151,12 +161,7 @@ def main() -> None:
         from sweep.data.core import load_pool
 
         load_pool.cache_clear()  # this process only waits: the dataset it read for the zoo goes
-        cmd = [sys.executable, __file__, "--child", "--work", str(work), "--out", args.out]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if done.returncode:
-            raise SystemExit(done.stderr[-3000:])
-        print(done.stdout.strip(), flush=True)
+        print(in_fresh_process(__file__, "--child", "--work", str(work), "--out", args.out), flush=True)
         print(json.dumps({"load_average": os.getloadavg()}))
 
 

@@ -20,6 +20,7 @@ KIND = register_kind(
         key="donor",
         timing=None,  # its table records training and each evaluation apart
         price="sweep.kinds.donor.cost:price",
+        held="sweep.kinds.donor.cost:held",
         after_stage="sweep.backends.stage:chance_warnings",
         run="sweep.kinds.donor.run:run_unit",
         label=lambda work: f"donor {work.donor.name}",

@@ -4,7 +4,28 @@ read them pay nothing for them."""
 
 from __future__ import annotations
 
+import math
+
+from sweep.costs.memory import F32, kept
 from sweep.costs.pricer import Pricer, attack_seconds, sizes
+
+
+def held(work, sweep, budget: int | None = None) -> int:
+    """The bytes of the frozen halves' activations a donor unit keeps at most (`Kind.held`): each half its
+    evaluation's pass fills for the trials (`DonorWork.fills`) on their test images, in the precision they read
+    (2 bytes a number below fp32), while a half fits the worker cache's memory budget (`budget`, default: the
+    environment's), in all at most the budget (`sweep.worker.feed`)."""
+    from sweep.config.shapes import activation_shape
+    from sweep.worker.cache import memory_budget
+
+    budget = memory_budget() if budget is None else budget
+    d = work.donor
+    halves = {(f.point, f.data, f.precision, f.channels_last) for f in work.fills}
+    parts = [
+        sizes(*data)[2] * math.prod(activation_shape(d.arch, data[0], point)) * (F32 if precision == "fp32" else 2)
+        for point, data, precision, _ in halves
+    ]
+    return kept(parts, budget)
 
 
 def price(work, p: Pricer) -> float:

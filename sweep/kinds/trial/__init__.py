@@ -24,6 +24,7 @@ KIND = register_kind(
         key="trial_id",
         timing="time_total_s",
         memory="sweep.kinds.trial.cost:need",
+        held="sweep.kinds.trial.cost:held",
         price="sweep.kinds.trial.cost:price",
         run="sweep.kinds.trial.run:run_unit",
         group=lambda spec: spec.group,

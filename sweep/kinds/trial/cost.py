@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from sweep.config.shapes import activation_shape
-from sweep.costs.memory import Need, ShapePair, index_need
+from sweep.costs.memory import F32, Need, ShapePair, index_need, kept
 from sweep.costs.pricer import CHUNK, Pricer, attack_seconds, sizes
 from sweep.registry import INDICES
 
@@ -25,6 +25,24 @@ def need(spec, sweep) -> Need | None:
     )
     n, k = spec.similarity_samples, spec.dm_samples or 0
     return index_need("trial", spec.label, "similarity_samples", n, pair, spec.indices, k, bool(spec.permutations))
+
+
+def held(spec, sweep, budget: int | None = None) -> int:
+    """The bytes of the frozen halves' activations a trial keeps at most (`Kind.held`): f<=i and g<=j on each
+    part of its split (training, validation, test) whose activations fit the worker cache's memory budget
+    (`budget`, default: the environment's; a part that does not fit is computed per chunk and not kept), in
+    all at most the budget. A noise sender's trial keeps none: its halves run on samples drawn per trial."""
+    from sweep.worker.cache import memory_budget
+
+    budget = memory_budget() if budget is None else budget
+    donors = [sweep.donors.get(ref.partition(":")[2]) for ref in (spec.front, spec.end)]
+    if spec.noise_sigma is not None or any(d is None or not d.network for d in donors):
+        return 0
+    halves = {(spec.front_key, spec.front_point): donors[0], (spec.end_key, spec.end_point): donors[1]}  # a self-
+    # stitch's one half is kept once
+    per_image = [F32 * math.prod(activation_shape(d.arch, spec.dataset, point)) for (_, point), d in halves.items()]
+    parts = sizes(spec.dataset, spec.train_size, spec.val_size, spec.test_size)
+    return kept([n * b for n in parts for b in per_image], budget)
 
 
 PHASES = ("setup", "similarity", "fit", "eval_clean", "eval_robust", "ood")  # a trial's `time_{phase}_s` columns

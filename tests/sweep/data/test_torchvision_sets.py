@@ -159,3 +159,48 @@ def test_a_test_set_is_read_alone_and_is_the_datasets_test_set(tmp_path, trust_t
         data.read_pool(name, str(tmp_path), download=False)
     x2, y2 = data.read_test(name, str(tmp_path), download=False)
     assert torch.equal(x2, x) and torch.equal(y2, y)
+
+
+WRITERS = [("cifar10", _cifar_files, 15), ("svhn", _svhn_files, 6), ("mnist", _mnist_files, 12)]
+WRITERS.append(("fashion_mnist", _fashion_files, 12))
+
+
+def _pixels(x):
+    """A split part's 8-bit pixels (`stored` wraps them) or its floats."""
+    return x.source.data if hasattr(x, "source") else x
+
+
+@pytest.mark.parametrize("name, write, n", WRITERS)
+def test_a_split_read_alone_is_the_split_of_the_whole_dataset(tmp_path, trust_tiny_files, registered, name, write, n):
+    """`read_split` keeps only the split's training images of the files (`DatasetInfo.load_rows`): the same
+    images, labels, test part, id and fingerprint as `make_splits` on the whole dataset, bit for bit."""
+    import dataclasses
+
+    from sweep.registry import DATASETS
+
+    write(tmp_path)
+    # the loaders of `name`, registered with the tiny files' size (the positions are drawn for a pool of it)
+    registered(DATASETS, f"{name}_tiny", dataclasses.replace(DATASETS.get_entry(name), train_pool=n))
+    for sizes in ((None, 2, None), (3, 2, 1), (n - 2, 1, 2)):
+        whole = data.make_splits(f"{name}_tiny", *sizes, pool=data.read_pool(name, str(tmp_path), download=False))
+        alone = data.read_split(f"{name}_tiny", *sizes, root=str(tmp_path), download=False)
+        for part in ("train_x", "val_x", "test_x", "train_y", "val_y", "test_y"):
+            a, b = _pixels(getattr(alone, part)), _pixels(getattr(whole, part))
+            assert a.dtype == b.dtype and torch.equal(a, b), (sizes, part)
+        assert alone.split_id == whole.split_id and data.fingerprint(alone) == data.fingerprint(whole)
+        assert (alone.num_classes, alone.mean, alone.std) == (whole.num_classes, whole.mean, whole.std)
+        kept = _pixels(alone.train_x).untyped_storage().nbytes()  # the split's rows, not the training files'
+        assert kept == (len(alone.train_y) + len(alone.val_y)) * _pixels(alone.train_x)[0].numel()
+    first = data.read_rows(f"{name}_tiny", torch.arange(3), str(tmp_path), download=False)
+    assert torch.equal(first, data.read_pool(name, str(tmp_path), download=False).train_x[:3])
+
+
+@pytest.mark.parametrize("name, write, n", WRITERS)
+def test_files_of_another_size_than_registered_are_split_whole(tmp_path, trust_tiny_files, name, write, n):
+    """The positions of a split are drawn for the registered size: files that hold another number of training
+    images (here fewer than the real dataset's) are read whole and split as `make_splits` splits them."""
+    write(tmp_path)
+    whole = data.make_splits(name, None, 2, None, pool=data.read_pool(name, str(tmp_path), download=False))
+    alone = data.read_split(name, None, 2, None, root=str(tmp_path), download=False)
+    assert len(alone.train_y) == n - 2 and alone.split_id == whole.split_id
+    assert torch.equal(_pixels(alone.train_x), _pixels(whole.train_x))

@@ -27,19 +27,23 @@ def test_every_builtin_architecture_is_sized():
     assert sorted(BUILTIN) == sorted(wm._numbers())
 
 
-def test_a_trial_unit_holds_its_donors_its_images_its_indices_and_the_runtime():
+@pytest.mark.parametrize("cache", ["on", "off"])
+def test_a_trial_unit_holds_its_donors_its_images_its_halves_its_indices_and_the_runtime(monkeypatch, cache):
+    monkeypatch.setenv("STITCHSWEEP_CACHE", cache)
     sweep = load_space(SPACE)
     need = wm.unit_needs(sweep)["trial"]
     fmnist = DATASETS["fashion_mnist"]
     pool = (fmnist.train_pool + fmnist.test) * 1 * 28 * 28  # its files' 8-bit pixels, kept as they are
     splits = (3000 + 1000) * 1 * 28 * 28 + 2000 * 4 * 28 * 28  # training and validation 8-bit, test as floats
-    ood = {"digits"}  # the space's OOD outliers ("noise" is drawn, not loaded)
-    pools = pool + sum((DATASETS[d].train_pool + DATASETS[d].test) * wm.image_bytes(d) for d in ood)
-    assert need.images == pools + splits
+    ood = {"digits"}  # the space's OOD outliers ("noise" is drawn, not loaded), read whole (no reader of parts)
+    pools = sum((DATASETS[d].train_pool + DATASETS[d].test) * wm.image_bytes(d) for d in ood)
+    # with the cache on, Fashion-MNIST's split is read alone (`read_split`); off, `load_pool` keeps the dataset
+    assert need.images == pools + splits + (pool if cache == "off" else 0)
     held = {word for word in need.label.split() if word.startswith("zoo:")}  # a donor at both ends: held once
     assert need.donors == len(held) * 4 * wm._numbers()["resnet_tiny"]["1x28x10"]
     assert need.indices > 0 and need.runtime == wm.RUNTIME
-    assert need.bytes == need.donors + need.images + need.indices + need.runtime
+    assert (need.halves > 0) == (cache == "on") == (f"halves {need.halves / GiB:.2f}" in need.parts())
+    assert need.bytes == need.donors + need.images + need.halves + need.indices + need.runtime
     assert "similarity_samples = 500" in need.batch
 
 

@@ -5,7 +5,7 @@ dataset they came from; with the cache off, the dataset (`load_pool`'s copy) ins
 import pytest
 import torch
 
-from sweep.data.core import load_pool, make_splits
+from sweep.data.core import fingerprint, load_pool, make_splits
 from sweep.worker import cache
 from sweep.worker.splits import worker_splits, worker_test_images, worker_train_images
 
@@ -68,3 +68,39 @@ def test_a_unit_that_reads_test_images_only_reads_the_test_set_alone(configured,
     x, y = worker_test_images("test_alone", 4)
     assert x.dtype == torch.float32 and torch.equal(x, test_x[:4].to(torch.float32) / 255)
     assert torch.equal(y, test_y[:4]) and _alone(x) and _alone(y)
+
+
+def test_a_worker_keeps_only_its_splits_images_of_a_dataset_read_by_parts(configured, registered):
+    """A dataset with a reader of chosen training images (`DatasetInfo.load_rows`): the worker's split and its
+    outliers are read through it (the whole dataset never is) and equal those cut from the whole pool."""
+    from sweep.data.core import Pool
+    from sweep.data.declared import DatasetInfo
+    from sweep.registry import DATASETS
+
+    g = torch.Generator().manual_seed(0)
+    pool = Pool(
+        torch.randint(0, 256, (40, 1, 28, 28), dtype=torch.uint8, generator=g), torch.arange(40) % 10,
+        torch.randint(0, 256, (8, 1, 28, 28), dtype=torch.uint8, generator=g), torch.arange(8) % 10,
+        10, (0.5,), (0.25,),
+    )  # fmt: skip
+    asked = []
+
+    def whole(root, download):
+        raise AssertionError("the whole dataset was read")
+
+    def rows(root, download, index):
+        asked.append(len(index))
+        part = Pool(pool.train_x[index], pool.train_y[index], pool.test_x, pool.test_y, 10, (0.5,), (0.25,))
+        return part, 40
+
+    registered(DATASETS, "by_parts", DatasetInfo(whole, 40, 8, 1, 28, load_rows=rows))
+    configured()
+    splits = worker_splits("by_parts", 12, 5, 6, torch.device("cpu"))
+    reference = make_splits("by_parts", 12, 5, 6, pool=pool)
+    assert asked == [17]  # the split's 12 + 5 training images, not the 40
+    for part in ("train_x", "val_x"):
+        assert torch.equal(getattr(splits, part).source.data, getattr(reference, part).source.data)
+    assert torch.equal(splits.test_x, reference.test_x) and _alone(splits.test_x)
+    assert splits.split_id == reference.split_id and splits.fingerprint == fingerprint(reference)
+    outliers = worker_train_images("by_parts", 3)
+    assert asked[-1] == 3 and torch.equal(outliers, pool.train_x[:3].float() / 255) and _alone(outliers)
