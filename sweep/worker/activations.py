@@ -96,14 +96,47 @@ class Frozen:
         have = cache.peek(key)
         if have is not None and len(have) >= end:
             return have[:n]
-        pieces = [] if have is None else [have]
-        for start in range(0 if have is None else len(have), end, CHUNK):
-            make = lambda s=start: compute(self.module, x[s : s + CHUNK], self.device, precision, self.channels_last)  # noqa: E731
-            pieces.append(cache.on_disk((*key, "chunk", start), make, device=self.device))
+
+        def chunk(start: int) -> torch.Tensor:
+            return compute(self.module, x[start : start + CHUNK], self.device, precision, self.channels_last)
+
+        def pieces():
+            if have is not None:
+                yield have
+            for start in range(0 if have is None else len(have), end, CHUNK):
+                yield cache.on_disk((*key, "chunk", start), lambda s=start: chunk(s), device=self.device)
+
+        prefix = filled(pieces(), end)
         cache.flush()  # each chunk's file was written while the next one was computed
-        prefix = pieces[0] if len(pieces) == 1 else torch.cat(pieces)
         cache.keep(key, prefix)
         return prefix[:n]
+
+
+def empty_part(piece: torch.Tensor, n: int) -> torch.Tensor:
+    """An uninitialised tensor of `n` images shaped, typed and laid out like the chunk `piece` (channels-last where
+    it is, as `torch.cat` of such chunks is), to copy a part's chunks into as they come."""
+    fmt = torch.contiguous_format
+    if piece.dim() == 4 and not piece.is_contiguous() and piece.is_contiguous(memory_format=torch.channels_last):
+        fmt = torch.channels_last
+    return torch.empty((n, *piece.shape[1:]), dtype=piece.dtype, device=piece.device, memory_format=fmt)
+
+
+def filled(pieces, n: int) -> torch.Tensor:
+    """The first `n` images of a part from its pieces in order (a kept prefix, then chunks: an iterator), each
+    copied into one tensor as it comes and let go, so assembling a part holds the part and one chunk, not the
+    chunks and their concatenation; the same values and layout as `torch.cat` of them. A first piece of all `n`
+    images is the part itself."""
+    out, at = None, 0
+    for piece in pieces:
+        if out is None:
+            if len(piece) >= n:
+                return piece
+            out = empty_part(piece, n)
+        out[at : at + len(piece)] = piece
+        at += len(piece)
+    if out is None or at != n:
+        raise ValueError(f"a part of {n} images assembled from pieces of {at}")
+    return out
 
 
 def part_key(identity: tuple, splits: Splits, part: str, precision: str, channels_last: bool, device) -> tuple:

@@ -21,7 +21,7 @@ from sweep.data.stream import chunks
 from sweep.models.base import StagedNet, check_point
 from sweep.train.evaluate import inference_batch
 from sweep.train.loops import autocast, to_device
-from sweep.worker.activations import CHUNK, part_key, per_image_key
+from sweep.worker.activations import CHUNK, empty_part, part_key, per_image_key
 from sweep.worker.cache import worker_cache
 
 LOGITS = "logits"
@@ -104,7 +104,7 @@ def _fill(net, x, device, group: list[Fill], precision: str, channels_last: bool
     chunks."""
     cache, identity = worker_cache(), tuple(net.checkpoint_identity)  # `sweep.worker.zoo.checkpoint_identity`
     points = {point for _, point, _, _ in group}
-    kept: dict[str, list] = {p: [] for p in points}
+    kept: dict[str, torch.Tensor | None] = dict.fromkeys(points)  # each part, filled chunk by chunk (`empty_part`)
     logit_chunks = []
     for start, acts in zip(range(0, len(x), CHUNK), staged(net, x, device, points, precision, channels_last, logits)):
         if logits:
@@ -117,13 +117,15 @@ def _fill(net, x, device, group: list[Fill], precision: str, channels_last: bool
                 if per_image * len(x) > cache.settings.budget:  # a trial computes it per chunk, uncached
                     del kept[p]
                     continue
-            kept[p].append(a)
+                kept[p] = a if len(a) == len(x) else empty_part(a, len(x))
+            if kept[p] is not a:
+                kept[p][start : start + len(a)] = a
             for splits, point, _, _ in group:
                 if point == p:
                     key = part_key((*identity, p), splits, "test", precision, channels_last, device)
                     cache.store((*key, "chunk", start), a)
     for splits, p, _, _ in group:
-        if kept.get(p):
+        if kept.get(p) is not None:
             key = part_key((*identity, p), splits, "test", precision, channels_last, device)
-            cache.keep(key, kept[p][0] if len(kept[p]) == 1 else torch.cat(kept[p]))
+            cache.keep(key, kept[p])
     return logit_chunks

@@ -1,14 +1,15 @@
 """Peak memory of one stitching trial run as a sweep's worker runs it, phase by phase, beside what `plan` says the
 unit needs (`sweep.planning.worker_memory`): where a stitching worker's memory goes.
 
-    .venv/bin/python tests/benchmarks/trial_worker_memory.py [--work DIR] [--objectives dm tlm]
+    .venv/bin/python tests/benchmarks/trial_worker_memory.py [--work DIR] [--objectives dm tlm] [--test-size N]
 
 The data are random images in CIFAR-10's own file format at its full size (50,000 training and 10,000 test
 images), torchvision's md5 check switched off in the benchmark's processes; the donors are two freshly
 initialised CIFAR ResNet-18s written into the zoo by `gpu_path.py`'s `random_zoo`; the trials are
 `worker_memory_run.py`'s (`layer2.0`, 1,000 training, 500 validation and 1,000 test images, CKA on 500, one
-epoch). Each objective's trial runs through the kind's `record_trial` with a `RunContext` and the worker cache
-configured as the Ray trainable configures it, in a fresh process, which prints one JSON line: its peak RSS and
+epoch; `--test-size`: another number of test images, whose frozen halves the trial keeps while they fit the
+cache's budget). Each objective's trial runs through the kind's `record_trial` with a `RunContext` and the worker
+cache configured as the Ray trainable configures it, in a fresh process, which prints one JSON line: its peak RSS and
 its after-imports RSS, the phases (RSS, the peak so far and the worker cache's MiB after each: the split, the
 parts, the frozen halves' reads, the indices, the fit, the evaluation), and `plan`'s need of the unit by part.
 """
@@ -86,7 +87,7 @@ def _child(work: Path, objective: str) -> None:
                       "phases": phases}))  # fmt: skip
 
 
-def _prepare(work: Path) -> None:
+def _prepare(work: Path, test_size: int) -> None:
     """Random CIFAR-10 files, the space, its two random donors in the zoo and its trials (once per folder)."""
     from gpu_path import space_with_zoo, write_cifar
 
@@ -95,7 +96,8 @@ def _prepare(work: Path) -> None:
     data = work / "data"
     if not (data / "cifar-10-batches-py" / "test_batch").is_file():
         write_cifar(data, 50000, 10000)
-    (work / "space.yaml").write_text(STITCH_SPACE.format(root=json.dumps(str(data))))
+    space = STITCH_SPACE.replace("test_size: 1000,", f"test_size: {test_size},")
+    (work / "space.yaml").write_text(space.format(root=json.dumps(str(data))))
     (work / "trust.py").write_text(TRUST)
     sweep, _ = space_with_zoo(work / "space.yaml", work / "results", str(data))
     (work / "units.pkl").write_bytes(pickle.dumps((sweep.name, list(KINDS["trial"].units(sweep).values()))))
@@ -116,6 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="", help="a folder kept between runs (data, zoo); default: temporary")
     parser.add_argument("--objectives", nargs="+", default=["dm", "tlm"])
+    parser.add_argument("--test-size", type=int, default=1000, help="the trials' test images")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -124,7 +127,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        _prepare(work)
+        _prepare(work, args.test_size)
         print(json.dumps(_planned(work)), flush=True)
         for objective in args.objectives:
             print(in_fresh_process(__file__, "--child", objective, "--work", str(work)), flush=True)

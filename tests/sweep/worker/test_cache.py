@@ -422,3 +422,20 @@ def test_a_worker_entering_another_stage_keeps_its_donors_and_the_halves_fed_to_
     backend.enter_stage("similarity", KINDS["similarity"], c)
     assert {k[0] for k in c._entries} == {"donor"}
     backend.STAGE[:] = []
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_a_part_assembled_from_its_chunks_is_their_concatenation(channels_last):
+    """`filled` copies a kept prefix and its chunks into one tensor as they come: the values, shape and layout of
+    `torch.cat` of them (channels-last where they are), without holding the chunks and a concatenation."""
+    from sweep.worker.activations import filled
+
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    g = torch.Generator().manual_seed(0)
+    pieces = [torch.randn(n, 4, 3, 5, generator=g).contiguous(memory_format=fmt) for n in (7, 5, 3)]
+    whole = torch.cat(pieces)
+    out = filled(iter(pieces), 15)
+    assert torch.equal(out, whole) and out.stride() == whole.stride()
+    assert filled(iter([whole]), 15) is whole  # a first piece of the whole part is the part
+    with pytest.raises(ValueError, match="a part of 16 images assembled from pieces of 15"):
+        filled(iter(pieces), 16)
