@@ -5,14 +5,20 @@ from __future__ import annotations
 import math
 
 from sweep.config.shapes import activation_shape
-from sweep.costs.memory import ALLOCATOR, F32, Need, ShapePair, index_need
+from sweep.costs.memory import ALLOCATOR, F32, F64, Need, ShapePair, index_need
 from sweep.costs.pricer import Pricer
+
+# A low-rank basis (`LowRank`: the centred SVD of float64 channel rows) peaks at this many times its rows above the
+# float32 activations it is given: its rows, their U and LAPACK's workspace (3.27-3.60 measured on five shapes and
+# sizes, `tests/benchmarks/lowrank_memory.py`)
+LOWRANK = 3.6
 
 
 def need(spec, sweep=None) -> Need | None:
     """A representation test's need: its largest pair of members (they share one architecture), or its linear
     probes where they hold more (each member's features of `probe_train_size` training and `samples` test
-    images, their standardised copies and a temporary: `sweep.measures.probing`)."""
+    images, their standardised copies and a temporary: `sweep.measures.probing`), or a low-rank member's basis
+    (its layer's activations on `probe_train_size` images and their SVD, `LOWRANK`)."""
     shapes = {activation_shape(spec.arch, spec.dataset, layer) for _, _, layer, _ in spec.members}
     needs = [
         index_need(
@@ -29,6 +35,15 @@ def need(spec, sweep=None) -> Need | None:
     needs.append(
         Need("reptest", spec.label, "probe_train_size", spec.probe_train_size, probe, "probe", "or lower samples")
     )
+    ranked = [math.prod(activation_shape(spec.arch, spec.dataset, layer)) for _, _, layer, r in spec.members if r]
+    if ranked:  # a low-rank member's basis: the SVD of its layer's channel rows on the probe's training images
+
+        def basis(m: int) -> int:
+            return int((F32 + LOWRANK * F64) * m * max(ranked))
+
+        low = "or test a layer with fewer activations"
+        m = spec.probe_train_size
+        needs.append(Need("reptest", spec.label, "probe_train_size", m, basis, "low-rank basis", low))
     return max((x for x in needs if x), key=lambda x: x.bytes)
 
 

@@ -43,9 +43,9 @@ class LowRank(nn.Module):
 
     def __init__(self, train_acts: torch.Tensor, rank: int) -> None:
         super().__init__()
-        rows = _channel_rows(train_acts).double()
+        rows = _channel_rows(train_acts, torch.float64)  # one float64 copy, centred in place
         mean = rows.mean(0, keepdim=True)
-        _, _, vh = torch.linalg.svd(rows - mean, full_matrices=False)
+        _, _, vh = torch.linalg.svd(rows.sub_(mean), full_matrices=False)
         if rank > vh.shape[0]:
             raise ValueError(f"rank {rank} exceeds the {vh.shape[0]} channel directions the training sample spans")
         self.register_buffer("mean", mean.float())
@@ -60,8 +60,13 @@ class LowRank(nn.Module):
         return approx.reshape(a.shape)
 
 
-def _channel_rows(a: torch.Tensor) -> torch.Tensor:
-    """(N, C, H, W) -> (N*H*W, C); (N, T, D) -> (N*T, D); (N, D) as it is."""
+def _channel_rows(a: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """(N, C, H, W) -> (N*H*W, C); (N, T, D) -> (N*T, D); (N, D) as it is. `dtype`: as a new tensor of that dtype,
+    converted as it is laid out (one copy, not a reshaped copy and its conversion)."""
+    if dtype is not None:
+        laid = a.permute(0, 2, 3, 1) if a.dim() == 4 else a
+        rows = torch.empty(laid.shape, dtype=dtype, device=a.device).copy_(laid)
+        return rows.reshape(-1, rows.shape[-1])
     if a.dim() == 4:
         return a.permute(0, 2, 3, 1).reshape(-1, a.shape[1])
     return a.reshape(-1, a.shape[-1])

@@ -321,3 +321,13 @@ def test_imagenet_space_runs_its_tests_on_a_small_image_folder(tmp_path, monkeyp
     assert abs(sens.loc[sens["reference"], "d_cka"].item()) < 1e-6 and sens.loc[sens["rank"] == 8, "d_cka"].item() > 0
     spec = rows[rows["test"] == "specificity"]
     assert set(spec["layer"]) == {"blocks.10", "blocks.11"} and spec["d_pwcca"].notna().all()
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5, 6), (3, 7, 5), (3, 9)])
+def test_channel_rows_converted_in_one_copy_are_the_rows_converted(shape):
+    """`_channel_rows(a, float64)` (the basis's one float64 copy) holds exactly the float32 rows converted."""
+    from sweep.kinds.reptest.run import _channel_rows
+
+    a = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    got = _channel_rows(a, torch.float64)
+    assert got.dtype == torch.float64 and got.is_contiguous() and torch.equal(got, _channel_rows(a).double())

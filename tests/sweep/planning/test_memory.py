@@ -165,3 +165,27 @@ def test_svcca_on_wide_matrices_grows_with_the_features_not_their_square():
     one, two = (INDICES["svcca"].numbers(1_000, p, p) for p in (50_000, 100_000))
     assert 1.9 * one < two < 2.1 * one
     assert INDICES["pwcca"].numbers(1_000, 100_000, 100_000) > 10 * two
+
+
+def test_a_low_rank_member_sizes_its_basis_on_the_probes_training_images():
+    """A sensitivity test's low-rank basis (`LowRank`: the SVD of its layer's float64 channel rows on
+    `probe_train_size` images) is sized as the float32 activations and `LOWRANK` times their float64 rows, the
+    activation's size taken here from the built network, not the shapes table; linear in the images."""
+    import dataclasses
+    import math
+
+    from sweep.models.base import build, split
+
+    units = load_space("search_spaces/ding_tests_cifar10.yaml").reptests
+    unit = next(u for u in units if u.test == "sensitivity" and any(r for *_, r in u.members))
+    layer = next(layer for _, _, layer, r in unit.members if r)
+    net = build(unit.arch, 3, 10, (0.5,) * 3, (0.25,) * 3, image_size=32).eval()
+    with torch.no_grad():
+        per_image = math.prod(split(net, layer)[0](torch.rand(1, 3, 32, 32)).shape[1:])
+    small = dataclasses.replace(unit, samples=10)  # the indices and probes on few test images: the basis is larger
+    need = reptest_cost.need(small)
+    assert need.largest == "low-rank basis" and need.field == "probe_train_size"
+    assert need.bytes == int((4 + reptest_cost.LOWRANK * 8) * unit.probe_train_size * per_image)
+    assert need.bytes_at(2 * need.n) == pytest.approx(2 * need.bytes, rel=1e-6)
+    unranked = dataclasses.replace(small, members=tuple((*m[:3], None) for m in small.members))
+    assert reptest_cost.need(unranked).largest != "low-rank basis"
