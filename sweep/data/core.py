@@ -322,15 +322,15 @@ def read_split(
     return make_splits(name, train_size, val_size, test_size, pool=read_pool(name, root, download))
 
 
-def read_rows(name: str, index: torch.Tensor, root: str | None = None, download: bool = True) -> torch.Tensor:
-    """The training images at `index` of a registered dataset, read now and not kept with the rest (by its
-    `load_rows` where it has one, else from the whole dataset)."""
+def read_first(name: str, n: int, root: str | None = None, download: bool = True) -> torch.Tensor:
+    """The first `n` training images of a registered dataset (all of them where it has fewer), read now and not
+    kept with the rest: by its `load_rows` where it has one, else cut from the whole dataset read."""
     info = DATASETS.get_entry(name)
     if info.load_rows is not None:
-        pool, n = info.load_rows(_base(name, root, download), download, index)
-        if n == info.train_pool:
+        pool, total = info.load_rows(_base(name, root, download), download, torch.arange(min(n, info.train_pool)))
+        if total == info.train_pool:
             return pool.train_x
-    return read_pool(name, root, download).train_x[index]
+    return read_pool(name, root, download).train_x[:n]
 
 
 def rows_of(parts, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:

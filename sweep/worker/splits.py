@@ -1,7 +1,7 @@
 """The data a worker keeps: a split moved to its device, the first test images of a dataset, the first training
 images of an auxiliary one, each built once per worker and kept by the worker's cache (`sweep.worker.cache`), so
 that units that share data share one copy, which none of them changes. What they are is the data layer's
-(`sweep.data.core`: `make_splits`, `read_split`, `read_rows`, `read_test`).
+(`sweep.data.core`: `make_splits`, `read_split`, `read_first`, `read_test`).
 
 The dataset they are built from is not kept: with the cache on, it is read for what is built and let go, and
 where its loader can (MNIST, Fashion-MNIST, CIFAR-10, SVHN) only what is built is kept of its files as they are
@@ -22,7 +22,7 @@ from sweep.data.core import (
     fingerprint,
     load_pool,
     make_splits,
-    read_rows,
+    read_first,
     read_split,
     read_test,
     unit_pixels,
@@ -94,7 +94,7 @@ def worker_train_images(name: str, n: int, *, root: str | None = None, download:
 
     def read() -> torch.Tensor:
         if worker_cache().settings.enabled:  # those images alone kept of the files, where the loader can
-            return _own(read_rows(name, torch.arange(n), root, download))
+            return _own(read_first(name, n, root, download))
         return _own(load_pool(name, root, download).train_x[:n])
 
     return worker_cache().get(("train_images", name, n, str(root or data_root())), read)

@@ -104,3 +104,14 @@ def test_a_worker_keeps_only_its_splits_images_of_a_dataset_read_by_parts(config
     assert splits.split_id == reference.split_id and splits.fingerprint == fingerprint(reference)
     outliers = worker_train_images("by_parts", 3)
     assert asked[-1] == 3 and torch.equal(outliers, pool.train_x[:3].float() / 255) and _alone(outliers)
+    everything = worker_train_images("by_parts", 100)  # more than the pool holds: all of it, as a cut of the pool
+    assert asked[-1] == 40 and torch.equal(everything, pool.train_x.float() / 255)
+
+
+@pytest.mark.parametrize("cache_on", [True, False])
+def test_outliers_asked_beyond_a_pool_are_the_whole_pool(configured, cache_on):
+    """OOD outliers of more images than an auxiliary dataset's training pool holds (the digits' 1,438) are all of
+    them, with the cache on (read and let go) as off (`load_pool`'s copy)."""
+    configured(**({} if cache_on else {"STITCHSWEEP_CACHE": "off"}))
+    outliers = worker_train_images("digits", 5000)
+    assert torch.equal(outliers, load_pool("digits").train_x) and len(outliers) == 1438
