@@ -20,45 +20,41 @@ CIFAR10_STATS = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))  # per-chan
 SVHN_STATS = ((0.4377, 0.4438, 0.4728), (0.1980, 0.2010, 0.1970))
 
 
-def _cifar10_files(root: Path, download: bool, train: bool):
-    """CIFAR-10's batch files of a part, each as (images (N, 3, 32, 32) 8-bit, labels), read one at a time (its
-    pickles hold the images channel-first already). torchvision checks (or downloads) the files first: its
-    `CIFAR10` of the test part, whose one batch it reads."""
+def cifar10_test(root: Path, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """CIFAR-10's test batch alone (images (N, 3, 32, 32) 8-bit, labels), through torchvision's `CIFAR10`, which
+    first checks every file of the dataset (or downloads them): a read of its training batches comes after it."""
+    from torchvision.datasets import CIFAR10
+
+    ds = CIFAR10(str(root), train=False, download=download)  # raises on a missing or corrupted file
+    x = torch.from_numpy(np.ascontiguousarray(ds.data.transpose(0, 3, 1, 2)))
+    return x, torch.tensor(ds.targets, dtype=torch.long)
+
+
+def _cifar10_train_files(root: Path):
+    """CIFAR-10's training batches, checked before (`cifar10_test`), each as (images (N, 3, 32, 32) 8-bit,
+    labels), read one at a time (its pickles hold the images channel-first already)."""
     import pickle
 
     from torchvision.datasets import CIFAR10
 
-    checked = CIFAR10(str(root), train=False, download=download)  # raises on a missing or corrupted file
-    if not train:
-        x = torch.from_numpy(np.ascontiguousarray(checked.data.transpose(0, 3, 1, 2)))
-        yield x, torch.tensor(checked.targets, dtype=torch.long)
-        return
-    del checked
     for name, _ in CIFAR10.train_list:
         with open(root / CIFAR10.base_folder / name, "rb") as fh:
             entry = pickle.load(fh, encoding="latin1")
         yield torch.from_numpy(entry["data"]).view(-1, 3, 32, 32), torch.tensor(entry["labels"], dtype=torch.long)
 
 
-def _cifar10_part(root: Path, download: bool, train: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    parts = list(_cifar10_files(root, download, train))
-    return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
-
-
 def cifar10(root: Path, download: bool) -> Pool:
-    (train_x, train_y), (test_x, test_y) = _cifar10_part(root, download, True), _cifar10_part(root, download, False)
-    return Pool(train_x, train_y, test_x, test_y, 10, *CIFAR10_STATS)
-
-
-def cifar10_test(root: Path, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """CIFAR-10's test batch alone."""
-    return _cifar10_part(root, download, False)
+    test = cifar10_test(root, download)
+    parts = list(_cifar10_train_files(root))
+    train = torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
+    return Pool(*train, *test, 10, *CIFAR10_STATS)
 
 
 def cifar10_rows(root: Path, download: bool, index: torch.Tensor) -> tuple[Pool, int]:
     """CIFAR-10 with only the training images at `index`, its five training batches read one at a time."""
-    train_x, train_y, n = rows_of(_cifar10_files(root, download, True), index)
-    return Pool(train_x, train_y, *cifar10_test(root, download), 10, *CIFAR10_STATS), n
+    test = cifar10_test(root, download)
+    train_x, train_y, n = rows_of(_cifar10_train_files(root), index)
+    return Pool(train_x, train_y, *test, 10, *CIFAR10_STATS), n
 
 
 def _svhn_part(root: Path, download: bool, split: str) -> tuple[torch.Tensor, torch.Tensor]:
