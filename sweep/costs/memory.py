@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sweep.config.shapes import channels, positions
+from sweep.costs.working import LIVE
 from sweep.registry import ARCHITECTURES, DATASETS, INDICES
 
 GiB = 2**30
@@ -23,7 +24,6 @@ F32, F64 = 4, 8
 FEATURE_CHUNK = 16384  # `centred_gram`'s chunk of features
 ROW_CHUNK = 65536  # `matrices.ROWS`
 ALLOCATOR = 1.3  # the allocator's own overhead on a workspace, measured (tests/benchmarks/index_memory.py)
-LIVE = 4  # a network's live float32 activations in a no-grad forward, in its largest activation (measured)
 
 
 def kept(parts: list[int], budget: int) -> int:

@@ -92,10 +92,15 @@ class Kind:
     # `memory(unit, sweep)`: the unit's memory need (`sweep.costs.memory.Need`, or None: nothing sized), that `plan`
     # prints and `resources.memory_per_trial` bounds
     memory: Callable[[Any, Any], Any] | str | None = None
-    # `held(unit, sweep)`: the bytes of the frozen halves' activations a unit keeps through the worker cache at
-    # most (its `halves` on its images, within the cache's memory budget), that `plan` and `run` count in its
-    # worker memory (`sweep.planning.worker_memory`); None: none kept
-    held: Callable[[Any, Any], int] | str | None = None
+    # `held(unit, sweep)`: the frozen halves' activations a unit keeps through the worker cache (its `halves` on
+    # its images), {what names a part in the cache: bytes}, that `plan` and `run` count in its worker memory, each
+    # part once across the units a worker runs, within the cache's budget (`sweep.planning.worker_memory`); None:
+    # none kept
+    held: Callable[[Any, Any], dict] | str | None = None
+    # `working(unit, sweep)`: the bytes a unit allocates and frees in a batch on the CPU (a fit's activations and
+    # gradients, an evaluation's forward: `sweep.costs.working`), that `plan` and `run` count in its worker memory
+    # when units run on the CPU; None: nothing beyond its `memory` need
+    working: Callable[[Any, Any], int] | str | None = None
     # `price(unit, pricer)`: its device-seconds under a cost profile (`sweep.costs.pricer.Pricer`); None: listed as
     # not priced by `plan --estimate`
     price: Callable[[Any, Any], float] | str | None = None

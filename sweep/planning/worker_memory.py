@@ -9,9 +9,12 @@ in memory: 8-bit pixels for the datasets whose files hold them, float32 otherwis
 float32; a dataset whose loader reads chosen images alone is not held whole, and what its read holds for a moment,
 one training file, is not counted), the frozen halves' activations it keeps through the worker cache (`Kind.held`),
 its indices' workspace (each kind's `Kind.memory`, `sweep.planning.memory`: an upper bound, as an index's
-activations may be slices of the kept halves) and the runtime (`RUNTIME`: a worker's resident memory after its
-imports, measured). Not counted: a unit's own working memory (a fit's activations and gradients in a batch, an
-evaluation's batch). Torch-free: planning reads it.
+activations may be slices of the kept halves), its working memory on the CPU (`Kind.working`: a fit's
+activations and gradients in a batch, an evaluation's batch; `sweep.costs.working`), the larger of these two
+(computed in phases one after the other), and the runtime (`RUNTIME`: a
+worker's resident memory after its imports, measured). A worker runs many units of a stage and its cache keeps
+what they read within its budget: the donors and halves counted are those of every unit of the kind, each once,
+within the budget (`stage_kept`). Torch-free: planning reads it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from sweep.costs.memory import GiB, Need
+from sweep.costs.memory import GiB, Need, kept
 
 NETWORKS = Path(__file__).with_name("networks.json")
 # A worker's resident memory after its imports (Ray, torch, torchvision, every kind's module): 746 MiB measured on
@@ -48,18 +51,21 @@ class UnitMemory:
     runtime: int = RUNTIME
     batch: tuple[str, ...] = ()  # the unit's batch-size fields (section.field = value) that set its need
     unsized: tuple[str, ...] = ()
-    halves: int = 0  # the frozen halves' activations it keeps through the worker cache (`Kind.held`)
+    halves: int = 0  # the frozen halves' activations the worker keeps through its cache (`Kind.held`)
+    working: int = 0  # what the unit allocates and frees in a batch on the CPU (`Kind.working`)
 
     @property
     def bytes(self) -> int:
-        return self.donors + self.images + self.halves + self.indices + self.runtime
+        """Its parts in all, the larger of its indices' workspace and its working memory (the unit computes its
+        indices in a phase of their own, before its fit and evaluation: they never hold both at once)."""
+        return self.donors + self.images + self.halves + max(self.indices, self.working) + self.runtime
 
     def parts(self) -> str:
-        """Its parts in GiB: "donors 0.20, images 0.40, halves 0.50, indices 0.10, runtime 0.73" (halves: only
-        for a kind that keeps some)."""
+        """Its parts in GiB: "donors 0.20, images 0.40, halves 0.50, indices 0.10, working 0.30, runtime 0.73"
+        (halves and working: only where there are some)."""
         named = [("donors", self.donors), ("images", self.images), ("halves", self.halves)]
-        named += [("indices", self.indices), ("runtime", self.runtime)]
-        return ", ".join(f"{name} {n / GiB:.2f}" for name, n in named if n or name != "halves")
+        named += [("indices", self.indices), ("working", self.working), ("runtime", self.runtime)]
+        return ", ".join(f"{name} {n / GiB:.2f}" for name, n in named if n or name not in ("halves", "working"))
 
 
 @cache
@@ -99,21 +105,44 @@ def _fields(unit) -> dict:
     return dict(vars(unit)) if hasattr(unit, "__dict__") else {}
 
 
-def _donors(unit, sweep, trained: bool) -> tuple[int, tuple[str, ...]]:
-    """Bytes of the donors a unit holds, and the architectures not sized. A zoo-stage unit trains its donor."""
+def _donors(unit, sweep, trained: bool, training: bool = True) -> tuple[dict[str, int], tuple[str, ...]]:
+    """The donors a unit holds, by name, in bytes, and the architectures not sized. A zoo-stage unit (`trained`)
+    holds its own donor, `TRAINING` times its numbers where it trains it (`training`)."""
     fields = _fields(unit)
-    donors = [sweep.donors[n] for n in sorted(_refs(list(fields.values()))) if n in sweep.donors]
+    donors = {n: sweep.donors[n] for n in sorted(_refs(list(fields.values()))) if n in sweep.donors}
     if trained:  # a zoo-stage unit: its donor, trained there unless read from a file
-        donors, trained = [unit], getattr(unit, "source", "zoo") == "zoo"
-    total, unsized = 0, []
-    for donor in donors:
+        donors, trained = {unit.name: unit}, training and getattr(unit, "source", "zoo") == "zoo"
+    out, unsized = {}, []
+    for name, donor in donors.items():
         data = getattr(donor, "data", None)
         dataset = getattr(data, "dataset", None) or fields.get("dataset")
         n = donor_numbers(donor.arch, dataset) if getattr(donor, "arch", None) else 0
         if n is None:
             unsized.append(donor.arch)
-        total += (n or 0) * DONOR_BYTES * (TRAINING if trained else 1)
-    return total, tuple(unsized)
+        out[name] = (n or 0) * DONOR_BYTES * (TRAINING if trained else 1)
+    return out, tuple(unsized)
+
+
+def _kept_by(kind, work, sweep) -> dict:
+    """The frozen halves' parts a unit keeps through the worker cache (`Kind.held`), by what names each."""
+    from sweep.registry import resolve
+
+    return dict(resolve(kind.held)(work, sweep)) if kind.held is not None else {}
+
+
+def stage_kept(kind, units, sweep) -> tuple[dict, dict]:
+    """What a worker that runs every one of `units` (`kind`'s) keeps through its cache at most: each donor they
+    read (name -> bytes, in float32) and each frozen half's part (`Kind.held`), each once."""
+    from sweep.kinds.donor.units import DonorWork
+
+    donors: dict = {}
+    halves: dict = {}
+    for work in units:
+        trains = isinstance(work, DonorWork)  # the zoo stage's: the worker keeps the donor, trained, once
+        donors.update(_donors(work.donor if trains else work, sweep, trained=trains, training=False)[0])
+        for part, b in _kept_by(kind, work, sweep).items():  # the most any unit reads of it
+            halves[part] = max(b, halves.get(part, 0))
+    return donors, halves
 
 
 def image_bytes(dataset: str, stored: bool = True) -> int:
@@ -155,31 +184,41 @@ def _batches(kind, unit, trains: bool) -> tuple[str, ...]:
     return tuple(f"{where}.{k} = {v:,}" for k, v in found)
 
 
-def unit_memory(kind, unit, sweep, indices: Need | None = None) -> UnitMemory:
-    """The worker memory of `kind`'s `unit` of `sweep` (`indices`: its `Kind.memory` need, when sized)."""
+def unit_memory(kind, unit, sweep, indices: Need | None = None, stage: tuple[dict, dict] | None = None) -> UnitMemory:
+    """The worker memory of `kind`'s `unit` of `sweep` (`indices`: its `Kind.memory` need, when sized; `stage`:
+    what the worker keeps of the stage's other units, `stage_kept`, default: of this unit alone). The cache keeps
+    the other units' donors and every unit's halves within its budget (`memory_budget`), donors first."""
     from sweep.kinds.donor.units import DonorWork
     from sweep.registry import resolve
+    from sweep.worker.cache import memory_budget
 
     trains = isinstance(unit, DonorWork)  # the zoo stage's unit: one donor, trained or loaded, and evaluated
     work, unit = unit, unit.donor if trains else unit
-    donors, unsized = _donors(unit, sweep, trained=trains)
+    own, unsized = _donors(unit, sweep, trained=trains)
+    donors, parts = stage if stage is not None else ({}, _kept_by(kind, work, sweep))
+    budget = memory_budget()
+    others = min(budget, sum(b for name, b in donors.items() if name not in own))
+    halves = kept(list(parts.values()), budget - others)
     batch = _batches(kind, unit, trains) + ((f"{indices.field} = {indices.n:,}",) if indices else ())
     label = getattr(unit, "label", None) or getattr(unit, "name", None) or kind.name
-    held = resolve(kind.held)(work, sweep) if kind.held is not None else 0
-    return UnitMemory(kind.name, str(label), donors, _images(unit), indices.bytes if indices else 0, RUNTIME, batch,
-                      unsized, held)  # fmt: skip
+    working = resolve(kind.working)(work, sweep) if kind.working is not None and not sweep.gpus_per_trial else 0
+    return UnitMemory(kind.name, str(label), sum(own.values()) + others, _images(unit),
+                      indices.bytes if indices else 0, RUNTIME, batch, unsized, halves, working)  # fmt: skip
 
 
 def unit_needs(sweep, units: dict[str, dict] | None = None) -> dict[str, UnitMemory]:
-    """Each kind's largest unit's worker need (`units`: kind -> {id: unit}, default: every unit of the space)."""
+    """Each kind's largest unit's worker need (`units`: kind -> {id: unit}, default: every unit of the space), with
+    what a worker that runs the kind's other units keeps of them (`stage_kept`)."""
     from sweep.registry import KINDS, resolve
 
     out: dict[str, UnitMemory] = {}
     for name, kind in KINDS.items():
         chosen = (units or {}).get(name) if units is not None else kind.units(sweep)
+        chosen = list((chosen or {}).values())
         size = resolve(kind.memory) if kind.memory is not None and kind.section is not None else None
-        for unit in (chosen or {}).values():
-            need = unit_memory(kind, unit, sweep, size(unit, sweep) if size else None)
+        stage = stage_kept(kind, chosen, sweep) if chosen else None
+        for unit in chosen:
+            need = unit_memory(kind, unit, sweep, size(unit, sweep) if size else None, stage)
             if name not in out or need.bytes > out[name].bytes:
                 out[name] = need
     return out

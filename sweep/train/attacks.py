@@ -11,6 +11,7 @@ import logging
 import torch
 from torch import nn
 
+from sweep.costs.working import ATTACK_BATCH
 from sweep.data.stream import in_pieces
 
 STANDARD = "standard"
@@ -174,7 +175,7 @@ def autoattack_accuracy(
     iterations: int = 20,
     restarts: int = 1,
     seed: int = 0,
-    batch_size: int = 250,
+    batch_size: int = ATTACK_BATCH,
     device: torch.device | str = "cpu",
 ) -> float:
     """Robust accuracy under AutoAttack restricted to `attacks` (Balogh & Jelasity 2023 A.4: APGD-CE + APGD-DLR).

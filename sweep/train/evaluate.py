@@ -7,16 +7,11 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from sweep.costs.working import CPU_BATCH  # noqa: F401 (images per forward pass of inference on the CPU)
 from sweep.data.core import batches
 from sweep.data.stream import chunks
 from sweep.train.attacks import autoattack_accuracy
 from sweep.train.loops import autocast, to_device
-
-CPU_BATCH = 50
-"""Images per forward pass of inference on the CPU. A ResNet-18 over 1,000 28x28 or 32x32 images runs in about
-0.7x the time of batches of 250-500 (smaller tensors stay in the processor's caches), with the same outputs
-bit for bit on the CPU measured, an AMD EPYC (tests/benchmarks/cpu_batch.py; docs/performance.md). GPUs keep
-the caller's batch. Training batches are a hyperparameter and never change."""
 
 
 def inference_batch(batch_size: int, device: torch.device | str) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from sweep.costs.working import ATTACK_BATCH
 from sweep.data.stream import chunks
 from sweep.registry import THREATS
 from sweep.train.declared import Threat, register_threat  # noqa: F401  (re-exported)
@@ -31,7 +32,7 @@ def craft(
     steps: int,
     seed: int,
     device: torch.device,
-    batch: int = 250,
+    batch: int = ATTACK_BATCH,
 ) -> torch.Tensor:
     """Adversarial examples of `threat` for all of (x, y), in batches of `batch` on `device`, random starts
     drawn from `seed`; returned on the CPU."""

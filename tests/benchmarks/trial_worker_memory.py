@@ -2,16 +2,18 @@
 unit needs (`sweep.planning.worker_memory`): where a stitching worker's memory goes.
 
     .venv/bin/python tests/benchmarks/trial_worker_memory.py [--work DIR] [--objectives dm tlm] [--test-size N]
+        [--point layer2.0]
 
 The data are random images in CIFAR-10's own file format at its full size (50,000 training and 10,000 test
 images), torchvision's md5 check switched off in the benchmark's processes; the donors are two freshly
 initialised CIFAR ResNet-18s written into the zoo by `gpu_path.py`'s `random_zoo`; the trials are
 `worker_memory_run.py`'s (`layer2.0`, 1,000 training, 500 validation and 1,000 test images, CKA on 500, one
 epoch; `--test-size`: another number of test images, whose frozen halves the trial keeps while they fit the
-cache's budget). Each objective's trial runs through the kind's `record_trial` with a `RunContext` and the worker
-cache configured as the Ray trainable configures it, in a fresh process, which prints one JSON line: its peak RSS and
-its after-imports RSS, the phases (RSS, the peak so far and the worker cache's MiB after each: the split, the
-parts, the frozen halves' reads, the indices, the fit, the evaluation), and `plan`'s need of the unit by part.
+cache's budget; `--point`: another stitch point). Each objective's trial runs through the kind's `record_trial`
+with a `RunContext` and the worker cache configured as the Ray trainable configures it, in a fresh process, which
+prints one JSON line: its peak RSS and its after-imports RSS, the phases (RSS, the peak so far and the worker
+cache's MiB after each: the split, the parts, the frozen halves' reads, the indices, the fit, the evaluation), and
+`plan`'s need of the unit by part.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def _child(work: Path, objective: str) -> None:
                       "phases": phases}))  # fmt: skip
 
 
-def _prepare(work: Path, test_size: int) -> None:
+def _prepare(work: Path, test_size: int, point: str) -> None:
     """Random CIFAR-10 files, the space, its two random donors in the zoo and its trials (once per folder)."""
     from gpu_path import space_with_zoo, write_cifar
 
@@ -97,6 +99,7 @@ def _prepare(work: Path, test_size: int) -> None:
     if not (data / "cifar-10-batches-py" / "test_batch").is_file():
         write_cifar(data, 50000, 10000)
     space = STITCH_SPACE.replace("test_size: 1000,", f"test_size: {test_size},")
+    space = space.replace("stitch_points: [layer2.0]", f"stitch_points: [{point}]")
     (work / "space.yaml").write_text(space.format(root=json.dumps(str(data))))
     (work / "trust.py").write_text(TRUST)
     sweep, _ = space_with_zoo(work / "space.yaml", work / "results", str(data))
@@ -109,8 +112,8 @@ def _planned(work: Path) -> dict:
     from sweep.planning.worker_memory import unit_needs
 
     need = unit_needs(load_space(work / "space.yaml"))["trial"]
-    parts = ("donors", "images", "halves", "indices", "runtime")
-    # (getattr: an older checkout, run for a before/after table, counts no halves)
+    parts = ("donors", "images", "halves", "indices", "working", "runtime")
+    # (getattr: an older checkout, run for a before/after table, counts no halves or working memory)
     return {"planned_mb": round(need.bytes / 2**20), **{p: round(getattr(need, p, 0) / 2**20) for p in parts}}
 
 
@@ -119,6 +122,7 @@ def main() -> None:
     parser.add_argument("--work", default="", help="a folder kept between runs (data, zoo); default: temporary")
     parser.add_argument("--objectives", nargs="+", default=["dm", "tlm"])
     parser.add_argument("--test-size", type=int, default=1000, help="the trials' test images")
+    parser.add_argument("--point", default="layer2.0", help="the trials' stitch point (a CIFAR ResNet-18's)")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -127,7 +131,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        _prepare(work, args.test_size)
+        _prepare(work, args.test_size, args.point)
         print(json.dumps(_planned(work)), flush=True)
         for objective in args.objectives:
             print(in_fresh_process(__file__, "--child", objective, "--work", str(work)), flush=True)

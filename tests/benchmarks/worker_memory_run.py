@@ -3,7 +3,7 @@ CIFAR-10's shape, the peak of every Ray worker process sampled while each stage 
 after-imports baseline (`worker_baseline.py`'s figure, measured in the same run).
 
     .venv/bin/python tests/benchmarks/worker_memory_run.py [--work DIR] [--repo CHECKOUT] [--interval 0.2]
-        [--wrn | --full-split]
+        [--wrn | --full-split] [--train]
 
 The data are random images in CIFAR-10's own file format at its full size (50,000 training and 10,000 test
 images, uint8 on disk: what a worker loads is the point), torchvision's md5 check switched off by a plugin of
@@ -15,9 +15,11 @@ sensitivity test (`layer2.0`, ranks 64 and 8) and a t-SNE unit. `--repo` runs an
 `sweep` package) on the same data and zoo, for a before/after table. `--wrn`: the every-layer CKA of two random
 WRN-28-10s instead (`points: modules`, 256 test images, batches of 128; the donor stage evaluates them on those).
 `--full-split`: a `dm` trial on the paper's split instead (every training image but 500 for validation: what a
-stitching worker holds of its data at the papers' scale; the fit reads 500 of them).
+stitching worker holds of its data at the papers' scale; the fit reads 500 of them). `--train`: the donor stage
+trains the two donors (one epoch on the 1,000 training images, batches of 128) instead of finding them in the zoo.
 
-Prints one JSON line per stage (its Ray workers' peak RSS in MiB, the baseline and the excess) and the wall time.
+Prints one JSON line: each stage's Ray workers' peak RSS in MiB, the baseline and the excess, what `plan` says
+each kind's largest unit needs (this checkout's `sweep.planning.worker_memory`, by part) and the wall time.
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ def _baseline(env: dict) -> float:
 
 
 def _prepare(work: Path, space: str = SPACE) -> None:
-    """Random CIFAR-10 files, the space and the two random donors in the zoo (once per work folder)."""
+    """Random CIFAR-10 files (once per work folder), the space and its two random donors in a zoo."""
     from gpu_path import space_with_zoo, write_cifar
 
     data = work / "data"
@@ -147,13 +149,26 @@ def _prepare(work: Path, space: str = SPACE) -> None:
     space_with_zoo(work / "space.yaml", work / "zoo", str(data))
 
 
-def _run(work: Path, repo: Path, interval: float) -> dict:
-    """`stitchsweep run` of the space into a fresh results folder holding a copy of the zoo, sampling the Ray
-    workers' RSS by stage."""
+def _planned(work: Path) -> dict:
+    """`plan`'s need of each kind's largest unit of the space, in all and by part, in MiB."""
+    from sweep.config.space import load_space
+    from sweep.planning.worker_memory import unit_needs
+
+    parts = ("donors", "images", "halves", "indices", "working", "runtime")
+    needs = unit_needs(load_space(work / "space.yaml")).items()
+    return {k: {"mb": round(n.bytes / 2**20), **{p: round(getattr(n, p) / 2**20) for p in parts}} for k, n in needs}
+
+
+def _run(work: Path, repo: Path, interval: float, zoo: bool = True) -> dict:
+    """`stitchsweep run` of the space into a fresh results folder (holding a copy of the zoo, unless the donor
+    stage trains the donors), sampling the Ray workers' RSS by stage."""
     import shutil
 
     results = work / f"results-{os.getpid()}-{int(time.time())}"
-    shutil.copytree(work / "zoo", results)
+    if zoo:
+        shutil.copytree(work / "zoo", results)
+    else:
+        results.mkdir(parents=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])))
     env["STITCHSWEEP_CACHE_DIR"] = str(results / "_node_cache")
     baseline = _baseline(env)
@@ -210,12 +225,14 @@ def main() -> None:
     parser.add_argument(
         "--full-split", action="store_true", help="a dm trial on the papers' split (49,500 training images) instead"
     )
+    parser.add_argument("--train", action="store_true", help="the donor stage trains the donors (no zoo)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
         _prepare(work, WRN_SPACE if args.wrn else FULL_SPACE if args.full_split else SPACE)
-        result = _run(work, Path(args.repo).resolve(), args.interval)
+        result = _run(work, Path(args.repo).resolve(), args.interval, zoo=not args.train)
+        result["planned_mb"] = _planned(work)
         print(json.dumps(result), flush=True)
         print(json.dumps({"load_average": os.getloadavg()}))
 

@@ -21,6 +21,7 @@ KIND = register_kind(
         timing=None,  # its table records training and each evaluation apart
         price="sweep.kinds.donor.cost:price",
         held="sweep.kinds.donor.cost:held",
+        working="sweep.kinds.donor.cost:working",
         after_stage="sweep.backends.stage:chance_warnings",
         run="sweep.kinds.donor.run:run_unit",
         label=lambda work: f"donor {work.donor.name}",

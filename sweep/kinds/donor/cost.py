@@ -6,26 +6,48 @@ from __future__ import annotations
 
 import math
 
-from sweep.costs.memory import F32, kept
+from sweep.costs.memory import F32
 from sweep.costs.pricer import Pricer, attack_seconds, sizes
 
 
-def held(work, sweep, budget: int | None = None) -> int:
-    """The bytes of the frozen halves' activations a donor unit keeps at most (`Kind.held`): each half its
+def held(work, sweep) -> dict[tuple, int]:
+    """The frozen halves' activations a donor unit keeps through the worker cache (`Kind.held`): each half its
     evaluation's pass fills for the trials (`DonorWork.fills`) on their test images, in the precision they read
-    (2 bytes a number below fp32), while a half fits the worker cache's memory budget (`budget`, default: the
-    environment's), in all at most the budget (`sweep.worker.feed`)."""
+    (2 bytes a number below fp32), in bytes, by the names the trials read them under (`sweep.worker.feed`); the
+    worker keeps those that fit its budget (`sweep.costs.memory.kept`)."""
     from sweep.config.shapes import activation_shape
-    from sweep.worker.cache import memory_budget
 
-    budget = memory_budget() if budget is None else budget
+    d, out = work.donor, {}
+    for f in work.fills:
+        split = sizes(*f.data)
+        n = split[2] * math.prod(activation_shape(d.arch, f.data[0], f.point))
+        where = (d.donor_key, f.point, f.data[0], split, "test")
+        out[where if f.precision == "fp32" else (*where, f.precision)] = n * (F32 if f.precision == "fp32" else 2)
+    return out
+
+
+def working(work, sweep) -> int:
+    """A donor unit's working memory on the CPU (`Kind.working`, `sweep.costs.working`): the largest of its
+    training step (the whole network in `batch_size`, a zoo donor trained here; an adversarial method's validation
+    attack in `ATTACK_BATCH`), its evaluations' forward and a robust evaluation's attack (gradients through the
+    network on its batch)."""
+    from sweep.costs.working import ATTACK_BATCH, fit_bytes, forward_bytes
+
     d = work.donor
-    halves = {(f.point, f.data, f.precision, f.channels_last) for f in work.fills}
-    parts = [
-        sizes(*data)[2] * math.prod(activation_shape(d.arch, data[0], point)) * (F32 if precision == "fp32" else 2)
-        for point, data, precision, _ in halves
+    if not d.network:
+        return 0
+    ds = d.data.dataset
+    out = [forward_bytes(d.arch, ev.dataset) for ev in work.evaluations] or [forward_bytes(d.arch, ds)]
+    if d.source == "zoo" and d.batch_size:
+        out.append(fit_bytes(d.arch, ds, None, d.batch_size))
+        if d.training not in (None, "plain"):  # its adversarial validation's attack, in batches of its own
+            out.append(fit_bytes(d.arch, ds, None, ATTACK_BATCH))
+    out += [
+        fit_bytes(d.arch, ev.dataset, None, min(ev.n_eval_robust, ATTACK_BATCH))
+        for ev in work.evaluations
+        if ev.n_eval_robust
     ]
-    return kept(parts, budget)
+    return max(out)
 
 
 def price(work, p: Pricer) -> float:

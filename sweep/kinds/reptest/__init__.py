@@ -21,6 +21,7 @@ KIND = register_kind(
         parse=_parse,
         schema=schema,
         memory="sweep.kinds.reptest.cost:need",
+        working="sweep.kinds.reptest.cost:working",
         price="sweep.kinds.reptest.cost:price",
         run="sweep.kinds.reptest.run:run_unit",
         donors=lambda spec: tuple(dict.fromkeys(m[0] for m in spec.members)),

@@ -47,6 +47,14 @@ def need(spec, sweep=None) -> Need | None:
     return max((x for x in needs if x), key=lambda x: x.bytes)
 
 
+def working(spec, sweep=None) -> int:
+    """A representation test's working memory on the CPU (`Kind.working`): a forward pass of its network in a
+    batch (its members' fronts on the probe's and the test images, `sweep.costs.working`)."""
+    from sweep.costs.working import forward_bytes
+
+    return forward_bytes(spec.arch, spec.dataset)
+
+
 def price(unit, p: Pricer) -> float:
     """A representation-test unit: each member (`_member_seconds`)."""
     return p.unit_s + sum(_member_seconds(unit, member, p) for member in unit.members)

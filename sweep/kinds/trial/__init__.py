@@ -25,6 +25,7 @@ KIND = register_kind(
         timing="time_total_s",
         memory="sweep.kinds.trial.cost:need",
         held="sweep.kinds.trial.cost:held",
+        working="sweep.kinds.trial.cost:working",
         price="sweep.kinds.trial.cost:price",
         run="sweep.kinds.trial.run:run_unit",
         group=lambda spec: spec.group,

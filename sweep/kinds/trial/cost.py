@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from sweep.config.shapes import activation_shape
-from sweep.costs.memory import F32, Need, ShapePair, index_need, kept
+from sweep.costs.memory import F32, Need, ShapePair, index_need
 from sweep.costs.pricer import CHUNK, Pricer, attack_seconds, sizes
 from sweep.registry import INDICES
 
@@ -27,22 +27,60 @@ def need(spec, sweep) -> Need | None:
     return index_need("trial", spec.label, "similarity_samples", n, pair, spec.indices, k, bool(spec.permutations))
 
 
-def held(spec, sweep, budget: int | None = None) -> int:
-    """The bytes of the frozen halves' activations a trial keeps at most (`Kind.held`): f<=i and g<=j on each
-    part of its split (training, validation, test) whose activations fit the worker cache's memory budget
-    (`budget`, default: the environment's; a part that does not fit is computed per chunk and not kept), in
-    all at most the budget. A noise sender's trial keeps none: its halves run on samples drawn per trial."""
-    from sweep.worker.cache import memory_budget
+def held(spec, sweep) -> dict[tuple, int]:
+    """The frozen halves' activations a trial keeps through the worker cache (`Kind.held`): of f<=i and g<=j on each
+    part of its split (training, validation, test), the images its phases read (`trial_phases`, in the worker's
+    chunks), in bytes, by what names each part in the cache (donor, point, dataset, split sizes, part: the donor
+    stage's pass fills the test parts under the same names). The worker keeps those that fit its budget
+    (`sweep.costs.memory.kept`). None for a fit that moves the donors' statistics (every read a forward pass) or a
+    noise sender's trial (its halves run on samples drawn per trial)."""
+    arch_of = {d.donor_key: d.arch for d in sweep.donors.values() if d.network}
+    if spec.end_key not in arch_of:
+        return {}
+    reads = _Reads()
+    trial_phases(spec, reads, arch_of, reads.fills, set())
+    out = {}
+    for where, n in reads.fills.items():
+        key, point, dataset = where[:3]
+        out[where] = n * F32 * math.prod(activation_shape(arch_of[key], dataset, point))
+    return out
 
-    budget = memory_budget() if budget is None else budget
-    donors = [sweep.donors.get(ref.partition(":")[2]) for ref in (spec.front, spec.end)]
-    if spec.noise_sigma is not None or any(d is None or not d.network for d in donors):
+
+class _Reads:
+    """A pricer that prices nothing: `trial_phases` run with it leaves in `fills` the images of each frozen half's
+    part the trial reads ((donor, point, dataset, split sizes, part) -> images)."""
+
+    unit_s = 0.0
+
+    def __init__(self) -> None:
+        self.fills: dict = {}
+
+    def forward(self, *args, **kwargs) -> float:
+        return 0.0
+
+    step = detector = algebra = forward
+
+
+def working(spec, sweep) -> int:
+    """A trial's working memory on the CPU (`Kind.working`, `sweep.costs.working`): the largest of its gradient
+    fit's step (the stitcher's output through the end network after the point, in `batch_size`; an adversarial
+    fit's PGD through both networks whole, an upper bound), its evaluation's forward and a robust evaluation's
+    attack (gradients through both networks on its batch)."""
+    from sweep.costs.working import ATTACK_BATCH, fit_bytes, forward_bytes
+
+    front, end = (sweep.donors.get(ref.partition(":")[2]) for ref in (spec.front, spec.end))
+    if end is None or not end.network:
         return 0
-    halves = {(spec.front_key, spec.front_point): donors[0], (spec.end_key, spec.end_point): donors[1]}  # a self-
-    # stitch's one half is kept once
-    per_image = [F32 * math.prod(activation_shape(d.arch, spec.dataset, point)) for (_, point), d in halves.items()]
-    parts = sizes(spec.dataset, spec.train_size, spec.val_size, spec.test_size)
-    return kept([n * b for n in parts for b in per_image], budget)
+    ds, out = spec.dataset, [forward_bytes(end.arch, spec.dataset)]
+    whole_front = fit_bytes(front.arch, ds, None, 1) if front is not None and front.network else 0
+    if spec.objective != "dm" and spec.batch_size:
+        adversarial = spec.adv_steps is not None and spec.objective not in ("tlm", "dm+tlm")
+        step = fit_bytes(end.arch, ds, None if adversarial else spec.end_point, spec.batch_size)
+        out.append(step + (whole_front * spec.batch_size if adversarial else 0))
+    if spec.n_eval_robust:
+        b = min(spec.n_eval_robust, ATTACK_BATCH)
+        out.append(fit_bytes(end.arch, ds, None, b) + whole_front * b)
+    return max(out)
 
 
 PHASES = ("setup", "similarity", "fit", "eval_clean", "eval_robust", "ood")  # a trial's `time_{phase}_s` columns

@@ -39,18 +39,44 @@ def test_a_trial_unit_holds_its_donors_its_images_its_halves_its_indices_and_the
     pools = sum((DATASETS[d].train_pool + DATASETS[d].test) * wm.image_bytes(d) for d in ood)
     # with the cache on, Fashion-MNIST's split is read alone (`read_split`); off, `load_pool` keeps the dataset
     assert need.images == pools + splits + (pool if cache == "off" else 0)
-    held = {word for word in need.label.split() if word.startswith("zoo:")}  # a donor at both ends: held once
-    assert need.donors == len(held) * 4 * wm._numbers()["resnet_tiny"]["1x28x10"]
-    assert need.indices > 0 and need.runtime == wm.RUNTIME
+    own = {word for word in need.label.split() if word.startswith("zoo:")}  # a donor at both ends: held once
+    # with the cache on, a worker that runs the stage's other trials keeps their donors too (each once)
+    read = {ref for t in sweep.trials for ref in (t.front, t.end)} if cache == "on" else own
+    assert need.donors == len(read) * 4 * wm._numbers()["resnet_tiny"]["1x28x10"]
+    assert need.indices > 0 and need.runtime == wm.RUNTIME and need.working > 0
     assert (need.halves > 0) == (cache == "on") == (f"halves {need.halves / GiB:.2f}" in need.parts())
-    assert need.bytes == need.donors + need.images + need.halves + need.indices + need.runtime
+    assert need.bytes == need.donors + need.images + need.halves + max(need.indices, need.working) + need.runtime
+
+
+def test_a_worker_keeps_each_half_of_the_stages_units_once_within_the_budget(monkeypatch):
+    """The stage's trials read each front's half on the same parts: the worker keeps each part once, and all of
+    them at most the budget (`stage_kept`)."""
+    from sweep.kinds.trial.cost import held
+    from sweep.registry import KINDS
+    from sweep.worker.cache import memory_budget
+
+    sweep = load_space(SPACE)
+    parts: dict = {}
+    for t in sweep.trials:
+        for k, v in held(t, sweep).items():
+            parts[k] = max(v, parts.get(k, 0))
+    assert len(parts) < sum(len(held(t, sweep)) for t in sweep.trials)  # shared between trials
+    donors = len({ref for t in sweep.trials for ref in (t.front, t.end)}) * 4 * wm._numbers()["resnet_tiny"]["1x28x10"]
+    need = wm.unit_needs(sweep)["trial"]
+    assert need.halves == min(memory_budget() - donors, sum(v for v in parts.values() if v <= memory_budget()))
+    monkeypatch.setenv("STITCHSWEEP_CACHE_MB", str(max(parts.values()) // 2**20 + 1))  # room for one part
+    assert wm.unit_needs(sweep)["trial"].halves < need.halves
+    assert wm.stage_kept(KINDS["trial"], sweep.trials, sweep)[1] == parts
     assert "similarity_samples = 500" in need.batch
 
 
 def test_a_zoo_stage_unit_trains_its_donor():
     sweep = load_space(SPACE)
     need = wm.unit_needs(sweep)["donor"]
-    assert need.donors == wm.TRAINING * 4 * wm._numbers()["resnet_tiny"]["1x28x10"]
+    one = 4 * wm._numbers()["resnet_tiny"]["1x28x10"]
+    # its own donor trained; the stage's other donors, trained before by the same worker, kept in its cache
+    assert need.donors == wm.TRAINING * one + (len(sweep.donors) - 1) * one
+    assert need.working > 0 and "working" in need.parts()
     assert any(b.startswith("donors.") and b.endswith("batch_size = 128") for b in need.batch)
 
 

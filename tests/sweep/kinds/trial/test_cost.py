@@ -1,6 +1,6 @@
-"""What a stitching trial keeps of its frozen halves (`sweep.kinds.trial.cost.held`, `Kind.held`): the planner's
-bytes against the activations the built networks compute, and against what a trial run keeps in the worker
-cache."""
+"""What a stitching trial keeps of its frozen halves (`sweep.kinds.trial.cost.held`, `Kind.held`) and what it
+allocates in a batch (`working`): the planner's bytes against the activations the built networks compute, and
+against what a trial run keeps in the worker cache."""
 
 import copy
 import math
@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from sweep.config.space import parse_space
+from sweep.costs.memory import kept
 from sweep.costs.pricer import sizes
 from sweep.kinds.trial.cost import held
 from sweep.models.base import build, split
@@ -33,25 +34,46 @@ def _per_image(arch: str, dataset: str, point: str) -> int:
     return a[0].numel() * a.element_size()
 
 
-def test_held_is_both_halves_on_each_part_that_fits_the_budget():
+def _kept(spec, sweep, budget: int) -> int:
+    return kept(list(held(spec, sweep).values()), budget)
+
+
+def test_held_is_what_each_objective_reads_of_each_half_and_part_within_the_budget():
+    """tlm reads the front's half on every part (the fit's training and validation images, the evaluation's test
+    images); dm its fit's K images of both halves (in the worker's chunks of 250) and the front's test part."""
     sweep = _space()
-    spec = next(t for t in sweep.trials if t.front_point == "layer1.0")
-    arch = sweep.donors["plain_a"].arch
-    b = _per_image(arch, spec.dataset, "layer1.0")  # both donors are resnet_tiny cut at the same point
-    train, val, test = sizes(spec.dataset, spec.train_size, spec.val_size, spec.test_size)
-    assert held(spec, sweep, budget=10**12) == 2 * b * (train + val + test)
+    tlm, dm = (next(t for t in sweep.trials if t.front_point == "layer1.0" and t.objective == o) for o in ("tlm", "dm"))
+    b = _per_image(sweep.donors["plain_a"].arch, tlm.dataset, "layer1.0")  # both donors are resnet_tiny
+    train, val, test = sizes(tlm.dataset, tlm.train_size, tlm.val_size, tlm.test_size)
+    assert sorted(held(tlm, sweep).values()) == sorted([b * train, b * val, b * test])
+    k = min(train, 250 * -(-dm.dm_samples // 250))
+    assert sorted(held(dm, sweep).values()) == sorted([b * k, b * k, b * test])
+    assert _kept(tlm, sweep, budget=10**12) == b * (train + val + test)
     # a budget below the training part's activations: that part is computed per chunk, the others kept
-    assert held(spec, sweep, budget=b * train - 1) == 2 * b * (val + test)
+    assert _kept(tlm, sweep, budget=b * train - 1) == b * (val + test)
     # the kept parts at most the budget in all; nothing below the smallest part
-    assert held(spec, sweep, budget=b * (val + test)) == b * (val + test)
-    assert held(spec, sweep, budget=b * min(val, test) - 1) == 0
+    assert _kept(tlm, sweep, budget=b * max(val, test)) == b * max(val, test)
+    assert _kept(tlm, sweep, budget=b * min(val, test) - 1) == 0
 
 
 def test_a_self_stitch_keeps_its_one_half_once():
+    """dm from a donor onto itself at one point: its K fit images are one part, read for both sides."""
     sweep = parse_space(copy.deepcopy(TINY_SPACE))
-    spec = next(t for t in sweep.trials if t.front_point == t.end_point == "layer3.1")
+    spec = next(t for t in sweep.trials if t.front_point == t.end_point == "layer3.1" and t.objective == "dm")
     b = _per_image(sweep.donors["plain_a"].arch, spec.dataset, "layer3.1")
-    assert held(spec, sweep, budget=10**12) == b * sum(sizes(spec.dataset, spec.train_size, spec.val_size, None))
+    train, _, test = sizes(spec.dataset, spec.train_size, spec.val_size, spec.test_size)
+    k = min(train, 250 * -(-spec.dm_samples // 250))
+    assert _kept(spec, sweep, budget=10**12) == b * (k + test)
+
+
+def test_trials_that_read_the_same_half_name_it_alike():
+    """Two trials from one front at one point name its parts alike: a worker that runs both keeps each once
+    (`stage_kept`), the most either reads of it."""
+    sweep = _space()
+    a, b = [t for t in sweep.trials if t.front_point == "layer1.0" and t.end_point == "layer1.0"][:2]
+    assert a.objective != b.objective
+    shared = set(held(a, sweep)) & set(held(b, sweep))
+    assert {part[-1] for part in shared} == {"train", "test"}
 
 
 @pytest.mark.slow
@@ -74,11 +96,11 @@ def test_a_trial_keeps_no_more_activations_than_held(tmp_path):
     try:
         row = run_trial(spec, sweep_dir)
         assert row["status"] == "done", row.get("error")
-        kept = sum(
+        in_cache = sum(
             math.prod(v.shape) * v.element_size()
             for k, (v, _) in worker._entries.items()
             if k[0] == "activations" and "logits" not in k  # the donors' predictions, if computed here
         )
     finally:
         cache.configure()
-    assert 0.5 * held(spec, sweep) <= kept <= held(spec, sweep)
+    assert 0.5 * _kept(spec, sweep, cache.memory_budget()) <= in_cache <= _kept(spec, sweep, cache.memory_budget())
