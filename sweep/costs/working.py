@@ -35,11 +35,13 @@ def _shapes(arch: str, dataset: str) -> tuple[dict, int]:
 
 def flowing(arch: str, dataset: str, point: str | None, batch: int) -> int:
     """Bytes of a batch's float32 activations at the stitch points of `arch` from `point` on (the stitcher's
-    output, then every later point), or at every point and the images (`point` None: the whole network)."""
+    output, then every later point), or at every point and the images (`point` None, or one the shapes table does
+    not list: the whole network, an upper bound)."""
     sizes, image = _shapes(arch, dataset)
     points = list(sizes)
-    after = points[points.index(point) :] if point is not None else points
-    return F32 * batch * (sum(sizes[p] for p in after) + (image if point is None else 0))
+    if point not in sizes:
+        return F32 * batch * (sum(sizes.values()) + image)
+    return F32 * batch * sum(sizes[p] for p in points[points.index(point) :])
 
 
 def fit_bytes(arch: str, dataset: str, point: str | None, batch: int) -> int:
