@@ -152,6 +152,9 @@ class SweepDir:
             self.table(name).mkdir()
 
     def temporary_folders(self) -> tuple[Loc, ...]:
-        """Every folder a writer may leave a temporary file in: the tables, the files beside them, the zoo."""
-        files = (self.path / INVERTED_DIR, self.path / STITCHERS_DIR, self.root / ZOO_DIR)
+        """Every folder a writer may leave a temporary file in: the tables, the files beside them, the workers'
+        cache records, the zoo."""
+        from sweep.worker.cache import RECORD_DIR
+
+        files = (self.path / INVERTED_DIR, self.path / STITCHERS_DIR, self.path / RECORD_DIR, self.root / ZOO_DIR)
         return (*(self.table(name) for name in tables()), *files)

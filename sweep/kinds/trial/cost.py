@@ -34,9 +34,10 @@ def held(spec, sweep) -> dict[tuple, int]:
     stage's pass fills the test parts under the same names). The worker keeps those that fit its budget
     (`sweep.costs.memory.kept`). None for a fit that moves the donors' statistics (every read a forward pass) or a
     noise sender's trial (its halves run on samples drawn per trial)."""
-    arch_of = {d.donor_key: d.arch for d in sweep.donors.values() if d.network}
-    if spec.end_key not in arch_of:
+    front, end = (sweep.donors.get(ref.partition(":")[2]) for ref in (spec.front, spec.end))
+    if end is None or not end.network:
         return {}
+    arch_of = {spec.end_key: end.arch, **({spec.front_key: front.arch} if front is not None and front.network else {})}
     reads = _Reads()
     trial_phases(spec, reads, arch_of, reads.fills, set())
     out = {}

@@ -48,3 +48,16 @@ def test_stale_temporary_files_are_removed(tmp_path):
     (d.trials / ".tmp-x.parquet.1234").write_bytes(b"half")
     assert remove_stale_tmp(d) == 1
     assert not d.trials.glob("*")
+
+
+def test_a_worker_s_half_written_cache_record_is_removed(tmp_path):
+    """A worker killed while rewriting its cache record (`<sweep>/_cache_keys/`) leaves a temporary file there."""
+    from sweep.worker.cache import RECORD_DIR
+
+    d = SweepDir(tmp_path, "s")
+    d.create()
+    records = d.path / RECORD_DIR
+    (records / ".tmp-vm-5507-9b6e9493.json.f61c39c0").write_text('{"files": [')
+    (records / "vm-5507-9b6e9493.json").write_text('{"files": []}')
+    assert remove_stale_tmp(d) == 1
+    assert [p.name for p in records.glob("*")] == ["vm-5507-9b6e9493.json"]
