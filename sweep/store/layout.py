@@ -33,6 +33,7 @@ CURRENT_FILE = "current.json"  # table -> the part names of the units of the spa
 SNAPSHOT_DIR = "_snapshot"  # <table>.snapshot: every file's rows at the last snapshot, each with its part's name
 INVERTED_DIR = "inverted"  # <unit_id>/: the inverted images in shards, and their index (not a table)
 INVERTED_INDEX = "index.npz"
+RECORD_DIR = "_cache_keys"  # <host>-<pid>-<token>.json: the node-cache files a worker process used
 STITCHERS_DIR = "stitchers"  # <trial_id>.pt: a trial's fitted stitcher (not a table)
 
 # The results tables, one folder of Parquet parts each: each kind of work's (`Kind.table`, named in its package),
@@ -154,7 +155,5 @@ class SweepDir:
     def temporary_folders(self) -> tuple[Loc, ...]:
         """Every folder a writer may leave a temporary file in: the tables, the files beside them, the workers'
         cache records, the zoo."""
-        from sweep.worker.cache import RECORD_DIR
-
         files = (self.path / INVERTED_DIR, self.path / STITCHERS_DIR, self.path / RECORD_DIR, self.root / ZOO_DIR)
         return (*(self.table(name) for name in tables()), *files)

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.config.errors import SpecError
+from sweep.store.layout import RECORD_DIR  # under a sweep folder: a JSON file per process using the node folder
 from sweep.worker.cache_files import nbytes  # noqa: F401  (re-exported)
 from sweep.worker.cache_files import read_tensor as _read_tensor
 from sweep.worker.cache_files import write_tensor as _write_tensor
@@ -54,7 +55,6 @@ DIR_ENV = "STITCHSWEEP_CACHE_DIR"
 DISK_ENV = "STITCHSWEEP_CACHE_DISK_MB"
 SHARED_ENV = "STITCHSWEEP_CACHE_SHARED"
 RECORD_ENV = "STITCHSWEEP_CACHE_RECORD"
-RECORD_DIR = "_cache_keys"  # under a sweep's folder: one JSON file per process that used the node's folder
 MB = 2**20
 DEFAULT_MB = 2048  # the memory level's budget unless `STITCHSWEEP_CACHE_MB` says
 _HOST = "".join(c if c.isalnum() or c in "-." else "_" for c in socket.gethostname()) or "host"  # in names
